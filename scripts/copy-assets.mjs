@@ -1,0 +1,15 @@
+// Copies non-TypeScript runtime assets (Lua scripts) next to the compiled JavaScript in dist/.
+import { cpSync, readdirSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+
+function walk(dir) {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) walk(path);
+    else if (name.endsWith(".lua")) cpSync(path, join(root, "dist", relative(root, path)));
+  }
+}
+walk(join(root, "src"));
