@@ -1,0 +1,238 @@
+// Typed, validated settings from the environment: the only module that reads process.env.
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+
+export type FailureMode = "open" | "closed";
+export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
+export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+
+export type JwtSettings = {
+  algorithms: JwtAlgorithm[];
+  /** HMAC secret; generated per start outside production when unset. */
+  secret: string | undefined;
+  secretGenerated: boolean;
+  privateKey: string | undefined;
+  publicKey: string | undefined;
+  issuer: string;
+  audience: string | undefined;
+  ttlSeconds: number;
+};
+
+export type Config = {
+  port: number;
+  checkPort: number;
+  adminPort: number;
+  host: string;
+  upstreamPort: number;
+  redisUrl: string | undefined;
+  redisTimeoutMs: number;
+  redisKeyPrefix: string;
+  failureMode: FailureMode;
+  jwt: JwtSettings;
+  sessionIdleTtlSeconds: number;
+  sessionMaxAgeSeconds: number;
+  maxSessionsPerUser: number;
+  policyFile: string | undefined;
+  usersFile: string | undefined;
+  adminToken: string;
+  adminTokenGenerated: boolean;
+  metricsToken: string | undefined;
+  trustedProxyHops: number;
+  ipv6Subnet: number;
+  logLevel: LogLevel;
+  production: boolean;
+};
+
+/** Every problem found in the environment, one line each, each naming its variable. */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
+const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const MIN_SECRET_BYTES = 32;
+
+/** Reads one variable at a time, collecting problems instead of throwing on the first. */
+class Reader {
+  readonly problems: string[] = [];
+  constructor(private readonly env: Env) {}
+
+  raw(name: string): string | undefined {
+    const value = this.env[name];
+    return value === undefined || value.trim() === "" ? undefined : value.trim();
+  }
+
+  int(name: string, fallback: number, min: number, max: number): number {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      this.problems.push(`${name}: expected a whole number from ${min} to ${max}, got "${value}"`);
+      return fallback;
+    }
+    return Number(value);
+  }
+
+  port(name: string, fallback: number): number {
+    return this.int(name, fallback, 1, 65535);
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    const found = allowed.find((a) => a.toLowerCase() === value.toLowerCase());
+    if (found === undefined) {
+      this.problems.push(`${name}: expected one of ${allowed.join(", ")}, got "${value}"`);
+      return fallback;
+    }
+    return found;
+  }
+
+  file(name: string): string | undefined {
+    const path = this.raw(name);
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path, "utf8");
+    } catch (error) {
+      this.problems.push(
+        `${name}: cannot read "${path}" (${(error as NodeJS.ErrnoException).code ?? "error"})`,
+      );
+      return undefined;
+    }
+  }
+
+  /** A secret given in the environment: never echoed in a message. */
+  secret(name: string, production: boolean): { value: string; generated: boolean } {
+    const value = this.raw(name);
+    if (value === undefined) {
+      if (production) this.problems.push(`${name}: required when NODE_ENV=production`);
+      return { value: randomBytes(32).toString("base64url"), generated: true };
+    }
+    if (Buffer.byteLength(value, "utf8") < MIN_SECRET_BYTES) {
+      this.problems.push(`${name}: must be at least ${MIN_SECRET_BYTES} bytes long`);
+    }
+    return { value, generated: false };
+  }
+}
+
+function parseAlgorithms(reader: Reader): JwtAlgorithm[] {
+  const value = reader.raw("JWT_ALGORITHMS") ?? "HS256";
+  const algorithms: JwtAlgorithm[] = [];
+  for (const item of value.split(",").map((s) => s.trim().toUpperCase())) {
+    const algorithm = JWT_ALGORITHMS.find((a) => a === item);
+    if (algorithm === undefined) {
+      reader.problems.push(`JWT_ALGORITHMS: "${item}" is not supported (use ${JWT_ALGORITHMS.join(", ")})`);
+    } else if (!algorithms.includes(algorithm)) {
+      algorithms.push(algorithm);
+    }
+  }
+  return algorithms.length > 0 ? algorithms : ["HS256"];
+}
+
+function parseJwt(reader: Reader, production: boolean): JwtSettings {
+  const algorithms = parseAlgorithms(reader);
+  const usesHmac = algorithms.some((a) => a.startsWith("HS"));
+  const usesKeys = algorithms.some((a) => !a.startsWith("HS"));
+  let secret: string | undefined;
+  let secretGenerated = false;
+  if (usesHmac) {
+    const s = reader.secret("JWT_SECRET", production);
+    secret = s.value;
+    secretGenerated = s.generated;
+  }
+  let privateKey: string | undefined;
+  let publicKey: string | undefined;
+  if (usesKeys) {
+    privateKey = reader.file("JWT_PRIVATE_KEY_FILE");
+    publicKey = reader.file("JWT_PUBLIC_KEY_FILE");
+    if (reader.raw("JWT_PRIVATE_KEY_FILE") === undefined) {
+      reader.problems.push("JWT_PRIVATE_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256");
+    }
+    if (reader.raw("JWT_PUBLIC_KEY_FILE") === undefined) {
+      reader.problems.push("JWT_PUBLIC_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256");
+    }
+  }
+  return {
+    algorithms,
+    secret,
+    secretGenerated,
+    privateKey,
+    publicKey,
+    issuer: reader.raw("JWT_ISSUER") ?? "tollgate",
+    audience: reader.raw("JWT_AUDIENCE"),
+    ttlSeconds: reader.int("JWT_TTL_SECONDS", 86_400, 60, 31 * 86_400),
+  };
+}
+
+function parseRedisUrl(reader: Reader): string | undefined {
+  const value = reader.raw("REDIS_URL");
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== "redis:" && url.protocol !== "rediss:")) {
+    reader.problems.push("REDIS_URL: expected a redis:// or rediss:// URL");
+    return undefined;
+  }
+  return value;
+}
+
+/** Parses and validates the environment; throws ConfigError listing every problem. */
+export function loadConfig(env: Env = process.env): Config {
+  const reader = new Reader(env);
+  const production = reader.raw("NODE_ENV") === "production";
+  const prefix = reader.raw("REDIS_KEY_PREFIX") ?? "tg:";
+  if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(prefix)) {
+    reader.problems.push("REDIS_KEY_PREFIX: use 1 to 64 characters from A-Z a-z 0-9 : _ . -");
+  }
+  const host = reader.raw("HOST") ?? "0.0.0.0";
+  const admin = reader.secret("ADMIN_TOKEN", production);
+  const metricsToken = reader.raw("METRICS_TOKEN");
+  const config: Config = {
+    port: reader.port("PORT", 8080),
+    checkPort: reader.port("CHECK_PORT", 9191),
+    adminPort: reader.port("ADMIN_PORT", 9090),
+    host,
+    upstreamPort: reader.port("UPSTREAM_PORT", 8000),
+    redisUrl: parseRedisUrl(reader),
+    redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
+    redisKeyPrefix: prefix,
+    failureMode: reader.oneOf<FailureMode>("FAILURE_MODE", ["open", "closed"], "open"),
+    jwt: parseJwt(reader, production),
+    sessionIdleTtlSeconds: reader.int("SESSION_IDLE_TTL_SECONDS", 1800, 1, 31 * 86_400),
+    sessionMaxAgeSeconds: reader.int("SESSION_MAX_AGE_SECONDS", 86_400, 1, 366 * 86_400),
+    maxSessionsPerUser: reader.int("MAX_SESSIONS_PER_USER", 5, 1, 1000),
+    policyFile: reader.raw("POLICY_FILE"),
+    usersFile: reader.raw("USERS_FILE"),
+    adminToken: admin.value,
+    adminTokenGenerated: admin.generated,
+    metricsToken,
+    trustedProxyHops: reader.int("TRUSTED_PROXY_HOPS", 1, 0, 10),
+    ipv6Subnet: reader.int("IPV6_SUBNET", 64, 1, 128),
+    logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
+    production,
+  };
+  if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {
+    reader.problems.push("METRICS_TOKEN: must be at least 16 bytes long");
+  }
+  const ports = [
+    ["PORT", config.port],
+    ["CHECK_PORT", config.checkPort],
+    ["ADMIN_PORT", config.adminPort],
+  ] as const;
+  for (const [i, [name, value]] of ports.entries()) {
+    const clash = ports.slice(0, i).find(([, other]) => other === value);
+    if (clash !== undefined) reader.problems.push(`${name}: ${value} is already used by ${clash[0]}`);
+  }
+  if (reader.problems.length > 0) throw new ConfigError(reader.problems);
+  return config;
+}

@@ -1,0 +1,24 @@
+// Redis key names. Every key of one subject shares a {hash tag}, so one script may touch them all.
+import type { Subject } from "../ratelimit/types.js";
+
+export type Keys = {
+  window(subject: Subject, category: string): string;
+  user(userId: string): string;
+  session(userId: string, sessionId: string): string;
+  sessionIndex(userId: string): string;
+  username(username: string): string;
+};
+
+/**
+ * Usernames are free text, so they are hex-encoded: no "{", "}" or ":" of theirs can break a tag.
+ * User ids, session ids, categories and normalized IPs are validated to safe characters upstream.
+ */
+export function createKeys(prefix: string): Keys {
+  return {
+    window: (subject, category) => `${prefix}{${subject}}:w:${category}`,
+    user: (userId) => `${prefix}{u:${userId}}:user`,
+    session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
+    sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,
+    username: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:uid`,
+  };
+}

@@ -1,0 +1,52 @@
+// The Redis connection: fail-fast options for the check path and the Lua scripts as commands.
+import { readdirSync, readFileSync } from "node:fs";
+import type { Result } from "ioredis";
+import { Redis } from "ioredis";
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    windowHit(
+      key: string,
+      limit: number,
+      windowUs: number,
+      member: string,
+      nowUs: string,
+    ): Result<[number, number, number, number, number], Context>;
+    windowPeek(key: string, windowUs: number, nowUs: string): Result<[number, number, number], Context>;
+  }
+}
+
+const LUA_DIR = new URL("./lua/", import.meta.url);
+
+/** Registers every `lua/<name>-<numberOfKeys>.lua` as the command `<name>` (EVALSHA, EVAL on NOSCRIPT). */
+export function defineScripts(redis: Redis): void {
+  for (const file of readdirSync(LUA_DIR)) {
+    const match = /^([A-Za-z]+)-(\d+)\.lua$/.exec(file);
+    if (match === null) continue;
+    redis.defineCommand(match[1] as string, {
+      numberOfKeys: Number(match[2]),
+      lua: readFileSync(new URL(file, LUA_DIR), "utf8"),
+    });
+  }
+}
+
+export type RedisClientOptions = {
+  url: string;
+  /** The longest a command may wait; a check degrades past it instead of queueing. */
+  commandTimeoutMs: number;
+  /** When false, commands fail at once while disconnected instead of waiting in a queue. */
+  offlineQueue?: boolean;
+};
+
+export function createRedisClient(options: RedisClientOptions): Redis {
+  const redis = new Redis(options.url, {
+    commandTimeout: options.commandTimeoutMs,
+    enableOfflineQueue: options.offlineQueue ?? false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: Math.max(1000, options.commandTimeoutMs * 10),
+    retryStrategy: (attempt) => Math.min(50 * 2 ** Math.min(attempt, 5), 1000),
+    lazyConnect: false,
+  });
+  defineScripts(redis);
+  return redis;
+}

@@ -1,0 +1,18 @@
+// The Redis store runs the shared contract against a real redis-server, with a pinned clock.
+import { afterAll } from "vitest";
+import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
+import { createKeys } from "../../src/store/keys.js";
+import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { connectRedis, testPrefix } from "../support/redis.js";
+
+const redis = connectRedis();
+afterAll(async () => {
+  await redis.quit();
+});
+
+describeRateLimitContract("redis", {
+  create: async (now) => ({
+    store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock: now }),
+    close: async () => {},
+  }),
+});

@@ -1,0 +1,24 @@
+// A separate Node process that hits one window through the built Redis store, on command.
+// Started with fork(); waits for {go: true}, fires its hits at once and reports how many passed.
+import { createRedisRateLimitStore } from "../../dist/src/ratelimit/redis-store.js";
+import { createKeys } from "../../dist/src/store/keys.js";
+import { createRedisClient } from "../../dist/src/store/redis-client.js";
+
+const [url, prefix, subject, hits, limit, windowMs] = process.argv.slice(2);
+const redis = createRedisClient({ url, commandTimeoutMs: 10_000, offlineQueue: true });
+await redis.ping();
+const store = createRedisRateLimitStore({ redis, keys: createKeys(prefix) });
+const rule = { limit: Number(limit), windowMs: Number(windowMs) };
+
+process.on("message", async () => {
+  const results = await Promise.all(
+    Array.from({ length: Number(hits) }, () => store.hit(subject, "general", rule)),
+  );
+  process.send({
+    allowed: results.filter((r) => r.allowed).length,
+    denied: results.filter((r) => !r.allowed).length,
+  });
+  await redis.quit();
+  process.disconnect();
+});
+process.send({ ready: true });

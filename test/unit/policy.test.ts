@@ -1,0 +1,128 @@
+// The policy file: the built-in default, route matching, and one fixture per kind of error.
+import { describe, expect, it } from "vitest";
+import { loadPolicy, PolicyError, parseLimit } from "../../src/config/policy.js";
+import { matchRoute, normalizePath } from "../../src/config/routes.js";
+
+const fixture = (name: string) => new URL(`../fixtures/policy/${name}`, import.meta.url).pathname;
+
+function problemsOf(file: string): string[] {
+  try {
+    loadPolicy(fixture(file));
+  } catch (error) {
+    if (error instanceof PolicyError) return error.problems;
+    throw error;
+  }
+  throw new Error(`${file} was accepted`);
+}
+
+describe("the built-in policy", () => {
+  const policy = loadPolicy(undefined);
+
+  it("holds the limits of the specification", () => {
+    const limit = (tier: string, category: string) => policy.tiers.get(tier)?.get(category);
+    expect(limit("anonymous", "login")).toMatchObject({ count: 10, windowMs: 15 * 60_000 });
+    expect(limit("free", "search")).toMatchObject({ count: 20, windowMs: 3_600_000 });
+    expect(limit("pro", "orders")).toMatchObject({ count: 100, windowMs: 3_600_000 });
+    expect(limit("enterprise", "general")).toMatchObject({ count: 10_000, windowMs: 3_600_000 });
+    expect(policy.categories).toEqual(["general", "search", "orders", "login"]);
+  });
+
+  it("maps the specified routes to their categories and token rules", () => {
+    const match = (method: string, path: string) => matchRoute(policy, method, normalizePath(path));
+    expect(match("GET", "/api/products")).toMatchObject({ category: "general", token: "required" });
+    expect(match("GET", "/api/search?q=x")).toMatchObject({ category: "search", token: "required" });
+    expect(match("POST", "/api/orders")).toMatchObject({ category: "orders", token: "required" });
+    expect(match("POST", "/auth/login")).toMatchObject({ category: "login", token: "none" });
+    expect(match("GET", "/health")).toMatchObject({ limited: false, token: "none" });
+    expect(match("GET", "/ready")).toMatchObject({ limited: false, token: "none" });
+    expect(match("GET", "/api/orders")).toMatchObject({ category: "general", token: "required" });
+    expect(match("DELETE", "/anything/else")).toMatchObject({ category: "general", token: "required" });
+    expect(match("GET", "/auth/login")).toMatchObject({ category: "general", token: "required" });
+  });
+
+  it("sees through spellings that an upstream treats as the same path", () => {
+    const match = (method: string, path: string) => matchRoute(policy, method, normalizePath(path));
+    for (const path of [
+      "/api/search/",
+      "/api//search",
+      "/API/Search",
+      "/api/%73earch",
+      "/api/x/../search",
+      "/api/./search#f",
+    ]) {
+      expect(match("GET", path), path).toMatchObject({ category: "search" });
+    }
+    expect(match("HEAD", "/api/search")).toMatchObject({ category: "search" });
+    expect(normalizePath("/api/a%2Fb")).toBe("/api/a%2Fb");
+  });
+});
+
+describe("a policy file", () => {
+  it("reads JSON with prefix routes, unlimited routes and custom tiers", () => {
+    const policy = loadPolicy(fixture("valid.json"));
+    expect(matchRoute(policy, "GET", "/reports/2024/q1")).toMatchObject({ category: "reports" });
+    expect(matchRoute(policy, "GET", "/reports")).toMatchObject({ category: "reports" });
+    expect(matchRoute(policy, "GET", "/reportsx")).toMatchObject({ category: "general" });
+    expect(matchRoute(policy, "GET", "/public/a")).toMatchObject({ limited: false, token: "none" });
+    expect(policy.tiers.get("gold")?.get("reports")).toMatchObject({ count: 2, windowMs: 86_400_000 });
+  });
+
+  it("names the file and the field of an unknown key in a route", () => {
+    expect(problemsOf("unknown-key.yaml")).toEqual([
+      `POLICY_FILE ${fixture("unknown-key.yaml")}: routes[0]: unknown key "burst"`,
+    ]);
+  });
+
+  it("names an unknown top-level key", () => {
+    expect(problemsOf("unknown-top-key.yaml")[0]).toMatch(/unknown-top-key\.yaml: unknown key "limits"$/);
+  });
+
+  it("rejects a limit that is not <count>/<duration>", () => {
+    expect(problemsOf("bad-limit.yaml")[0]).toMatch(
+      /bad-limit\.yaml: tiers\.free\.general: bad limit "100 per hour"/,
+    );
+  });
+
+  it("rejects a zero count", () => {
+    expect(problemsOf("zero-limit.yaml")[0]).toMatch(/tiers\.anonymous\.general: bad limit "0\/1h"/);
+  });
+
+  it("rejects a category that a route reaches but a tier lacks", () => {
+    expect(problemsOf("missing-category.yaml")).toEqual([
+      `POLICY_FILE ${fixture("missing-category.yaml")}: tiers.free.search: missing, but routes[0] can send free users to category "search"`,
+    ]);
+  });
+
+  it("rejects a category that anonymous requests reach but the anonymous tier lacks", () => {
+    expect(problemsOf("reports-unreachable-by-anonymous.json")[0]).toMatch(
+      /tiers\.anonymous\.reports: missing, but routes\[0\] can send anonymous requests/,
+    );
+  });
+
+  it("requires the anonymous tier", () => {
+    expect(problemsOf("missing-anonymous.yaml")[0]).toMatch(/tiers\.anonymous: required/);
+  });
+
+  it("rejects an unknown method", () => {
+    expect(problemsOf("bad-method.yaml")[0]).toMatch(/routes\[0\]\.method: method must be one of/);
+  });
+
+  it("reports a file that is not YAML or JSON", () => {
+    expect(problemsOf("not-yaml.yaml")[0]).toMatch(/not-yaml\.yaml: not valid YAML or JSON/);
+  });
+
+  it("reports a file that cannot be read", () => {
+    expect(problemsOf("does-not-exist.yaml")[0]).toMatch(/cannot read the file \(ENOENT\)/);
+  });
+});
+
+describe("limits", () => {
+  it("parse counts and durations in s, m, h and d", () => {
+    expect(parseLimit("10/15m")).toMatchObject({ count: 10, windowMs: 900_000 });
+    expect(parseLimit("1/1s")).toMatchObject({ count: 1, windowMs: 1_000 });
+    expect(parseLimit("5/2d")).toMatchObject({ count: 5, windowMs: 172_800_000 });
+    for (const bad of ["10", "10/", "/1h", "10/1w", "-1/1h", "10/0s", "1.5/1h", "10/8d"]) {
+      expect(parseLimit(bad), bad).toBeUndefined();
+    }
+  });
+});
