@@ -7,6 +7,8 @@ export type Keys = {
   session(userId: string, sessionId: string): string;
   sessionIndex(userId: string): string;
   username(username: string): string;
+  /** Set once any user exists. */
+  usersMarker: string;
 };
 
 /**
@@ -20,5 +22,6 @@ export function createKeys(prefix: string): Keys {
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,
     username: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:uid`,
+    usersMarker: `${prefix}users:exist`,
   };
 }

@@ -13,19 +13,52 @@ declare module "ioredis" {
       nowUs: string,
     ): Result<[number, number, number, number, number], Context>;
     windowPeek(key: string, windowUs: number, nowUs: string): Result<[number, number, number], Context>;
+    authorize(
+      sessionKey: string,
+      indexKey: string,
+      userKey: string,
+      windowKey: string,
+      sessionId: string,
+      idleMs: number,
+      member: string,
+      nowUs: string,
+      ...limits: (string | number)[]
+    ): Result<(number | string)[], Context>;
+    sessionTouch(
+      sessionKey: string,
+      indexKey: string,
+      userKey: string,
+      sessionId: string,
+      idleMs: number,
+      nowUs: string,
+    ): Result<[number, string?], Context>;
+    sessionCreate(
+      sessionKey: string,
+      indexKey: string,
+      sessionId: string,
+      idleMs: number,
+      maxAgeMs: number,
+      maxSessions: number,
+      ...fields: string[]
+    ): Result<[number, ...string[]], Context>;
+    sessionsRevokeAll(indexKey: string): Result<string[], Context>;
   }
 }
 
 const LUA_DIR = new URL("./lua/", import.meta.url);
 
-/** Registers every `lua/<name>-<numberOfKeys>.lua` as the command `<name>` (EVALSHA, EVAL on NOSCRIPT). */
+/**
+ * Registers every `lua/<name>-<numberOfKeys>.lua` as the command `<name>` (EVALSHA, EVAL only on
+ * NOSCRIPT), with `lua/lib/common.lua` prepended so that the scripts share one window and session code.
+ */
 export function defineScripts(redis: Redis): void {
+  const common = readFileSync(new URL("lib/common.lua", LUA_DIR), "utf8");
   for (const file of readdirSync(LUA_DIR)) {
     const match = /^([A-Za-z]+)-(\d+)\.lua$/.exec(file);
     if (match === null) continue;
     redis.defineCommand(match[1] as string, {
       numberOfKeys: Number(match[2]),
-      lua: readFileSync(new URL(file, LUA_DIR), "utf8"),
+      lua: `${common}\n${readFileSync(new URL(file, LUA_DIR), "utf8")}`,
     });
   }
 }

@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# tollgate and the demo upstream in one image: `node dist/src/main.js` (default) or
+# `node dist/upstream/main.js`. Build: docker build -t tollgate:local .
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+# Dependencies first, so that source edits do not invalidate the npm ci layer.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
+COPY src ./src
+COPY upstream ./upstream
+# tsc -p tsconfig.build.json, then scripts/copy-assets.mjs puts the .lua scripts next to the JS.
+RUN npm run build
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# The node image's unprivileged user; the app writes nothing to disk (logs go to stdout).
+USER node
+# 8080 public API, 9191 check (Envoy/nginx only), 9090 admin + metrics, 8000 demo upstream.
+EXPOSE 8080 9191 9090 8000
+# tollgate drains on SIGTERM (finishes requests in flight, closes Redis, exits 0).
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/src/main.js"]

@@ -1,0 +1,129 @@
+// Wires one tollgate from its parts: services, the three listeners' handlers, metrics and logs.
+import type { Server } from "node:http";
+import type { Express } from "express";
+import { type AuthService, createAuthService } from "./auth/auth-service.js";
+import { createTokenService, type TokenService } from "./auth/jwt.js";
+import { type Checker, createChecker } from "./authz/checker.js";
+import { compilePolicy, type Decision } from "./authz/decide.js";
+import type { Config } from "./config/env.js";
+import type { Policy } from "./config/policy.js";
+import { createAdminApi } from "./http/admin-api.js";
+import { type CheckProtocol, createCheckServer } from "./http/check-listener.js";
+import { createPublicApi } from "./http/public-api.js";
+import type { Logger } from "./logger.js";
+import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import type { Store } from "./store/store.js";
+
+export type Tollgate = {
+  publicApp: Express;
+  adminApp: Express;
+  checkServer: Server;
+  checker: Checker;
+  auth: AuthService;
+  tokens: TokenService;
+  metrics: Metrics;
+};
+
+export type TollgateOptions = {
+  config: Config;
+  policy: Policy;
+  store: Store;
+  logger: Logger;
+  metrics?: Metrics;
+};
+
+function decisionLabels(decision: Decision): {
+  decision: string;
+  reason: string;
+  tier: string;
+  category: string;
+} {
+  if (decision.kind === "allow") {
+    return {
+      decision: "allow",
+      reason: decision.degraded ? "degraded" : "ok",
+      tier: decision.identity?.tier || decision.limit?.tier || "anonymous",
+      category: decision.limit?.category ?? "none",
+    };
+  }
+  switch (decision.status) {
+    case 401:
+      return { decision: "deny", reason: "unauthenticated", tier: "anonymous", category: "none" };
+    case 429:
+      return {
+        decision: "deny",
+        reason: "rate_limited",
+        tier: decision.limit.tier,
+        category: decision.limit.category,
+      };
+    case 503:
+      return { decision: "deny", reason: "unavailable", tier: "unknown", category: "none" };
+  }
+}
+
+export function createTollgate(options: TollgateOptions): Tollgate {
+  const { config, policy, store, logger } = options;
+  const metrics = options.metrics ?? createMetrics();
+  const tokens = createTokenService(config.jwt);
+  const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
+  const auth = createAuthService({
+    config,
+    policy,
+    store,
+    tokens,
+    logger,
+    onEvent: (event) => metrics.authEvents.inc({ event }),
+  });
+
+  let storeUp = true;
+  metrics.storeUp.set(1);
+  const checker = createChecker({
+    compiled: compilePolicy(policy),
+    tokens,
+    authorizer: store.authorizer,
+    limiter: store.limiter,
+    failureMode: config.failureMode,
+    idleMs: config.sessionIdleTtlSeconds * 1000,
+    onStoreError(operation, error) {
+      metrics.storeErrors.inc({ operation });
+      if (config.failureMode === "open") metrics.degraded.inc();
+      if (storeUp) {
+        storeUp = false;
+        metrics.storeUp.set(0);
+        logger.warn(
+          { event: "store_down", operation, err: (error as Error).message, failureMode: config.failureMode },
+          "store unavailable: checks degrade",
+        );
+      }
+    },
+    onStoreOk() {
+      if (!storeUp) {
+        storeUp = true;
+        metrics.storeUp.set(1);
+        logger.info({ event: "store_recovered" }, "store answers again: enforcement resumed");
+      }
+    },
+  });
+
+  const checkServer = createCheckServer({
+    checker,
+    clientIp,
+    logger,
+    onDecision(protocol: CheckProtocol, decision, seconds) {
+      metrics.checkDuration.observe({ protocol }, seconds);
+      metrics.decisions.inc(decisionLabels(decision));
+    },
+  });
+
+  const publicApp = createPublicApi({ auth, store, logger, clientIp, readyTimeoutMs: config.redisTimeoutMs });
+  const adminApp = createAdminApi({
+    store,
+    policy,
+    logger,
+    metrics,
+    adminToken: config.adminToken,
+    metricsToken: config.metricsToken,
+    readyTimeoutMs: config.redisTimeoutMs,
+  });
+  return { publicApp, adminApp, checkServer, checker, auth, tokens, metrics };
+}

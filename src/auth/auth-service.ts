@@ -1,0 +1,161 @@
+// Login, token authentication and session management: the identity rules, free of HTTP.
+import type { Config } from "../config/env.js";
+import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
+import type { Logger } from "../logger.js";
+import { sidPrefix } from "../logger.js";
+import type { Rule } from "../ratelimit/types.js";
+import type { Store } from "../store/store.js";
+import type { TokenCheck, TokenService } from "./jwt.js";
+import { verifyPassword } from "./passwords.js";
+import type { Session } from "./types.js";
+
+export type Identity = { userId: string; sessionId: string; tier: string };
+
+export type LoginInput = {
+  username: string;
+  password: string;
+  ip: string;
+  userAgent: string;
+  deviceName: string;
+};
+
+export type LoginResult =
+  | { kind: "ok"; token: string; expiresIn: number; sessionId: string; userId: string; tier: string }
+  | { kind: "invalid_credentials" }
+  | { kind: "locked"; retryAfterMs: number };
+
+export type AuthResult =
+  | { kind: "ok"; identity: Identity }
+  | { kind: "unauthorized"; reason: "missing" | "invalid" | "expired" | "revoked"; description: string };
+
+export type RevokeResult = "revoked" | "current" | "not_found";
+
+export type AuthEvent =
+  | "login"
+  | "login_failed"
+  | "logout"
+  | "logout_all"
+  | "session_revoked"
+  | "session_evicted"
+  | "lockout";
+
+export type AuthServiceOptions = {
+  config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
+  policy: Policy;
+  store: Store;
+  tokens: TokenService;
+  logger: Logger;
+  onEvent?: (event: AuthEvent) => void;
+};
+
+/** Failed logins per username share the per-IP login limit of the anonymous tier. */
+const LOCKOUT_CATEGORY = "login_failed";
+const FALLBACK_LOCKOUT: Rule = { limit: 10, windowMs: 15 * 60_000 };
+
+const usernameSubject = (username: string): string => `n:${Buffer.from(username, "utf8").toString("hex")}`;
+
+export function createAuthService(options: AuthServiceOptions) {
+  const { config, store, tokens, logger } = options;
+  const emit = options.onEvent ?? (() => {});
+  const idleMs = config.sessionIdleTtlSeconds * 1000;
+  const lifetimes = {
+    idleMs,
+    maxAgeMs: config.sessionMaxAgeSeconds * 1000,
+    maxPerUser: config.maxSessionsPerUser,
+  };
+  const loginLimit = options.policy.tiers.get(ANONYMOUS_TIER)?.get("login");
+  const lockoutRule: Rule = loginLimit
+    ? { limit: loginLimit.count, windowMs: loginLimit.windowMs }
+    : FALLBACK_LOCKOUT;
+
+  async function login(input: LoginInput): Promise<LoginResult> {
+    const subject = usernameSubject(input.username);
+    const lockout = await store.limiter.peek(subject, LOCKOUT_CATEGORY, lockoutRule);
+    if (lockout.remaining === 0) {
+      emit("lockout");
+      logger.warn(
+        { event: "lockout", ip: input.ip },
+        "login refused: too many failed attempts for this username",
+      );
+      return { kind: "locked", retryAfterMs: Math.max(1000, lockout.resetAtMs - Date.now()) };
+    }
+    const user = await store.users.findByUsername(input.username);
+    // Unknown users cost the same scrypt work as a wrong password, and get the same answer.
+    const valid = await verifyPassword(input.password, user?.passwordHash);
+    if (user === undefined || !valid || user.disabled) {
+      await store.limiter.hit(subject, LOCKOUT_CATEGORY, lockoutRule);
+      emit("login_failed");
+      logger.info({ event: "login_failed", ip: input.ip }, "login failed");
+      return { kind: "invalid_credentials" };
+    }
+    const { session, evicted } = await store.sessions.create(
+      { userId: user.id, deviceName: input.deviceName, ip: input.ip, userAgent: input.userAgent },
+      lifetimes,
+    );
+    const { token, expiresIn } = tokens.sign({ sub: user.id, sid: session.sessionId, tier: user.tier });
+    emit("login");
+    logger.info(
+      { event: "login", userId: user.id, sid: sidPrefix(session.sessionId), ip: input.ip },
+      "login succeeded",
+    );
+    for (const sid of evicted) {
+      emit("session_evicted");
+      logger.info(
+        { event: "session_evicted", userId: user.id, sid: sidPrefix(sid) },
+        "oldest session evicted",
+      );
+    }
+    return { kind: "ok", token, expiresIn, sessionId: session.sessionId, userId: user.id, tier: user.tier };
+  }
+
+  /** Validates a bearer token and its session (renewing it); the public API trusts nothing else. */
+  async function authenticate(token: string | undefined): Promise<AuthResult> {
+    if (token === undefined)
+      return { kind: "unauthorized", reason: "missing", description: "no bearer token" };
+    const check: TokenCheck = tokens.verify(token);
+    if (!check.ok) return { kind: "unauthorized", reason: check.reason, description: check.description };
+    const { sub: userId, sid: sessionId } = check.claims;
+    const session = await store.sessions.touch(userId, sessionId, idleMs);
+    if (session.kind !== "ok") {
+      return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
+    }
+    return { kind: "ok", identity: { userId, sessionId, tier: session.tier } };
+  }
+
+  async function logout(identity: Identity): Promise<void> {
+    await store.sessions.revoke(identity.userId, identity.sessionId);
+    emit("logout");
+    logger.info(
+      { event: "logout", userId: identity.userId, sid: sidPrefix(identity.sessionId) },
+      "logged out",
+    );
+  }
+
+  async function logoutAll(identity: Identity): Promise<number> {
+    const revoked = await store.sessions.revokeAll(identity.userId);
+    emit("logout_all");
+    logger.info({ event: "logout_all", userId: identity.userId, revoked }, "logged out from every device");
+    return revoked;
+  }
+
+  async function listSessions(userId: string): Promise<Session[]> {
+    return store.sessions.list(userId);
+  }
+
+  async function revokeSession(identity: Identity, sessionId: string): Promise<RevokeResult> {
+    if (sessionId === identity.sessionId) return "current";
+    const own = await store.sessions.list(identity.userId);
+    if (!own.some((s) => s.sessionId === sessionId)) return "not_found";
+    await store.sessions.revoke(identity.userId, sessionId);
+    emit("session_revoked");
+    logger.info(
+      { event: "session_revoked", userId: identity.userId, sid: sidPrefix(sessionId) },
+      "session revoked by its user",
+    );
+    return "revoked";
+  }
+
+  return { login, authenticate, logout, logoutAll, listSessions, revokeSession, lockoutRule };
+}
+
+export type AuthService = ReturnType<typeof createAuthService>;

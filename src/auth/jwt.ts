@@ -1,0 +1,71 @@
+// Access tokens: signed at login, verified on every check with an algorithm allow-list.
+import jwt from "jsonwebtoken";
+import type { JwtSettings } from "../config/env.js";
+
+export type Claims = { sub: string; sid: string; tier: string; exp: number };
+
+export type TokenCheck =
+  | { ok: true; claims: Claims }
+  | { ok: false; reason: "expired" | "invalid"; description: string };
+
+export type TokenService = {
+  sign(claims: { sub: string; sid: string; tier: string }): { token: string; expiresIn: number };
+  verify(token: string): TokenCheck;
+};
+
+/** Ids that tollgate issues: safe in keys, headers and logs. */
+export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const MAX_TOKEN_LENGTH = 4096;
+const CLOCK_LEEWAY_SECONDS = 5;
+
+const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
+
+export function createTokenService(settings: JwtSettings): TokenService {
+  const signing = settings.algorithms[0] ?? "HS256";
+  const keyFor = (algorithm: string): string | undefined =>
+    algorithm.startsWith("HS") ? settings.secret : settings.publicKey;
+  const signingKey = signing.startsWith("HS") ? settings.secret : settings.privateKey;
+  if (signingKey === undefined) throw new Error(`no key to sign ${signing} tokens`);
+  const allowed = new Set<string>(settings.algorithms);
+
+  return {
+    sign(claims) {
+      const token = jwt.sign({ sub: claims.sub, sid: claims.sid, tier: claims.tier }, signingKey, {
+        algorithm: signing,
+        expiresIn: settings.ttlSeconds,
+        issuer: settings.issuer,
+        ...(settings.audience === undefined ? {} : { audience: settings.audience }),
+      });
+      return { token, expiresIn: settings.ttlSeconds };
+    },
+
+    verify(token) {
+      if (token.length > MAX_TOKEN_LENGTH) return invalid("token too long");
+      const decoded = jwt.decode(token, { complete: true });
+      if (decoded === null || typeof decoded.payload === "string") return invalid("malformed token");
+      const algorithm = decoded.header.alg;
+      const key = keyFor(algorithm);
+      if (!allowed.has(algorithm) || key === undefined) return invalid("algorithm not allowed");
+      let payload: jwt.JwtPayload | string;
+      try {
+        payload = jwt.verify(token, key, {
+          algorithms: [algorithm as jwt.Algorithm],
+          issuer: settings.issuer,
+          ...(settings.audience === undefined ? {} : { audience: settings.audience }),
+          clockTolerance: CLOCK_LEEWAY_SECONDS,
+        });
+      } catch (error) {
+        if (error instanceof jwt.TokenExpiredError)
+          return { ok: false, reason: "expired", description: "token expired" };
+        if (error instanceof jwt.NotBeforeError) return invalid("token not yet valid");
+        return invalid("token signature or claims invalid");
+      }
+      if (typeof payload === "string") return invalid("malformed token");
+      const { sub, sid, tier, exp } = payload;
+      if (typeof exp !== "number") return invalid("token has no expiry");
+      if (typeof sub !== "string" || !ID_PATTERN.test(sub)) return invalid("token subject invalid");
+      if (typeof sid !== "string" || !ID_PATTERN.test(sid)) return invalid("token session invalid");
+      return { ok: true, claims: { sub, sid, exp, tier: typeof tier === "string" ? tier : "" } };
+    },
+  };
+}

@@ -1,0 +1,186 @@
+// Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
+import { randomBytes } from "node:crypto";
+import type { Redis } from "ioredis";
+import type { Keys } from "../store/keys.js";
+import type { Session, SessionStore, User, UserStore } from "./types.js";
+
+export const newUserId = (): string => `usr_${randomBytes(8).toString("hex")}`;
+export const newSessionId = (): string => randomBytes(16).toString("base64url");
+
+function toUser(fields: Record<string, string>): User | undefined {
+  if (fields.id === undefined || fields.username === undefined || fields.tier === undefined) return undefined;
+  return {
+    id: fields.id,
+    username: fields.username,
+    tier: fields.tier,
+    passwordHash: fields.pw ?? "",
+    createdAt: Number(fields.created ?? 0),
+    disabled: fields.disabled === "1",
+  };
+}
+
+function toSession(userId: string, sessionId: string, f: Record<string, string>): Session | undefined {
+  if (f.exp === undefined) return undefined;
+  return {
+    sessionId,
+    userId,
+    deviceName: f.dev ?? "",
+    ip: f.ip ?? "",
+    userAgent: f.ua ?? "",
+    createdAt: Number(f.created),
+    lastAccessed: Number(f.last),
+    expiresAt: Number(f.exp),
+  };
+}
+
+export function createRedisUserStore(options: { redis: Redis; keys: Keys }): UserStore {
+  const { redis, keys } = options;
+  const marker = keys.usersMarker;
+
+  const get = async (userId: string): Promise<User | undefined> =>
+    toUser(await redis.hgetall(keys.user(userId)));
+
+  const write = async (user: User): Promise<void> => {
+    await redis.hset(keys.user(user.id), {
+      id: user.id,
+      username: user.username,
+      tier: user.tier,
+      pw: user.passwordHash,
+      created: String(user.createdAt),
+      disabled: user.disabled ? "1" : "0",
+    });
+    await redis.set(marker, "1");
+  };
+
+  const store: UserStore = {
+    async create(input) {
+      const user: User = { ...input, id: input.id ?? newUserId(), createdAt: Date.now(), disabled: false };
+      // The username index is claimed first, so two creations of one name cannot both succeed.
+      const claimed = await redis.set(keys.username(input.username), user.id, "NX");
+      if (claimed === null) return "exists";
+      await write(user);
+      return user;
+    },
+
+    async upsert(input) {
+      const existing = await store.findByUsername(input.username);
+      if (existing === undefined) {
+        const created = await store.create(input);
+        if (created !== "exists") return created;
+        return store.upsert(input);
+      }
+      const user: User = { ...existing, tier: input.tier, passwordHash: input.passwordHash };
+      await write(user);
+      return user;
+    },
+
+    get,
+
+    async findByUsername(username) {
+      const id = await redis.get(keys.username(username));
+      return id === null ? undefined : get(id);
+    },
+
+    async setTier(userId, tier) {
+      if (!(await redis.exists(keys.user(userId)))) return false;
+      await redis.hset(keys.user(userId), "tier", tier);
+      return true;
+    },
+
+    async setDisabled(userId, disabled) {
+      if (!(await redis.exists(keys.user(userId)))) return false;
+      await redis.hset(keys.user(userId), "disabled", disabled ? "1" : "0");
+      return true;
+    },
+
+    async any() {
+      return (await redis.exists(marker)) === 1;
+    },
+  };
+  return store;
+}
+
+export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): SessionStore {
+  const { redis, keys } = options;
+
+  const deleteSessions = async (userId: string, sessionIds: readonly string[]): Promise<void> => {
+    if (sessionIds.length > 0) await redis.del(...sessionIds.map((sid) => keys.session(userId, sid)));
+  };
+
+  return {
+    async create(input, lifetimes) {
+      const sessionId = newSessionId();
+      const [createdAt, ...evicted] = await redis.sessionCreate(
+        keys.session(input.userId, sessionId),
+        keys.sessionIndex(input.userId),
+        sessionId,
+        lifetimes.idleMs,
+        lifetimes.maxAgeMs,
+        lifetimes.maxPerUser,
+        "dev",
+        input.deviceName,
+        "ip",
+        input.ip,
+        "ua",
+        input.userAgent,
+      );
+      await deleteSessions(input.userId, evicted);
+      const session: Session = {
+        ...input,
+        sessionId,
+        createdAt,
+        lastAccessed: createdAt,
+        expiresAt: createdAt + lifetimes.maxAgeMs,
+      };
+      return { session, evicted };
+    },
+
+    async touch(userId, sessionId, idleMs) {
+      const [status, tier] = await redis.sessionTouch(
+        keys.session(userId, sessionId),
+        keys.sessionIndex(userId),
+        keys.user(userId),
+        sessionId,
+        idleMs,
+        "",
+      );
+      if (status === 1 && tier !== undefined) return { kind: "ok", tier };
+      return status === -1 ? { kind: "user_inactive" } : { kind: "no_session" };
+    },
+
+    async list(userId) {
+      const index = keys.sessionIndex(userId);
+      const sessionIds = await redis.zrange(index, 0, -1);
+      if (sessionIds.length === 0) return [];
+      const pipeline = redis.pipeline();
+      for (const sid of sessionIds) pipeline.hgetall(keys.session(userId, sid));
+      const replies = (await pipeline.exec()) ?? [];
+      const now = Date.now();
+      const sessions: Session[] = [];
+      const gone: string[] = [];
+      sessionIds.forEach((sid, i) => {
+        const session = toSession(userId, sid, (replies[i]?.[1] ?? {}) as Record<string, string>);
+        if (session === undefined || session.expiresAt <= now) gone.push(sid);
+        else sessions.push(session);
+      });
+      // Sessions that expired by themselves leave their id in the index until someone looks.
+      if (gone.length > 0) await redis.zrem(index, ...gone);
+      return sessions;
+    },
+
+    async revoke(userId, sessionId) {
+      const [[, removed] = []] = (await redis
+        .multi()
+        .zrem(keys.sessionIndex(userId), sessionId)
+        .del(keys.session(userId, sessionId))
+        .exec()) ?? [[]];
+      return removed === 1;
+    },
+
+    async revokeAll(userId) {
+      const revoked = await redis.sessionsRevokeAll(keys.sessionIndex(userId));
+      await deleteSessions(userId, revoked);
+      return revoked.length;
+    },
+  };
+}

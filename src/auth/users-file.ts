@@ -1,0 +1,87 @@
+// Start-up users: USERS_FILE (JSON) loaded into the store, or the demo users outside production.
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
+import { ID_PATTERN } from "./jwt.js";
+import { hashPassword, isPasswordHash } from "./passwords.js";
+import type { NewUser, UserStore } from "./types.js";
+
+export const DEMO_USERS = [
+  { id: "demo-alice", username: "alice", tier: "free", password: "secret" },
+  { id: "demo-bob", username: "bob_pro", tier: "pro", password: "secret" },
+  { id: "demo-carol", username: "ent_carol", tier: "enterprise", password: "secret" },
+] as const;
+
+const entrySchema = z
+  .strictObject({
+    id: z.string().regex(ID_PATTERN, "id: use 1 to 64 characters from A-Z a-z 0-9 _ -").optional(),
+    username: z.string().min(1).max(64),
+    tier: z.string(),
+    password: z.string().min(1).max(1024).optional(),
+    password_hash: z
+      .string()
+      .refine(isPasswordHash, "password_hash: not a hash from npm run hash-password")
+      .optional(),
+  })
+  .refine(
+    (u) => (u.password === undefined) !== (u.password_hash === undefined),
+    "give password or password_hash",
+  );
+
+const fileSchema = z.union([z.array(entrySchema), z.strictObject({ users: z.array(entrySchema) })]);
+
+export class UsersFileError extends Error {
+  constructor(file: string, problems: string[]) {
+    super(`invalid USERS_FILE ${file}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "UsersFileError";
+  }
+}
+
+/** Reads and validates USERS_FILE; passwords in it are hashed here and never kept. */
+export async function readUsersFile(file: string, policy: Policy): Promise<NewUser[]> {
+  let document: unknown;
+  try {
+    document = JSON.parse(readFileSync(file, "utf8"));
+  } catch (error) {
+    throw new UsersFileError(file, [
+      `cannot read it as JSON (${(error as NodeJS.ErrnoException).code ?? "syntax error"})`,
+    ]);
+  }
+  const parsed = fileSchema.safeParse(document);
+  if (!parsed.success) {
+    throw new UsersFileError(
+      file,
+      parsed.error.issues.map((i) => `${i.path.join(".") || "(top level)"}: ${i.message}`),
+    );
+  }
+  const entries = Array.isArray(parsed.data) ? parsed.data : parsed.data.users;
+  const problems = entries.flatMap((u, i) =>
+    policy.tiers.has(u.tier) && u.tier !== ANONYMOUS_TIER
+      ? []
+      : [`users[${i}].tier: "${u.tier}" is not a tier of the policy`],
+  );
+  if (problems.length > 0) throw new UsersFileError(file, problems);
+  return Promise.all(
+    entries.map(async (u) => ({
+      ...(u.id === undefined ? {} : { id: u.id }),
+      username: u.username,
+      tier: u.tier,
+      passwordHash: u.password_hash ?? (await hashPassword(u.password as string)),
+    })),
+  );
+}
+
+export async function demoUsers(): Promise<NewUser[]> {
+  return Promise.all(
+    DEMO_USERS.map(async (u) => ({
+      id: u.id,
+      username: u.username,
+      tier: u.tier,
+      passwordHash: await hashPassword(u.password),
+    })),
+  );
+}
+
+export async function loadUsers(users: UserStore, entries: readonly NewUser[]): Promise<void> {
+  for (const entry of entries) await users.upsert(entry);
+}

@@ -1,0 +1,60 @@
+// The check's one Redis call: session validity, the user's current tier and the window, atomically.
+import type { Redis } from "ioredis";
+import type { AuthorizeStore, TierLimits } from "../auth/types.js";
+import { createMemberIds } from "../ratelimit/redis-store.js";
+import { hitResult } from "../ratelimit/types.js";
+import type { Keys } from "../store/keys.js";
+
+export function createRedisAuthorizeStore(options: { redis: Redis; keys: Keys }): AuthorizeStore {
+  const { redis, keys } = options;
+  const nextMember = createMemberIds();
+  // The script's limit arguments for each category's table, built once.
+  const argsByLimits = new WeakMap<TierLimits, (string | number)[]>();
+  const limitArgs = (limits: TierLimits): (string | number)[] => {
+    let args = argsByLimits.get(limits);
+    if (args === undefined) {
+      args = [...limits].flatMap(([tier, rule]) => [tier, rule.limit, rule.windowMs * 1000]);
+      argsByLimits.set(limits, args);
+    }
+    return args;
+  };
+
+  return {
+    async authorize({ userId, sessionId, category, limits, idleMs }) {
+      const reply = await redis.authorize(
+        keys.session(userId, sessionId),
+        keys.sessionIndex(userId),
+        keys.user(userId),
+        keys.window(`u:${userId}`, category),
+        sessionId,
+        idleMs,
+        nextMember(),
+        "",
+        ...limitArgs(limits),
+      );
+      const status = reply[0] as number;
+      if (status === 0) return { kind: "no_session" };
+      if (status === -1) return { kind: "user_inactive" };
+      if (status === -2) return { kind: "unknown_tier", tier: String(reply[1]) };
+      const [allowed, used, oldestUs, nowUs, freeAtUs, tier, limit, windowUs] = reply as [
+        number,
+        number,
+        number,
+        number,
+        number,
+        string,
+        number,
+        number,
+      ];
+      const hit = hitResult({
+        allowed: allowed === 1,
+        rule: { limit, windowMs: windowUs / 1000 },
+        used,
+        oldestMs: oldestUs / 1000,
+        freeAtMs: freeAtUs / 1000,
+        nowMs: nowUs / 1000,
+      });
+      return { kind: "ok", tier, hit };
+    },
+  };
+}

@@ -1,0 +1,194 @@
+// The admin and ops API on ADMIN_PORT: users, sessions, tiers, limits and /metrics, behind tokens.
+import { createHash, timingSafeEqual } from "node:crypto";
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import { z } from "zod";
+import { ID_PATTERN } from "../auth/jwt.js";
+import { hashPassword } from "../auth/passwords.js";
+import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics/metrics.js";
+import { userSubject } from "../ratelimit/types.js";
+import type { Store } from "../store/store.js";
+import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { bearerToken, healthRoutes, sessionJson } from "./public-api.js";
+
+export type AdminApiOptions = {
+  store: Store;
+  policy: Policy;
+  logger: Logger;
+  metrics: Metrics;
+  adminToken: string;
+  metricsToken: string | undefined;
+  readyTimeoutMs: number;
+};
+
+const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
+
+/** Constant-time bearer check: both sides are hashed to one length before comparing. */
+export function requireBearer(expected: string, realm: string): RequestHandler {
+  const wanted = digest(expected);
+  return (req, _res, next) => {
+    const given = bearerToken(req.headers.authorization);
+    if (given !== undefined && timingSafeEqual(digest(given), wanted)) return next();
+    next(
+      new HttpError("unauthorized", `A valid ${realm} bearer token is required`, {
+        "WWW-Authenticate": bearerChallenge(given === undefined ? undefined : "wrong token"),
+      }),
+    );
+  };
+}
+
+const handle =
+  (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
+  (req, res, next: NextFunction) =>
+    fn(req, res).catch(next);
+
+export function createAdminApi(options: AdminApiOptions): express.Express {
+  const { store, policy, logger, metrics } = options;
+  const tiers = [...policy.tiers.keys()].filter((t) => t !== ANONYMOUS_TIER);
+  const tierSchema = z.string().refine((t) => tiers.includes(t), `tier must be one of ${tiers.join(", ")}`);
+  const createSchema = z.strictObject({
+    username: z
+      .string()
+      .min(1)
+      .max(64)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
+      .refine((u) => !/[\u0000-\u001f\u007f]/.test(u), "username must not contain control characters"),
+    password: z.string().min(8).max(1024),
+    tier: tierSchema,
+  });
+
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.use(requireJson, express.json({ limit: "16kb" }));
+
+  const router = express.Router();
+  healthRoutes(router, store, options.readyTimeoutMs);
+
+  const metricsGuard: RequestHandler[] =
+    options.metricsToken === undefined ? [] : [requireBearer(options.metricsToken, "metrics")];
+  router.get(
+    "/metrics",
+    ...metricsGuard,
+    handle(async (_req, res) => {
+      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    }),
+  );
+
+  const admin = express.Router();
+  admin.use(requireBearer(options.adminToken, "admin"));
+
+  const userOf = async (req: Request) => {
+    const id = String(req.params.id);
+    const user = ID_PATTERN.test(id) ? await store.users.get(id) : undefined;
+    if (user === undefined) throw new HttpError("not_found", "No such user");
+    return user;
+  };
+  const parse = <T>(schema: z.ZodType<T>, body: unknown): T => {
+    const result = schema.safeParse(body);
+    if (!result.success) {
+      const issue = result.error.issues[0];
+      const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+      throw new HttpError("bad_request", `${where}${issue?.message ?? "invalid body"}`);
+    }
+    return result.data;
+  };
+
+  admin.post(
+    "/users",
+    handle(async (req, res) => {
+      const input = parse(createSchema, req.body);
+      const created = await store.users.create({
+        username: input.username,
+        tier: input.tier,
+        passwordHash: await hashPassword(input.password),
+      });
+      if (created === "exists") throw new HttpError("conflict", "That username is taken");
+      logger.info({ event: "user_created", userId: created.id, tier: created.tier }, "user created");
+      res.status(201).json({ user_id: created.id, username: created.username, tier: created.tier });
+    }),
+  );
+
+  admin.post(
+    "/users/:id/revoke",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      const revoked = await store.sessions.revokeAll(user.id);
+      metrics.authEvents.inc({ event: "admin_revoke" });
+      logger.info(
+        { event: "admin_revoke", userId: user.id, revoked },
+        "admin revoked every session of a user",
+      );
+      res.json({ message: `Revoked ${revoked} session${revoked === 1 ? "" : "s"}`, revoked });
+    }),
+  );
+
+  admin.get(
+    "/users/:id/sessions",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      const sessions = await store.sessions.list(user.id);
+      res.json({ sessions: sessions.map((s) => sessionJson(s)), total: sessions.length });
+    }),
+  );
+
+  admin.put(
+    "/users/:id/tier",
+    handle(async (req, res) => {
+      const { tier } = parse(z.object({ tier: tierSchema }), req.body);
+      const user = await userOf(req);
+      await store.users.setTier(user.id, tier);
+      metrics.authEvents.inc({ event: "tier_changed" });
+      logger.info({ event: "tier_changed", userId: user.id, from: user.tier, to: tier }, "tier changed");
+      res.json({ message: "Tier changed; effective on the next request", user_id: user.id, tier });
+    }),
+  );
+
+  admin.put(
+    "/users/:id/disabled",
+    handle(async (req, res) => {
+      const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
+      const user = await userOf(req);
+      await store.users.setDisabled(user.id, disabled);
+      logger.info(
+        { event: disabled ? "user_disabled" : "user_enabled", userId: user.id },
+        "user access changed",
+      );
+      res.json({ user_id: user.id, disabled });
+    }),
+  );
+
+  admin.get(
+    "/users/:id/limits",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      const limits: Record<string, { limit: number; used: number; remaining: number; reset: number }> = {};
+      for (const [category, limit] of policy.tiers.get(user.tier) ?? []) {
+        const state = await store.limiter.peek(userSubject(user.id), category, {
+          limit: limit.count,
+          windowMs: limit.windowMs,
+        });
+        const { used, remaining } = state;
+        limits[category] = { limit: state.limit, used, remaining, reset: Math.ceil(state.resetAtMs / 1000) };
+      }
+      res.json({ user_id: user.id, tier: user.tier, limits });
+    }),
+  );
+
+  admin.delete(
+    "/users/:id/limits",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      await store.limiter.reset(userSubject(user.id), policy.categories);
+      logger.info({ event: "limits_reset", userId: user.id }, "rate-limit windows cleared");
+      res.json({ message: "Rate-limit windows cleared", user_id: user.id });
+    }),
+  );
+
+  router.use("/admin", admin);
+  app.use(router);
+  app.use(notFound);
+  app.use(errorHandler(logger));
+  return app;
+}

@@ -1,0 +1,105 @@
+// The check listener on CHECK_PORT: Envoy ext_authz (/ext_authz/*) and nginx auth_request (/nginx/auth).
+// Every proxied request waits on this, so it is plain node:http with no router in between.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Checker } from "../authz/checker.js";
+import type { Decision } from "../authz/decide.js";
+import type { Logger } from "../logger.js";
+import { type CheckResponse, renderDecision, renderForNginx } from "./check-responses.js";
+import { type ClientIpOptions, clientIp } from "./client-ip.js";
+
+export type CheckProtocol = "envoy" | "nginx";
+
+export type CheckListenerOptions = {
+  checker: Checker;
+  clientIp: ClientIpOptions;
+  logger: Logger;
+  /** Called once per answered check, for metrics and logs. */
+  onDecision?(protocol: CheckProtocol, decision: Decision, seconds: number): void;
+};
+
+const ENVOY_PREFIX = "/ext_authz";
+const NGINX_PATH = "/nginx/auth";
+const MAX_URI = 8192;
+
+function send(res: ServerResponse, response: CheckResponse): void {
+  res.writeHead(response.status, response.headers);
+  res.end(response.body);
+}
+
+function sendJson(res: ServerResponse, status: number, error: string, message: string): void {
+  send(res, {
+    status,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ error, message }),
+  });
+}
+
+const header = (req: IncomingMessage, name: string): string | undefined => {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value.join(",") : value;
+};
+
+export function createCheckHandler(options: CheckListenerOptions) {
+  const { checker, logger, onDecision } = options;
+
+  const answer = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    protocol: CheckProtocol,
+    method: string,
+    path: string,
+  ): Promise<void> => {
+    const started = process.hrtime.bigint();
+    const decision = await checker({
+      method,
+      path,
+      authorization: header(req, "authorization"),
+      ip: clientIp(header(req, "x-forwarded-for"), req.socket.remoteAddress, options.clientIp),
+    });
+    const now = Date.now();
+    send(res, protocol === "envoy" ? renderDecision(decision, now) : renderForNginx(decision, now));
+    onDecision?.(protocol, decision, Number(process.hrtime.bigint() - started) / 1e9);
+  };
+
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
+    req.resume();
+    const url = req.url ?? "/";
+    let work: Promise<void> | undefined;
+    if (
+      url.startsWith(ENVOY_PREFIX) &&
+      (url.length === ENVOY_PREFIX.length ||
+        url.charCodeAt(ENVOY_PREFIX.length) === 47 ||
+        url.charCodeAt(ENVOY_PREFIX.length) === 63)
+    ) {
+      const path = url.slice(ENVOY_PREFIX.length) || "/";
+      work = answer(req, res, "envoy", req.method ?? "GET", path.startsWith("/") ? path : `/${path}`);
+    } else if (url === NGINX_PATH || url.startsWith(`${NGINX_PATH}?`)) {
+      const method = header(req, "x-original-method");
+      const uri = header(req, "x-original-uri");
+      if (method === undefined || uri === undefined || uri.length > MAX_URI || !uri.startsWith("/")) {
+        sendJson(res, 400, "bad_request", "nginx checks need X-Original-Method and X-Original-URI");
+        return;
+      }
+      work = answer(req, res, "nginx", method, uri);
+    } else if (url === "/health" && req.method === "GET") {
+      send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
+      return;
+    } else {
+      sendJson(res, 404, "not_found", "Checks go to /ext_authz/<path> (Envoy) or /nginx/auth (nginx)");
+      return;
+    }
+    work.catch((error: unknown) => {
+      logger.error({ err: error }, "check failed unexpectedly");
+      if (!res.headersSent) sendJson(res, 503, "unavailable", "The check could not be completed");
+    });
+  };
+}
+
+export function createCheckServer(options: CheckListenerOptions): Server {
+  const server = createServer({ maxHeaderSize: 16 * 1024 }, createCheckHandler(options));
+  // Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket.
+  server.keepAliveTimeout = 75_000;
+  server.headersTimeout = 80_000;
+  return server;
+}

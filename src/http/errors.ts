@@ -1,0 +1,97 @@
+// Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
+import type { ErrorRequestHandler, RequestHandler, Response } from "express";
+import type { Logger } from "../logger.js";
+import { StoreUnavailableError } from "../store/errors.js";
+
+export const STATUS = {
+  bad_request: 400,
+  invalid_json: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limit_exceeded: 429,
+  internal_error: 500,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof STATUS;
+
+export class HttpError extends Error {
+  readonly code: ErrorCode;
+  readonly headers: Record<string, string>;
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+    super(message);
+    this.name = "HttpError";
+    this.code = code;
+    this.headers = headers;
+  }
+}
+
+export const errorBody = (code: ErrorCode, message: string) => ({ error: code, message });
+
+/** RFC 6750 challenge; no `error` attribute when the request carried no token. */
+export function bearerChallenge(description: string | undefined): string {
+  if (description === undefined) return 'Bearer realm="tollgate"';
+  return `Bearer realm="tollgate", error="invalid_token", error_description="${description.replace(/["\\]/g, "")}"`;
+}
+
+export function sendError(res: Response, error: HttpError): void {
+  res.status(STATUS[error.code]).set(error.headers).json(errorBody(error.code, error.message));
+}
+
+type BodyParserError = Error & { type?: string; status?: number };
+
+/** Maps anything thrown in a handler to a JSON error: 4xx for bad input, 503 for the store. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error: unknown, req, res, _next) => {
+    if (res.headersSent) return;
+    if (error instanceof HttpError) return sendError(res, error);
+    if (error instanceof StoreUnavailableError) {
+      logger.warn(
+        { event: "store_error", path: req.path, err: (error.cause as Error)?.message },
+        "store unavailable",
+      );
+      return sendError(
+        res,
+        new HttpError("unavailable", "The session store is unavailable; try again shortly"),
+      );
+    }
+    const parser = error as BodyParserError;
+    switch (parser.type) {
+      case "entity.parse.failed":
+        return sendError(res, new HttpError("invalid_json", "The request body is not valid JSON"));
+      case "entity.too.large":
+        return sendError(res, new HttpError("payload_too_large", "The request body is too large"));
+      case "charset.unsupported":
+      case "encoding.unsupported":
+        return sendError(res, new HttpError("unsupported_media_type", "Unsupported body encoding"));
+      default:
+        if (typeof parser.status === "number" && parser.status >= 400 && parser.status < 500) {
+          return sendError(res, new HttpError("bad_request", "The request could not be read"));
+        }
+    }
+    logger.error({ err: error, path: req.path }, "unhandled error");
+    return sendError(res, new HttpError("internal_error", "Internal error"));
+  };
+}
+
+export const notFound: RequestHandler = (req, res) =>
+  sendError(res, new HttpError("not_found", `No route for ${req.method} ${req.path}`));
+
+/** POST/PUT bodies must be JSON; anything else is refused before parsing. */
+export const requireJson: RequestHandler = (req, _res, next) => {
+  if (
+    (req.method === "POST" || req.method === "PUT" || req.method === "PATCH") &&
+    req.headers["content-length"] !== "0"
+  ) {
+    const type = req.headers["content-type"];
+    if (type !== undefined && !/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
+      return next(new HttpError("unsupported_media_type", "Send the body as application/json"));
+    }
+  }
+  next();
+};

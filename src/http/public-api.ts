@@ -1,0 +1,205 @@
+// The public API on PORT: login, logout, sessions and /me, each validating its own token and session.
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import { z } from "zod";
+import type { AuthService, Identity } from "../auth/auth-service.js";
+import { ID_PATTERN } from "../auth/jwt.js";
+import type { Session } from "../auth/types.js";
+import type { Logger } from "../logger.js";
+import type { Store } from "../store/store.js";
+import { type ClientIpOptions, clientIp } from "./client-ip.js";
+import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { cleanText } from "./sanitize.js";
+
+export type PublicApiOptions = {
+  auth: AuthService;
+  store: Store;
+  logger: Logger;
+  clientIp: ClientIpOptions;
+  readyTimeoutMs: number;
+};
+
+const loginSchema = z.object({
+  username: z.string().min(1).max(64),
+  password: z.string().min(1).max(1024),
+});
+
+export const DEVICE_NAME_MAX = 100;
+export const USER_AGENT_MAX = 256;
+
+type Handler = (req: Request, res: Response) => Promise<void>;
+type AuthedHandler = (req: Request, res: Response, identity: Identity) => Promise<void>;
+
+/** Express 5 forwards rejected promises to the error handler; this keeps handlers typed. */
+const handle =
+  (fn: Handler): RequestHandler =>
+  (req, res, next: NextFunction) =>
+    fn(req, res).catch(next);
+
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(header);
+  return match?.[1];
+}
+
+export function sessionJson(session: Session, currentSessionId?: string) {
+  return {
+    session_id: session.sessionId,
+    device_name: session.deviceName,
+    ip: session.ip,
+    user_agent: session.userAgent,
+    created_at: new Date(session.createdAt).toISOString(),
+    last_accessed: new Date(session.lastAccessed).toISOString(),
+    ...(currentSessionId === undefined ? {} : { is_current: session.sessionId === currentSessionId }),
+  };
+}
+
+export function healthRoutes(router: express.Router, store: Store, readyTimeoutMs: number): void {
+  router.get("/health", (_req, res) => {
+    res.json({ status: "ok" });
+  });
+  router.get(
+    "/ready",
+    handle(async (_req, res) => {
+      if (await store.ping(readyTimeoutMs)) {
+        res.json({ status: "ready", store: store.kind });
+      } else {
+        throw new HttpError("unavailable", "The store does not answer");
+      }
+    }),
+  );
+}
+
+export function createPublicApi(options: PublicApiOptions): express.Express {
+  const { auth, store, logger } = options;
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.use(requireJson, express.json({ limit: "16kb" }));
+
+  const authed =
+    (fn: AuthedHandler): RequestHandler =>
+    (req, res, next) => {
+      const run = async (): Promise<void> => {
+        const result = await auth.authenticate(bearerToken(req.headers.authorization));
+        if (result.kind !== "ok") {
+          const description = result.reason === "missing" ? undefined : result.description;
+          throw new HttpError(
+            "unauthorized",
+            result.reason === "missing" ? "Authentication required" : result.description,
+            {
+              "WWW-Authenticate": bearerChallenge(description),
+            },
+          );
+        }
+        await fn(req, res, result.identity);
+      };
+      run().catch(next);
+    };
+
+  const router = express.Router();
+  healthRoutes(router, store, options.readyTimeoutMs);
+
+  router.post(
+    "/auth/login",
+    handle(async (req, res) => {
+      const body = loginSchema.safeParse(req.body);
+      if (!body.success) {
+        throw new HttpError("bad_request", "Send a JSON body with string fields username and password");
+      }
+      const result = await auth.login({
+        username: body.data.username,
+        password: body.data.password,
+        ip: clientIp(
+          req.headers["x-forwarded-for"] as string | undefined,
+          req.socket.remoteAddress,
+          options.clientIp,
+        ),
+        userAgent: cleanText(req.headers["user-agent"], USER_AGENT_MAX),
+        deviceName: cleanText(req.headers["x-device-name"], DEVICE_NAME_MAX) || "unknown",
+      });
+      if (result.kind === "invalid_credentials") {
+        throw new HttpError("unauthorized", "Invalid username or password", {
+          "WWW-Authenticate": bearerChallenge(undefined),
+        });
+      }
+      if (result.kind === "locked") {
+        const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
+        throw new HttpError(
+          "rate_limit_exceeded",
+          "Too many failed logins for this username; try again later",
+          {
+            "Retry-After": String(seconds),
+          },
+        );
+      }
+      res.json({
+        access_token: result.token,
+        token_type: "Bearer",
+        expires_in: result.expiresIn,
+        session_id: result.sessionId,
+        user_id: result.userId,
+        tier: result.tier,
+      });
+    }),
+  );
+
+  router.post(
+    "/auth/logout",
+    authed(async (_req, res, identity) => {
+      await auth.logout(identity);
+      res.json({ message: "Logged out from this device" });
+    }),
+  );
+
+  router.post(
+    "/auth/logout-all",
+    authed(async (_req, res, identity) => {
+      const revoked = await auth.logoutAll(identity);
+      res.json({ message: `Logged out from ${revoked} device${revoked === 1 ? "" : "s"}`, revoked });
+    }),
+  );
+
+  router.get(
+    "/auth/sessions",
+    authed(async (_req, res, identity) => {
+      const sessions = await auth.listSessions(identity.userId);
+      res.json({ sessions: sessions.map((s) => sessionJson(s, identity.sessionId)), total: sessions.length });
+    }),
+  );
+
+  router.post(
+    "/auth/sessions/:sid/revoke",
+    authed(async (req, res, identity) => {
+      const sid = String(req.params.sid);
+      if (sid === identity.sessionId) {
+        throw new HttpError("bad_request", "This is the current session; use POST /auth/logout");
+      }
+      const result = ID_PATTERN.test(sid) ? await auth.revokeSession(identity, sid) : "not_found";
+      if (result === "not_found") throw new HttpError("not_found", "No such session for this user");
+      res.json({ message: "Session revoked", session_id: sid });
+    }),
+  );
+
+  router.get(
+    "/me",
+    authed(async (_req, res, identity) => {
+      const [user, sessions] = await Promise.all([
+        store.users.get(identity.userId),
+        auth.listSessions(identity.userId),
+      ]);
+      const current = sessions.find((s) => s.sessionId === identity.sessionId);
+      res.json({
+        user_id: identity.userId,
+        username: user?.username ?? "",
+        tier: identity.tier,
+        device: current?.deviceName ?? "",
+        session_id: identity.sessionId,
+      });
+    }),
+  );
+
+  app.use(router);
+  app.use(notFound);
+  app.use(errorHandler(logger));
+  return app;
+}

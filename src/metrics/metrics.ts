@@ -1,0 +1,47 @@
+// Every Prometheus metric of tollgate, on one registry. Labels stay bounded: never an id, IP or key.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    decisions: new Counter({
+      name: "tollgate_decisions_total",
+      help: "Check decisions by outcome",
+      labelNames: ["decision", "reason", "tier", "category"] as const,
+      registers: [registry],
+    }),
+    checkDuration: new Histogram({
+      name: "tollgate_check_duration_seconds",
+      help: "Time to answer a check, by proxy protocol",
+      labelNames: ["protocol"] as const,
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registers: [registry],
+    }),
+    storeErrors: new Counter({
+      name: "tollgate_store_errors_total",
+      help: "Store calls that failed or timed out, by operation",
+      labelNames: ["operation"] as const,
+      registers: [registry],
+    }),
+    storeUp: new Gauge({
+      name: "tollgate_store_up",
+      help: "1 while the store answers, 0 while it does not",
+      registers: [registry],
+    }),
+    degraded: new Counter({
+      name: "tollgate_degraded_total",
+      help: "Checks allowed without the store (FAILURE_MODE=open)",
+      registers: [registry],
+    }),
+    authEvents: new Counter({
+      name: "tollgate_auth_events_total",
+      help: "Authentication events",
+      labelNames: ["event"] as const,
+      registers: [registry],
+    }),
+  };
+}
