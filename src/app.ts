@@ -80,9 +80,10 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const checker = createChecker({
     compiled: compilePolicy(policy),
     tokens,
-    authorizer: store.authorizer,
-    limiter: store.limiter,
+    authorizer: store.checks.authorizer,
+    limiter: store.checks.limiter,
     failureMode: config.failureMode,
+    timeoutMs: config.redisTimeoutMs,
     idleMs: config.sessionIdleTtlSeconds * 1000,
     onStoreError(operation, error) {
       metrics.storeErrors.inc({ operation });

@@ -68,8 +68,25 @@ export function createAuthService(options: AuthServiceOptions) {
     ? { limit: loginLimit.count, windowMs: loginLimit.windowMs }
     : FALLBACK_LOCKOUT;
 
-  async function login(input: LoginInput): Promise<LoginResult> {
+  /**
+   * The login in progress per username. Attempts on one name run one at a time in this process:
+   * otherwise a burst of concurrent guesses would all pass the lockout check before the first
+   * failure is counted, and the lockout would bound nothing.
+   */
+  const inFlight = new Map<string, Promise<unknown>>();
+
+  function login(input: LoginInput): Promise<LoginResult> {
     const subject = usernameSubject(input.username);
+    const run = (inFlight.get(subject) ?? Promise.resolve()).then(() => attempt(subject, input));
+    const settled = run.catch(() => undefined);
+    inFlight.set(subject, settled);
+    void settled.then(() => {
+      if (inFlight.get(subject) === settled) inFlight.delete(subject);
+    });
+    return run;
+  }
+
+  async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
     const lockout = await store.limiter.peek(subject, LOCKOUT_CATEGORY, lockoutRule);
     if (lockout.remaining === 0) {
       emit("lockout");

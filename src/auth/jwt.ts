@@ -1,4 +1,5 @@
 // Access tokens: signed at login, verified on every check with an algorithm allow-list.
+import { createPrivateKey, createPublicKey, createSecretKey, type KeyObject } from "node:crypto";
 import jwt from "jsonwebtoken";
 import type { JwtSettings } from "../config/env.js";
 
@@ -20,13 +21,25 @@ const CLOCK_LEEWAY_SECONDS = 5;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
+/** Verified tokens kept until their expiry, so a busy client costs one HMAC per token, not per request. */
+const CACHE_SIZE = 10_000;
+
 export function createTokenService(settings: JwtSettings): TokenService {
   const signing = settings.algorithms[0] ?? "HS256";
-  const keyFor = (algorithm: string): string | undefined =>
-    algorithm.startsWith("HS") ? settings.secret : settings.publicKey;
-  const signingKey = signing.startsWith("HS") ? settings.secret : settings.privateKey;
+  // Key objects, built once: with a string key jsonwebtoken probes its type on every call, slowly.
+  const secret =
+    settings.secret === undefined ? undefined : createSecretKey(Buffer.from(settings.secret, "utf8"));
+  const publicKey = settings.publicKey === undefined ? undefined : createPublicKey(settings.publicKey);
+  const keyFor = (algorithm: string): KeyObject | undefined =>
+    algorithm.startsWith("HS") ? secret : publicKey;
+  const signingKey = signing.startsWith("HS")
+    ? secret
+    : settings.privateKey === undefined
+      ? undefined
+      : createPrivateKey(settings.privateKey);
   if (signingKey === undefined) throw new Error(`no key to sign ${signing} tokens`);
   const allowed = new Set<string>(settings.algorithms);
+  const cache = new Map<string, Claims>();
 
   return {
     sign(claims) {
@@ -40,32 +53,46 @@ export function createTokenService(settings: JwtSettings): TokenService {
     },
 
     verify(token) {
-      if (token.length > MAX_TOKEN_LENGTH) return invalid("token too long");
-      const decoded = jwt.decode(token, { complete: true });
-      if (decoded === null || typeof decoded.payload === "string") return invalid("malformed token");
-      const algorithm = decoded.header.alg;
-      const key = keyFor(algorithm);
-      if (!allowed.has(algorithm) || key === undefined) return invalid("algorithm not allowed");
-      let payload: jwt.JwtPayload | string;
-      try {
-        payload = jwt.verify(token, key, {
-          algorithms: [algorithm as jwt.Algorithm],
-          issuer: settings.issuer,
-          ...(settings.audience === undefined ? {} : { audience: settings.audience }),
-          clockTolerance: CLOCK_LEEWAY_SECONDS,
-        });
-      } catch (error) {
-        if (error instanceof jwt.TokenExpiredError)
-          return { ok: false, reason: "expired", description: "token expired" };
-        if (error instanceof jwt.NotBeforeError) return invalid("token not yet valid");
-        return invalid("token signature or claims invalid");
+      const cached = cache.get(token);
+      if (cached !== undefined) {
+        if (cached.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return { ok: true, claims: cached };
+        cache.delete(token);
       }
-      if (typeof payload === "string") return invalid("malformed token");
-      const { sub, sid, tier, exp } = payload;
-      if (typeof exp !== "number") return invalid("token has no expiry");
-      if (typeof sub !== "string" || !ID_PATTERN.test(sub)) return invalid("token subject invalid");
-      if (typeof sid !== "string" || !ID_PATTERN.test(sid)) return invalid("token session invalid");
-      return { ok: true, claims: { sub, sid, exp, tier: typeof tier === "string" ? tier : "" } };
+      const check = verifyUncached(token);
+      if (check.ok) {
+        if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+        cache.set(token, check.claims);
+      }
+      return check;
     },
   };
+
+  function verifyUncached(token: string): TokenCheck {
+    if (token.length > MAX_TOKEN_LENGTH) return invalid("token too long");
+    const decoded = jwt.decode(token, { complete: true });
+    if (decoded === null || typeof decoded.payload === "string") return invalid("malformed token");
+    const algorithm = decoded.header.alg;
+    const key = keyFor(algorithm);
+    if (!allowed.has(algorithm) || key === undefined) return invalid("algorithm not allowed");
+    let payload: jwt.JwtPayload | string;
+    try {
+      payload = jwt.verify(token, key, {
+        algorithms: [algorithm as jwt.Algorithm],
+        issuer: settings.issuer,
+        ...(settings.audience === undefined ? {} : { audience: settings.audience }),
+        clockTolerance: CLOCK_LEEWAY_SECONDS,
+      });
+    } catch (error) {
+      if (error instanceof jwt.TokenExpiredError)
+        return { ok: false, reason: "expired", description: "token expired" };
+      if (error instanceof jwt.NotBeforeError) return invalid("token not yet valid");
+      return invalid("token signature or claims invalid");
+    }
+    if (typeof payload === "string") return invalid("malformed token");
+    const { sub, sid, tier, exp } = payload;
+    if (typeof exp !== "number") return invalid("token has no expiry");
+    if (typeof sub !== "string" || !ID_PATTERN.test(sub)) return invalid("token subject invalid");
+    if (typeof sid !== "string" || !ID_PATTERN.test(sid)) return invalid("token session invalid");
+    return { ok: true, claims: { sub, sid, exp, tier: typeof tier === "string" ? tier : "" } };
+  }
 }

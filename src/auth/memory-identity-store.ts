@@ -86,6 +86,8 @@ export function createMemoryIdentityStore(
         own = new Map();
         sessions.set(input.userId, own);
       }
+      // Sessions that expired by themselves do not count towards the cap.
+      for (const [sid, s] of own) if (!alive(s, now)) own.delete(sid);
       const evicted: string[] = [];
       for (const sid of own.keys()) {
         if (own.size - evicted.length < lifetimes.maxPerUser) break;
@@ -125,9 +127,10 @@ export function createMemoryIdentityStore(
       return sessions.get(userId)?.delete(sessionId) ?? false;
     },
     async revokeAll(userId) {
-      const count = sessions.get(userId)?.size ?? 0;
+      const now = clock();
+      const own = [...(sessions.get(userId)?.values() ?? [])];
       sessions.delete(userId);
-      return count;
+      return own.filter((s) => alive(s, now)).length;
     },
   };
 

@@ -103,12 +103,17 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
 export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): SessionStore {
   const { redis, keys } = options;
 
-  const deleteSessions = async (userId: string, sessionIds: readonly string[]): Promise<void> => {
-    if (sessionIds.length > 0) await redis.del(...sessionIds.map((sid) => keys.session(userId, sid)));
+  /** Deletes session hashes; answers how many still existed (the sessions that were alive). */
+  const deleteSessions = async (userId: string, sessionIds: readonly string[]): Promise<number> => {
+    if (sessionIds.length === 0) return 0;
+    return redis.del(...sessionIds.map((sid) => keys.session(userId, sid)));
   };
 
-  return {
+  const store: SessionStore = {
     async create(input, lifetimes) {
+      // Listing drops the index entries of sessions that expired by themselves, so that the cap
+      // counts live sessions only and never evicts a session in use for the sake of a dead one.
+      await store.list(input.userId);
       const sessionId = newSessionId();
       const [createdAt, ...evicted] = await redis.sessionCreate(
         keys.session(input.userId, sessionId),
@@ -179,8 +184,9 @@ export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): 
 
     async revokeAll(userId) {
       const revoked = await redis.sessionsRevokeAll(keys.sessionIndex(userId));
-      await deleteSessions(userId, revoked);
-      return revoked.length;
+      // Index entries of sessions that already expired are not devices that were logged out.
+      return deleteSessions(userId, revoked);
     },
   };
+  return store;
 }

@@ -3,6 +3,7 @@ import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { AuthorizeStore } from "../auth/types.js";
 import type { FailureMode } from "../config/env.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
+import { withDeadline } from "../store/deadline.js";
 import {
   type CompiledPolicy,
   type Decision,
@@ -20,6 +21,8 @@ export type CheckerOptions = {
   authorizer: AuthorizeStore;
   limiter: RateLimitStore;
   failureMode: FailureMode;
+  /** REDIS_TIMEOUT_MS: the longest a check waits on the store before it degrades. */
+  timeoutMs: number;
   idleMs: number;
   /** Called when the store failed and the check degraded; `operation` names the store call. */
   onStoreError(operation: "authorize" | "hit", error: unknown): void;
@@ -39,7 +42,7 @@ export function readToken(authorization: string | undefined, tokens: TokenServic
 export type Checker = (request: CheckRequest) => Promise<Decision>;
 
 export function createChecker(options: CheckerOptions): Checker {
-  const { compiled, tokens, authorizer, limiter, failureMode, idleMs, onStoreError, onStoreOk } = options;
+  const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } = options;
 
   return async (request) => {
     const token = readToken(request.authorization, tokens);
@@ -47,7 +50,7 @@ export function createChecker(options: CheckerOptions): Checker {
     if (p.kind === "done") return p.decision;
     if (p.kind === "anonymous") {
       try {
-        const hit = await limiter.hit(p.subject, p.category, p.rule);
+        const hit = await withDeadline(limiter.hit(p.subject, p.category, p.rule), timeoutMs);
         onStoreOk();
         return decideAnonymous(p, hit);
       } catch (error) {
@@ -56,13 +59,16 @@ export function createChecker(options: CheckerOptions): Checker {
       }
     }
     try {
-      const answer = await authorizer.authorize({
-        userId: p.userId,
-        sessionId: p.sessionId,
-        category: p.category,
-        limits: p.limits,
-        idleMs,
-      });
+      const answer = await withDeadline(
+        authorizer.authorize({
+          userId: p.userId,
+          sessionId: p.sessionId,
+          category: p.category,
+          limits: p.limits,
+          idleMs,
+        }),
+        timeoutMs,
+      );
       onStoreOk();
       return decideUser(p, answer);
     } catch (error) {

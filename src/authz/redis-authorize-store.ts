@@ -33,9 +33,9 @@ export function createRedisAuthorizeStore(options: { redis: Redis; keys: Keys })
         ...limitArgs(limits),
       );
       const status = reply[0] as number;
-      if (status === 0) return { kind: "no_session" };
-      if (status === -1) return { kind: "user_inactive" };
-      if (status === -2) return { kind: "unknown_tier", tier: String(reply[1]) };
+      if (status === -1) return { kind: "no_session" };
+      if (status === -2) return { kind: "user_inactive" };
+      if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
       const [allowed, used, oldestUs, nowUs, freeAtUs, tier, limit, windowUs] = reply as [
         number,
         number,

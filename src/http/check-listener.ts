@@ -5,7 +5,7 @@ import type { Checker } from "../authz/checker.js";
 import type { Decision } from "../authz/decide.js";
 import type { Logger } from "../logger.js";
 import { type CheckResponse, renderDecision, renderForNginx } from "./check-responses.js";
-import { type ClientIpOptions, clientIp } from "./client-ip.js";
+import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
 
 export type CheckProtocol = "envoy" | "nginx";
 
@@ -20,6 +20,7 @@ export type CheckListenerOptions = {
 const ENVOY_PREFIX = "/ext_authz";
 const NGINX_PATH = "/nginx/auth";
 const MAX_URI = 8192;
+export const CLIENT_IP_HEADER = "x-tollgate-client-ip";
 
 function send(res: ServerResponse, response: CheckResponse): void {
   res.writeHead(response.status, response.headers);
@@ -42,6 +43,20 @@ const header = (req: IncomingMessage, name: string): string | undefined => {
 export function createCheckHandler(options: CheckListenerOptions) {
   const { checker, logger, onDecision } = options;
 
+  /**
+   * Envoy's ext_authz client appends its own address to X-Forwarded-For, so envoy.yaml sends the
+   * downstream address in X-Tollgate-Client-Ip (a header clients cannot reach the check with: it is
+   * not in allowed_headers). Without it, and for nginx, X-Forwarded-For per TRUSTED_PROXY_HOPS.
+   */
+  const clientAddress = (req: IncomingMessage, protocol: CheckProtocol): string => {
+    if (protocol === "envoy") {
+      const direct = header(req, CLIENT_IP_HEADER);
+      const address = direct === undefined ? undefined : normalizeIp(direct, options.clientIp.ipv6Subnet);
+      if (address !== undefined) return address;
+    }
+    return clientIp(header(req, "x-forwarded-for"), req.socket.remoteAddress, options.clientIp);
+  };
+
   const answer = async (
     req: IncomingMessage,
     res: ServerResponse,
@@ -54,7 +69,7 @@ export function createCheckHandler(options: CheckListenerOptions) {
       method,
       path,
       authorization: header(req, "authorization"),
-      ip: clientIp(header(req, "x-forwarded-for"), req.socket.remoteAddress, options.clientIp),
+      ip: clientAddress(req, protocol),
     });
     const now = Date.now();
     send(res, protocol === "envoy" ? renderDecision(decision, now) : renderForNginx(decision, now));

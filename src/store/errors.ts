@@ -1,3 +1,5 @@
+import { withDeadline } from "./deadline.js";
+
 // The store's one failure as the rest of tollgate sees it: unreachable or too slow.
 
 export class StoreUnavailableError extends Error {
@@ -7,15 +9,18 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** Wraps every method of a port so that any store failure surfaces as StoreUnavailableError. */
-export function guarded<T extends object>(port: T): T {
+/**
+ * Wraps every method of a port so that any store failure, or an answer slower than `timeoutMs`,
+ * surfaces as StoreUnavailableError.
+ */
+export function guarded<T extends object>(port: T, timeoutMs: number): T {
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(port)) {
     out[name] =
       typeof value === "function"
         ? async (...args: unknown[]) => {
             try {
-              return await (value as (...a: unknown[]) => Promise<unknown>)(...args);
+              return await withDeadline((value as (...a: unknown[]) => Promise<unknown>)(...args), timeoutMs);
             } catch (error) {
               throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError(error);
             }

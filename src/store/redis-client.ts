@@ -65,18 +65,20 @@ export function defineScripts(redis: Redis): void {
 
 export type RedisClientOptions = {
   url: string;
-  /** The longest a command may wait; a check degrades past it instead of queueing. */
-  commandTimeoutMs: number;
+  connectTimeoutMs?: number;
+  /** A backstop for every command; callers put their own, shorter deadlines on calls that need one. */
+  commandTimeoutMs?: number;
   /** When false, commands fail at once while disconnected instead of waiting in a queue. */
   offlineQueue?: boolean;
 };
 
 export function createRedisClient(options: RedisClientOptions): Redis {
   const redis = new Redis(options.url, {
-    commandTimeout: options.commandTimeoutMs,
+    commandTimeout: options.commandTimeoutMs ?? 10_000,
+    // While disconnected, commands fail at once instead of piling up behind the outage.
     enableOfflineQueue: options.offlineQueue ?? false,
     maxRetriesPerRequest: 1,
-    connectTimeout: Math.max(1000, options.commandTimeoutMs * 10),
+    connectTimeout: options.connectTimeoutMs ?? 1_000,
     retryStrategy: (attempt) => Math.min(50 * 2 ** Math.min(attempt, 5), 1000),
     lazyConnect: false,
   });

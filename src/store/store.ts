@@ -16,8 +16,10 @@ export type Store = {
   kind: "redis" | "memory";
   users: UserStore;
   sessions: SessionStore;
+  /** For the APIs: failures and slow answers surface as StoreUnavailableError. */
   limiter: RateLimitStore;
-  authorizer: AuthorizeStore;
+  /** For the check path, which puts its own REDIS_TIMEOUT_MS deadline on each call. */
+  checks: { limiter: RateLimitStore; authorizer: AuthorizeStore };
   /** Whether the store answers within `timeoutMs`. */
   ping(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
@@ -25,16 +27,20 @@ export type Store = {
   redis: Redis | undefined;
 };
 
-export function createRedisStore(options: { redis: Redis; prefix: string }): Store {
+/** The public and admin APIs may wait longer on the store than a check. */
+const apiTimeout = (checkTimeoutMs: number): number => Math.max(1_000, checkTimeoutMs * 10);
+
+export function createRedisStore(options: { redis: Redis; prefix: string; timeoutMs?: number }): Store {
   const { redis } = options;
+  const timeoutMs = apiTimeout(options.timeoutMs ?? 100);
   const keys = createKeys(options.prefix);
+  const limiter = createRedisRateLimitStore({ redis, keys });
   return {
     kind: "redis",
-    users: guarded(createRedisUserStore({ redis, keys })),
-    sessions: guarded(createRedisSessionStore({ redis, keys })),
-    limiter: guarded(createRedisRateLimitStore({ redis, keys })),
-    // The check path handles store failures itself and stays free of the extra wrapper.
-    authorizer: createRedisAuthorizeStore({ redis, keys }),
+    users: guarded(createRedisUserStore({ redis, keys }), timeoutMs),
+    sessions: guarded(createRedisSessionStore({ redis, keys }), timeoutMs),
+    limiter: guarded(limiter, timeoutMs),
+    checks: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
     async ping(timeoutMs) {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<boolean>((resolve) => {
@@ -63,7 +69,7 @@ export function createMemoryStore(): Store {
     users: identity.users,
     sessions: identity.sessions,
     limiter,
-    authorizer: createMemoryAuthorizeStore({ identity, limiter }),
+    checks: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
     ping: async () => true,
     async close() {
       limiter.close();
@@ -79,6 +85,6 @@ export function createStore(options: {
   prefix: string;
 }): Store {
   if (options.redisUrl === undefined) return createMemoryStore();
-  const redis = createRedisClient({ url: options.redisUrl, commandTimeoutMs: options.timeoutMs });
-  return createRedisStore({ redis, prefix: options.prefix });
+  const redis = createRedisClient({ url: options.redisUrl, connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10) });
+  return createRedisStore({ redis, prefix: options.prefix, timeoutMs: options.timeoutMs });
 }

@@ -8,12 +8,12 @@
 -- ARGV[3]  this request's id for the window log
 -- ARGV[4]  "now" in microseconds when a test pins the clock; "" for Redis TIME
 -- ARGV[5…] the category's limits as triples: tier, limit, window length in microseconds
--- Reply    {0} no valid session · {-1} user missing or disabled · {-2, tier} tier has no limit
+-- Reply    {-1} no valid session · {-2} user missing or disabled · {-3, tier} tier has no limit
 --          {allowed (1|0), used, oldest_us, now_us, free_at_us, tier, limit, window_us}
 local now = clock_us(ARGV[4])
 local status, tier = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]), math.floor(now / 1000))
 if status ~= 1 then
-  return {status}
+  return {status - 1}
 end
 for i = 5, #ARGV, 3 do
   if ARGV[i] == tier then
@@ -23,4 +23,4 @@ for i = 5, #ARGV, 3 do
     return {allowed, used, oldest, now, free_at, tier, limit, window_us}
   end
 end
-return {-2, tier}
+return {-3, tier}

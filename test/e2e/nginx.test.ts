@@ -1,0 +1,205 @@
+// End to end through a real nginx (auth_request) with real tollgate, upstream and Redis processes.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Nginx, startNginx } from "../support/nginx.js";
+import {
+  login,
+  startTollgate,
+  startUpstream,
+  type TollgateProcess,
+  type UpstreamProcess,
+} from "../support/processes.js";
+import { redisUrl, testPrefix } from "../support/redis.js";
+
+let tollgate: TollgateProcess;
+let second: TollgateProcess;
+let upstream: UpstreamProcess;
+let nginx: Nginx;
+let nginxSecond: Nginx;
+
+beforeAll(async () => {
+  const env = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), LOG_LEVEL: "warn" };
+  [tollgate, second, upstream] = await Promise.all([startTollgate(env), startTollgate(env), startUpstream()]);
+  [nginx, nginxSecond] = await Promise.all([
+    startNginx({ checkPort: tollgate.checkPort, publicPort: tollgate.port, upstreamPort: upstream.port }),
+    startNginx({ checkPort: second.checkPort, publicPort: second.port, upstreamPort: upstream.port }),
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.all([nginx?.stop(), nginxSecond?.stop()]);
+  await Promise.all([tollgate?.stop(), second?.stop(), upstream?.stop()]);
+});
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+let userCounter = 0;
+/** A fresh free user (created through the admin API) and a token for it, logged in directly. */
+async function freshUser(tier = "free"): Promise<{ token: string; userId: string }> {
+  userCounter += 1;
+  const username = `nginx_${tier}_${userCounter}_${Date.now()}`;
+  const res = await fetch(`${tollgate.adminUrl}/admin/users`, {
+    method: "POST",
+    headers: { ...bearer(tollgate.adminToken), "content-type": "application/json" },
+    body: JSON.stringify({ username, password: "long-enough-password", tier }),
+  });
+  expect(res.status).toBe(201);
+  const session = await login(tollgate.url, username, "long-enough-password");
+  return { token: session.access_token, userId: session.user_id };
+}
+
+describe("through nginx", () => {
+  it("walks the reference flow: login, /me, products with limit headers, sessions, logout, 401", async () => {
+    const res = await fetch(`${nginx.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-device-name": "laptop" },
+      body: JSON.stringify({ username: "alice", password: "secret" }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-ratelimit-resource")).toBe("login");
+    const session = (await res.json()) as { access_token: string; session_id: string; user_id: string; tier: string };
+    expect(session.tier).toBe("free");
+
+    const me = await fetch(`${nginx.url}/me`, { headers: bearer(session.access_token) });
+    expect(me.status).toBe(200);
+    expect(await me.json()).toMatchObject({ username: "alice", tier: "free", device: "laptop" });
+
+    const products = await fetch(`${nginx.url}/api/products`, { headers: bearer(session.access_token) });
+    expect(products.status).toBe(200);
+    expect(products.headers.get("x-ratelimit-limit")).toBe("100");
+    expect(products.headers.get("x-ratelimit-resource")).toBe("general");
+    expect(Number(products.headers.get("x-ratelimit-remaining"))).toBeLessThan(100);
+    expect(Number(products.headers.get("x-ratelimit-reset"))).toBeGreaterThan(Date.now() / 1000);
+    expect(products.headers.get("ratelimit-policy")).toBe('"free-general";q=100;w=3600');
+    expect(products.headers.get("ratelimit")).toMatch(/^"free-general";r=\d+;t=\d+$/);
+    expect(((await products.json()) as { user: { id: string } }).user.id).toBe(session.user_id);
+
+    const sessions = await fetch(`${nginx.url}/auth/sessions`, { headers: bearer(session.access_token) });
+    const listed = (await sessions.json()) as { sessions: { session_id: string; is_current: boolean }[] };
+    expect(listed.sessions.find((s) => s.is_current)?.session_id).toBe(session.session_id);
+
+    const logout = await fetch(`${nginx.url}/auth/logout`, { method: "POST", headers: bearer(session.access_token) });
+    expect(logout.status).toBe(200);
+    expect(await logout.json()).toEqual({ message: "Logged out from this device" });
+
+    const after = await fetch(`${nginx.url}/api/products`, { headers: bearer(session.access_token) });
+    expect(after.status).toBe(401);
+    expect(after.headers.get("content-type")).toMatch(/application\/json/);
+    expect(after.headers.get("www-authenticate")).toMatch(/^Bearer realm="tollgate", error="invalid_token"/);
+    expect(await after.json()).toMatchObject({ error: "unauthorized" });
+  });
+
+  it("answers 401 with a JSON body and a plain challenge when no token is sent", async () => {
+    const res = await fetch(`${nginx.url}/api/products`);
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe('Bearer realm="tollgate"');
+    expect(await res.json()).toEqual({ error: "unauthorized", message: "Authentication required" });
+  });
+
+  it("shows each tier its own limit", async () => {
+    const expected = { alice: "100", bob_pro: "1000", ent_carol: "10000" };
+    for (const [username, limit] of Object.entries(expected)) {
+      const { access_token } = await login(tollgate.url, username);
+      const res = await fetch(`${nginx.url}/api/products`, { headers: bearer(access_token) });
+      expect(res.status, username).toBe(200);
+      expect(res.headers.get("x-ratelimit-limit"), username).toBe(limit);
+    }
+  });
+
+  it("limits search and orders as their own categories", async () => {
+    const { token } = await freshUser();
+    const search = await fetch(`${nginx.url}/api/search?q=lamp`, { headers: bearer(token) });
+    expect(search.status).toBe(200);
+    expect(search.headers.get("x-ratelimit-limit")).toBe("20");
+    expect(search.headers.get("x-ratelimit-resource")).toBe("search");
+    const order = await fetch(`${nginx.url}/api/orders`, {
+      method: "POST",
+      headers: { ...bearer(token), "content-type": "application/json" },
+      body: JSON.stringify({ items: [{ product_id: 1, quantity: 2 }] }),
+    });
+    expect(order.status).toBe(201);
+    expect(order.headers.get("x-ratelimit-limit")).toBe("10");
+    expect(order.headers.get("x-ratelimit-remaining")).toBe("9");
+  });
+
+  it("passes 100 sequential requests, then answers 429 with Retry-After and the JSON body", async () => {
+    const { token } = await freshUser();
+    const statuses: number[] = [];
+    let last: Response | undefined;
+    for (let i = 0; i < 105; i += 1) {
+      last = await fetch(`${nginx.url}/api/products`, { headers: bearer(token) });
+      statuses.push(last.status);
+      if (i < 104) await last.arrayBuffer();
+    }
+    expect(statuses.slice(0, 100).every((s) => s === 200)).toBe(true);
+    expect(statuses.slice(100)).toEqual([429, 429, 429, 429, 429]);
+    const denied = last as Response;
+    expect(denied.headers.get("content-type")).toMatch(/application\/json/);
+    const retryAfter = Number(denied.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(3500);
+    expect(retryAfter).toBeLessThanOrEqual(3600);
+    expect(denied.headers.get("x-ratelimit-remaining")).toBe("0");
+    expect(denied.headers.get("x-ratelimit-limit")).toBe("100");
+    expect(await denied.json()).toMatchObject({
+      error: "rate_limit_exceeded",
+      retry_after_seconds: retryAfter,
+      category: "general",
+      tier: "free",
+      limit: 100,
+      window_seconds: 3600,
+    });
+  });
+
+  it("lets exactly 100 of 500 concurrent requests through", async () => {
+    const { token } = await freshUser();
+    const statuses = await Promise.all(
+      Array.from({ length: 500 }, async () => {
+        const res = await fetch(`${nginx.url}/api/products`, { headers: bearer(token) });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    const counts: Record<number, number> = {};
+    for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1;
+    if (counts[503]) console.log(nginx.errorLog().slice(-3000));
+    expect(counts).toEqual({ 200: 100, 429: 400 });
+  });
+
+  it("lets exactly 100 through two tollgate processes that share one Redis", async () => {
+    const { token } = await freshUser();
+    const statuses = await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        const res = await fetch(`${(i % 2 === 0 ? nginx : nginxSecond).url}/api/products`, { headers: bearer(token) });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    const counts: Record<number, number> = {};
+    for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1;
+    expect(counts).toEqual({ 200: 100, 429: 200 });
+  });
+
+  it("never lets a client's identity headers reach the upstream", async () => {
+    const { token, userId } = await freshUser();
+    const res = await fetch(`${nginx.url}/api/products`, {
+      headers: { ...bearer(token), "x-user-id": "forged-admin", "x-user-tier": "enterprise", "x-session-id": "x" },
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { user: { id: string; tier: string } }).user).toEqual({ id: userId, tier: "free" });
+  });
+
+  it("keys anonymous logins by the address nginx saw, whatever X-Forwarded-For claims", async () => {
+    // The walk-through above used one of the 10 logins per 15 minutes of 127.0.0.1.
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i += 1) {
+      const res = await fetch(`${nginxSecond.url}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": `198.51.100.${i}` },
+        body: JSON.stringify({ username: "nobody", password: "wrong" }),
+      });
+      statuses.push(res.status);
+      await res.arrayBuffer();
+    }
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+    expect(statuses.slice(-1)).toEqual([429]);
+  });
+});

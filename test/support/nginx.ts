@@ -1,0 +1,83 @@
+// Renders nginx/nginx.conf.template with test ports and runs a real nginx in the foreground.
+import { type ChildProcess, spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { findBinary } from "./binaries.js";
+import { freePort, waitFor } from "./ports.js";
+
+const NGINX_DIR = fileURLToPath(new URL("../../nginx/", import.meta.url));
+
+export type NginxOptions = { checkPort: number; publicPort: number; upstreamPort: number };
+export type Nginx = { port: number; url: string; errorLog(): string; stop(): Promise<void> };
+
+export function renderNginxConfig(options: NginxOptions & { prefix: string; listen: string; workers?: number }): string {
+  const values: Record<string, string> = {
+    WORKERS: String(options.workers ?? 1),
+    PREFIX: options.prefix,
+    LISTEN: options.listen,
+    CHECK_ADDR: `127.0.0.1:${options.checkPort}`,
+    PUBLIC_ADDR: `127.0.0.1:${options.publicPort}`,
+    UPSTREAM_ADDR: `127.0.0.1:${options.upstreamPort}`,
+  };
+  const template = readFileSync(join(NGINX_DIR, "nginx.conf.template"), "utf8");
+  return template.replace(/\{\{([A-Z_]+)\}\}/g, (_, name: string) => {
+    const value = values[name];
+    if (value === undefined) throw new Error(`nginx template: no value for {{${name}}}`);
+    return value;
+  });
+}
+
+const portOpen = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.on("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on("error", () => resolve(false));
+  });
+
+export async function startNginx(options: NginxOptions & { workers?: number }): Promise<Nginx> {
+  const binary = findBinary("nginx", ["/usr/sbin/nginx"]);
+  const prefix = mkdtempSync(join(tmpdir(), "tollgate-nginx-"));
+  mkdirSync(join(prefix, "tmp"));
+  const port = await freePort();
+  writeFileSync(join(prefix, "nginx.conf"), renderNginxConfig({ ...options, prefix, listen: `127.0.0.1:${port}` }));
+  for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"]) {
+    copyFileSync(join(NGINX_DIR, file), join(prefix, file));
+  }
+  const child: ChildProcess = spawn(binary, ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const errorLog = (): string => {
+    try {
+      return readFileSync(join(prefix, "error.log"), "utf8");
+    } catch {
+      return "";
+    }
+  };
+  try {
+    await waitFor(() => portOpen(port), 10_000, `nginx on ${port}`);
+  } catch (error) {
+    child.kill("SIGKILL");
+    throw new Error(`${(error as Error).message}\n${stderr}\n${errorLog()}`);
+  }
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    errorLog,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGQUIT");
+      }),
+  };
+}

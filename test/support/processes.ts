@@ -1,0 +1,128 @@
+// Runs the real tollgate and upstream processes (built in dist/) on free ports for end-to-end tests.
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { freePort, waitFor } from "./ports.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+export type RunningProcess = {
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+};
+
+function run(script: string, env: Record<string, string>): RunningProcess {
+  const child = spawn(process.execPath, [script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    child,
+    output: () => output,
+    async stop(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  const res = await fetch(url);
+  return res.ok;
+}
+
+export type TollgateProcess = RunningProcess & {
+  port: number;
+  checkPort: number;
+  adminPort: number;
+  url: string;
+  checkUrl: string;
+  adminUrl: string;
+  adminToken: string;
+};
+
+export const TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghij";
+export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghij";
+
+/** Starts `node dist/src/main.js` and waits until it answers and its users are loaded. */
+export async function startTollgate(env: Record<string, string> = {}): Promise<TollgateProcess> {
+  const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const proc = run("dist/src/main.js", {
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    CHECK_PORT: String(checkPort),
+    ADMIN_PORT: String(adminPort),
+    JWT_SECRET: TEST_JWT_SECRET,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    LOG_LEVEL: "info",
+    ...env,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    const adminToken = env.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN;
+    const demoUsers = env.USERS_FILE === undefined && env.NODE_ENV !== "production";
+    // Ready when it answers and, with demo users, once they are loaded (the admin API knows alice).
+    const demoLoaded = async (): Promise<boolean> => {
+      const res = await fetch(`http://127.0.0.1:${adminPort}/admin/users/demo-alice/sessions`, {
+        headers: { authorization: `Bearer ${adminToken}` },
+      });
+      await res.arrayBuffer();
+      return res.status === 200;
+    };
+    await waitFor(
+      async () => (await httpOk(`${url}/health`)) && (!demoUsers || (await demoLoaded())),
+      15_000,
+      `tollgate on ${port}`,
+    );
+  } catch (error) {
+    await proc.stop("SIGKILL");
+    throw new Error(`${(error as Error).message}\n${proc.output()}`);
+  }
+  return {
+    ...proc,
+    port,
+    checkPort,
+    adminPort,
+    url,
+    checkUrl: `http://127.0.0.1:${checkPort}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    adminToken: env.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN,
+  };
+}
+
+export type UpstreamProcess = RunningProcess & { port: number; url: string };
+
+export async function startUpstream(): Promise<UpstreamProcess> {
+  const port = await freePort();
+  const proc = run("dist/upstream/main.js", { HOST: "127.0.0.1", UPSTREAM_PORT: String(port) });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(() => httpOk(`${url}/health`), 10_000, `upstream on ${port}`);
+  return { ...proc, port, url };
+}
+
+/** Logs in through `baseUrl` and returns the parsed body. */
+export async function login(
+  baseUrl: string,
+  username: string,
+  password = "secret",
+  headers: Record<string, string> = {},
+): Promise<{ access_token: string; session_id: string; user_id: string; tier: string }> {
+  const res = await fetch(`${baseUrl}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ username, password }),
+  });
+  if (res.status !== 200) throw new Error(`login of ${username} failed: ${res.status} ${await res.text()}`);
+  return (await res.json()) as { access_token: string; session_id: string; user_id: string; tier: string };
+}
