@@ -1,0 +1,123 @@
+// The check path on a real Redis: one script call per check, and what happens when Redis goes away.
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTollgate, type Tollgate } from "../../src/app.js";
+import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
+import { loadConfig } from "../../src/config/env.js";
+import { loadPolicy } from "../../src/config/policy.js";
+import { createLogger } from "../../src/logger.js";
+import { createRedisClient } from "../../src/store/redis-client.js";
+import { createRedisStore, type Store } from "../../src/store/store.js";
+import { type RedisServer, startRedisServer } from "../support/redis-server.js";
+
+let server: RedisServer;
+let redis: Redis;
+let store: Store;
+const build = (failureMode: "open" | "closed"): Tollgate =>
+  createTollgate({
+    config: loadConfig({
+      JWT_SECRET: "j".repeat(32),
+      ADMIN_TOKEN: "a".repeat(32),
+      FAILURE_MODE: failureMode,
+    }),
+    policy: loadPolicy(undefined),
+    store,
+    logger: createLogger("silent"),
+  });
+let open: Tollgate;
+let closed: Tollgate;
+let token = "";
+
+beforeAll(async () => {
+  // A Redis of its own: MONITOR must see this file's commands only.
+  server = await startRedisServer();
+  redis = createRedisClient({ url: server.url });
+  store = createRedisStore({ redis, prefix: "tg:" });
+  await loadUsers(store.users, await demoUsers());
+  open = build("open");
+  closed = build("closed");
+  const login = await open.auth.login({
+    username: "bob_pro",
+    password: "secret",
+    ip: "192.0.2.1",
+    userAgent: "t",
+    deviceName: "d",
+  });
+  if (login.kind !== "ok") throw new Error("login failed");
+  token = login.token;
+});
+
+afterAll(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+const check = (t: Tollgate, path: string, authorization?: string) =>
+  t.checker({ method: "GET", path, authorization, ip: "192.0.2.77" });
+
+/** Records every command Redis receives from a client (not from inside scripts) while `run` runs. */
+async function commandsDuring(run: () => Promise<void>): Promise<string[]> {
+  const watcher = createRedisClient({ url: server.url, offlineQueue: true });
+  const monitor = await watcher.monitor();
+  const seen: string[] = [];
+  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+    if (source !== "lua") seen.push(String(args[0]).toLowerCase());
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  await run();
+  await new Promise((r) => setTimeout(r, 100));
+  monitor.disconnect();
+  watcher.disconnect();
+  return seen;
+}
+
+describe("the check path on Redis", () => {
+  it("costs exactly one script call per check: allowed, denied and anonymous", async () => {
+    // Warm up: ioredis sends EVAL once per script when Redis does not know its SHA yet.
+    await check(open, "/api/products", `Bearer ${token}`);
+    await check(open, "/api/products");
+    const commands = await commandsDuring(async () => {
+      for (let i = 0; i < 40; i += 1) await check(open, "/api/products", `Bearer ${token}`);
+      await Promise.all(Array.from({ length: 30 }, () => check(open, "/api/search", `Bearer ${token}`)));
+      for (let i = 0; i < 30; i += 1) await check(open, "/api/orders", "Bearer not-a-jwt");
+    });
+    expect(commands).toHaveLength(100);
+    expect(new Set(commands)).toEqual(new Set(["evalsha"]));
+  });
+
+  it("asks nothing of Redis for unlimited routes", async () => {
+    const commands = await commandsDuring(async () => {
+      for (let i = 0; i < 10; i += 1) await check(open, "/health");
+    });
+    expect(commands).toEqual([]);
+  });
+});
+
+describe("when Redis is down", () => {
+  it("allows valid tokens degraded in open mode, still refuses bad ones, and closed mode answers 503", async () => {
+    await server.kill();
+    try {
+      const allowed = await check(open, "/api/products", `Bearer ${token}`);
+      expect(allowed).toMatchObject({ kind: "allow", degraded: true, identity: { tier: "pro" } });
+      expect(await check(open, "/api/products", "Bearer forged.token.here")).toMatchObject({ status: 401 });
+      expect(await check(open, "/api/products")).toMatchObject({ status: 401 });
+      expect(await check(closed, "/api/products", `Bearer ${token}`)).toEqual({ kind: "deny", status: 503 });
+      const started = Date.now();
+      await check(open, "/api/search", `Bearer ${token}`);
+      expect(Date.now() - started).toBeLessThan(100 + 200);
+    } finally {
+      await server.restart();
+    }
+  });
+
+  it("enforces again by itself once Redis is back", async () => {
+    const deadline = Date.now() + 10_000;
+    let decision = await check(open, "/api/products", `Bearer ${token}`);
+    while (decision.kind === "allow" && decision.degraded && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      decision = await check(open, "/api/products", `Bearer ${token}`);
+    }
+    // The restarted Redis is empty: the session is gone, which enforcement reports as 401.
+    expect(decision).toMatchObject({ kind: "deny", status: 401, reason: "revoked" });
+  });
+});
