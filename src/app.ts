@@ -9,10 +9,12 @@ import type { Config } from "./config/env.js";
 import type { Policy } from "./config/policy.js";
 import { createAdminApi } from "./http/admin-api.js";
 import { type CheckProtocol, createCheckServer } from "./http/check-listener.js";
+import { retryAfterSeconds } from "./http/check-responses.js";
 import { createPublicApi } from "./http/public-api.js";
 import type { Logger } from "./logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import type { Store } from "./store/store.js";
+import { createThrottledLog } from "./throttled-log.js";
 
 export type Tollgate = {
   publicApp: Express;
@@ -106,13 +108,36 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     },
   });
 
+  const logDenial = createThrottledLog({
+    logger,
+    level: "info",
+    event: "rate_limited",
+    message: "request denied: rate limit exceeded",
+  });
+  const logDegraded = createThrottledLog({
+    logger,
+    level: "warn",
+    event: "degraded",
+    message: "request allowed without the store (FAILURE_MODE=open)",
+  });
   const checkServer = createCheckServer({
     checker,
     clientIp,
     logger,
-    onDecision(protocol: CheckProtocol, decision, seconds) {
+    onDecision(protocol: CheckProtocol, decision, seconds, ip) {
       metrics.checkDuration.observe({ protocol }, seconds);
       metrics.decisions.inc(decisionLabels(decision));
+      if (decision.kind === "deny" && decision.status === 429) {
+        const subject = decision.identity === undefined ? `ip:${ip}` : `user:${decision.identity.userId}`;
+        logDenial(`${subject}|${decision.limit.category}`, {
+          subject,
+          category: decision.limit.category,
+          tier: decision.limit.tier,
+          retryAfterSeconds: retryAfterSeconds(decision.limit),
+        });
+      } else if (decision.kind === "allow" && decision.degraded) {
+        logDegraded("degraded", { userId: decision.identity?.userId, failureMode: config.failureMode });
+      }
     },
   });
 

@@ -47,7 +47,7 @@ async function bootstrapUsers(config: Config, policy: Policy, store: Store, logg
         await loadUsers(store.users, await demoUsers());
         logger.info(
           { event: "users_loaded", count: 3 },
-          "demo users alice, bob_pro, ent_carol (password: secret)",
+          "demo users alice, bob_pro and ent_carol loaded (their password is in the README)",
         );
       }
       return;

@@ -42,7 +42,8 @@ export function readToken(authorization: string | undefined, tokens: TokenServic
 export type Checker = (request: CheckRequest) => Promise<Decision>;
 
 export function createChecker(options: CheckerOptions): Checker {
-  const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } = options;
+  const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } =
+    options;
 
   return async (request) => {
     const token = readToken(request.authorization, tokens);

@@ -14,7 +14,7 @@ export type CheckListenerOptions = {
   clientIp: ClientIpOptions;
   logger: Logger;
   /** Called once per answered check, for metrics and logs. */
-  onDecision?(protocol: CheckProtocol, decision: Decision, seconds: number): void;
+  onDecision?(protocol: CheckProtocol, decision: Decision, seconds: number, ip: string): void;
 };
 
 const ENVOY_PREFIX = "/ext_authz";
@@ -65,15 +65,11 @@ export function createCheckHandler(options: CheckListenerOptions) {
     path: string,
   ): Promise<void> => {
     const started = process.hrtime.bigint();
-    const decision = await checker({
-      method,
-      path,
-      authorization: header(req, "authorization"),
-      ip: clientAddress(req, protocol),
-    });
+    const ip = clientAddress(req, protocol);
+    const decision = await checker({ method, path, authorization: header(req, "authorization"), ip });
     const now = Date.now();
     send(res, protocol === "envoy" ? renderDecision(decision, now) : renderForNginx(decision, now));
-    onDecision?.(protocol, decision, Number(process.hrtime.bigint() - started) / 1e9);
+    onDecision?.(protocol, decision, Number(process.hrtime.bigint() - started) / 1e9, ip);
   };
 
   return (req: IncomingMessage, res: ServerResponse): void => {

@@ -85,6 +85,9 @@ export function createStore(options: {
   prefix: string;
 }): Store {
   if (options.redisUrl === undefined) return createMemoryStore();
-  const redis = createRedisClient({ url: options.redisUrl, connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10) });
+  const redis = createRedisClient({
+    url: options.redisUrl,
+    connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10),
+  });
   return createRedisStore({ redis, prefix: options.prefix, timeoutMs: options.timeoutMs });
 }

@@ -1,0 +1,35 @@
+// Logs that cannot flood: at most one line per key per second, carrying the count it suppressed.
+import type { Logger } from "./logger.js";
+
+type Slot = { second: number; suppressed: number };
+
+const MAX_SLOTS = 10_000;
+
+export type ThrottledLogOptions = {
+  logger: Logger;
+  level: "info" | "warn";
+  event: string;
+  message: string;
+  clock?: () => number;
+};
+
+/** Returns log(key, fields): one line per key per second; memory bounded to MAX_SLOTS keys. */
+export function createThrottledLog(options: ThrottledLogOptions) {
+  const { logger, level, event, message } = options;
+  const clock = options.clock ?? Date.now;
+  const slots = new Map<string, Slot>();
+  return (key: string, fields: Record<string, unknown>): void => {
+    const second = Math.floor(clock() / 1000);
+    const slot = slots.get(key);
+    if (slot !== undefined && slot.second === second) {
+      slot.suppressed += 1;
+      return;
+    }
+    if (slot === undefined && slots.size >= MAX_SLOTS) {
+      for (const [k, s] of slots) if (s.second < second) slots.delete(k);
+      if (slots.size >= MAX_SLOTS) slots.clear();
+    }
+    logger[level]({ event, ...fields, suppressed: slot?.suppressed ?? 0 }, message);
+    slots.set(key, { second, suppressed: 0 });
+  };
+}
