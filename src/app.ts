@@ -108,6 +108,27 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     },
   });
 
+  // Label-bound metric children, resolved once per label set rather than hashed on every check.
+  const durations = new Map<CheckProtocol, ReturnType<typeof metrics.checkDuration.labels>>();
+  const durationChild = (protocol: CheckProtocol) => {
+    let child = durations.get(protocol);
+    if (child === undefined) {
+      child = metrics.checkDuration.labels({ protocol });
+      durations.set(protocol, child);
+    }
+    return child;
+  };
+  const decisionChildren = new Map<string, ReturnType<typeof metrics.decisions.labels>>();
+  const decisionChild = (decision: Decision) => {
+    const labels = decisionLabels(decision);
+    const key = `${labels.decision}|${labels.reason}|${labels.tier}|${labels.category}`;
+    let child = decisionChildren.get(key);
+    if (child === undefined) {
+      child = metrics.decisions.labels(labels);
+      decisionChildren.set(key, child);
+    }
+    return child;
+  };
   const logDenial = createThrottledLog({
     logger,
     level: "info",
@@ -125,8 +146,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     clientIp,
     logger,
     onDecision(protocol: CheckProtocol, decision, seconds, ip) {
-      metrics.checkDuration.observe({ protocol }, seconds);
-      metrics.decisions.inc(decisionLabels(decision));
+      durationChild(protocol).observe(seconds);
+      decisionChild(decision).inc();
       if (decision.kind === "deny" && decision.status === 429) {
         const subject = decision.identity === undefined ? `ip:${ip}` : `user:${decision.identity.userId}`;
         logDenial(`${subject}|${decision.limit.category}`, {
