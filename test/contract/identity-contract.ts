@@ -1,0 +1,702 @@
+// The identity contract: login, sessions, revocation, lockout and the admin API, over real HTTP,
+// run unchanged against the memory and Redis stores.
+import { createHmac } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Store } from "../../src/store/store.js";
+import {
+  ADMIN_TOKEN,
+  claimsOf,
+  type ErrorBody,
+  type LimitsBody,
+  type LoginBody,
+  type MeBody,
+  type Running,
+  type SessionsBody,
+  sleep,
+  startTollgate,
+  uniqueName,
+} from "../support/identity-harness.js";
+
+export type StoreFactory = () => Store | Promise<Store>;
+
+const SESSION_ID = /^[A-Za-z0-9_-]{22}$/;
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const SESSION_FIELDS = [
+  "created_at",
+  "device_name",
+  "ip",
+  "is_current",
+  "last_accessed",
+  "session_id",
+  "user_agent",
+];
+
+export function describeIdentityContract(name: string, makeStore: StoreFactory): void {
+  describe(`identity contract: ${name}`, () => {
+    const started: Running[] = [];
+    /** A tollgate on a fresh store of its own. */
+    const start = async (env: Record<string, string> = {}): Promise<Running> => {
+      const running = await startTollgate({ store: await makeStore(), env });
+      started.push(running);
+      return running;
+    };
+    let t: Running;
+
+    beforeAll(async () => {
+      t = await start();
+    });
+    afterAll(async () => {
+      for (const running of started) {
+        await running.close();
+        await running.store.close();
+      }
+    });
+
+    const me = (token: string) => t.api<MeBody>("GET", "/me", { token });
+    const sessionsOf = async (token: string): Promise<SessionsBody> => {
+      const reply = await t.api<SessionsBody>("GET", "/auth/sessions", { token });
+      expect(reply.status).toBe(200);
+      return reply.body;
+    };
+    /** The /me status of each token, in order. */
+    const statuses = async (tokens: string[]): Promise<number[]> =>
+      Promise.all(tokens.map(async (token) => (await me(token)).status));
+
+    describe("login", () => {
+      it("answers 200 with a bearer token, its lifetime, the session and the user's tier", async () => {
+        const reply = await t.login("alice", "secret", { device: "laptop" });
+        expect(reply.status).toBe(200);
+        const body = reply.body as LoginBody;
+        expect(Object.keys(body).sort()).toEqual([
+          "access_token",
+          "expires_in",
+          "session_id",
+          "tier",
+          "token_type",
+          "user_id",
+        ]);
+        expect(body).toMatchObject({
+          token_type: "Bearer",
+          expires_in: 86_400,
+          user_id: "demo-alice",
+          tier: "free",
+        });
+        expect(body.session_id).toMatch(SESSION_ID);
+        const claims = claimsOf(body.access_token);
+        expect(claims).toMatchObject({
+          sub: "demo-alice",
+          sid: body.session_id,
+          tier: "free",
+          iss: "tollgate",
+        });
+        expect((claims.exp as number) - (claims.iat as number)).toBe(86_400);
+      });
+
+      it("answers each demo user with their own tier", async () => {
+        expect(await t.loginOk("bob_pro", "secret")).toMatchObject({ user_id: "demo-bob", tier: "pro" });
+        expect(await t.loginOk("ent_carol", "secret")).toMatchObject({
+          user_id: "demo-carol",
+          tier: "enterprise",
+        });
+      });
+
+      it("shows the caller's identity and device on GET /me", async () => {
+        const login = await t.loginOk("alice", "secret", { device: "kitchen tablet" });
+        const reply = await me(login.access_token);
+        expect(reply.status).toBe(200);
+        expect(reply.body).toEqual({
+          user_id: "demo-alice",
+          username: "alice",
+          tier: "free",
+          device: "kitchen tablet",
+          session_id: login.session_id,
+        });
+      });
+
+      it("answers a wrong password and an unknown user with the same 401 and the same body", async () => {
+        const wrong = await t.login("alice", "not-the-password");
+        const unknown = await t.login(uniqueName("nobody"), "secret");
+        expect(wrong.status).toBe(401);
+        expect(unknown.status).toBe(401);
+        expect(wrong.body).toEqual({ error: "unauthorized", message: "Invalid username or password" });
+        expect(unknown.body).toEqual(wrong.body);
+        expect(unknown.headers.get("www-authenticate")).toBe(wrong.headers.get("www-authenticate"));
+      });
+
+      it("refuses malformed bodies with a 4xx JSON error, never a 500", async () => {
+        const json = { "content-type": "application/json" };
+        const cases: { body: string; headers: Record<string, string>; status: number; error: string }[] = [
+          { body: '{"username":"alice",', headers: json, status: 400, error: "invalid_json" },
+          { body: "not json at all", headers: json, status: 400, error: "invalid_json" },
+          { body: "null", headers: json, status: 400, error: "invalid_json" },
+          { body: "[]", headers: json, status: 400, error: "bad_request" },
+          { body: "{}", headers: json, status: 400, error: "bad_request" },
+          { body: '{"username":"alice"}', headers: json, status: 400, error: "bad_request" },
+          { body: '{"password":"secret"}', headers: json, status: 400, error: "bad_request" },
+          { body: '{"username":5,"password":"secret"}', headers: json, status: 400, error: "bad_request" },
+          { body: '{"username":"","password":"secret"}', headers: json, status: 400, error: "bad_request" },
+          { body: "", headers: json, status: 400, error: "bad_request" },
+          { body: "username=alice&password=secret", headers: {}, status: 400, error: "bad_request" },
+          {
+            body: "username=alice&password=secret",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            status: 415,
+            error: "unsupported_media_type",
+          },
+          {
+            body: '{"username":"alice","password":"secret"}',
+            headers: { "content-type": "text/plain" },
+            status: 415,
+            error: "unsupported_media_type",
+          },
+          {
+            body: JSON.stringify({ username: "alice", password: "p".repeat(20_000) }),
+            headers: json,
+            status: 413,
+            error: "payload_too_large",
+          },
+        ];
+        for (const c of cases) {
+          // fetch labels a string body text/plain; bytes go without a content type.
+          const body = "content-type" in c.headers ? c.body : Buffer.from(c.body);
+          const reply = await t.api<ErrorBody>("POST", "/auth/login", { body, headers: c.headers });
+          const label = `${JSON.stringify(c.headers)} ${c.body.slice(0, 40)}`;
+          expect(reply.status, label).toBe(c.status);
+          expect(reply.headers.get("content-type"), label).toMatch(/^application\/json/);
+          expect(reply.body.error, label).toBe(c.error);
+          expect(typeof reply.body.message, label).toBe("string");
+        }
+      });
+
+      it("answers 401 with a Bearer challenge, adding invalid_token only when a bad token was sent", async () => {
+        const none = await t.api<ErrorBody>("GET", "/me");
+        expect(none.status).toBe(401);
+        expect(none.headers.get("www-authenticate")).toBe('Bearer realm="tollgate"');
+        expect(none.body).toEqual({ error: "unauthorized", message: "Authentication required" });
+
+        for (const token of ["garbage", "a.b.c", forged()]) {
+          const bad = await t.api<ErrorBody>("GET", "/me", { token });
+          expect(bad.status, token).toBe(401);
+          expect(bad.headers.get("www-authenticate"), token).toMatch(
+            /^Bearer realm="tollgate", error="invalid_token", error_description="[^"]+"$/,
+          );
+          expect(bad.body.error).toBe("unauthorized");
+        }
+      });
+    });
+
+    describe("service endpoints", () => {
+      it("answers /health and /ready on both listeners, and a JSON 404 for unknown routes", async () => {
+        for (const call of [t.api, t.admin]) {
+          const health = await call("GET", "/health");
+          expect(health.status).toBe(200);
+          expect(health.body).toEqual({ status: "ok" });
+          const ready = await call("GET", "/ready");
+          expect(ready.status).toBe(200);
+          expect(ready.body).toEqual({ status: "ready", store: t.store.kind });
+          const missing = await call("GET", "/no/such/route");
+          expect(missing.status).toBe(404);
+          expect(missing.body.error).toBe("not_found");
+        }
+      });
+    });
+
+    describe("sessions across devices", () => {
+      /** One user logged in on phone, laptop and tablet from three addresses. */
+      const threeDevices = async () => {
+        const user = await t.newUser();
+        const devices = ["phone", "laptop", "tablet"];
+        const logins: LoginBody[] = [];
+        for (const [i, device] of devices.entries()) {
+          logins.push(await t.loginOk(user.username, user.password, { device, ip: `198.51.100.${i + 10}` }));
+        }
+        return { user, logins, tokens: logins.map((l) => l.access_token) };
+      };
+
+      it("lists three devices with exactly one marked current", async () => {
+        const { logins, tokens } = await threeDevices();
+        const listed = await sessionsOf(tokens[1] as string);
+        expect(listed.total).toBe(3);
+        expect(listed.sessions).toHaveLength(3);
+        for (const s of listed.sessions) expect(Object.keys(s).sort()).toEqual(SESSION_FIELDS);
+        const byDevice = Object.fromEntries(listed.sessions.map((s) => [s.device_name, s]));
+        for (const [i, device] of ["phone", "laptop", "tablet"].entries()) {
+          expect(byDevice[device]).toMatchObject({
+            session_id: logins[i]?.session_id,
+            ip: `198.51.100.${i + 10}`,
+            user_agent: "identity-contract/1.0",
+            is_current: device === "laptop",
+          });
+          expect(byDevice[device]?.created_at).toMatch(ISO_TIME);
+          expect(byDevice[device]?.last_accessed).toMatch(ISO_TIME);
+        }
+        expect(listed.sessions.filter((s) => s.is_current)).toHaveLength(1);
+      });
+
+      it("stores the device name and user agent cleaned of control characters and bounded in length", async () => {
+        const user = await t.newUser();
+        const login = await t.loginOk(user.username, user.password, {
+          device: `\tmy\tphone ${"d".repeat(300)}`,
+          userAgent: `agent ${"u".repeat(1_000)}`,
+        });
+        const [session] = (await sessionsOf(login.access_token)).sessions;
+        expect(session?.device_name).toBe(`myphone ${"d".repeat(92)}`);
+        expect(session?.user_agent).toBe(`agent ${"u".repeat(250)}`);
+        expect((await me(login.access_token)).body.device).toBe(session?.device_name);
+        const unnamed = await t.loginOk(user.username, user.password);
+        expect((await me(unnamed.access_token)).body.device).toBe("unknown");
+      });
+
+      it("logs out one device: its token gets 401 on the next request while the others still work", async () => {
+        const { tokens } = await threeDevices();
+        const [phone, laptop, tablet] = tokens as [string, string, string];
+        const out = await t.api("POST", "/auth/logout", { token: phone });
+        expect(out.status).toBe(200);
+        expect(out.body).toEqual({ message: "Logged out from this device" });
+        expect(await statuses([phone, laptop, tablet])).toEqual([401, 200, 200]);
+        expect(await t.check(phone)).toMatchObject({ kind: "deny", status: 401, reason: "revoked" });
+        expect(await t.check(laptop)).toMatchObject({ kind: "allow" });
+        expect((await sessionsOf(laptop)).total).toBe(2);
+        expect((await t.api("POST", "/auth/logout", { token: phone })).status).toBe(401);
+      });
+
+      it("logs out from every device and leaves each of them at 401", async () => {
+        const { tokens } = await threeDevices();
+        const out = await t.api("POST", "/auth/logout-all", { token: tokens[0] as string });
+        expect(out.status).toBe(200);
+        expect(out.body).toEqual({ message: "Logged out from 3 devices", revoked: 3 });
+        expect(await statuses(tokens)).toEqual([401, 401, 401]);
+        for (const token of tokens) {
+          expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+        }
+      });
+
+      it("revokes another of the caller's sessions, effective on that device's next request", async () => {
+        const { logins, tokens } = await threeDevices();
+        const [phone, laptop, tablet] = tokens as [string, string, string];
+        const sid = logins[2]?.session_id as string;
+        const reply = await t.api("POST", `/auth/sessions/${sid}/revoke`, { token: phone });
+        expect(reply.status).toBe(200);
+        expect(reply.body).toEqual({ message: "Session revoked", session_id: sid });
+        expect(await statuses([phone, laptop, tablet])).toEqual([200, 200, 401]);
+        expect(await t.check(tablet)).toMatchObject({ kind: "deny", status: 401 });
+        const left = await sessionsOf(phone);
+        expect(left.sessions.map((s) => s.device_name).sort()).toEqual(["laptop", "phone"]);
+      });
+
+      it("refuses with 400 to revoke the current session, which stays valid", async () => {
+        const { logins, tokens } = await threeDevices();
+        const reply = await t.api("POST", `/auth/sessions/${logins[0]?.session_id}/revoke`, {
+          token: tokens[0] as string,
+        });
+        expect(reply.status).toBe(400);
+        expect(reply.body.error).toBe("bad_request");
+        expect(await statuses(tokens)).toEqual([200, 200, 200]);
+      });
+
+      it("answers 404 for a session that is not the caller's and leaves its owner's session alone", async () => {
+        const { tokens } = await threeDevices();
+        const other = await t.loginOk("bob_pro", "secret");
+        for (const sid of [other.session_id, "no-such-session", "%2E%2E", "x".repeat(65), "a%20b"]) {
+          const reply = await t.api("POST", `/auth/sessions/${sid}/revoke`, { token: tokens[0] as string });
+          expect(reply.status, sid).toBe(404);
+          expect(reply.body.error, sid).toBe("not_found");
+        }
+        expect((await me(other.access_token)).status).toBe(200);
+      });
+
+      it("keeps at most five sessions, revoking the oldest on the sixth login", async () => {
+        const user = await t.newUser();
+        const logins: LoginBody[] = [];
+        for (let i = 0; i < 6; i += 1) {
+          logins.push(await t.loginOk(user.username, user.password, { device: `device-${i}` }));
+        }
+        const tokens = logins.map((l) => l.access_token);
+        expect(await statuses(tokens)).toEqual([401, 200, 200, 200, 200, 200]);
+        const listed = await sessionsOf(tokens[5] as string);
+        expect(listed.total).toBe(5);
+        expect(listed.sessions.map((s) => s.session_id).sort()).toEqual(
+          logins
+            .slice(1)
+            .map((l) => l.session_id)
+            .sort(),
+        );
+      });
+
+      it("leaves exactly five sessions after twenty concurrent logins of one user", async () => {
+        const user = await t.newUser();
+        const logins = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => t.loginOk(user.username, user.password, { device: `d${i}` })),
+        );
+        const codes = await statuses(logins.map((l) => l.access_token));
+        expect(codes.filter((c) => c === 200)).toHaveLength(5);
+        expect(codes.filter((c) => c === 401)).toHaveLength(15);
+        const survivor = logins[codes.indexOf(200)]?.access_token as string;
+        const listed = await sessionsOf(survivor);
+        expect(listed.total).toBe(5);
+        expect(listed.sessions.map((s) => s.session_id).sort()).toEqual(
+          logins
+            .filter((_, i) => codes[i] === 200)
+            .map((l) => l.session_id)
+            .sort(),
+        );
+        const admin = await t.admin<SessionsBody>("GET", `/admin/users/${user.id}/sessions`, {
+          token: ADMIN_TOKEN,
+        });
+        expect(admin.body.total).toBe(5);
+      });
+    });
+
+    describe("username lockout", () => {
+      const lockedOut = async (username: string, rightPassword: string) => {
+        for (let i = 0; i < 10; i += 1) {
+          const failed = await t.login(username, `wrong-${i}`, { ip: `203.0.113.${i + 1}` });
+          expect(failed.status, `attempt ${i + 1}`).toBe(401);
+        }
+        return t.login(username, rightPassword, { ip: "192.0.2.200" });
+      };
+
+      it("answers 429 with Retry-After to the 11th attempt within the window, even with the right password", async () => {
+        const user = await t.newUser();
+        const reply = await lockedOut(user.username, user.password);
+        expect(reply.status).toBe(429);
+        expect(reply.body).toEqual({
+          error: "rate_limit_exceeded",
+          message: "Too many failed logins for this username; try again later",
+        });
+        const retryAfter = Number(reply.headers.get("retry-after"));
+        expect(Number.isInteger(retryAfter)).toBe(true);
+        expect(retryAfter).toBeGreaterThanOrEqual(890);
+        expect(retryAfter).toBeLessThanOrEqual(900);
+        // The lockout is per username: other users are not affected.
+        expect((await t.login("bob_pro", "secret", { ip: "192.0.2.200" })).status).toBe(200);
+      });
+
+      it("locks an unknown username the same way, so lockouts reveal nothing", async () => {
+        const reply = await lockedOut(uniqueName("ghost"), "anything");
+        expect(reply.status).toBe(429);
+        expect(reply.headers.get("retry-after")).toMatch(/^\d+$/);
+      });
+
+      it("evaluates at most 10 of a burst of concurrent guesses and answers the rest 429", async () => {
+        const user = await t.newUser();
+        const replies = await Promise.all(
+          Array.from({ length: 25 }, (_, i) =>
+            t.login(user.username, `guess-${i}`, { ip: `203.0.113.${i + 100}` }),
+          ),
+        );
+        const codes = replies.map((r) => r.status);
+        expect(codes.filter((c) => c === 401)).toHaveLength(10);
+        expect(codes.filter((c) => c === 429)).toHaveLength(15);
+        expect((await t.login(user.username, user.password, { ip: "192.0.2.201" })).status).toBe(429);
+      });
+
+      it("lets a user with fewer than 10 failed attempts log in", async () => {
+        const user = await t.newUser();
+        for (let i = 0; i < 9; i += 1) {
+          expect((await t.login(user.username, "wrong", { ip: `203.0.113.${i + 50}` })).status).toBe(401);
+        }
+        expect((await t.login(user.username, user.password)).status).toBe(200);
+      });
+    });
+
+    describe("admin API", () => {
+      const admin = <T = ErrorBody>(method: string, path: string, json?: unknown) =>
+        t.admin<T>(method, path, { token: ADMIN_TOKEN, ...(json === undefined ? {} : { json }) });
+
+      it("answers 401 to a missing or wrong admin token on every endpoint, and 200 to the right one", async () => {
+        const endpoints: [string, string, unknown?][] = [
+          ["POST", "/admin/users", { username: uniqueName("never"), password: "long enough", tier: "free" }],
+          ["POST", "/admin/users/demo-alice/revoke"],
+          ["GET", "/admin/users/demo-alice/sessions"],
+          ["PUT", "/admin/users/demo-alice/tier", { tier: "enterprise" }],
+          ["PUT", "/admin/users/demo-alice/disabled", { disabled: true }],
+          ["GET", "/admin/users/demo-alice/limits"],
+          ["DELETE", "/admin/users/demo-alice/limits"],
+        ];
+        const alice = await t.loginOk("alice", "secret");
+        for (const [method, path, json] of endpoints) {
+          const body = json === undefined ? {} : { json };
+          const missing = await t.admin(method, path, body);
+          expect(missing.status, `${method} ${path}`).toBe(401);
+          expect(missing.body.error).toBe("unauthorized");
+          expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="tollgate"');
+          for (const wrong of ["z".repeat(32), `${ADMIN_TOKEN}y`, ADMIN_TOKEN.slice(1), JWT_SECRET_LIKE]) {
+            const reply = await t.admin(method, path, { ...body, token: wrong });
+            expect(reply.status, `${method} ${path} with a wrong token`).toBe(401);
+            expect(reply.headers.get("www-authenticate")).toMatch(
+              /^Bearer realm="tollgate", error="invalid_token"/,
+            );
+          }
+          const basic = await t.admin(method, path, {
+            ...body,
+            headers: { authorization: `Basic ${ADMIN_TOKEN}` },
+          });
+          expect(basic.status).toBe(401);
+        }
+        // Nothing above reached a handler: alice is still free, enabled and logged in.
+        expect((await me(alice.access_token)).body).toMatchObject({ tier: "free" });
+        expect((await admin("GET", "/admin/users/demo-alice/sessions")).status).toBe(200);
+        expect((await t.api("GET", "/admin/users/demo-alice/sessions", { token: ADMIN_TOKEN })).status).toBe(
+          404,
+        );
+      });
+
+      it("creates a user with 201, then answers 409 for the same username and 400 for a bad body", async () => {
+        const username = uniqueName("created");
+        const created = await admin<{ user_id: string; username: string; tier: string }>(
+          "POST",
+          "/admin/users",
+          {
+            username,
+            password: "a long password",
+            tier: "pro",
+          },
+        );
+        expect(created.status).toBe(201);
+        expect(Object.keys(created.body).sort()).toEqual(["tier", "user_id", "username"]);
+        expect(created.body).toMatchObject({ username, tier: "pro" });
+        expect(created.body.user_id).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+        expect(await t.loginOk(username, "a long password")).toMatchObject({
+          user_id: created.body.user_id,
+          tier: "pro",
+        });
+
+        const again = await admin("POST", "/admin/users", {
+          username,
+          password: "another password",
+          tier: "free",
+        });
+        expect(again.status).toBe(409);
+        expect(again.body.error).toBe("conflict");
+        // The first user keeps their password.
+        expect((await t.login(username, "another password")).status).toBe(401);
+
+        const bad: unknown[] = [
+          { username: uniqueName("u"), password: "a long password", tier: "platinum" },
+          { username: uniqueName("u"), password: "a long password", tier: "anonymous" },
+          { username: uniqueName("u"), password: "short", tier: "free" },
+          { username: "", password: "a long password", tier: "free" },
+          { username: uniqueName("u"), tier: "free" },
+          { username: uniqueName("u"), password: "a long password", tier: "free", admin: true },
+          ["not", "an", "object"],
+        ];
+        for (const json of bad) {
+          const reply = await admin("POST", "/admin/users", json);
+          expect(reply.status, JSON.stringify(json)).toBe(400);
+          expect(reply.body.error).toBe("bad_request");
+        }
+        const broken = await t.admin("POST", "/admin/users", {
+          token: ADMIN_TOKEN,
+          body: "{nope",
+          headers: { "content-type": "application/json" },
+        });
+        expect(broken.status).toBe(400);
+        expect(broken.body.error).toBe("invalid_json");
+      });
+
+      it("lists a user's sessions for the admin, and answers 404 for an unknown user", async () => {
+        const user = await t.newUser();
+        const first = await t.loginOk(user.username, user.password, { device: "one" });
+        const second = await t.loginOk(user.username, user.password, { device: "two" });
+        const reply = await admin<SessionsBody>("GET", `/admin/users/${user.id}/sessions`);
+        expect(reply.status).toBe(200);
+        expect(reply.body.total).toBe(2);
+        expect(reply.body.sessions.map((s) => s.session_id).sort()).toEqual(
+          [first.session_id, second.session_id].sort(),
+        );
+        for (const s of reply.body.sessions) expect(s).not.toHaveProperty("is_current");
+        for (const id of ["usr_0000000000000000", "bad%20id"]) {
+          const missing = await admin("GET", `/admin/users/${id}/sessions`);
+          expect(missing.status, id).toBe(404);
+          expect(missing.body.error).toBe("not_found");
+        }
+      });
+
+      it("revokes every session of a user, effective on each device's next request", async () => {
+        const user = await t.newUser();
+        const a = await t.loginOk(user.username, user.password);
+        const b = await t.loginOk(user.username, user.password);
+        const reply = await admin("POST", `/admin/users/${user.id}/revoke`);
+        expect(reply.status).toBe(200);
+        expect(reply.body).toEqual({ message: "Revoked 2 sessions", revoked: 2 });
+        expect(await statuses([a.access_token, b.access_token])).toEqual([401, 401]);
+        expect(await t.check(a.access_token)).toMatchObject({ kind: "deny", status: 401 });
+        expect((await admin("POST", "/admin/users/usr_0000000000000000/revoke")).status).toBe(404);
+        // A new login works afterwards.
+        expect((await me((await t.loginOk(user.username, user.password)).access_token)).status).toBe(200);
+      });
+
+      it("changes the tier of an existing session from its next request on, without a new login", async () => {
+        const user = await t.newUser("free");
+        const login = await t.loginOk(user.username, user.password);
+        expect((await me(login.access_token)).body.tier).toBe("free");
+        expect(await t.check(login.access_token)).toMatchObject({
+          kind: "allow",
+          identity: { tier: "free" },
+          limit: { limit: 20 },
+        });
+
+        const changed = await admin("PUT", `/admin/users/${user.id}/tier`, { tier: "pro" });
+        expect(changed.status).toBe(200);
+        expect(changed.body).toMatchObject({ user_id: user.id, tier: "pro" });
+        expect((await me(login.access_token)).body.tier).toBe("pro");
+        expect(await t.check(login.access_token)).toMatchObject({
+          kind: "allow",
+          identity: { userId: user.id, tier: "pro" },
+          limit: { tier: "pro", limit: 200 },
+        });
+
+        const unknownTier = await admin("PUT", `/admin/users/${user.id}/tier`, { tier: "platinum" });
+        expect(unknownTier.status).toBe(400);
+        expect(unknownTier.body.error).toBe("bad_request");
+        expect((await admin("PUT", `/admin/users/${user.id}/tier`, { tier: "anonymous" })).status).toBe(400);
+        expect((await admin("PUT", `/admin/users/${user.id}/tier`, {})).status).toBe(400);
+        const unknownUser = await admin("PUT", "/admin/users/usr_0000000000000000/tier", { tier: "pro" });
+        expect(unknownUser.status).toBe(404);
+        expect(unknownUser.body.error).toBe("not_found");
+        expect((await me(login.access_token)).body.tier).toBe("pro");
+      });
+
+      it("reports a user's windows per category and clears them on DELETE", async () => {
+        const user = await t.newUser("free");
+        const login = await t.loginOk(user.username, user.password);
+        for (let i = 0; i < 3; i += 1) {
+          expect(await t.check(login.access_token)).toMatchObject({ kind: "allow", limit: { used: i + 1 } });
+        }
+        await t.check(login.access_token, "/api/products");
+        const before = Math.floor(Date.now() / 1000);
+        const limits = await admin<LimitsBody>("GET", `/admin/users/${user.id}/limits`);
+        expect(limits.status).toBe(200);
+        expect(limits.body).toMatchObject({ user_id: user.id, tier: "free" });
+        expect(Object.keys(limits.body.limits).sort()).toEqual(["general", "orders", "search"]);
+        expect(limits.body.limits.search).toMatchObject({ limit: 20, used: 3, remaining: 17 });
+        expect(limits.body.limits.general).toMatchObject({ limit: 100, used: 1, remaining: 99 });
+        expect(limits.body.limits.orders).toMatchObject({ limit: 10, used: 0, remaining: 10 });
+        const reset = limits.body.limits.search?.reset as number;
+        expect(reset).toBeGreaterThanOrEqual(before + 3_600 - 5);
+        expect(reset).toBeLessThanOrEqual(before + 3_600 + 5);
+
+        const cleared = await admin("DELETE", `/admin/users/${user.id}/limits`);
+        expect(cleared.status).toBe(200);
+        const after = await admin<LimitsBody>("GET", `/admin/users/${user.id}/limits`);
+        expect(after.body.limits.search).toMatchObject({ limit: 20, used: 0, remaining: 20 });
+        expect(after.body.limits.general).toMatchObject({ used: 0, remaining: 100 });
+        expect(await t.check(login.access_token)).toMatchObject({ kind: "allow", limit: { used: 1 } });
+
+        expect((await admin("GET", "/admin/users/usr_0000000000000000/limits")).status).toBe(404);
+        expect((await admin("DELETE", "/admin/users/usr_0000000000000000/limits")).status).toBe(404);
+      });
+
+      it("disables a user: their token gets 401 on the next request and their login fails", async () => {
+        const user = await t.newUser();
+        const login = await t.loginOk(user.username, user.password);
+        const off = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: true });
+        expect(off.status).toBe(200);
+        expect(off.body).toEqual({ user_id: user.id, disabled: true });
+        const denied = await me(login.access_token);
+        expect(denied.status).toBe(401);
+        expect(denied.headers.get("www-authenticate")).toMatch(/error="invalid_token"/);
+        expect(await t.check(login.access_token)).toMatchObject({ kind: "deny", status: 401 });
+        const refused = await t.login(user.username, user.password);
+        expect(refused.status).toBe(401);
+        expect(refused.body).toEqual({ error: "unauthorized", message: "Invalid username or password" });
+
+        expect((await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: "yes" })).status).toBe(
+          400,
+        );
+        const on = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: false });
+        expect(on.body).toEqual({ user_id: user.id, disabled: false });
+        expect((await t.login(user.username, user.password)).status).toBe(200);
+        expect(
+          (await admin("PUT", "/admin/users/usr_0000000000000000/disabled", { disabled: true })).status,
+        ).toBe(404);
+      });
+    });
+
+    describe("session lifetimes", () => {
+      it("forgets a session left unused longer than the idle lifetime", async () => {
+        const short = await start({ SESSION_IDLE_TTL_SECONDS: "1" });
+        const idle = await short.loginOk("alice", "secret", { device: "idle" });
+        const other = await short.loginOk("alice", "secret", { device: "other" });
+        expect((await short.api("GET", "/me", { token: idle.access_token })).status).toBe(200);
+        await sleep(1_300);
+        const later = await short.loginOk("alice", "secret", { device: "later" });
+        expect((await short.api("GET", "/me", { token: idle.access_token })).status).toBe(401);
+        expect(await short.check(other.access_token)).toMatchObject({ kind: "deny", status: 401 });
+        const listed = await short.api<SessionsBody>("GET", "/auth/sessions", { token: later.access_token });
+        expect(listed.body.sessions.map((s) => s.device_name)).toEqual(["later"]);
+      });
+
+      it("keeps a session alive past the idle lifetime while it is used", async () => {
+        const short = await start({ SESSION_IDLE_TTL_SECONDS: "1" });
+        const login = await short.loginOk("alice", "secret");
+        const began = Date.now();
+        let uses = 0;
+        while (Date.now() - began < 2_200) {
+          await sleep(450);
+          const api = uses % 2 === 0;
+          // The public API and the check path both renew the session.
+          if (api) expect((await short.api("GET", "/me", { token: login.access_token })).status).toBe(200);
+          else expect(await short.check(login.access_token)).toMatchObject({ kind: "allow" });
+          uses += 1;
+        }
+        expect(uses).toBeGreaterThanOrEqual(4);
+      });
+
+      it("ends a session at its absolute age even while it is used", async () => {
+        const short = await start({ SESSION_IDLE_TTL_SECONDS: "30", SESSION_MAX_AGE_SECONDS: "2" });
+        const login = await short.loginOk("alice", "secret");
+        const began = Date.now();
+        for (let i = 0; i < 3; i += 1) {
+          await sleep(450);
+          expect((await short.api("GET", "/me", { token: login.access_token })).status).toBe(200);
+        }
+        expect(Date.now() - began).toBeLessThan(1_900);
+        await sleep(2_300 - (Date.now() - began));
+        expect((await short.api("GET", "/me", { token: login.access_token })).status).toBe(401);
+        expect(await short.check(login.access_token)).toMatchObject({ kind: "deny", status: 401 });
+      });
+
+      it("counts only live sessions towards the cap and in logout-all", async () => {
+        const short = await start({ SESSION_IDLE_TTL_SECONDS: "1", MAX_SESSIONS_PER_USER: "3" });
+        const kept = await short.loginOk("alice", "secret", { device: "kept" });
+        await short.loginOk("alice", "secret", { device: "idle-1" });
+        await short.loginOk("alice", "secret", { device: "idle-2" });
+        const base = Date.now();
+        const useKept = async () =>
+          expect((await short.api("GET", "/me", { token: kept.access_token })).status).toBe(200);
+        // The oldest session stays in use while the two others idle out.
+        for (let i = 0; i < 3; i += 1) {
+          await useKept();
+          await sleep(Math.min(450, base + 1_300 - Date.now()));
+        }
+        await sleep(base + 1_300 - Date.now());
+        const next = await short.loginOk("alice", "secret", { device: "next" });
+        await useKept();
+        const out = await short.api("POST", "/auth/logout-all", { token: next.access_token });
+        expect(out.body).toEqual({ message: "Logged out from 2 devices", revoked: 2 });
+      });
+    });
+  });
+}
+
+/** Shaped like an admin token but not it. */
+const JWT_SECRET_LIKE = "x".repeat(32);
+
+/** A well-formed token with tollgate's claims, signed with someone else's secret. */
+function forged(): string {
+  const encode = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const now = Math.floor(Date.now() / 1000);
+  const claims = {
+    sub: "demo-alice",
+    sid: "a".repeat(22),
+    tier: "free",
+    iat: now,
+    exp: now + 60,
+    iss: "tollgate",
+  };
+  const unsigned = `${encode({ alg: "HS256", typ: "JWT" })}.${encode(claims)}`;
+  const signature = createHmac("sha256", "z".repeat(32)).update(unsigned).digest("base64url");
+  return `${unsigned}.${signature}`;
+}

@@ -1,0 +1,137 @@
+// Identity on a real redis-server: the shared contract, plus what only Redis shows (its data model,
+// hashed passwords, and sessions shared by every tollgate instance).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedisStore } from "../../src/store/store.js";
+import { describeIdentityContract } from "../contract/identity-contract.js";
+import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
+import { connectRedis, testPrefix } from "../support/redis.js";
+
+describeIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
+
+describe("identity on redis", () => {
+  const prefix = testPrefix();
+  const redis = connectRedis();
+  const instances: Running[] = [];
+  let t: Running;
+  const startOnPrefix = async (): Promise<Running> => {
+    const running = await startTollgate({ store: createRedisStore({ redis: connectRedis(), prefix }) });
+    instances.push(running);
+    return running;
+  };
+  beforeAll(async () => {
+    t = await startOnPrefix();
+  });
+  afterAll(async () => {
+    for (const running of instances) {
+      await running.close();
+      await running.store.close();
+    }
+    await redis.quit();
+  });
+
+  const userKey = (id: string) => `${prefix}{u:${id}}:user`;
+  const scanAll = async (pattern: string): Promise<string[]> => {
+    const found: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+      found.push(...keys);
+      cursor = next;
+    } while (cursor !== "0");
+    return found.sort();
+  };
+
+  it("stores passwords as salted scrypt hashes, never as text", async () => {
+    const password = "correct horse battery staple";
+    const ids: string[] = [];
+    for (const username of [`pw_a_${prefix.slice(5, 13)}`, `pw_b_${prefix.slice(5, 13)}`]) {
+      const created = await t.admin<{ user_id: string }>("POST", "/admin/users", {
+        token: ADMIN_TOKEN,
+        json: { username, password, tier: "free" },
+      });
+      expect(created.status).toBe(201);
+      ids.push(created.body.user_id);
+    }
+    const hashes = await Promise.all(ids.map((id) => redis.hget(userKey(id), "pw")));
+    for (const hash of hashes) {
+      expect(hash).toMatch(/^scrypt\$/);
+      expect(hash).not.toContain(password);
+    }
+    // Salted: one password, two different hashes.
+    expect(hashes[0]).not.toBe(hashes[1]);
+    const alice = await redis.hgetall(userKey("demo-alice"));
+    expect(alice.pw).toMatch(/^scrypt\$/);
+    expect(alice.pw).not.toContain("secret");
+    expect(Object.values(alice).join(" ")).not.toContain("secret");
+  });
+
+  it("keeps a user's profile, session index, sessions and windows under the prefix and one hash tag", async () => {
+    const user = await t.newUser();
+    const login = await t.loginOk(user.username, user.password, { device: "phone" });
+    await t.check(login.access_token);
+    const tag = `${prefix}{u:${user.id}}`;
+    expect(await scanAll(`${tag}*`)).toEqual(
+      [`${tag}:s:${login.session_id}`, `${tag}:sessions`, `${tag}:user`, `${tag}:w:search`].sort(),
+    );
+    const session = await redis.hgetall(`${tag}:s:${login.session_id}`);
+    expect(session).toMatchObject({ dev: "phone", ip: "198.51.100.7", ua: "identity-contract/1.0" });
+    expect(Number(session.exp) - Number(session.created)).toBe(86_400_000);
+    // The idle lifetime is the session key's own TTL; the index outlives no session.
+    const sessionTtl = await redis.pttl(`${tag}:s:${login.session_id}`);
+    expect(sessionTtl).toBeGreaterThan(1_800_000 - 5_000);
+    expect(sessionTtl).toBeLessThanOrEqual(1_800_000);
+    const indexTtl = await redis.pttl(`${tag}:sessions`);
+    expect(indexTtl).toBeGreaterThan(86_400_000 - 5_000);
+    expect(indexTtl).toBeLessThanOrEqual(86_400_000);
+    expect(await redis.pttl(`${tag}:w:search`)).toBeLessThanOrEqual(3_600_000);
+    expect(await redis.pttl(`${tag}:w:search`)).toBeGreaterThan(3_600_000 - 5_000);
+    expect(await redis.pttl(`${tag}:user`)).toBe(-1);
+  });
+
+  it("gives every key a hash tag, and a TTL to every key but users and their name index", async () => {
+    const user = await t.newUser();
+    await t.login(user.username, "wrong password");
+    await t.loginOk(user.username, user.password);
+    const keys = await scanAll(`${prefix}*`);
+    expect(keys.length).toBeGreaterThan(5);
+    for (const key of keys) {
+      if (key === `${prefix}users:exist`) continue;
+      expect(key, key).toMatch(
+        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{(u|n|ip):[^{}]+\\}:`),
+      );
+      const permanent = /\}:(user|uid)$/.test(key);
+      const ttl = await redis.pttl(key);
+      if (permanent) expect(ttl, key).toBe(-1);
+      else expect(ttl, key).toBeGreaterThan(0);
+    }
+  });
+
+  it("deletes a session's keys on logout, and the index with every session on logout-all", async () => {
+    const user = await t.newUser();
+    const tag = `${prefix}{u:${user.id}}`;
+    const a = await t.loginOk(user.username, user.password);
+    const b = await t.loginOk(user.username, user.password);
+    const c = await t.loginOk(user.username, user.password);
+    expect((await t.api("POST", "/auth/logout", { token: a.access_token })).status).toBe(200);
+    expect(await redis.exists(`${tag}:s:${a.session_id}`)).toBe(0);
+    expect(await redis.zrange(`${tag}:sessions`, 0, -1)).toEqual([b.session_id, c.session_id]);
+    expect((await t.api("POST", "/auth/logout-all", { token: b.access_token })).status).toBe(200);
+    expect(await scanAll(`${tag}*`)).toEqual([`${tag}:user`]);
+  });
+
+  it("shares sessions and tiers between tollgate instances on one Redis", async () => {
+    const other = await startOnPrefix();
+    const user = await t.newUser();
+    const login = await t.loginOk(user.username, user.password);
+    expect((await other.api<MeBody>("GET", "/me", { token: login.access_token })).status).toBe(200);
+    const changed = await other.admin("PUT", `/admin/users/${user.id}/tier`, {
+      token: ADMIN_TOKEN,
+      json: { tier: "enterprise" },
+    });
+    expect(changed.status).toBe(200);
+    expect((await t.api<MeBody>("GET", "/me", { token: login.access_token })).body.tier).toBe("enterprise");
+    expect((await other.api("POST", "/auth/logout", { token: login.access_token })).status).toBe(200);
+    expect((await t.api("GET", "/me", { token: login.access_token })).status).toBe(401);
+    expect(await t.check(login.access_token)).toMatchObject({ kind: "deny", status: 401 });
+  });
+});
