@@ -56,7 +56,12 @@ describe("through nginx", () => {
     });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-ratelimit-resource")).toBe("login");
-    const session = (await res.json()) as { access_token: string; session_id: string; user_id: string; tier: string };
+    const session = (await res.json()) as {
+      access_token: string;
+      session_id: string;
+      user_id: string;
+      tier: string;
+    };
     expect(session.tier).toBe("free");
 
     const me = await fetch(`${nginx.url}/me`, { headers: bearer(session.access_token) });
@@ -77,7 +82,10 @@ describe("through nginx", () => {
     const listed = (await sessions.json()) as { sessions: { session_id: string; is_current: boolean }[] };
     expect(listed.sessions.find((s) => s.is_current)?.session_id).toBe(session.session_id);
 
-    const logout = await fetch(`${nginx.url}/auth/logout`, { method: "POST", headers: bearer(session.access_token) });
+    const logout = await fetch(`${nginx.url}/auth/logout`, {
+      method: "POST",
+      headers: bearer(session.access_token),
+    });
     expect(logout.status).toBe(200);
     expect(await logout.json()).toEqual({ message: "Logged out from this device" });
 
@@ -168,7 +176,9 @@ describe("through nginx", () => {
     const { token } = await freshUser();
     const statuses = await Promise.all(
       Array.from({ length: 300 }, async (_, i) => {
-        const res = await fetch(`${(i % 2 === 0 ? nginx : nginxSecond).url}/api/products`, { headers: bearer(token) });
+        const res = await fetch(`${(i % 2 === 0 ? nginx : nginxSecond).url}/api/products`, {
+          headers: bearer(token),
+        });
         await res.arrayBuffer();
         return res.status;
       }),
@@ -181,10 +191,18 @@ describe("through nginx", () => {
   it("never lets a client's identity headers reach the upstream", async () => {
     const { token, userId } = await freshUser();
     const res = await fetch(`${nginx.url}/api/products`, {
-      headers: { ...bearer(token), "x-user-id": "forged-admin", "x-user-tier": "enterprise", "x-session-id": "x" },
+      headers: {
+        ...bearer(token),
+        "x-user-id": "forged-admin",
+        "x-user-tier": "enterprise",
+        "x-session-id": "x",
+      },
     });
     expect(res.status).toBe(200);
-    expect(((await res.json()) as { user: { id: string; tier: string } }).user).toEqual({ id: userId, tier: "free" });
+    expect(((await res.json()) as { user: { id: string; tier: string } }).user).toEqual({
+      id: userId,
+      tier: "free",
+    });
   });
 
   it("keys anonymous logins by the address nginx saw, whatever X-Forwarded-For claims", async () => {

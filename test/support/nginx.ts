@@ -13,7 +13,9 @@ const NGINX_DIR = fileURLToPath(new URL("../../nginx/", import.meta.url));
 export type NginxOptions = { checkPort: number; publicPort: number; upstreamPort: number };
 export type Nginx = { port: number; url: string; errorLog(): string; stop(): Promise<void> };
 
-export function renderNginxConfig(options: NginxOptions & { prefix: string; listen: string; workers?: number }): string {
+export function renderNginxConfig(
+  options: NginxOptions & { prefix: string; listen: string; workers?: number },
+): string {
   const values: Record<string, string> = {
     WORKERS: String(options.workers ?? 1),
     PREFIX: options.prefix,
@@ -45,13 +47,20 @@ export async function startNginx(options: NginxOptions & { workers?: number }): 
   const prefix = mkdtempSync(join(tmpdir(), "tollgate-nginx-"));
   mkdirSync(join(prefix, "tmp"));
   const port = await freePort();
-  writeFileSync(join(prefix, "nginx.conf"), renderNginxConfig({ ...options, prefix, listen: `127.0.0.1:${port}` }));
+  writeFileSync(
+    join(prefix, "nginx.conf"),
+    renderNginxConfig({ ...options, prefix, listen: `127.0.0.1:${port}` }),
+  );
   for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"]) {
     copyFileSync(join(NGINX_DIR, file), join(prefix, file));
   }
-  const child: ChildProcess = spawn(binary, ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child: ChildProcess = spawn(
+    binary,
+    ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => {
     stderr += d.toString();
