@@ -1,9 +1,10 @@
 // Composition root: settings → store → users → services → the three listeners; SIGTERM drains.
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { createTollgate } from "./app.js";
 import { demoUsers, loadUsers, readUsersFile, UsersFileError } from "./auth/users-file.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
+import { createHttpServer } from "./http/server.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createStore, type Store } from "./store/store.js";
 
@@ -96,9 +97,9 @@ async function main(): Promise<void> {
 
   const tollgate = createTollgate({ config, policy, store, logger });
   const servers: [string, Server, number][] = [
-    ["public", createServer(tollgate.publicApp), config.port],
+    ["public", createHttpServer(tollgate.publicApp), config.port],
     ["check", tollgate.checkServer, config.checkPort],
-    ["admin", createServer(tollgate.adminApp), config.adminPort],
+    ["admin", createHttpServer(tollgate.adminApp), config.adminPort],
   ];
   for (const [, server] of servers) {
     server.keepAliveTimeout = Math.max(server.keepAliveTimeout, 75_000);

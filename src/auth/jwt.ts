@@ -69,11 +69,19 @@ export function createTokenService(settings: JwtSettings): TokenService {
 
   function verifyUncached(token: string): TokenCheck {
     if (token.length > MAX_TOKEN_LENGTH) return invalid("token too long");
-    const decoded = jwt.decode(token, { complete: true });
+    let decoded: jwt.Jwt | null;
+    try {
+      // jws.decode throws (JSON.parse) on a `typ: JWT` header over a payload that is not JSON.
+      decoded = jwt.decode(token, { complete: true });
+    } catch {
+      return invalid("malformed token");
+    }
     if (decoded === null || typeof decoded.payload === "string") return invalid("malformed token");
-    const algorithm = decoded.header.alg;
+    const algorithm: unknown = decoded.header.alg;
+    // Checked before keyFor: a header may carry any JSON as `alg`, and keyFor needs a string.
+    if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
     const key = keyFor(algorithm);
-    if (!allowed.has(algorithm) || key === undefined) return invalid("algorithm not allowed");
+    if (key === undefined) return invalid("algorithm not allowed");
     let payload: jwt.JwtPayload | string;
     try {
       payload = jwt.verify(token, key, {

@@ -1,11 +1,12 @@
 // The check listener on CHECK_PORT: Envoy ext_authz (/ext_authz/*) and nginx auth_request (/nginx/auth).
 // Every proxied request waits on this, so it is plain node:http with no router in between.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Checker } from "../authz/checker.js";
 import type { Decision } from "../authz/decide.js";
 import type { Logger } from "../logger.js";
 import { type CheckResponse, renderDecision, renderForNginx } from "./check-responses.js";
 import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
+import { createHttpServer } from "./server.js";
 
 export type CheckProtocol = "envoy" | "nginx";
 
@@ -108,9 +109,5 @@ export function createCheckHandler(options: CheckListenerOptions) {
 }
 
 export function createCheckServer(options: CheckListenerOptions): Server {
-  const server = createServer({ maxHeaderSize: 16 * 1024 }, createCheckHandler(options));
-  // Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket.
-  server.keepAliveTimeout = 75_000;
-  server.headersTimeout = 80_000;
-  return server;
+  return createHttpServer(createCheckHandler(options));
 }

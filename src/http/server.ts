@@ -1,0 +1,57 @@
+// The node:http server under each listener: Envoy's header limit, and JSON for requests node cannot parse.
+import { createServer, type RequestListener, type Server } from "node:http";
+import type { Duplex } from "node:stream";
+
+/**
+ * Envoy accepts 60 KiB of request headers by default and forwards the Authorization header to the
+ * check as is; node's own default (16 KiB) would answer a long token with a bodyless 431 instead of
+ * tollgate's 401.
+ */
+export const MAX_HEADER_BYTES = 64 * 1024;
+
+function rawJsonResponse(status: number, reason: string, message: string, withBody: boolean): string {
+  const body = JSON.stringify({ error: "bad_request", message });
+  const head = [
+    `HTTP/1.1 ${status} ${reason}`,
+    "Content-Type: application/json",
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    "Connection: close",
+  ].join("\r\n");
+  return `${head}\r\n\r\n${withBody ? body : ""}`;
+}
+
+function answerFor(error: NodeJS.ErrnoException, withBody: boolean): string {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return rawJsonResponse(
+        431,
+        "Request Header Fields Too Large",
+        "The request headers are too large",
+        withBody,
+      );
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return rawJsonResponse(408, "Request Timeout", "The request took too long to arrive", withBody);
+    default:
+      return rawJsonResponse(400, "Bad Request", "The request is not valid HTTP/1.1", withBody);
+  }
+}
+
+/** Node's default clientError answer, with a JSON body like every other tollgate error (SPEC §5, §8). */
+function answerClientError(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && error.code !== "ECONNRESET" && inFlight?.headersSent !== true) {
+    // An answer to HEAD has no body, even when the rest of the request could not be parsed.
+    const head = error.rawPacket?.subarray(0, 5).toString("latin1") === "HEAD ";
+    socket.write(answerFor(error, !head));
+  }
+  socket.destroy();
+}
+
+export function createHttpServer(listener: RequestListener): Server {
+  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, listener);
+  // Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket.
+  server.keepAliveTimeout = 75_000;
+  server.headersTimeout = 80_000;
+  server.on("clientError", answerClientError);
+  return server;
+}

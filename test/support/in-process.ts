@@ -1,0 +1,102 @@
+// One tollgate in this process on a real Redis: its three listeners on free ports, its log lines kept.
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Redis } from "ioredis";
+import { createTollgate, type Tollgate } from "../../src/app.js";
+import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
+import { loadConfig } from "../../src/config/env.js";
+import { loadPolicy } from "../../src/config/policy.js";
+import { createHttpServer } from "../../src/http/server.js";
+import { createLogger } from "../../src/logger.js";
+import { createRedisStore, type Store } from "../../src/store/store.js";
+import { connectRedis, testPrefix } from "./redis.js";
+
+export const IN_PROCESS_JWT_SECRET = "in-process-jwt-secret-0123456789-abcdef";
+export const IN_PROCESS_ADMIN_TOKEN = "in-process-admin-token-0123456789-abcdef";
+
+export type InProcess = {
+  tollgate: Tollgate;
+  store: Store;
+  redis: Redis;
+  prefix: string;
+  checkUrl: string;
+  publicUrl: string;
+  adminUrl: string;
+  adminToken: string;
+  /** Every line the logger wrote so far, exactly as written. */
+  logWrites(): string[];
+  close(): Promise<void>;
+};
+
+export type InProcessOptions = {
+  /** Environment for loadConfig, over test defaults (secrets, LOG_LEVEL=info). */
+  env?: Record<string, string>;
+  /** Share a store (and its key prefix) with another instance instead of a fresh one. */
+  shareWith?: InProcess;
+  /** Load alice, bob_pro and ent_carol (password "secret"); default true. */
+  demoUsers?: boolean;
+};
+
+function listen(server: Server): Promise<string> {
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    });
+  });
+}
+
+/** Builds a tollgate (listeners included) as main.ts does, but in this process, so tests can reach its parts. */
+export async function startInProcess(options: InProcessOptions = {}): Promise<InProcess> {
+  const env = {
+    JWT_SECRET: IN_PROCESS_JWT_SECRET,
+    ADMIN_TOKEN: IN_PROCESS_ADMIN_TOKEN,
+    LOG_LEVEL: "info",
+    ...options.env,
+  };
+  const config = loadConfig(env);
+  const shared = options.shareWith;
+  const redis = shared?.redis ?? connectRedis();
+  const prefix = shared?.prefix ?? testPrefix();
+  const store = shared?.store ?? createRedisStore({ redis, prefix, timeoutMs: 1000 });
+  const writes: string[] = [];
+  const logger = createLogger(config.logLevel, {
+    write(line: string) {
+      writes.push(line);
+    },
+  });
+  if (shared === undefined && options.demoUsers !== false) await loadUsers(store.users, await demoUsers());
+  const tollgate = createTollgate({ config, policy: loadPolicy(config.policyFile), store, logger });
+  const servers = [
+    tollgate.checkServer,
+    createHttpServer(tollgate.publicApp),
+    createHttpServer(tollgate.adminApp),
+  ];
+  const [checkUrl, publicUrl, adminUrl] = (await Promise.all(servers.map(listen))) as [
+    string,
+    string,
+    string,
+  ];
+  return {
+    tollgate,
+    store,
+    redis,
+    prefix,
+    checkUrl,
+    publicUrl,
+    adminUrl,
+    adminToken: config.adminToken,
+    logWrites: () => [...writes],
+    async close() {
+      await Promise.all(
+        servers.map(
+          (server) =>
+            new Promise<void>((resolve) => {
+              server.close(() => resolve());
+              server.closeAllConnections();
+            }),
+        ),
+      );
+      if (shared === undefined) redis.disconnect();
+    },
+  };
+}
