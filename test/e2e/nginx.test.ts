@@ -17,7 +17,15 @@ let nginx: Nginx;
 let nginxSecond: Nginx;
 
 beforeAll(async () => {
-  const env = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), LOG_LEVEL: "warn" };
+  // A generous store deadline: on a loaded 2-core test machine a 100 ms deadline can expire while
+  // the CPU is busy, and a degraded (fail-open) allow would blur the exact counts this file proves.
+  // The deadline itself is tested in test/integration/check-path.test.ts and test/e2e/operations.test.ts.
+  const env = {
+    REDIS_URL: redisUrl(),
+    REDIS_KEY_PREFIX: testPrefix(),
+    LOG_LEVEL: "warn",
+    REDIS_TIMEOUT_MS: "2000",
+  };
   [tollgate, second, upstream] = await Promise.all([startTollgate(env), startTollgate(env), startUpstream()]);
   [nginx, nginxSecond] = await Promise.all([
     startNginx({ checkPort: tollgate.checkPort, publicPort: tollgate.port, upstreamPort: upstream.port }),

@@ -10,7 +10,13 @@ import { freePort, waitFor } from "./ports.js";
 
 const NGINX_DIR = fileURLToPath(new URL("../../nginx/", import.meta.url));
 
-export type NginxOptions = { checkPort: number; publicPort: number; upstreamPort: number };
+export type NginxOptions = {
+  checkPort: number;
+  publicPort: number;
+  upstreamPort: number;
+  /** How long nginx waits for a check; tests on a loaded 2-core machine give it room. */
+  checkTimeout?: string;
+};
 export type Nginx = { port: number; url: string; errorLog(): string; stop(): Promise<void> };
 
 export function renderNginxConfig(
@@ -18,6 +24,7 @@ export function renderNginxConfig(
 ): string {
   const values: Record<string, string> = {
     WORKERS: String(options.workers ?? 1),
+    CHECK_TIMEOUT: options.checkTimeout ?? "5s",
     PREFIX: options.prefix,
     LISTEN: options.listen,
     CHECK_ADDR: `127.0.0.1:${options.checkPort}`,
