@@ -129,6 +129,16 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     }
     return child;
   };
+
+  // ioredis prints each failed (re)connect to stderr as plain text when nobody listens for "error".
+  const logConnectionError = createThrottledLog({
+    logger,
+    level: "warn",
+    event: "store_connection_error",
+    message: "cannot reach the store",
+  });
+  store.redis?.on("error", (error: Error) => logConnectionError("redis", { err: error.message }));
+
   const logDenial = createThrottledLog({
     logger,
     level: "info",

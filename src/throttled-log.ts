@@ -3,7 +3,7 @@ import type { Logger } from "./logger.js";
 
 type Slot = { second: number; suppressed: number };
 
-const MAX_SLOTS = 10_000;
+export const MAX_SLOTS = 10_000;
 
 export type ThrottledLogOptions = {
   logger: Logger;
@@ -13,12 +13,17 @@ export type ThrottledLogOptions = {
   clock?: () => number;
 };
 
+export type ThrottledLog = ((key: string, fields: Record<string, unknown>) => void) & {
+  /** How many keys are remembered now: never more than MAX_SLOTS. */
+  size(): number;
+};
+
 /** Returns log(key, fields): one line per key per second; memory bounded to MAX_SLOTS keys. */
-export function createThrottledLog(options: ThrottledLogOptions) {
+export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
   const { logger, level, event, message } = options;
   const clock = options.clock ?? Date.now;
   const slots = new Map<string, Slot>();
-  return (key: string, fields: Record<string, unknown>): void => {
+  const log = (key: string, fields: Record<string, unknown>): void => {
     const second = Math.floor(clock() / 1000);
     const slot = slots.get(key);
     if (slot !== undefined && slot.second === second) {
@@ -32,4 +37,5 @@ export function createThrottledLog(options: ThrottledLogOptions) {
     logger[level]({ event, ...fields, suppressed: slot?.suppressed ?? 0 }, message);
     slots.set(key, { second, suppressed: 0 });
   };
+  return Object.assign(log, { size: () => slots.size });
 }

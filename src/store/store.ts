@@ -8,6 +8,7 @@ import { createRedisAuthorizeStore } from "../authz/redis-authorize-store.js";
 import { createMemoryRateLimitStore } from "../ratelimit/memory-store.js";
 import { createRedisRateLimitStore } from "../ratelimit/redis-store.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
+import { withDeadline } from "./deadline.js";
 import { guarded } from "./errors.js";
 import { createKeys } from "./keys.js";
 import { createRedisClient } from "./redis-client.js";
@@ -30,6 +31,31 @@ export type Store = {
 /** The public and admin APIs may wait longer on the store than a check. */
 const apiTimeout = (checkTimeoutMs: number): number => Math.max(1_000, checkTimeoutMs * 10);
 
+/**
+ * A session store whose `create` gives up after `timeoutMs`, and then revokes the session should its
+ * commands still run (a stalled Redis executes them once it resumes): a login that answered 503 must
+ * leave no session behind, as no token for it was ever issued.
+ */
+function revokingLateSessions(sessions: SessionStore, timeoutMs: number): SessionStore {
+  return {
+    ...sessions,
+    create(input, lifetimes) {
+      let gaveUp = false;
+      const created = sessions.create(input, lifetimes);
+      created.then(
+        ({ session }) => {
+          if (gaveUp) sessions.revoke(session.userId, session.sessionId).catch(() => undefined);
+        },
+        () => undefined,
+      );
+      return withDeadline(created, timeoutMs).catch((error: unknown) => {
+        gaveUp = true;
+        throw error;
+      });
+    },
+  };
+}
+
 export function createRedisStore(options: { redis: Redis; prefix: string; timeoutMs?: number }): Store {
   const { redis } = options;
   const timeoutMs = apiTimeout(options.timeoutMs ?? 100);
@@ -38,7 +64,7 @@ export function createRedisStore(options: { redis: Redis; prefix: string; timeou
   return {
     kind: "redis",
     users: guarded(createRedisUserStore({ redis, keys }), timeoutMs),
-    sessions: guarded(createRedisSessionStore({ redis, keys }), timeoutMs),
+    sessions: guarded(revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs), timeoutMs),
     limiter: guarded(limiter, timeoutMs),
     checks: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
     async ping(timeoutMs) {
