@@ -3,7 +3,7 @@ import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { AuthorizeStore } from "../auth/types.js";
 import type { FailureMode } from "../config/env.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
-import { withDeadline } from "../store/deadline.js";
+import { createDeadline } from "../store/deadline.js";
 import {
   type CompiledPolicy,
   type Decision,
@@ -45,13 +45,15 @@ export function createChecker(options: CheckerOptions): Checker {
   const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } =
     options;
 
+  const withDeadline = createDeadline(timeoutMs);
+
   return async (request) => {
     const token = readToken(request.authorization, tokens);
     const p = plan(compiled, { method: request.method, path: request.path, token, ip: request.ip });
     if (p.kind === "done") return p.decision;
     if (p.kind === "anonymous") {
       try {
-        const hit = await withDeadline(limiter.hit(p.subject, p.category, p.rule), timeoutMs);
+        const hit = await withDeadline(limiter.hit(p.subject, p.category, p.rule));
         onStoreOk();
         return decideAnonymous(p, hit);
       } catch (error) {
@@ -68,7 +70,6 @@ export function createChecker(options: CheckerOptions): Checker {
           limits: p.limits,
           idleMs,
         }),
-        timeoutMs,
       );
       onStoreOk();
       return decideUser(p, answer);

@@ -100,6 +100,21 @@ export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
   };
 }
 
+/** One object shape for every limit state (no spreads on the check path). */
+function limitState(hit: HitResult, tier: string, category: string, windowMs: number): LimitState {
+  return {
+    allowed: hit.allowed,
+    limit: hit.limit,
+    used: hit.used,
+    remaining: hit.remaining,
+    resetAtMs: hit.resetAtMs,
+    retryAfterMs: hit.retryAfterMs,
+    tier,
+    category,
+    windowMs,
+  };
+}
+
 const allowAnonymous = (limit: LimitState | undefined): Decision => ({
   kind: "allow",
   identity: undefined,
@@ -109,7 +124,7 @@ const allowAnonymous = (limit: LimitState | undefined): Decision => ({
 
 /** Step 2's outcome once the anonymous window answered. */
 export function decideAnonymous(p: Extract<Plan, { kind: "anonymous" }>, hit: HitResult): Decision {
-  const limit: LimitState = { ...hit, tier: ANONYMOUS_TIER, category: p.category, windowMs: p.rule.windowMs };
+  const limit = limitState(hit, ANONYMOUS_TIER, p.category, p.rule.windowMs);
   if (!hit.allowed) return { kind: "deny", status: 429, limit, identity: undefined };
   if (!p.tokenRequired) return allowAnonymous(limit);
   if (p.token === undefined) {
@@ -156,7 +171,7 @@ export function decideUser(p: Extract<Plan, { kind: "user" }>, answer: Authorize
     case "ok": {
       const identity: Identity = { userId: p.userId, tier: answer.tier, sessionId: p.sessionId };
       const windowMs = p.limits.get(answer.tier)?.windowMs ?? 0;
-      const limit: LimitState = { ...answer.hit, tier: answer.tier, category: p.category, windowMs };
+      const limit = limitState(answer.hit, answer.tier, p.category, windowMs);
       if (!answer.hit.allowed) return { kind: "deny", status: 429, limit, identity };
       return { kind: "allow", identity, limit, degraded: false };
     }

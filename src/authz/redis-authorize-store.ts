@@ -8,15 +8,15 @@ import type { Keys } from "../store/keys.js";
 export function createRedisAuthorizeStore(options: { redis: Redis; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
   const nextMember = createMemberIds();
-  // The script's limit arguments for each category's table, built once.
-  const argsByLimits = new WeakMap<TierLimits, (string | number)[]>();
-  const limitArgs = (limits: TierLimits): (string | number)[] => {
-    let args = argsByLimits.get(limits);
-    if (args === undefined) {
-      args = [...limits].flatMap(([tier, rule]) => [tier, rule.limit, rule.windowMs * 1000]);
-      argsByLimits.set(limits, args);
+  // The script's limit argument for each category's table, built once: one string, not 3 per tier.
+  const specs = new WeakMap<TierLimits, string>();
+  const limitSpec = (limits: TierLimits): string => {
+    let spec = specs.get(limits);
+    if (spec === undefined) {
+      spec = [...limits].map(([tier, rule]) => `;${tier}=${rule.limit}/${rule.windowMs * 1000}`).join("");
+      specs.set(limits, spec);
     }
-    return args;
+    return spec;
   };
 
   return {
@@ -30,7 +30,7 @@ export function createRedisAuthorizeStore(options: { redis: Redis; keys: Keys })
         idleMs,
         nextMember(),
         "",
-        ...limitArgs(limits),
+        limitSpec(limits),
       );
       const status = reply[0] as number;
       if (status === -1) return { kind: "no_session" };

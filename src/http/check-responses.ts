@@ -26,17 +26,15 @@ export function retryAfterSeconds(limit: LimitState): number {
 }
 
 function rateLimitBody(limit: LimitState): string {
+  // Built as text: tier and category are policy names ([a-z0-9_-]) and the rest are numbers.
   const seconds = retryAfterSeconds(limit);
   const windowSeconds = Math.ceil(limit.windowMs / 1000);
-  return JSON.stringify({
-    error: "rate_limit_exceeded",
-    message: `Rate limit exceeded: ${limit.limit} ${limit.category} requests per ${windowSeconds} seconds for tier ${limit.tier}. Retry in ${seconds} seconds.`,
-    retry_after_seconds: seconds,
-    category: limit.category,
-    tier: limit.tier,
-    limit: limit.limit,
-    window_seconds: windowSeconds,
-  });
+  const { tier, category } = limit;
+  return (
+    `{"error":"rate_limit_exceeded","message":"Rate limit exceeded: ${limit.limit} ${category} requests per ` +
+    `${windowSeconds} seconds for tier ${tier}. Retry in ${seconds} seconds.","retry_after_seconds":${seconds},` +
+    `"category":"${category}","tier":"${tier}","limit":${limit.limit},"window_seconds":${windowSeconds}}`
+  );
 }
 
 /** The answer as Envoy's ext_authz expects it: 200 allows; any other status and body go to the client. */
@@ -89,14 +87,13 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
 /**
  * nginx's auth_request passes only 2xx, 401 and 403: a 429 or 503 becomes 403 with the real status
  * in X-Authz-Status, and every denial carries its JSON body in X-Authz-Body for nginx to send.
+ * auth_request never reads a body, so none is sent: an empty one keeps the connection reusable.
  */
 export function renderForNginx(decision: Decision, nowMs: number): CheckResponse {
   const response = renderDecision(decision, nowMs);
   if (response.status === 200) return response;
-  const headers = {
-    ...response.headers,
-    "x-authz-status": String(response.status),
-    "x-authz-body": response.body,
-  };
-  return { status: response.status === 401 ? 401 : 403, headers, body: response.body };
+  const headers = response.headers;
+  headers["x-authz-status"] = String(response.status);
+  headers["x-authz-body"] = response.body;
+  return { status: response.status === 401 ? 401 : 403, headers, body: "" };
 }

@@ -22,7 +22,7 @@ declare module "ioredis" {
       idleMs: number,
       member: string,
       nowUs: string,
-      ...limits: (string | number)[]
+      limitSpec: string,
     ): Result<(number | string)[], Context>;
     sessionTouch(
       sessionKey: string,

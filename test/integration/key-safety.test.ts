@@ -16,7 +16,9 @@ const replies: Reply[] = [];
 function judged(reply: Reply, what: string): Reply {
   replies.push(reply);
   expect(reply.status, `${what}: ${reply.status} ${reply.text.slice(0, 200)}`).toBeLessThan(500);
-  if (reply.status >= 400) expect(() => JSON.parse(reply.text), `${what}: ${reply.text}`).not.toThrow();
+  // A denial for nginx carries its JSON in X-Authz-Body (auth_request reads no body).
+  const body = reply.headers["x-authz-body"]?.[0] ?? reply.text;
+  if (reply.status >= 400) expect(() => JSON.parse(body), `${what}: ${body}`).not.toThrow();
   for (const [name, values] of Object.entries(reply.headers)) {
     for (const value of values) expect(value, `${what}: header ${name}`).not.toMatch(/[\r\n]/);
   }

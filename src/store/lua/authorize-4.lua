@@ -7,7 +7,8 @@
 -- ARGV[2]  session idle lifetime in ms
 -- ARGV[3]  this request's id for the window log
 -- ARGV[4]  "now" in microseconds when a test pins the clock; "" for Redis TIME
--- ARGV[5…] the category's limits as triples: tier, limit, window length in microseconds
+-- ARGV[5]  the category's limits per tier, one string built once per policy:
+--          ";<tier>=<limit>/<window in microseconds>" repeated, e.g. ";free=20/3600000000;pro=200/3600000000"
 -- Reply    {-1} no valid session · {-2} user missing or disabled · {-3, tier} tier has no limit
 --          {allowed (1|0), used, oldest_us, now_us, free_at_us, tier, limit, window_us}
 local now = clock_us(ARGV[4])
@@ -15,12 +16,12 @@ local status, tier = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(
 if status ~= 1 then
   return {status - 1}
 end
-for i = 5, #ARGV, 3 do
-  if ARGV[i] == tier then
-    local limit = tonumber(ARGV[i + 1])
-    local window_us = tonumber(ARGV[i + 2])
-    local allowed, used, oldest, free_at = window_hit(KEYS[4], limit, window_us, ARGV[3], now)
-    return {allowed, used, oldest, now, free_at, tier, limit, window_us}
-  end
+local at = string.find(ARGV[5], ';' .. tier .. '=', 1, true)
+if not at then
+  return {-3, tier}
 end
-return {-3, tier}
+local limit, window_us = string.match(ARGV[5], '^(%d+)/(%d+)', at + #tier + 2)
+limit = tonumber(limit)
+window_us = tonumber(window_us)
+local allowed, used, oldest, free_at = window_hit(KEYS[4], limit, window_us, ARGV[3], now)
+return {allowed, used, oldest, now, free_at, tier, limit, window_us}
