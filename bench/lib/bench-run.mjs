@@ -1,0 +1,213 @@
+// The default run: every service up, the seven rows one after another, then the report and the JSON.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { windowBytes } from "./redis-stats.mjs";
+import {
+  cpuTable,
+  evaluateTargets,
+  expectedFraction,
+  machineLines,
+  memoryTable,
+  monitorTable,
+  rowsTable,
+  targetsTable,
+} from "./report.mjs";
+import { fillWindow, MEMORY_ENTRIES, monitorSamples, runRows } from "./rows.mjs";
+import { KEY_PREFIX, startCeiling, startNginx, startUpstream } from "./services.mjs";
+import { bearer, exhaust, expectStatus, HUGE, HUGE_RULE, machineInfo, POLICY, startCore } from "./setup.mjs";
+
+/** The proxies, the upstream and the ceilings, on top of the core (redis-server and tollgate). */
+async function startAround(core, { dir, options }) {
+  const upstream = await startUpstream();
+  const workers = options.nginxWorkers;
+  const nginxDirect = await startNginx({ kind: "direct", dir, workers, upstreamPort: upstream.port });
+  const nginxTollgate = await startNginx({
+    kind: "tollgate",
+    dir,
+    workers,
+    checkPort: core.tollgate.checkPort,
+    publicPort: core.tollgate.port,
+    upstreamPort: upstream.port,
+  });
+  const httpCeiling = await startCeiling("http");
+  const storeCeiling = await startCeiling("store", {
+    REDIS_URL: core.redis.url,
+    WINDOW_KEY: `${KEY_PREFIX}{ceiling}:w:general`,
+    WINDOW_LIMIT: String(HUGE_RULE.limit),
+    WINDOW_MS: String(HUGE_RULE.windowMs),
+  });
+  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling };
+}
+
+function rowSpecs(core, around, memory) {
+  const { bob, carol, alice, checkUrl, redisClient } = core;
+  const tollgateRow = { redis: true, tollgate: true, ceiling: "store-ceiling", servers: ["tollgate"] };
+  return [
+    {
+      id: "http-ceiling",
+      short: "HTTP ceiling",
+      label: "HTTP ceiling: bare node:http → 200",
+      url: `${around.httpCeiling.url}/`,
+      expected: 200,
+      servers: ["http ceiling"],
+    },
+    {
+      id: "store-ceiling",
+      short: "store ceiling",
+      label: `store ceiling: node:http + 1 EVALSHA of a minimal sliding window (${HUGE}) → 200`,
+      url: `${around.storeCeiling.url}/`,
+      countUrl: `${around.storeCeiling.url}/count`,
+      expected: 200,
+      servers: ["store ceiling"],
+      ceiling: "http-ceiling",
+      redis: true,
+    },
+    {
+      ...tollgateRow,
+      id: "allowed",
+      short: "allowed",
+      label: `tollgate check, allowed: Envoy, pro user, valid session, ${HUGE} → 200`,
+      url: checkUrl,
+      headers: bearer(bob),
+      expected: 200,
+      after: async () => {
+        const w = await windowBytes(redisClient, `${KEY_PREFIX}{u:${bob.user_id}}:w:general`);
+        memory.push({ id: "allowed-row", label: "the allowed row's window, right after the row", ...w });
+      },
+    },
+    {
+      ...tollgateRow,
+      id: "denied",
+      short: "denied",
+      label: "tollgate check, denied: Envoy, free user, 100/1h exhausted → 429",
+      url: checkUrl,
+      headers: bearer(alice),
+      expected: 429,
+    },
+    {
+      ...tollgateRow,
+      id: "anonymous",
+      short: "anonymous",
+      label: `tollgate check, anonymous: Envoy, no token on GET /api/products (IP window counted, ${HUGE}) → 401`,
+      url: checkUrl,
+      expected: 401,
+    },
+    {
+      id: "nginx-direct",
+      short: "nginx direct",
+      label: "nginx → upstream directly: GET /api/products → 200",
+      url: `${around.nginxDirect.url}/api/products`,
+      expected: 200,
+      servers: ["nginx (direct)", "upstream"],
+    },
+    {
+      ...tollgateRow,
+      id: "nginx-tollgate",
+      short: "nginx + tollgate",
+      label: `nginx + tollgate auth_request → upstream: GET /api/products, enterprise user, ${HUGE} → 200`,
+      url: `${around.nginxTollgate.url}/api/products`,
+      headers: bearer(carol),
+      expected: 200,
+      ceiling: "nginx-direct",
+      servers: ["nginx (tollgate)", "upstream", "tollgate"],
+    },
+  ];
+}
+
+/** Warnings: other processes took a noticeable share of the machine, or checks degraded. */
+function disturbance(rows) {
+  const lines = [];
+  const worst = Math.max(...rows.map((row) => row.cpu?.others ?? 0));
+  if (worst >= 0.05) {
+    lines.push(
+      `WARNING: other processes used up to ${(worst * 100).toFixed(0)}% of the machine during a row (last column above):`,
+      "the rows ran under different outside load, so their figures and ratios are disturbed. Re-run on a quiet machine.",
+    );
+  }
+  for (const row of rows) {
+    if (row.degraded > 0 || row.storeErrors > 0) {
+      lines.push(
+        `WARNING: ${row.short}: ${row.degraded} checks degraded and ${row.storeErrors} store calls failed ` +
+          "(Redis slower than REDIS_TIMEOUT_MS, 100 ms): those checks were answered without the limiter.",
+      );
+    }
+  }
+  return lines.length > 0 ? [...lines, ""] : [];
+}
+
+function render({ machine, rows, monitor, memory, targets }) {
+  return [
+    "## tollgate benchmark",
+    "",
+    ...machineLines(machine),
+    "",
+    rowsTable(rows),
+    "",
+    "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
+    "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
+    "(tollgate_decisions_total) or the requests the store ceiling served (its GET /count); commands run inside a script",
+    "count in the second of them. Latencies are per response, measured by the load generator. Server CPU: the CPU time of",
+    "the row's servers (tollgate; the ceiling; nginx + upstream, + tollgate) per request, which outside load hardly moves.",
+    "",
+    cpuTable(rows),
+    "",
+    ...disturbance(rows),
+    monitorTable(monitor),
+    "",
+    memoryTable(memory),
+    "",
+    targetsTable(targets),
+    "",
+  ].join("\n");
+}
+
+export async function benchRun({ options, dir, resultsDir }) {
+  const machine = machineInfo(options);
+  const core = await startCore({ dir, options });
+  try {
+    const around = await startAround(core, { dir, options });
+    await exhaust(core.checkUrl, bearer(core.alice));
+    const memory = [];
+    const specs = rowSpecs(core, around, memory);
+    for (const spec of specs) await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
+
+    const ctx = { options, redisClient: core.redisClient, tollgate: core.tollgate, redisUrl: core.redis.url };
+    const rows = await runRows(specs, ctx);
+    const byId = Object.fromEntries(rows.map((row) => [row.id, row]));
+    for (const row of rows) {
+      if (row.ceiling === undefined) continue;
+      const ceiling = byId[row.ceiling];
+      row.ratio = { of: ceiling.short, value: row.load.rps / ceiling.load.rps };
+    }
+
+    process.stderr.write("bench: MONITOR samples and the memory fill …\n");
+    const sampled = ["allowed", "denied", "anonymous", "nginx-tollgate"];
+    const monitor = await monitorSamples(
+      ctx,
+      specs.filter((s) => sampled.includes(s.id)),
+    );
+    const fill = await fillWindow(core.redis.url, core.redisClient);
+    const fillLabel = `${MEMORY_ENTRIES.toLocaleString("en-US")} hits through windowHit (dist/), 1h window`;
+    memory.unshift({ id: "fill", label: fillLabel, ...fill });
+
+    const targets = evaluateTargets({ byId, monitor, memory });
+    const report = render({ machine, rows, monitor, memory, targets });
+    process.stdout.write(`${report}\n`);
+    mkdirSync(resultsDir, { recursive: true });
+    const json = {
+      date: new Date().toISOString(),
+      machine,
+      policy: POLICY,
+      rows,
+      monitor,
+      memory,
+      targets,
+      report,
+    };
+    writeFileSync(join(resultsDir, "latest.json"), `${JSON.stringify(json, null, 2)}\n`);
+    const allowedShare = (expectedFraction(byId.allowed) * 100).toFixed(3);
+    process.stdout.write(`results: bench/results/latest.json (allowed row: ${allowedShare}% 200)\n`);
+  } finally {
+    core.redisClient.disconnect();
+  }
+}

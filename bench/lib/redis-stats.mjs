@@ -1,0 +1,94 @@
+// What Redis saw: command counts per check (INFO commandstats, MONITOR) and memory per window entry.
+import { Redis } from "ioredis";
+
+const SCRIPT_COMMANDS = ["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"];
+/** The bench's own commands between CONFIG RESETSTAT and INFO, which Redis counts too. */
+const OWN_COMMANDS = ["config|resetstat", "info"];
+
+export function connectRedis(url) {
+  return new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+}
+
+export async function resetStats(redis) {
+  await redis.config("RESETSTAT");
+}
+
+function parseInfo(text) {
+  const fields = new Map();
+  for (const line of text.split("\r\n")) {
+    const at = line.indexOf(":");
+    if (at > 0 && !line.startsWith("#")) fields.set(line.slice(0, at), line.slice(at + 1));
+  }
+  return fields;
+}
+
+/**
+ * Command counts since the last CONFIG RESETSTAT. Redis counts the commands that a script runs in
+ * commandstats and in total_commands_processed as well, so `scriptCalls` (EVALSHA + EVAL) is the
+ * number of round trips that ran a script and `all` includes every command run inside them.
+ */
+export async function commandCounts(redis) {
+  const info = parseInfo(await redis.info("commandstats"));
+  const byCommand = {};
+  const usecByCommand = {};
+  /** Microseconds Redis spent in each script command, the commands it ran included. */
+  let scriptUsec = 0;
+  for (const [key, value] of info) {
+    if (!key.startsWith("cmdstat_")) continue;
+    const name = key.slice("cmdstat_".length);
+    byCommand[name] = Number(/calls=(\d+)/.exec(value)?.[1] ?? 0);
+    usecByCommand[name] = Number(/usec=(\d+)/.exec(value)?.[1] ?? 0);
+    if (SCRIPT_COMMANDS.includes(name)) scriptUsec += usecByCommand[name];
+  }
+  let all = 0;
+  let scriptCalls = 0;
+  for (const [name, calls] of Object.entries(byCommand)) {
+    if (OWN_COMMANDS.includes(name)) continue;
+    all += calls;
+    if (SCRIPT_COMMANDS.includes(name)) scriptCalls += calls;
+  }
+  return { byCommand, usecByCommand, all, scriptCalls, scriptUsec };
+}
+
+/**
+ * Runs `work` with a MONITOR attached and counts the commands by origin: MONITOR marks the commands a
+ * script ran with "lua", so what is left are the round trips clients made. MONITOR slows Redis down,
+ * so this is a short sample next to the measured rows, not part of them.
+ */
+export async function monitorSample(url, work) {
+  const monitor = await new Redis(url, { lazyConnect: false }).monitor();
+  const counts = { topLevel: 0, inScript: 0, topLevelByCommand: {} };
+  monitor.on("monitor", (_time, args, source) => {
+    if (source === "lua") {
+      counts.inScript += 1;
+      return;
+    }
+    const name = String(args[0]).toLowerCase();
+    counts.topLevel += 1;
+    counts.topLevelByCommand[name] = (counts.topLevelByCommand[name] ?? 0) + 1;
+  });
+  try {
+    await work();
+    // Let the last replies of the sample reach the monitor stream.
+    await new Promise((r) => setTimeout(r, 200));
+  } finally {
+    monitor.disconnect();
+  }
+  return counts;
+}
+
+/** Bytes of one sorted-set window divided by its entries (`MEMORY USAGE … SAMPLES 0`: every entry). */
+export async function windowBytes(redis, key) {
+  const [bytes, entries, encoding] = await Promise.all([
+    redis.call("MEMORY", "USAGE", key, "SAMPLES", "0"),
+    redis.zcard(key),
+    redis.object("ENCODING", key),
+  ]);
+  return {
+    key,
+    bytes: Number(bytes),
+    entries,
+    encoding,
+    bytesPerEntry: entries > 0 ? Number(bytes) / entries : Number.NaN,
+  };
+}

@@ -1,0 +1,198 @@
+// Turns the measurements into the printed report: one table of rows, the Redis figures, the targets.
+
+const fixed = (n, digits) => (Number.isFinite(n) ? n.toFixed(digits) : "—");
+const thousands = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "—");
+const percent = (n, digits = 1) => (Number.isFinite(n) ? `${(n * 100).toFixed(digits)}%` : "—");
+
+function table(header, rows) {
+  const lines = [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`];
+  for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
+  return lines.join("\n");
+}
+
+/** "200 100.00%", and any other statuses after it, largest first; socket errors at the end. */
+export function statusSummary(row) {
+  const { statuses, errors, timeouts } = row.load;
+  const total = Object.values(statuses).reduce((a, b) => a + b, 0) + errors;
+  const expected = statuses[String(row.expected)] ?? 0;
+  const parts = [`${row.expected}: ${percent(total > 0 ? expected / total : 0, 2)}`];
+  for (const [status, n] of Object.entries(statuses).sort((a, b) => b[1] - a[1])) {
+    if (status !== String(row.expected)) parts.push(`${status}: ${percent(n / total, 2)}`);
+  }
+  if (errors > 0) parts.push(`errors: ${errors}${timeouts > 0 ? ` (${timeouts} timeouts)` : ""}`);
+  if (row.degraded > 0) parts.push(`${row.degraded} degraded`);
+  return parts.join(", ");
+}
+
+export function expectedFraction(row) {
+  const { statuses, errors } = row.load;
+  const total = Object.values(statuses).reduce((a, b) => a + b, 0) + errors;
+  return total > 0 ? (statuses[String(row.expected)] ?? 0) / total : 0;
+}
+
+export function rowsTable(rows) {
+  return table(
+    [
+      "row",
+      "req/s",
+      "p50 ms",
+      "p99 ms",
+      "expected status (share)",
+      "ratio to its ceiling",
+      "server CPU µs/request",
+      "Redis µs/request (in scripts)",
+      "EVALSHA/EVAL per request",
+      "Redis cmds per request (incl. in-script)",
+      "tollgate RSS peak",
+      "machine CPU: this bench / other processes",
+    ],
+    rows.map((row) => [
+      row.label,
+      thousands(row.load.rps),
+      fixed(row.load.p50, 2),
+      fixed(row.load.p99, 2),
+      statusSummary(row),
+      row.ratio === undefined ? "—" : `${percent(row.ratio.value)} of ${row.ratio.of}`,
+      fixed(row.serverCpuUsPerRequest, 0),
+      row.redis === undefined ? "—" : fixed(row.redis.scriptUsecPerRequest, 1),
+      row.redis === undefined ? "—" : fixed(row.redis.scriptCallsPerRequest, 3),
+      row.redis === undefined ? "—" : fixed(row.redis.allPerRequest, 2),
+      row.rss === undefined ? "—" : `${fixed(row.rss.peakMb, 0)} MB`,
+      row.cpu === undefined ? "—" : `${percent(row.cpu.ours, 0)} / ${percent(row.cpu.others, 0)}`,
+    ]),
+  );
+}
+
+export function monitorTable(samples) {
+  return table(
+    ["MONITOR sample", "checks", "top-level cmds/check", "in-script cmds/check", "top-level commands seen"],
+    samples.map((s) => [
+      s.label,
+      thousands(s.checks),
+      fixed(s.topLevel / s.checks, 3),
+      fixed(s.inScript / s.checks, 2),
+      Object.entries(s.topLevelByCommand)
+        .map(([name, n]) => `${name} ×${n}`)
+        .join(", ") || "—",
+    ]),
+  );
+}
+
+export function memoryTable(windows) {
+  return table(
+    ["window", "entries", "encoding", "MEMORY USAGE (bytes)", "bytes per tracked request"],
+    windows.map((w) => [
+      w.label,
+      thousands(w.entries),
+      w.encoding,
+      thousands(w.bytes),
+      fixed(w.bytesPerEntry, 1),
+    ]),
+  );
+}
+
+export function targetsTable(targets) {
+  return table(
+    ["target (issue 6, item 2)", "figure", "verdict"],
+    targets.map((t) => [t.target, t.figure, t.met ? "met" : "NOT met"]),
+  );
+}
+
+/** The targets of issue 6 item 2, each with its figure from this run. */
+export function evaluateTargets({ byId, monitor, memory }) {
+  const allowed = byId.allowed;
+  const denied = byId.denied;
+  const checkRows = [byId.allowed, byId.denied, byId.anonymous];
+  const fillWindow = memory.find((w) => w.id === "fill");
+  const targets = [];
+  const store = byId["store-ceiling"];
+  targets.push({
+    target: "allowed check ≥ 80% of the store ceiling",
+    figure:
+      `${percent(allowed.ratio.value)} (${thousands(allowed.load.rps)} vs ${thousands(store.load.rps)} req/s); CPU per request ` +
+      `${fixed(allowed.serverCpuUsPerRequest, 0)} vs ${fixed(store.serverCpuUsPerRequest, 0)} µs, i.e. ${percent(store.serverCpuUsPerRequest / allowed.serverCpuUsPerRequest)} of the ceiling's efficiency`,
+    met: allowed.ratio.value >= 0.8,
+  });
+  targets.push({
+    target: "allowed check ≥ 8,000 checks/s",
+    figure: `${thousands(allowed.load.rps)} checks/s`,
+    met: allowed.load.rps >= 8000,
+  });
+  targets.push({
+    target: "denied checks at least as fast as allowed ones",
+    figure:
+      `denied ${thousands(denied.load.rps)} vs allowed ${thousands(allowed.load.rps)} req/s (${percent(denied.load.rps / allowed.load.rps)}); ` +
+      `CPU per check ${fixed(denied.serverCpuUsPerRequest, 0)} vs ${fixed(allowed.serverCpuUsPerRequest, 0)} µs`,
+    met: denied.load.rps >= allowed.load.rps,
+  });
+  const perCheck = checkRows.map((r) => r.redis.scriptCallsPerRequest);
+  const topLevel = monitor.map((s) => s.topLevel / s.checks);
+  const one = (n) => Math.abs(n - 1) < 0.005;
+  targets.push({
+    target: "exactly one Redis command per check",
+    figure:
+      `EVALSHA/EVAL per check ${perCheck.map((n) => fixed(n, 3)).join(" / ")} (allowed / denied / anonymous); ` +
+      `MONITOR top-level ${monitor.map((s, i) => `${s.short} ${fixed(topLevel[i], 3)}`).join(", ")}`,
+    met: perCheck.every(one) && topLevel.every(one),
+  });
+  targets.push({
+    target: "≤ 120 bytes of Redis memory per tracked request",
+    figure: `${fixed(fillWindow.bytesPerEntry, 1)} B (10,000-entry window, ${fillWindow.encoding})`,
+    met: fillWindow.bytesPerEntry <= 120,
+  });
+  const viaTollgate = byId["nginx-tollgate"];
+  const direct = byId["nginx-direct"];
+  targets.push({
+    target: "full path through nginx with tollgate ≥ 50% of nginx direct",
+    figure:
+      `${percent(viaTollgate.ratio.value)} (${thousands(viaTollgate.load.rps)} vs ${thousands(direct.load.rps)} req/s); CPU per request ` +
+      `${fixed(viaTollgate.serverCpuUsPerRequest, 0)} vs ${fixed(direct.serverCpuUsPerRequest, 0)} µs`,
+    met: viaTollgate.ratio.value >= 0.5,
+  });
+  targets.push({
+    target: "p99 of the check ≤ 10 ms",
+    figure: checkRows.map((r) => `${r.short} ${fixed(r.load.p99, 2)} ms`).join(", "),
+    met: checkRows.every((r) => r.load.p99 <= 10),
+  });
+  targets.push({
+    target: "(bench sanity) allowed-check row is all 200s",
+    figure: percent(expectedFraction(allowed), 3),
+    met: expectedFraction(allowed) === 1,
+  });
+  return targets;
+}
+
+/**
+ * Where the CPU went in each row, by process, as shares of the whole machine; and the speed probe
+ * before each slice, relative to the fastest probe of the run (1.00), which shows a drifting machine.
+ */
+export function cpuTable(rows) {
+  const names = [...new Set(rows.flatMap((row) => Object.keys(row.cpu?.byProcess ?? {})))];
+  const fastest = Math.min(...rows.flatMap((row) => row.probeMs ?? []));
+  const speeds = (row) => (row.probeMs ?? []).map((ms) => fixed(fastest / ms, 2)).join(" ");
+  return table(
+    ["CPU by process (share of all cores)", ...names, "other processes", "machine speed per slice"],
+    rows.map((row) => [
+      row.short,
+      ...names.map((name) => {
+        const share = row.cpu?.byProcess[name];
+        return share === undefined || share < 0.005 ? "·" : percent(share, 0);
+      }),
+      row.cpu === undefined ? "—" : percent(row.cpu.others, 0),
+      speeds(row),
+    ]),
+  );
+}
+
+export function machineLines(machine) {
+  return [
+    `- CPU: ${machine.cpuModel} × ${machine.cpuCount} (${machine.os})`,
+    `- memory: ${fixed(machine.totalMemGb, 1)} GB`,
+    `- node ${machine.node}, ${machine.redis}, ${machine.nginx}, autocannon ${machine.autocannon}`,
+    `- load average before the run: ${machine.loadAverage.map((n) => n.toFixed(2)).join(", ")}`,
+    `- load: ${machine.connections} connections, ${machine.duration} s per row after a ${machine.warmup} s warm-up` +
+      (machine.rounds > 1 ? ` (in ${machine.rounds} round-robin slices)` : "") +
+      ", " +
+      `nginx ${machine.nginxWorkers} worker(s); load generator, Redis, nginx and the servers share the machine`,
+  ];
+}

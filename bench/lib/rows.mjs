@@ -1,0 +1,201 @@
+// One measured row, the MONITOR samples and the memory fill: the measurements behind the report.
+import { join } from "node:path";
+import { cpuFigures, cpuUsage, speedProbe } from "./cpu.mjs";
+import { burst, measure, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
+import { ROOT, trackedNames } from "./processes.mjs";
+import { commandCounts, monitorSample, resetStats, windowBytes } from "./redis-stats.mjs";
+import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
+import { sleep } from "./setup.mjs";
+
+export const MEMORY_ENTRIES = 10_000;
+const MONITOR_REQUESTS = 2_000;
+
+const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text());
+
+/**
+ * Counts what the server under test handled: tollgate's decision counters, or a ceiling's GET /count.
+ * Both are exact, unlike the load generator's responses (requests in flight at the end are not counted).
+ */
+async function counters(spec, tollgate) {
+  if (spec.tollgate) return tollgateCounters(tollgate.adminUrl);
+  if (spec.countUrl !== undefined)
+    return { decisions: await servedBy(spec.countUrl), degraded: 0, storeErrors: 0 };
+  return undefined;
+}
+
+/**
+ * Measures one slice of a row: warm-up, then CONFIG RESETSTAT and the counters, then the measured run,
+ * while the CPU of every process and tollgate's RSS are sampled; then the counters and Redis again.
+ */
+async function measureSlice(spec, { options, redisClient, tollgate }, { duration, warmup }) {
+  const probeMs = await speedProbe();
+  let before;
+  let rss;
+  let cpu;
+  const load = await measure({
+    url: spec.url,
+    headers: spec.headers,
+    connections: options.connections,
+    duration,
+    warmup,
+    between: async () => {
+      await sleep(100);
+      await resetStats(redisClient);
+      before = await counters(spec, tollgate);
+      if (spec.tollgate) rss = sampleRss(tollgate.proc.child.pid);
+      cpu = cpuUsage(trackedNames());
+    },
+  });
+  const slice = { load, cpu: cpu?.stop(), rss: rss?.stop() ?? [], probeMs };
+  await sleep(100);
+  const after = await counters(spec, tollgate);
+  if (after !== undefined) {
+    slice.checks = after.decisions - before.decisions;
+    slice.degraded = after.degraded - before.degraded;
+    slice.storeErrors = after.storeErrors - before.storeErrors;
+  }
+  if (spec.redis) slice.counts = await commandCounts(redisClient);
+  return slice;
+}
+
+function addUp(objects) {
+  const total = {};
+  for (const object of objects) {
+    for (const [key, n] of Object.entries(object)) total[key] = (total[key] ?? 0) + n;
+  }
+  return total;
+}
+
+/** One row from its slices: sums, merged latencies, and the per-request figures. */
+function combine(spec, slices) {
+  const load = summarizeLoad(slices.map((s) => s.load));
+  const row = {
+    ...spec,
+    load,
+    cpu: cpuFigures(slices.map((s) => s.cpu)),
+    rss: summarizeRss(slices.map((s) => s.rss)),
+    probeMs: slices.map((s) => s.probeMs),
+  };
+  if (slices[0].checks !== undefined) {
+    const { checks, degraded, storeErrors } = addUp(
+      slices.map(({ checks: c, degraded: d, storeErrors: e }) => ({
+        checks: c,
+        degraded: d,
+        storeErrors: e,
+      })),
+    );
+    Object.assign(row, { checks, degraded, storeErrors });
+  }
+  const served = row.checks ?? load.requests;
+  if (spec.redis) {
+    const counts = slices.map((s) => s.counts);
+    const sum = (field) => counts.reduce((n, c) => n + c[field], 0);
+    row.redis = {
+      requests: served,
+      scriptCalls: sum("scriptCalls"),
+      all: sum("all"),
+      scriptCallsPerRequest: sum("scriptCalls") / served,
+      allPerRequest: sum("all") / served,
+      scriptUsecPerRequest: sum("scriptUsec") / served,
+      byCommand: addUp(counts.map((c) => c.byCommand)),
+      usecByCommand: addUp(counts.map((c) => c.usecByCommand)),
+    };
+  }
+  // CPU time of the processes that serve the row, per request: unlike req/s, it hardly depends on
+  // what else the machine was doing.
+  const seconds = (spec.servers ?? []).reduce((n, name) => n + (row.cpu?.secondsByProcess[name] ?? 0), 0);
+  row.serverCpuUsPerRequest = row.cpu === undefined || served === 0 ? Number.NaN : (seconds / served) * 1e6;
+  return row;
+}
+
+/**
+ * Measures every row. With `rounds` > 1 each row's duration is cut into slices that run round-robin
+ * across the rows, so that a machine whose speed drifts during the run (a shared VM) moves all rows
+ * alike; the full warm-up comes before a row's first slice, a short one before the others.
+ */
+export async function runRows(specs, ctx) {
+  const { rounds, duration, warmup } = ctx.options;
+  const slices = new Map(specs.map((spec) => [spec.id, []]));
+  for (let round = 0; round < rounds; round += 1) {
+    for (const spec of specs) {
+      const suffix = rounds > 1 ? ` (round ${round + 1} of ${rounds})` : "";
+      process.stderr.write(`bench: ${spec.label}${suffix} …\n`);
+      const sliceWarmup = round === 0 ? warmup : Math.min(warmup, 0.5);
+      slices
+        .get(spec.id)
+        .push(await measureSlice(spec, ctx, { duration: duration / rounds, warmup: sliceWarmup }));
+      if (round === rounds - 1 && spec.after !== undefined) await spec.after();
+    }
+  }
+  return specs.map((spec) => combine(spec, slices.get(spec.id)));
+}
+
+/** Top-level and in-script Redis commands per check, from a short MONITOR sample of each kind. */
+export async function monitorSamples({ redisUrl, tollgate }, specs) {
+  const samples = [];
+  for (const spec of specs) {
+    const before = await tollgateCounters(tollgate.adminUrl);
+    let statuses;
+    const counts = await monitorSample(redisUrl, async () => {
+      ({ statuses } = await burst({
+        url: spec.url,
+        headers: spec.headers,
+        connections: 16,
+        amount: MONITOR_REQUESTS,
+      }));
+    });
+    const after = await tollgateCounters(tollgate.adminUrl);
+    samples.push({
+      label: spec.label,
+      short: spec.short,
+      checks: after.decisions - before.decisions,
+      statuses,
+      ...counts,
+    });
+  }
+  return samples;
+}
+
+const loadDist = (path) =>
+  import(join(ROOT, "dist", path)).catch((error) => {
+    throw new Error(`cannot load dist/${path} (npm run bench builds it first): ${error.message}`);
+  });
+
+/**
+ * Fills one window with MEMORY_ENTRIES hits through tollgate's own code (dist/): its client, key
+ * names, request ids and windowHit script, so the entries are the ones production stores.
+ */
+export async function fillWindow(redisUrl, redisClient) {
+  const { createRedisClient } = await loadDist("src/store/redis-client.js");
+  const { createKeys } = await loadDist("src/store/keys.js");
+  const { createRedisRateLimitStore } = await loadDist("src/ratelimit/redis-store.js");
+  const client = createRedisClient({ url: redisUrl });
+  try {
+    // The check path's client fails fast while disconnected: wait until it is ready.
+    if (client.status !== "ready") {
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error("memory fill: Redis not ready after 10 s")), 10_000);
+        client.once("ready", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    const keys = createKeys(KEY_PREFIX);
+    const store = createRedisRateLimitStore({ redis: client, keys });
+    const rule = { limit: 1_000_000, windowMs: 3_600_000 };
+    let allowed = 0;
+    for (let done = 0; done < MEMORY_ENTRIES; done += 500) {
+      const batch = Math.min(500, MEMORY_ENTRIES - done);
+      const hits = await Promise.all(
+        Array.from({ length: batch }, () => store.hit("u:bench-memory", "general", rule)),
+      );
+      allowed += hits.filter((h) => h.allowed).length;
+    }
+    if (allowed !== MEMORY_ENTRIES)
+      throw new Error(`memory fill: ${allowed} of ${MEMORY_ENTRIES} hits were allowed`);
+    return await windowBytes(redisClient, keys.window("u:bench-memory", "general"));
+  } finally {
+    client.disconnect();
+  }
+}

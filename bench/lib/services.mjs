@@ -1,0 +1,183 @@
+// Starts the services under test on free loopback ports: redis-server, tollgate, the upstream, nginx, ceilings.
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { findBinary, freePort, httpOk, portOpen, ROOT, startProcess, waitFor } from "./processes.mjs";
+
+const NGINX_DIR = join(ROOT, "nginx");
+const BENCH_DIR = join(ROOT, "bench");
+
+export const JWT_SECRET = "bench-jwt-secret-0123456789-abcdefghijklmnop";
+export const ADMIN_TOKEN = "bench-admin-token-0123456789-abcdefghijklmnop";
+export const KEY_PREFIX = "bench:";
+
+export async function startRedis() {
+  const port = await freePort();
+  const proc = startProcess({
+    name: "redis-server",
+    command: findBinary("redis-server"),
+    args: [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--loglevel",
+      "warning",
+    ],
+    emergencySignal: "SIGTERM",
+  });
+  await waitFor(() => portOpen(port), 10_000, `redis-server on ${port}`, proc);
+  return { proc, port, url: `redis://127.0.0.1:${port}` };
+}
+
+/** `node dist/src/main.js`, ready once it answers and the demo users are loaded. */
+export async function startTollgate({
+  redisUrl,
+  policyFile,
+  main = "dist/src/main.js",
+  nodeArgs = [],
+  name = "tollgate",
+}) {
+  const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const proc = startProcess({
+    name,
+    command: process.execPath,
+    args: [...nodeArgs, main],
+    env: {
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      CHECK_PORT: String(checkPort),
+      ADMIN_PORT: String(adminPort),
+      REDIS_URL: redisUrl,
+      REDIS_KEY_PREFIX: KEY_PREFIX,
+      JWT_SECRET,
+      ADMIN_TOKEN,
+      POLICY_FILE: policyFile,
+      LOG_LEVEL: "warn",
+    },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const ready = async () =>
+    (await httpOk(`${url}/health`)) &&
+    (await httpOk(`${adminUrl}/admin/users/demo-alice/sessions`, { authorization: `Bearer ${ADMIN_TOKEN}` }));
+  await waitFor(ready, 20_000, `tollgate on ${port}`, proc);
+  return { proc, port, checkPort, adminPort, url, checkUrl: `http://127.0.0.1:${checkPort}`, adminUrl };
+}
+
+export async function startUpstream() {
+  const port = await freePort();
+  const proc = startProcess({
+    name: "upstream",
+    command: process.execPath,
+    args: ["dist/upstream/main.js"],
+    env: { HOST: "127.0.0.1", UPSTREAM_PORT: String(port) },
+  });
+  await waitFor(() => httpOk(`http://127.0.0.1:${port}/health`), 10_000, `upstream on ${port}`, proc);
+  return { proc, port };
+}
+
+/** A bare node:http server ("http") or one EVALSHA per request ("store"): bench/ceiling-server.mjs. */
+export async function startCeiling(mode, env = {}) {
+  const port = await freePort();
+  const proc = startProcess({
+    name: `${mode} ceiling`,
+    command: process.execPath,
+    args: [join(BENCH_DIR, "ceiling-server.mjs"), mode],
+    env: { HOST: "127.0.0.1", PORT: String(port), ...env },
+  });
+  await waitFor(() => httpOk(`http://127.0.0.1:${port}/`), 10_000, `${mode} ceiling on ${port}`, proc);
+  return { proc, port, url: `http://127.0.0.1:${port}` };
+}
+
+function render(template, values) {
+  return template.replace(/\{\{([A-Z_]+)\}\}/g, (_, name) => {
+    const value = values[name];
+    if (value === undefined) throw new Error(`nginx template: no value for {{${name}}}`);
+    return value;
+  });
+}
+
+/**
+ * nginx in the foreground from a rendered template: "tollgate" is nginx/nginx.conf.template (auth_request
+ * to tollgate), "direct" is bench/nginx-direct.conf.template (a plain reverse proxy to the upstream).
+ */
+export async function startNginx({ kind, dir, workers, checkPort, publicPort, upstreamPort }) {
+  const prefix = join(dir, `nginx-${kind}`);
+  mkdirSync(join(prefix, "tmp"), { recursive: true });
+  const port = await freePort();
+  const templateFile =
+    kind === "tollgate"
+      ? join(NGINX_DIR, "nginx.conf.template")
+      : join(BENCH_DIR, "nginx-direct.conf.template");
+  const conf = render(readFileSync(templateFile, "utf8"), {
+    WORKERS: String(workers),
+    // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
+    CHECK_TIMEOUT: "1s",
+    PREFIX: prefix,
+    LISTEN: `127.0.0.1:${port}`,
+    CHECK_ADDR: `127.0.0.1:${checkPort}`,
+    PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
+    UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
+  });
+  writeFileSync(join(prefix, "nginx.conf"), conf);
+  if (kind === "tollgate") {
+    for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"]) {
+      copyFileSync(join(NGINX_DIR, file), join(prefix, file));
+    }
+  }
+  const proc = startProcess({
+    name: `nginx (${kind})`,
+    command: findBinary("nginx", ["/usr/sbin/nginx"]),
+    args: ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"],
+    stopSignal: "SIGQUIT",
+    emergencySignal: "SIGTERM",
+  });
+  const errorLog = () => {
+    try {
+      return readFileSync(join(prefix, "error.log"), "utf8");
+    } catch {
+      return "";
+    }
+  };
+  try {
+    await waitFor(() => portOpen(port), 10_000, `nginx (${kind}) on ${port}`, proc);
+  } catch (error) {
+    throw new Error(`${error.message}\n${errorLog()}`);
+  }
+  return { proc, port, url: `http://127.0.0.1:${port}`, errorLog };
+}
+
+/** POST /auth/login on tollgate's public port. */
+export async function login(url, username, password = "secret") {
+  const res = await fetch(`${url}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`login of ${username} failed: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+/** The sum of tollgate's decision, degraded and store-error counters, from ADMIN_PORT /metrics. */
+export async function tollgateCounters(adminUrl) {
+  const res = await fetch(`${adminUrl}/metrics`);
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`tollgate /metrics answered ${res.status}`);
+  const sum = (name) => {
+    let total = 0;
+    for (const line of text.split("\n")) {
+      if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) total += Number(line.split(" ").pop());
+    }
+    return total;
+  };
+  return {
+    decisions: sum("tollgate_decisions_total"),
+    degraded: sum("tollgate_degraded_total"),
+    storeErrors: sum("tollgate_store_errors_total"),
+  };
+}

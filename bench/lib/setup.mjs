@@ -1,0 +1,94 @@
+// The bench's fixed ground: its policy, the machine it ran on, and a tollgate with users logged in.
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
+import { findBinary, ROOT } from "./processes.mjs";
+import { connectRedis } from "./redis-stats.mjs";
+import { login, startRedis, startTollgate } from "./services.mjs";
+
+// A limit that the bench never fills (the policy caps counts at 1,000,000): a window never holds more
+// than `rate × 10 s` entries, so the allowed, anonymous and nginx rows really are all allowed.
+export const HUGE = "1000000/10s";
+export const HUGE_RULE = { limit: 1_000_000, windowMs: 10_000 };
+export const POLICY = `# Written by bench/run.mjs. free keeps the default limits: its 100/1h is exhausted for the 429 row.
+tiers:
+  anonymous:  { general: ${HUGE}, search: ${HUGE}, orders: ${HUGE}, login: ${HUGE} }
+  free:       { general: 100/1h,  search: 20/1h,  orders: 10/1h }
+  pro:        { general: ${HUGE}, search: ${HUGE}, orders: ${HUGE} }
+  enterprise: { general: ${HUGE}, search: ${HUGE}, orders: ${HUGE} }
+routes:
+  - { method: GET,  path: /api/products, category: general }
+  - { method: GET,  path: /api/search,   category: search }
+  - { method: POST, path: /api/orders,   category: orders }
+  - { method: POST, path: /auth/login,   category: login, token: none }
+  - { path: /health, token: none, limit: false }
+  - { path: /ready,  token: none, limit: false }
+default: { category: general, token: required }
+`;
+
+export const bearer = (session) => ({ authorization: `Bearer ${session.access_token}` });
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export function machineInfo(options) {
+  const cpus = os.cpus();
+  const nginx = spawnSync(findBinary("nginx", ["/usr/sbin/nginx"]), ["-v"], { encoding: "utf8" });
+  const autocannon = JSON.parse(readFileSync(join(ROOT, "node_modules/autocannon/package.json"), "utf8"));
+  const redis = execFileSync(findBinary("redis-server"), ["--version"], { encoding: "utf8" });
+  return {
+    cpuModel: cpus[0]?.model.trim() ?? "unknown",
+    cpuCount: cpus.length,
+    totalMemGb: os.totalmem() / 1024 ** 3,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    redis: redis.trim().split(" sha=")[0],
+    nginx: `${nginx.stderr}${nginx.stdout}`.trim(),
+    autocannon: autocannon.version,
+    loadAverage: os.loadavg(),
+    ...options,
+  };
+}
+
+/**
+ * redis-server, a tollgate on the bench policy, and the demo users logged in: bob_pro (pro) for the
+ * allowed row, ent_carol (enterprise) for nginx, alice (free) for the 429 row.
+ */
+export async function startCore({ dir, options, nodeArgs = [] }) {
+  const redis = await startRedis();
+  const redisClient = connectRedis(redis.url);
+  const policyFile = join(dir, "policy.yaml");
+  writeFileSync(policyFile, POLICY);
+  const tollgate = await startTollgate({
+    redisUrl: redis.url,
+    policyFile,
+    main: options.tollgateMain,
+    nodeArgs,
+  });
+  const [bob, carol, alice] = [
+    await login(tollgate.url, "bob_pro"),
+    await login(tollgate.url, "ent_carol"),
+    await login(tollgate.url, "alice"),
+  ];
+  const checkUrl = `${tollgate.checkUrl}/ext_authz/api/products`;
+  return { redis, redisClient, tollgate, bob, carol, alice, checkUrl };
+}
+
+/** Spends the free user's 100/1h so that every later check of theirs is a 429. */
+export async function exhaust(url, headers) {
+  for (let i = 0; i < 200; i += 1) {
+    const res = await fetch(url, { headers });
+    await res.arrayBuffer();
+    if (res.status === 429) return;
+    if (res.status !== 200) throw new Error(`exhausting the free user's window: unexpected ${res.status}`);
+  }
+  throw new Error("the free user's window did not fill after 200 checks");
+}
+
+/** One request before the load, so that a wrong setup fails the bench instead of measuring errors. */
+export async function expectStatus(what, url, headers, expected) {
+  const res = await fetch(url, { headers });
+  const body = await res.text();
+  if (res.status !== expected) {
+    throw new Error(`preflight of "${what}": expected ${expected}, got ${res.status} ${body.slice(0, 300)}`);
+  }
+}

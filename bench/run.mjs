@@ -1,0 +1,88 @@
+// npm run bench: tollgate's check path measured next to its ceilings in one run (issue 6).
+// Starts its own redis-server, tollgate, upstream, two nginx and two ceiling servers on free loopback
+// ports, drives each row with autocannon, prints one report and writes bench/results/latest.json.
+// It exits non-zero only when the bench itself could not run; missed targets are reported, not failures.
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { benchRun } from "./lib/bench-run.mjs";
+import { installExitHandlers, ROOT, stopAll } from "./lib/processes.mjs";
+import { profileRun } from "./lib/profile-run.mjs";
+
+const HELP = `usage: npm run bench -- [options]
+  --connections N    concurrent connections for every row (default 64)
+  --duration S       seconds measured per row (default 10)
+  --warmup S         seconds of warm-up before each row, not measured (default 2)
+  --rounds N         cut each row into N slices run round-robin across the rows (default 1: one row
+                     after another); steadier ratios on a machine whose speed drifts (a shared VM)
+  --nginx-workers N  worker_processes of both nginx (default 1)
+  --tollgate FILE    tollgate's entry point (default dist/src/main.js), e.g. to compare another build
+  --profile [ROW]    instead of the table: ROW's load (allowed, denied or anonymous; default allowed)
+                     against a tollgate under node --cpu-prof, and its top functions by self time
+`;
+const PROFILE_ROWS = ["allowed", "denied", "anonymous"];
+
+function readOptions() {
+  const args = process.argv.slice(2);
+  // "--profile" alone means the allowed row; parseArgs wants a value for a string option.
+  const at = args.indexOf("--profile");
+  if (at >= 0 && !PROFILE_ROWS.includes(args[at + 1] ?? "")) args.splice(at + 1, 0, "allowed");
+  const { values } = parseArgs({
+    args,
+    options: {
+      connections: { type: "string", default: "64" },
+      duration: { type: "string", default: "10" },
+      warmup: { type: "string", default: "2" },
+      rounds: { type: "string", default: "1" },
+      "nginx-workers": { type: "string", default: "1" },
+      tollgate: { type: "string", default: "dist/src/main.js" },
+      profile: { type: "string" },
+      help: { type: "boolean", default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(HELP);
+    process.exit(0);
+  }
+  const number = (name, min) => {
+    const n = Number(values[name]);
+    if (!Number.isInteger(n) || n < min)
+      throw new Error(`--${name} must be an integer ≥ ${min}, got ${values[name]}`);
+    return n;
+  };
+  if (values.profile !== undefined && !PROFILE_ROWS.includes(values.profile)) {
+    throw new Error(`--profile takes one of ${PROFILE_ROWS.join(", ")}, got ${values.profile}`);
+  }
+  return {
+    connections: number("connections", 1),
+    duration: number("duration", 1),
+    warmup: number("warmup", 0),
+    rounds: number("rounds", 1),
+    nginxWorkers: number("nginx-workers", 1),
+    tollgateMain: values.tollgate,
+    profileRow: values.profile,
+  };
+}
+
+async function main() {
+  installExitHandlers();
+  const options = readOptions();
+  const dir = mkdtempSync(join(os.tmpdir(), "tollgate-bench-"));
+  const context = { options, dir, resultsDir: join(ROOT, "bench", "results") };
+  try {
+    await (options.profileRow !== undefined ? profileRun(context) : benchRun(context));
+  } finally {
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`bench: failed: ${text}\n`);
+    process.exit(1);
+  },
+);
