@@ -2,17 +2,17 @@
 import { describe, expect, it } from "vitest";
 import { createDeadline, StoreTimeoutError, withDeadline } from "../../src/store/deadline.js";
 
-const after = <T>(ms: number, value: T): Promise<T> => new Promise((r) => setTimeout(() => r(value), ms));
+const resolveAfter = <T>(ms: number, value: T): Promise<T> => new Promise((r) => setTimeout(() => r(value), ms));
 const never = new Promise<never>(() => {});
 
 describe("createDeadline", () => {
   it("passes answers that arrive in time and rejects those that do not", async () => {
     const deadline = createDeadline(60);
     const outcomes = await Promise.allSettled([
-      deadline(after(5, "fast")),
+      deadline(resolveAfter(5, "fast")),
       deadline(never),
-      deadline(after(20, "medium")),
-      deadline(after(200, "slow")),
+      deadline(resolveAfter(20, "medium")),
+      deadline(resolveAfter(200, "slow")),
       deadline(Promise.reject(new Error("store error"))),
     ]);
     expect(outcomes.map((o) => (o.status === "fulfilled" ? o.value : (o.reason as Error).name))).toEqual([
@@ -27,7 +27,7 @@ describe("createDeadline", () => {
   it("gives every call its own deadline counted from when it started", async () => {
     const deadline = createDeadline(50);
     const first = deadline(never).catch((e: unknown) => e);
-    await after(30, null);
+    await resolveAfter(30, null);
     const started = Date.now();
     const second = deadline(never).catch((e: unknown) => e);
     expect(await first).toBeInstanceOf(StoreTimeoutError);
@@ -38,9 +38,9 @@ describe("createDeadline", () => {
   it("keeps working after the queue empties and fills again", async () => {
     const deadline = createDeadline(20);
     await expect(deadline(never)).rejects.toBeInstanceOf(StoreTimeoutError);
-    await expect(deadline(after(1, 1))).resolves.toBe(1);
+    await expect(deadline(resolveAfter(1, 1))).resolves.toBe(1);
     const many = await Promise.allSettled(
-      Array.from({ length: 3000 }, (_, i) => deadline(i % 2 ? never : after(1, i))),
+      Array.from({ length: 3000 }, (_, i) => deadline(i % 2 ? never : resolveAfter(1, i))),
     );
     expect(many.filter((o) => o.status === "fulfilled")).toHaveLength(1500);
   });
@@ -49,6 +49,6 @@ describe("createDeadline", () => {
 describe("withDeadline", () => {
   it("rejects a call slower than its deadline", async () => {
     await expect(withDeadline(never, 20)).rejects.toBeInstanceOf(StoreTimeoutError);
-    await expect(withDeadline(after(1, "ok"), 50)).resolves.toBe("ok");
+    await expect(withDeadline(resolveAfter(1, "ok"), 50)).resolves.toBe("ok");
   });
 });
