@@ -2,7 +2,8 @@
 import { describe, expect, it } from "vitest";
 import { createDeadline, StoreTimeoutError, withDeadline } from "../../src/store/deadline.js";
 
-const resolveAfter = <T>(ms: number, value: T): Promise<T> => new Promise((r) => setTimeout(() => r(value), ms));
+const resolveAfter = <T>(ms: number, value: T): Promise<T> =>
+  new Promise((r) => setTimeout(() => r(value), ms));
 const never = new Promise<never>(() => {});
 
 describe("createDeadline", () => {
