@@ -151,11 +151,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
       await store.users.setDisabled(user.id, disabled);
+      // Disabling also ends every session, so re-enabling never brings an old token back.
+      const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
       logger.info(
-        { event: disabled ? "user_disabled" : "user_enabled", userId: user.id },
+        { event: disabled ? "user_disabled" : "user_enabled", userId: user.id, revoked },
         "user access changed",
       );
-      res.json({ user_id: user.id, disabled });
+      res.json({ user_id: user.id, disabled, revoked });
     }),
   );
 
