@@ -1,22 +1,14 @@
 // The check listener's answers have a known length, so proxies keep their connections to it.
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type InProcess, startInProcess } from "../support/in-process.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 
 let tollgate: InProcess;
 let token = "";
 
 beforeAll(async () => {
   tollgate = await startInProcess({ env: { LOG_LEVEL: "silent" } });
-  const login = await tollgate.tollgate.auth.login({
-    username: "alice",
-    password: "secret",
-    ip: "192.0.2.1",
-    userAgent: "t",
-    deviceName: "d",
-  });
-  if (login.kind !== "ok") throw new Error("login failed");
-  token = login.token;
+  token = await demoToken(tollgate.tollgate.auth, "alice");
 });
 afterAll(async () => {
   await tollgate.close();

@@ -8,6 +8,7 @@ import { loadPolicy } from "../../src/config/policy.js";
 import { createLogger } from "../../src/logger.js";
 import { createRedisClient } from "../../src/store/redis-client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
+import { demoToken } from "../support/in-process.js";
 import { type RedisServer, startRedisServer } from "../support/redis-server.js";
 
 let server: RedisServer;
@@ -36,15 +37,7 @@ beforeAll(async () => {
   await loadUsers(store.users, await demoUsers());
   open = build("open");
   closed = build("closed");
-  const login = await open.auth.login({
-    username: "bob_pro",
-    password: "secret",
-    ip: "192.0.2.1",
-    userAgent: "t",
-    deviceName: "d",
-  });
-  if (login.kind !== "ok") throw new Error("login failed");
-  token = login.token;
+  token = await demoToken(open.auth, "bob_pro");
 });
 
 afterAll(async () => {

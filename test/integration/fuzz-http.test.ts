@@ -2,7 +2,7 @@
 import { Agent, request } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type InProcess, startInProcess } from "../support/in-process.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 import { rawRequest } from "../support/raw-http.js";
 
 let tollgate: InProcess;
@@ -12,15 +12,7 @@ const agent = new Agent({ keepAlive: false, maxSockets: 16 });
 
 beforeAll(async () => {
   tollgate = await startInProcess();
-  const login = await tollgate.tollgate.auth.login({
-    username: "alice",
-    password: "secret",
-    ip: "192.0.2.9",
-    userAgent: "fuzz",
-    deviceName: "fuzz",
-  });
-  if (login.kind !== "ok") throw new Error("login failed");
-  validToken = login.token;
+  validToken = await demoToken(tollgate.tollgate.auth, "alice");
 });
 
 afterAll(async () => {

@@ -100,3 +100,16 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     },
   };
 }
+
+/** Logs a demo user in through the auth service itself (no HTTP) and returns the access token. */
+export async function demoToken(auth: Tollgate["auth"], username: string): Promise<string> {
+  const login = await auth.login({
+    username,
+    password: "secret",
+    ip: "192.0.2.1",
+    userAgent: "test",
+    deviceName: "test",
+  });
+  if (login.kind !== "ok") throw new Error(`login of ${username} failed: ${login.kind}`);
+  return login.token;
+}
