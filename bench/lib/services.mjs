@@ -1,9 +1,9 @@
 // Starts the services under test on free loopback ports: redis-server, tollgate, the upstream, nginx, ceilings.
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { writeNginxConfig } from "../../nginx/render.mjs";
 import { findBinary, freePort, httpOk, portOpen, ROOT, startProcess, waitFor } from "./processes.mjs";
 
-const NGINX_DIR = join(ROOT, "nginx");
 const BENCH_DIR = join(ROOT, "bench");
 
 export const JWT_SECRET = "bench-jwt-secret-0123456789-abcdefghijklmnop";
@@ -93,14 +93,6 @@ export async function startCeiling(mode, env = {}) {
   return { proc, port, url: `http://127.0.0.1:${port}` };
 }
 
-function render(template, values) {
-  return template.replace(/\{\{([A-Z_]+)\}\}/g, (_, name) => {
-    const value = values[name];
-    if (value === undefined) throw new Error(`nginx template: no value for {{${name}}}`);
-    return value;
-  });
-}
-
 /**
  * nginx in the foreground from a rendered template: "tollgate" is nginx/nginx.conf.template (auth_request
  * to tollgate), "direct" is bench/nginx-direct.conf.template (a plain reverse proxy to the upstream).
@@ -109,30 +101,24 @@ export async function startNginx({ kind, dir, workers, checkPort, publicPort, up
   const prefix = join(dir, `nginx-${kind}`);
   mkdirSync(join(prefix, "tmp"), { recursive: true });
   const port = await freePort();
-  const templateFile =
-    kind === "tollgate"
-      ? join(NGINX_DIR, "nginx.conf.template")
-      : join(BENCH_DIR, "nginx-direct.conf.template");
-  const conf = render(readFileSync(templateFile, "utf8"), {
-    WORKERS: String(workers),
-    // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
-    CHECK_TIMEOUT: "1s",
-    PREFIX: prefix,
-    LISTEN: `127.0.0.1:${port}`,
-    CHECK_ADDR: `127.0.0.1:${checkPort}`,
-    PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
-    UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
+  const conf = writeNginxConfig({
+    dir: prefix,
+    ...(kind === "tollgate" ? {} : { template: join(BENCH_DIR, "nginx-direct.conf.template") }),
+    values: {
+      WORKERS: String(workers),
+      // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
+      CHECK_TIMEOUT: "1s",
+      PREFIX: prefix,
+      LISTEN: `127.0.0.1:${port}`,
+      CHECK_ADDR: `127.0.0.1:${checkPort}`,
+      PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
+      UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
+    },
   });
-  writeFileSync(join(prefix, "nginx.conf"), conf);
-  if (kind === "tollgate") {
-    for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"]) {
-      copyFileSync(join(NGINX_DIR, file), join(prefix, file));
-    }
-  }
   const proc = startProcess({
     name: `nginx (${kind})`,
     command: findBinary("nginx", ["/usr/sbin/nginx"]),
-    args: ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"],
+    args: ["-p", prefix, "-c", conf, "-g", "daemon off;"],
     stopSignal: "SIGQUIT",
     emergencySignal: "SIGTERM",
   });

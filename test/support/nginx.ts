@@ -1,14 +1,12 @@
-// Renders nginx/nginx.conf.template with test ports and runs a real nginx in the foreground.
+// Renders nginx/nginx.conf.template (nginx/render.mjs) with test ports and runs a real nginx in the foreground.
 import { type ChildProcess, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { writeNginxConfig } from "../../nginx/render.mjs";
 import { findBinary } from "./binaries.js";
 import { freePort, waitFor } from "./ports.js";
-
-const NGINX_DIR = fileURLToPath(new URL("../../nginx/", import.meta.url));
 
 export type NginxOptions = {
   checkPort: number;
@@ -18,26 +16,6 @@ export type NginxOptions = {
   checkTimeout?: string;
 };
 export type Nginx = { port: number; url: string; errorLog(): string; stop(): Promise<void> };
-
-export function renderNginxConfig(
-  options: NginxOptions & { prefix: string; listen: string; workers?: number },
-): string {
-  const values: Record<string, string> = {
-    WORKERS: String(options.workers ?? 1),
-    CHECK_TIMEOUT: options.checkTimeout ?? "5s",
-    PREFIX: options.prefix,
-    LISTEN: options.listen,
-    CHECK_ADDR: `127.0.0.1:${options.checkPort}`,
-    PUBLIC_ADDR: `127.0.0.1:${options.publicPort}`,
-    UPSTREAM_ADDR: `127.0.0.1:${options.upstreamPort}`,
-  };
-  const template = readFileSync(join(NGINX_DIR, "nginx.conf.template"), "utf8");
-  return template.replace(/\{\{([A-Z_]+)\}\}/g, (_, name: string) => {
-    const value = values[name];
-    if (value === undefined) throw new Error(`nginx template: no value for {{${name}}}`);
-    return value;
-  });
-}
 
 const portOpen = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
@@ -54,20 +32,21 @@ export async function startNginx(options: NginxOptions & { workers?: number }): 
   const prefix = mkdtempSync(join(tmpdir(), "tollgate-nginx-"));
   mkdirSync(join(prefix, "tmp"));
   const port = await freePort();
-  writeFileSync(
-    join(prefix, "nginx.conf"),
-    renderNginxConfig({ ...options, prefix, listen: `127.0.0.1:${port}` }),
-  );
-  for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"]) {
-    copyFileSync(join(NGINX_DIR, file), join(prefix, file));
-  }
-  const child: ChildProcess = spawn(
-    binary,
-    ["-p", prefix, "-c", join(prefix, "nginx.conf"), "-g", "daemon off;"],
-    {
-      stdio: ["ignore", "ignore", "pipe"],
+  const conf = writeNginxConfig({
+    dir: prefix,
+    values: {
+      WORKERS: String(options.workers ?? 1),
+      CHECK_TIMEOUT: options.checkTimeout ?? "5s",
+      PREFIX: prefix,
+      LISTEN: `127.0.0.1:${port}`,
+      CHECK_ADDR: `127.0.0.1:${options.checkPort}`,
+      PUBLIC_ADDR: `127.0.0.1:${options.publicPort}`,
+      UPSTREAM_ADDR: `127.0.0.1:${options.upstreamPort}`,
     },
-  );
+  });
+  const child: ChildProcess = spawn(binary, ["-p", prefix, "-c", conf, "-g", "daemon off;"], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let stderr = "";
   child.stderr?.on("data", (d: Buffer) => {
     stderr += d.toString();
