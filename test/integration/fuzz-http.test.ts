@@ -26,7 +26,8 @@ type Sent = {
   headers: Record<string, string>;
   body: Buffer | undefined;
 };
-type Answer = { status: number; contentType: string | undefined; body: string };
+/** For nginx's auth_request the check sends no body: a denial's JSON travels in X-Authz-Body. */
+type Answer = { status: number; contentType: string | undefined; body: string; authzBody: string | undefined };
 
 function sendOnce(base: string, sent: Sent): Promise<Answer> {
   const url = new URL(base);
@@ -49,6 +50,7 @@ function sendOnce(base: string, sent: Sent): Promise<Answer> {
             status: res.statusCode ?? 0,
             contentType: res.headers["content-type"],
             body: Buffer.concat(chunks).toString("utf8"),
+            authzBody: typeof res.headers["x-authz-body"] === "string" ? res.headers["x-authz-body"] : undefined,
           }),
         );
       },
@@ -246,10 +248,11 @@ function judge(sent: Sent, answer: Answer): void {
   expect(answer.status, what).toBeLessThan(500);
   if (answer.status >= 400 && sent.method !== "HEAD") {
     expect(answer.contentType, what).toMatch(/^application\/json/);
-    const parsed = JSON.parse(answer.body) as { error?: unknown; message?: unknown };
+    const body = answer.authzBody ?? answer.body;
+    const parsed = JSON.parse(body) as { error?: unknown; message?: unknown };
     expect(typeof parsed.error, what).toBe("string");
     expect(typeof parsed.message, what).toBe("string");
-    expect(answer.body, what).not.toMatch(/\bat \S+ \(|node_modules|\/src\//);
+    expect(body, what).not.toMatch(/\bat \S+ \(|node_modules|\/src\//);
   }
 }
 
