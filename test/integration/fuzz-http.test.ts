@@ -27,7 +27,12 @@ type Sent = {
   body: Buffer | undefined;
 };
 /** For nginx's auth_request the check sends no body: a denial's JSON travels in X-Authz-Body. */
-type Answer = { status: number; contentType: string | undefined; body: string; authzBody: string | undefined };
+type Answer = {
+  status: number;
+  contentType: string | undefined;
+  body: string;
+  authzBody: string | undefined;
+};
 
 function sendOnce(base: string, sent: Sent): Promise<Answer> {
   const url = new URL(base);
@@ -50,7 +55,8 @@ function sendOnce(base: string, sent: Sent): Promise<Answer> {
             status: res.statusCode ?? 0,
             contentType: res.headers["content-type"],
             body: Buffer.concat(chunks).toString("utf8"),
-            authzBody: typeof res.headers["x-authz-body"] === "string" ? res.headers["x-authz-body"] : undefined,
+            authzBody:
+              typeof res.headers["x-authz-body"] === "string" ? res.headers["x-authz-body"] : undefined,
           }),
         );
       },
