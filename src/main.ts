@@ -7,6 +7,7 @@ import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createStore, type Store } from "./store/store.js";
+import { shouldSupervise, superviseWorkers } from "./workers.js";
 
 function fail(lines: string[]): never {
   for (const line of lines) process.stderr.write(`tollgate: ${line}\n`);
@@ -67,6 +68,8 @@ async function bootstrapUsers(config: Config, policy: Policy, store: Store, logg
 async function main(): Promise<void> {
   const { config, policy } = startupSettings();
   const logger = createLogger(config.logLevel);
+  // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
+  if (shouldSupervise(config)) return superviseWorkers(config, logger);
   if (config.usersFile !== undefined) {
     // Validate before anything listens, so a bad file stops start-up with its own message.
     await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
