@@ -68,8 +68,6 @@ async function bootstrapUsers(config: Config, policy: Policy, store: Store, logg
 async function main(): Promise<void> {
   const { config, policy } = startupSettings();
   const logger = createLogger(config.logLevel);
-  // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
-  if (shouldSupervise(config)) return superviseWorkers(config, logger);
   if (config.usersFile !== undefined) {
     // Validate before anything listens, so a bad file stops start-up with its own message.
     await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
@@ -77,6 +75,8 @@ async function main(): Promise<void> {
       throw error;
     });
   }
+  // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
+  if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
     redisUrl: config.redisUrl,
     timeoutMs: config.redisTimeoutMs,
