@@ -152,7 +152,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
     const delayMs = restartDelayMs(slot.deathsInARow);
     slot.deathsInARow += 1;
     logger.error(
-      { event: "worker_died", pid: worker.process.pid, code, signal, restartInMs: delayMs },
+      { event: "worker_died", workerPid: worker.process.pid, code, signal, restartInMs: delayMs },
       "a worker died; starting another",
     );
     slot.timer = setTimeout(() => start(slot), delayMs);
