@@ -91,16 +91,19 @@ describe("WORKERS=2 with real Redis", () => {
   let primary: number;
 
   beforeAll(async () => {
-    tollgate = await startTollgate({
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      WORKERS: "2",
-      // The bursts below must not degrade on a loaded machine: exactness is the point, not speed.
-      REDIS_TIMEOUT_MS: "2000",
-    });
+    tollgate = await startTollgate(
+      {
+        REDIS_URL: redisUrl(),
+        REDIS_KEY_PREFIX: testPrefix(),
+        WORKERS: "2",
+        // The bursts below must not degrade on a loaded machine: exactness is the point, not speed.
+        REDIS_TIMEOUT_MS: "2000",
+      },
+      45_000,
+    );
     primary = tollgate.child.pid as number;
-    await waitFor(async () => listeningPids(tollgate).size === 2, 20_000, "two workers listening");
-  });
+    await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
+  }, 90_000);
 
   afterAll(async () => {
     if (tollgate !== undefined && tollgate.child.exitCode === null) await tollgate.stop("SIGKILL");
@@ -249,7 +252,8 @@ describe("the worker supervisor", () => {
       output += d.toString();
     });
     const code = await new Promise<number | null>((resolve) => {
-      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      // Only a guard against a supervisor that never exits: start-up alone can take long on a busy machine.
+      const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
       child.once("exit", (c) => {
         clearTimeout(timer);
         resolve(c);
@@ -258,5 +262,5 @@ describe("the worker supervisor", () => {
     taken.close();
     expect(code, output).toBe(1);
     expect(output).toContain("worker_start_failed");
-  });
+  }, 90_000);
 });
