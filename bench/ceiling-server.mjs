@@ -1,7 +1,10 @@
 // The ceilings that tollgate's check is compared with, each run by bench/run.mjs as its own process:
 //   http   a bare node:http server answering 200;
-//   store  the same, after one EVALSHA of a minimal sliding-window script per request (ioredis, no extras).
-// Env: PORT, HOST, and for "store" REDIS_URL, WINDOW_KEY, WINDOW_LIMIT, WINDOW_MS. GET /count: requests served.
+//   store  the same, after one EVALSHA of a minimal sliding-window script per request (ioredis, no extras);
+//   fixed  the same, after one pipelined INCR + PEXPIRE per request: a fixed window, the least Redis
+//          work a shared limiter can do (what envoyproxy/ratelimit does per descriptor).
+// Env: PORT, HOST, and for "store"/"fixed" REDIS_URL, WINDOW_KEY, WINDOW_LIMIT, WINDOW_MS.
+// GET /count: requests served.
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import { Redis } from "ioredis";
@@ -55,6 +58,36 @@ function storeHandler() {
   return { handler, close: () => redis.quit() };
 }
 
+function fixedHandler() {
+  const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", { maxRetriesPerRequest: 1 });
+  const key = process.env.WINDOW_KEY ?? "bench:{fixed}:w:general";
+  const limit = Number(process.env.WINDOW_LIMIT ?? 1_000_000);
+  const windowMs = Number(process.env.WINDOW_MS ?? 10_000);
+  const handler = (req, res) => {
+    req.resume();
+    handled += 1;
+    // One round trip: both commands in one write. The window's key is its start, as fixed windows do.
+    const windowKey = `${key}:${Math.floor(Date.now() / windowMs)}`;
+    redis
+      .pipeline()
+      .incr(windowKey)
+      .pexpire(windowKey, windowMs)
+      .exec()
+      .then(
+        (replies) => {
+          const [error, count] = replies?.[0] ?? [new Error("no reply")];
+          res.writeHead(error === null && count <= limit ? 200 : 429, EMPTY);
+          res.end();
+        },
+        () => {
+          res.writeHead(503, EMPTY);
+          res.end();
+        },
+      );
+  };
+  return { handler, close: () => redis.quit() };
+}
+
 function httpHandler() {
   const handler = (req, res) => {
     req.resume();
@@ -65,11 +98,12 @@ function httpHandler() {
   return { handler, close: async () => {} };
 }
 
-if (mode !== "http" && mode !== "store") {
-  process.stderr.write("usage: node bench/ceiling-server.mjs http|store\n");
+const handlers = { http: httpHandler, store: storeHandler, fixed: fixedHandler };
+if (!Object.hasOwn(handlers, mode)) {
+  process.stderr.write("usage: node bench/ceiling-server.mjs http|store|fixed\n");
   process.exit(2);
 }
-const { handler, close } = mode === "http" ? httpHandler() : storeHandler();
+const { handler, close } = handlers[mode]();
 const server = createServer((req, res) => {
   if (req.url === "/count") {
     res.writeHead(200, { "content-type": "text/plain" });

@@ -1,4 +1,4 @@
-// npm run bench: tollgate's check path measured next to its ceilings in one run (issue 6).
+// npm run bench: tollgate's check path measured next to its ceilings in one run.
 // Starts its own redis-server, tollgate, upstream, two nginx and two ceiling servers on free loopback
 // ports, drives each row with autocannon, prints one report and writes bench/results/latest.json.
 // It exits non-zero only when the bench itself could not run; missed targets are reported, not failures.
@@ -18,6 +18,8 @@ const HELP = `usage: npm run bench -- [options]
                      after another); steadier ratios on a machine whose speed drifts (a shared VM)
   --nginx-workers N  worker_processes of both nginx (default 1)
   --tollgate FILE    tollgate's entry point (default dist/src/main.js), e.g. to compare another build
+  --compare FILE     also measure the allowed and denied rows against this tollgate build in the same
+                     run (e.g. a build of main, before a change)
   --profile [ROW]    instead of the table: ROW's load (allowed, denied or anonymous; default allowed)
                      against a tollgate under node --cpu-prof, and its top functions by self time
 `;
@@ -37,6 +39,7 @@ function readOptions() {
       rounds: { type: "string", default: "1" },
       "nginx-workers": { type: "string", default: "1" },
       tollgate: { type: "string", default: "dist/src/main.js" },
+      compare: { type: "string" },
       profile: { type: "string" },
       help: { type: "boolean", default: false },
     },
@@ -61,6 +64,7 @@ function readOptions() {
     rounds: number("rounds", 1),
     nginxWorkers: number("nginx-workers", 1),
     tollgateMain: values.tollgate,
+    compare: values.compare,
     profileRow: values.profile,
   };
 }

@@ -160,12 +160,14 @@ export function createTollgate(options: TollgateOptions): Tollgate {
       decisionChild(decision).inc();
       if (decision.kind === "deny" && decision.status === 429) {
         const subject = decision.identity === undefined ? `ip:${ip}` : `user:${decision.identity.userId}`;
-        logDenial(`${subject}|${decision.limit.category}`, {
+        const { limit } = decision;
+        // The fields are built only for the one line per subject and second that is written.
+        logDenial(`${subject}|${limit.category}`, () => ({
           subject,
-          category: decision.limit.category,
-          tier: decision.limit.tier,
-          retryAfterSeconds: retryAfterSeconds(decision.limit),
-        });
+          category: limit.category,
+          tier: limit.tier,
+          retryAfterSeconds: retryAfterSeconds(limit),
+        }));
       } else if (decision.kind === "allow" && decision.degraded) {
         logDegraded("degraded", { userId: decision.identity?.userId, failureMode: config.failureMode });
       }

@@ -8,7 +8,8 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
   return pino(
     {
       level,
-      base: { service: "tollgate" },
+      // The pid tells the workers of one WORKERS=N tollgate apart (and their primary).
+      base: { service: "tollgate", pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
       redact: {

@@ -7,6 +7,7 @@ import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createStore, type Store } from "./store/store.js";
+import { shouldSupervise, superviseWorkers } from "./workers.js";
 
 function fail(lines: string[]): never {
   for (const line of lines) process.stderr.write(`tollgate: ${line}\n`);
@@ -74,6 +75,8 @@ async function main(): Promise<void> {
       throw error;
     });
   }
+  // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
+  if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
     redisUrl: config.redisUrl,
     timeoutMs: config.redisTimeoutMs,

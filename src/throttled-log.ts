@@ -13,7 +13,10 @@ export type ThrottledLogOptions = {
   clock?: () => number;
 };
 
-export type ThrottledLog = ((key: string, fields: Record<string, unknown>) => void) & {
+/** A line's fields, or a function that builds them only for a line that is written. */
+export type LogFields = Record<string, unknown> | (() => Record<string, unknown>);
+
+export type ThrottledLog = ((key: string, fields: LogFields) => void) & {
   /** How many keys are remembered now: never more than MAX_SLOTS. */
   size(): number;
 };
@@ -23,7 +26,7 @@ export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
   const { logger, level, event, message } = options;
   const clock = options.clock ?? Date.now;
   const slots = new Map<string, Slot>();
-  const log = (key: string, fields: Record<string, unknown>): void => {
+  const log = (key: string, fields: LogFields): void => {
     const second = Math.floor(clock() / 1000);
     const slot = slots.get(key);
     if (slot !== undefined && slot.second === second) {
@@ -34,7 +37,8 @@ export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
       for (const [k, s] of slots) if (s.second < second) slots.delete(k);
       if (slots.size >= MAX_SLOTS) slots.clear();
     }
-    logger[level]({ event, ...fields, suppressed: slot?.suppressed ?? 0 }, message);
+    const values = typeof fields === "function" ? fields() : fields;
+    logger[level]({ event, ...values, suppressed: slot?.suppressed ?? 0 }, message);
     slots.set(key, { second, suppressed: 0 });
   };
   return Object.assign(log, { size: () => slots.size });

@@ -1,4 +1,4 @@
-// The default run: every service up, the seven rows one after another, then the report and the JSON.
+// The default run: every service up, the rows one after another, then the report and the JSON.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { windowBytes } from "./redis-stats.mjs";
@@ -13,7 +13,7 @@ import {
   targetsTable,
 } from "./report.mjs";
 import { fillWindow, MEMORY_ENTRIES, monitorSamples, runRows } from "./rows.mjs";
-import { KEY_PREFIX, startCeiling, startNginx, startUpstream } from "./services.mjs";
+import { KEY_PREFIX, startCeiling, startNginx, startTollgate, startUpstream } from "./services.mjs";
 import { bearer, exhaust, expectStatus, HUGE, HUGE_RULE, machineInfo, POLICY, startCore } from "./setup.mjs";
 
 /** The proxies, the upstream and the ceilings, on top of the core (redis-server and tollgate). */
@@ -36,7 +36,22 @@ async function startAround(core, { dir, options }) {
     WINDOW_LIMIT: String(HUGE_RULE.limit),
     WINDOW_MS: String(HUGE_RULE.windowMs),
   });
-  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling };
+  const fixedFloor = await startCeiling("fixed", {
+    REDIS_URL: core.redis.url,
+    WINDOW_KEY: `${KEY_PREFIX}{fixed}:w:general`,
+    WINDOW_LIMIT: String(HUGE_RULE.limit),
+    WINDOW_MS: String(HUGE_RULE.windowMs),
+  });
+  // The same build with WORKERS=2 on the same Redis, users and policy: the core's tokens work on it.
+  const policyFile = join(dir, "policy.yaml");
+  const shared = { redisUrl: core.redis.url, policyFile, main: options.tollgateMain };
+  const twoWorkers = await startTollgate({ ...shared, name: "tollgate (2 workers)", workers: 2 });
+  // --compare FILE: another build (e.g. main's, before a change) measured in the same run.
+  const compare =
+    options.compare === undefined
+      ? undefined
+      : await startTollgate({ ...shared, main: options.compare, name: "tollgate (compare build)" });
+  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling, fixedFloor, twoWorkers, compare };
 }
 
 function rowSpecs(core, around, memory) {
@@ -59,6 +74,17 @@ function rowSpecs(core, around, memory) {
       countUrl: `${around.storeCeiling.url}/count`,
       expected: 200,
       servers: ["store ceiling"],
+      ceiling: "http-ceiling",
+      redis: true,
+    },
+    {
+      id: "fixed-floor",
+      short: "fixed-window floor",
+      label: `fixed-window floor: node:http + 1 pipelined INCR + PEXPIRE (${HUGE}) → 200`,
+      url: `${around.fixedFloor.url}/`,
+      countUrl: `${around.fixedFloor.url}/count`,
+      expected: 200,
+      servers: ["fixed ceiling"],
       ceiling: "http-ceiling",
       redis: true,
     },
@@ -92,6 +118,44 @@ function rowSpecs(core, around, memory) {
       url: checkUrl,
       expected: 401,
     },
+    {
+      ...tollgateRow,
+      id: "allowed-2-workers",
+      short: "allowed, WORKERS=2",
+      label: `tollgate check, allowed, WORKERS=2 (same build, Redis and user; ${HUGE}) → 200`,
+      url: `${around.twoWorkers.checkUrl}/ext_authz/api/products`,
+      headers: bearer(bob),
+      expected: 200,
+      server: around.twoWorkers,
+      workers: 2,
+      servers: ["tollgate (2 workers)"],
+    },
+    ...(around.compare === undefined
+      ? []
+      : [
+          {
+            ...tollgateRow,
+            id: "allowed-compare",
+            short: "allowed, compare build",
+            label: `compare build: allowed (as the allowed row) → 200`,
+            url: `${around.compare.checkUrl}/ext_authz/api/products`,
+            headers: bearer(bob),
+            expected: 200,
+            server: around.compare,
+            servers: ["tollgate (compare build)"],
+          },
+          {
+            ...tollgateRow,
+            id: "denied-compare",
+            short: "denied, compare build",
+            label: "compare build: denied (as the denied row) → 429",
+            url: `${around.compare.checkUrl}/ext_authz/api/products`,
+            headers: bearer(alice),
+            expected: 429,
+            server: around.compare,
+            servers: ["tollgate (compare build)"],
+          },
+        ]),
     {
       id: "nginx-direct",
       short: "nginx direct",
@@ -145,9 +209,12 @@ function render({ machine, rows, monitor, memory, targets }) {
     "",
     "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
     "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
-    "(tollgate_decisions_total) or the requests the store ceiling served (its GET /count); commands run inside a script",
-    "count in the second of them. Latencies are per response, measured by the load generator. Server CPU: the CPU time of",
-    "the row's servers (tollgate; the ceiling; nginx + upstream, + tollgate) per request, which outside load hardly moves.",
+    "(tollgate_decisions_total) or the requests a ceiling served (its GET /count); commands run inside a script count in",
+    "the cmds column. Script µs/call is commandstats' usec_per_call of EVALSHA/EVAL (the script's own time, its commands",
+    "included); Redis µs/request is the time of the commands clients sent (the script, or INCR + PEXPIRE) per request;",
+    "Redis CPU µs/request is the INFO cpu delta (used_cpu_sys + used_cpu_user) per request, networking and parsing included.",
+    "Latencies are per response, measured by the load generator. Server CPU: the CPU time of the row's servers (tollgate",
+    "or its workers; the ceiling; nginx + upstream, + tollgate) per request, which outside load hardly moves.",
     "",
     cpuTable(rows),
     "",

@@ -22,6 +22,12 @@ function parseInfo(text) {
   return fields;
 }
 
+/** Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user), networking included. */
+export async function redisCpuSeconds(redis) {
+  const info = parseInfo(await redis.info("cpu"));
+  return Number(info.get("used_cpu_sys") ?? Number.NaN) + Number(info.get("used_cpu_user") ?? Number.NaN);
+}
+
 /**
  * Command counts since the last CONFIG RESETSTAT. Redis counts the commands that a script runs in
  * commandstats and in total_commands_processed as well, so `scriptCalls` (EVALSHA + EVAL) is the
@@ -42,12 +48,17 @@ export async function commandCounts(redis) {
   }
   let all = 0;
   let scriptCalls = 0;
+  let allUsec = 0;
   for (const [name, calls] of Object.entries(byCommand)) {
     if (OWN_COMMANDS.includes(name)) continue;
     all += calls;
+    allUsec += usecByCommand[name];
     if (SCRIPT_COMMANDS.includes(name)) scriptCalls += calls;
   }
-  return { byCommand, usecByCommand, all, scriptCalls, scriptUsec };
+  // Commands run inside a script count in its usec and again on their own: where scripts ran, their
+  // usec is the time; otherwise (INCR + PEXPIRE) the commands' own.
+  const topLevelUsec = scriptCalls > 0 ? scriptUsec : allUsec;
+  return { byCommand, usecByCommand, all, scriptCalls, scriptUsec, topLevelUsec };
 }
 
 /**

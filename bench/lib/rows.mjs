@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { cpuFigures, cpuUsage, speedProbe } from "./cpu.mjs";
 import { burst, measure, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
 import { ROOT, trackedNames } from "./processes.mjs";
-import { commandCounts, monitorSample, resetStats, windowBytes } from "./redis-stats.mjs";
+import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes } from "./redis-stats.mjs";
 import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
@@ -17,7 +17,7 @@ const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text()
  * Both are exact, unlike the load generator's responses (requests in flight at the end are not counted).
  */
 async function counters(spec, tollgate) {
-  if (spec.tollgate) return tollgateCounters(tollgate.adminUrl);
+  if (spec.tollgate) return tollgateCounters((spec.server ?? tollgate).adminUrl);
   if (spec.countUrl !== undefined)
     return { decisions: await servedBy(spec.countUrl), degraded: 0, storeErrors: 0 };
   return undefined;
@@ -32,6 +32,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
   let before;
   let rss;
   let cpu;
+  let redisCpuBefore;
   const load = await measure({
     url: spec.url,
     headers: spec.headers,
@@ -41,12 +42,16 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
     between: async () => {
       await sleep(100);
       await resetStats(redisClient);
+      if (spec.redis) redisCpuBefore = await redisCpuSeconds(redisClient);
       before = await counters(spec, tollgate);
-      if (spec.tollgate) rss = sampleRss(tollgate.proc.child.pid);
+      // With WORKERS the RSS of one process is not the server's: that row shows none.
+      if (spec.tollgate && spec.workers === undefined)
+        rss = sampleRss((spec.server ?? tollgate).proc.child.pid);
       cpu = cpuUsage(trackedNames());
     },
   });
   const slice = { load, cpu: cpu?.stop(), rss: rss?.stop() ?? [], probeMs };
+  if (spec.redis) slice.redisCpuSeconds = (await redisCpuSeconds(redisClient)) - redisCpuBefore;
   await sleep(100);
   const after = await counters(spec, tollgate);
   if (after !== undefined) {
@@ -97,6 +102,10 @@ function combine(spec, slices) {
       scriptCallsPerRequest: sum("scriptCalls") / served,
       allPerRequest: sum("all") / served,
       scriptUsecPerRequest: sum("scriptUsec") / served,
+      // INFO commandstats' usec_per_call of the script(s): the script's own time per call.
+      scriptUsecPerCall: sum("scriptUsec") / sum("scriptCalls"),
+      commandUsecPerRequest: sum("topLevelUsec") / served,
+      cpuUsPerRequest: (slices.reduce((n, s) => n + s.redisCpuSeconds, 0) / served) * 1e6,
       byCommand: addUp(counts.map((c) => c.byCommand)),
       usecByCommand: addUp(counts.map((c) => c.usecByCommand)),
     };

@@ -33,13 +33,17 @@ export async function startRedis() {
   return { proc, port, url: `redis://127.0.0.1:${port}` };
 }
 
-/** `node dist/src/main.js`, ready once it answers and the demo users are loaded. */
+/**
+ * `node dist/src/main.js`, ready once it answers and the demo users are loaded; with `workers`, once
+ * every worker has logged that it listens.
+ */
 export async function startTollgate({
   redisUrl,
   policyFile,
   main = "dist/src/main.js",
   nodeArgs = [],
   name = "tollgate",
+  workers,
 }) {
   const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const proc = startProcess({
@@ -56,7 +60,9 @@ export async function startTollgate({
       JWT_SECRET,
       ADMIN_TOKEN,
       POLICY_FILE: policyFile,
-      LOG_LEVEL: "warn",
+      // Info for the workers' "started" lines; nothing on the check path logs at info when it allows.
+      LOG_LEVEL: workers === undefined ? "warn" : "info",
+      ...(workers === undefined ? {} : { WORKERS: String(workers) }),
     },
   });
   const url = `http://127.0.0.1:${port}`;
@@ -64,7 +70,17 @@ export async function startTollgate({
   const ready = async () =>
     (await httpOk(`${url}/health`)) &&
     (await httpOk(`${adminUrl}/admin/users/demo-alice/sessions`, { authorization: `Bearer ${ADMIN_TOKEN}` }));
-  await waitFor(ready, 20_000, `tollgate on ${port}`, proc);
+  const started = () =>
+    proc
+      .output()
+      .split("\n")
+      .filter((line) => line.includes('"event":"started"')).length;
+  await waitFor(
+    async () => (await ready()) && (workers === undefined || started() >= workers),
+    30_000,
+    `${name} on ${port}`,
+    proc,
+  );
   return { proc, port, checkPort, adminPort, url, checkUrl: `http://127.0.0.1:${checkPort}`, adminUrl };
 }
 
@@ -80,7 +96,7 @@ export async function startUpstream() {
   return { proc, port };
 }
 
-/** A bare node:http server ("http") or one EVALSHA per request ("store"): bench/ceiling-server.mjs. */
+/** bench/ceiling-server.mjs: bare node:http ("http"), + one EVALSHA ("store"), + INCR/PEXPIRE ("fixed"). */
 export async function startCeiling(mode, env = {}) {
   const port = await freePort();
   const proc = startProcess({

@@ -1,6 +1,7 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
@@ -38,6 +39,8 @@ export type Config = {
   adminTokenGenerated: boolean;
   metricsToken: string | undefined;
   trustedProxyHops: number;
+  /** Processes sharing the three ports (WORKERS; "auto" is one per core); 1 runs no supervisor. */
+  workers: number;
   ipv6Subnet: number;
   logLevel: LogLevel;
   production: boolean;
@@ -186,6 +189,22 @@ function parseRedisUrl(reader: Reader): string | undefined {
   return value;
 }
 
+const MAX_WORKERS = 256;
+
+/** WORKERS: a whole number, or "auto" for one worker per core this process may use. */
+function parseWorkers(reader: Reader): number {
+  const value = reader.raw("WORKERS");
+  if (value === undefined) return 1;
+  if (value.toLowerCase() === "auto") return Math.min(MAX_WORKERS, availableParallelism());
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_WORKERS) {
+    reader.problems.push(
+      `WORKERS: expected "auto" or a whole number from 1 to ${MAX_WORKERS}, got "${value}"`,
+    );
+    return 1;
+  }
+  return Number(value);
+}
+
 /** Parses and validates the environment; throws ConfigError listing every problem. */
 export function loadConfig(env: Env = process.env): Config {
   const reader = new Reader(env);
@@ -217,10 +236,17 @@ export function loadConfig(env: Env = process.env): Config {
     adminTokenGenerated: admin.generated,
     metricsToken,
     trustedProxyHops: reader.int("TRUSTED_PROXY_HOPS", 1, 0, 10),
+    workers: parseWorkers(reader),
     ipv6Subnet: reader.int("IPV6_SUBNET", 64, 1, 128),
     logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
     production,
   };
+  if (config.workers > 1 && config.redisUrl === undefined) {
+    // Each worker's memory store would count and keep sessions on its own: limits would multiply.
+    reader.problems.push(
+      "WORKERS: more than one worker needs REDIS_URL (the memory store is one process only)",
+    );
+  }
   if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {
     reader.problems.push("METRICS_TOKEN: must be at least 16 bytes long");
   }

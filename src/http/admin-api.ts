@@ -72,7 +72,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/metrics",
     ...metricsGuard,
     handle(async (_req, res) => {
-      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+      res.type(metrics.registry.contentType).send(await metrics.render());
     }),
   );
 

@@ -6,35 +6,78 @@ export type CheckResponse = { status: number; headers: Record<string, string>; b
 
 const EMPTY_IDENTITY = { "x-user-id": "", "x-user-tier": "", "x-session-id": "" };
 
-function limitHeaders(limit: LimitState, nowMs: number): Record<string, string> {
-  const name = `"${limit.tier}-${limit.category}"`;
+/**
+ * What a limit's answers share, prepared once per rule (tier, category, limit, window) instead of on
+ * every check: the header values that do not change and the constant parts of the 429 body, which
+ * then only needs its retry seconds spliced in. A denial is the traffic a limiter must absorb
+ * cheaply (a client hammering after its 429), so its answer costs no more to build than an allow's.
+ */
+type PreparedRule = {
+  limit: number;
+  windowMs: number;
+  limitText: string;
+  /** `"tier-category"`, the quoted policy name of the RateLimit headers. */
+  name: string;
+  policy: string;
+  deniedUsed: string;
+  /** The 429 body is head + seconds + middle + seconds + tail. */
+  head: string;
+  middle: string;
+  tail: string;
+};
+
+/** Bounded: rules come from the policy, so this only matters if tiers or categories ever churn. */
+const MAX_PREPARED = 1024;
+const prepared = new Map<string, Map<string, PreparedRule>>();
+
+function prepare(limit: LimitState): PreparedRule {
+  let byCategory = prepared.get(limit.tier);
+  const cached = byCategory?.get(limit.category);
+  if (cached !== undefined && cached.limit === limit.limit && cached.windowMs === limit.windowMs)
+    return cached;
+  const { tier, category } = limit;
   const windowSeconds = Math.ceil(limit.windowMs / 1000);
+  const name = `"${tier}-${category}"`;
+  // Built as text: tier and category are policy names ([a-z0-9_-]) and the rest are numbers.
+  const rule: PreparedRule = {
+    limit: limit.limit,
+    windowMs: limit.windowMs,
+    limitText: String(limit.limit),
+    name,
+    policy: `${name};q=${limit.limit};w=${windowSeconds}`,
+    deniedUsed: String(limit.limit),
+    head:
+      `{"error":"rate_limit_exceeded","message":"Rate limit exceeded: ${limit.limit} ${category} requests per ` +
+      `${windowSeconds} seconds for tier ${tier}. Retry in `,
+    middle: ' seconds.","retry_after_seconds":',
+    tail: `,"category":"${category}","tier":"${tier}","limit":${limit.limit},"window_seconds":${windowSeconds}}`,
+  };
+  if (byCategory === undefined) {
+    if (prepared.size >= MAX_PREPARED) prepared.clear();
+    byCategory = new Map();
+    prepared.set(tier, byCategory);
+  }
+  if (byCategory.size >= MAX_PREPARED) byCategory.clear();
+  byCategory.set(category, rule);
+  return rule;
+}
+
+function limitHeaders(limit: LimitState, rule: PreparedRule, nowMs: number): Record<string, string> {
   const resetIn = Math.max(0, Math.ceil((limit.resetAtMs - nowMs) / 1000));
+  const remaining = String(limit.remaining);
   return {
-    "x-ratelimit-limit": String(limit.limit),
-    "x-ratelimit-remaining": String(limit.remaining),
-    "x-ratelimit-used": String(limit.used),
+    "x-ratelimit-limit": rule.limitText,
+    "x-ratelimit-remaining": remaining,
+    "x-ratelimit-used": limit.used === rule.limit ? rule.deniedUsed : String(limit.used),
     "x-ratelimit-reset": String(Math.ceil(limit.resetAtMs / 1000)),
     "x-ratelimit-resource": limit.category,
-    "ratelimit-policy": `${name};q=${limit.limit};w=${windowSeconds}`,
-    ratelimit: `${name};r=${limit.remaining};t=${resetIn}`,
+    "ratelimit-policy": rule.policy,
+    ratelimit: `${rule.name};r=${remaining};t=${resetIn}`,
   };
 }
 
 export function retryAfterSeconds(limit: LimitState): number {
   return Math.max(1, Math.ceil(limit.retryAfterMs / 1000));
-}
-
-function rateLimitBody(limit: LimitState): string {
-  // Built as text: tier and category are policy names ([a-z0-9_-]) and the rest are numbers.
-  const seconds = retryAfterSeconds(limit);
-  const windowSeconds = Math.ceil(limit.windowMs / 1000);
-  const { tier, category } = limit;
-  return (
-    `{"error":"rate_limit_exceeded","message":"Rate limit exceeded: ${limit.limit} ${category} requests per ` +
-    `${windowSeconds} seconds for tier ${tier}. Retry in ${seconds} seconds.","retry_after_seconds":${seconds},` +
-    `"category":"${category}","tier":"${tier}","limit":${limit.limit},"window_seconds":${windowSeconds}}`
-  );
 }
 
 /** The answer as Envoy's ext_authz expects it: 200 allows; any other status and body go to the client. */
@@ -49,7 +92,9 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
               "x-user-tier": decision.identity.tier,
               "x-session-id": decision.identity.sessionId,
             };
-      if (decision.limit !== undefined) Object.assign(headers, limitHeaders(decision.limit, nowMs));
+      if (decision.limit !== undefined) {
+        Object.assign(headers, limitHeaders(decision.limit, prepare(decision.limit), nowMs));
+      }
       if (decision.degraded) headers["x-ratelimit-degraded"] = "true";
       return { status: 200, headers, body: "" };
     }
@@ -64,16 +109,14 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
             },
             body: JSON.stringify({ error: "unauthorized", message: decision.description }),
           };
-        case 429:
-          return {
-            status: 429,
-            headers: {
-              "content-type": "application/json",
-              ...limitHeaders(decision.limit, nowMs),
-              "retry-after": String(retryAfterSeconds(decision.limit)),
-            },
-            body: rateLimitBody(decision.limit),
-          };
+        case 429: {
+          const rule = prepare(decision.limit);
+          const headers = limitHeaders(decision.limit, rule, nowMs);
+          const seconds = String(retryAfterSeconds(decision.limit));
+          headers["content-type"] = "application/json";
+          headers["retry-after"] = seconds;
+          return { status: 429, headers, body: rule.head + seconds + rule.middle + seconds + rule.tail };
+        }
         case 503:
           return {
             status: 503,

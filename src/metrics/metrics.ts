@@ -1,5 +1,6 @@
 // Every Prometheus metric of tollgate, on one registry. Labels stay bounded: never an id, IP or key.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { metricsText } from "../workers.js";
 
 export type Metrics = ReturnType<typeof createMetrics>;
 
@@ -8,6 +9,8 @@ export function createMetrics() {
   collectDefaultMetrics({ register: registry });
   return {
     registry,
+    /** What GET /metrics serves: this registry, or with WORKERS > 1 the sum over every worker. */
+    render: metricsText(registry),
     decisions: new Counter({
       name: "tollgate_decisions_total",
       help: "Check decisions by outcome",

@@ -55,8 +55,14 @@ export type TollgateProcess = RunningProcess & {
 export const TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghij";
 export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghij";
 
-/** Starts `node dist/src/main.js` and waits until it answers and its users are loaded. */
-export async function startTollgate(env: Record<string, string> = {}): Promise<TollgateProcess> {
+/**
+ * Starts `node dist/src/main.js` and waits until it answers and its users are loaded. `readyMs` is how
+ * long start-up may take (WORKERS=2 starts, and hashes the demo passwords, twice).
+ */
+export async function startTollgate(
+  env: Record<string, string> = {},
+  readyMs = 15_000,
+): Promise<TollgateProcess> {
   const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const proc = run("dist/src/main.js", {
     HOST: "127.0.0.1",
@@ -82,7 +88,7 @@ export async function startTollgate(env: Record<string, string> = {}): Promise<T
     };
     await waitFor(
       async () => (await httpOk(`${url}/health`)) && (!demoUsers || (await demoLoaded())),
-      15_000,
+      readyMs,
       `tollgate on ${port}`,
     );
   } catch (error) {

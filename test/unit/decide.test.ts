@@ -132,6 +132,48 @@ describe("rendering", () => {
     });
   });
 
+  it("renders each rule's own 429 although its constant parts are prepared once per rule", () => {
+    const body = (l: number, w: number, retry: number, tier: string, category: string) =>
+      JSON.stringify({
+        error: "rate_limit_exceeded",
+        message: `Rate limit exceeded: ${l} ${category} requests per ${w} seconds for tier ${tier}. Retry in ${retry} seconds.`,
+        retry_after_seconds: retry,
+        category,
+        tier,
+        limit: l,
+        window_seconds: w,
+      });
+    const deny = (
+      l: number,
+      windowMs: number,
+      retryMs: number,
+      tier = "free",
+      category = "search",
+    ): Decision => ({
+      kind: "deny",
+      status: 429,
+      limit: { ...hit(false, l, l, retryMs), tier, category, windowMs },
+      identity: undefined,
+    });
+    expect(renderDecision(deny(20, 3_600_000, 1_500), NOW).body).toBe(body(20, 3600, 2, "free", "search"));
+    expect(renderDecision(deny(20, 3_600_000, 59_001), NOW).body).toBe(body(20, 3600, 60, "free", "search"));
+    // The same tier and category with another limit and window (a changed policy) is a new rule.
+    const changed = renderDecision(deny(5, 60_000, 10_000), NOW);
+    expect(changed.body).toBe(body(5, 60, 10, "free", "search"));
+    expect(changed.headers).toMatchObject({
+      "x-ratelimit-limit": "5",
+      "x-ratelimit-used": "5",
+      "ratelimit-policy": '"free-search";q=5;w=60',
+      "retry-after": "10",
+    });
+    expect(renderDecision(deny(7, 60_000, 1_000, "pro", "orders"), NOW).body).toBe(
+      body(7, 60, 1, "pro", "orders"),
+    );
+    // nginx's copy of the headers never changes what the next Envoy answer carries.
+    renderForNginx(deny(20, 3_600_000, 1_500), NOW);
+    expect(renderDecision(deny(20, 3_600_000, 1_500), NOW).headers["x-authz-status"]).toBeUndefined();
+  });
+
   it("always sets the identity headers on allow, empty for anonymous requests", () => {
     const r = renderDecision({ kind: "allow", identity: undefined, limit: undefined, degraded: true }, NOW);
     expect(r).toEqual({

@@ -1,6 +1,6 @@
 // Settings from the environment: defaults, validation, and production's stricter rules.
 import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config/env.js";
@@ -34,6 +34,7 @@ describe("settings", () => {
       sessionMaxAgeSeconds: 86_400,
       maxSessionsPerUser: 5,
       trustedProxyHops: 1,
+      workers: 1,
       ipv6Subnet: 64,
       logLevel: "info",
       production: false,
@@ -75,6 +76,21 @@ describe("settings", () => {
     const found = problems({ JWT_SECRET: "hunter2-is-my-secret", ADMIN_TOKEN: "admin-token-too-short" });
     expect(found.join("\n")).not.toContain("hunter2");
     expect(found.join("\n")).not.toContain("admin-token-too-short");
+  });
+
+  it("take WORKERS as a count or auto, and refuse more than one worker without Redis", () => {
+    const redis = { REDIS_URL: "redis://127.0.0.1:6379" };
+    expect(loadConfig({ ...redis, WORKERS: "2" }).workers).toBe(2);
+    expect(loadConfig({ ...redis, WORKERS: "AUTO" }).workers).toBe(availableParallelism());
+    expect(loadConfig({ WORKERS: "1" }).workers).toBe(1);
+    for (const bad of ["0", "-1", "two", "1.5", "257"]) {
+      expect(problems({ ...redis, WORKERS: bad }), bad).toEqual([
+        `WORKERS: expected "auto" or a whole number from 1 to 256, got "${bad}"`,
+      ]);
+    }
+    expect(problems({ WORKERS: "2" })).toEqual([
+      "WORKERS: more than one worker needs REDIS_URL (the memory store is one process only)",
+    ]);
   });
 
   it("refuse two listeners on one port", () => {

@@ -40,6 +40,27 @@ describe("the throttled log", () => {
     });
   });
 
+  it("builds lazily given fields only for the lines it writes", () => {
+    const { lines, clock, log } = setup();
+    const start = clock.now;
+    let built = 0;
+    const fields = () => {
+      built += 1;
+      return { subject: "ip:203.0.113.9", category: "general" };
+    };
+    for (let i = 0; i < 50; i += 1) {
+      clock.now = start + i * 19;
+      log("ip:203.0.113.9|general", fields);
+    }
+    clock.now = start + 1000;
+    log("ip:203.0.113.9|general", fields);
+    expect(built).toBe(2);
+    expect(lines.map((l) => [l.subject, l.category, l.suppressed])).toEqual([
+      ["ip:203.0.113.9", "general", 0],
+      ["ip:203.0.113.9", "general", 49],
+    ]);
+  });
+
   it("reports the 49 suppressed lines on the first line of the next second", () => {
     const { lines, clock, log } = setup();
     const start = clock.now;

@@ -1,0 +1,182 @@
+// WORKERS=N: one primary process that runs N tollgate workers on the same three ports (node:cluster).
+// Each worker is a whole tollgate with its own Redis connection; the primary only supervises: it
+// restarts a worker that dies (with a backoff, so a crash loop does not spin), and on SIGTERM or
+// SIGINT it lets every worker drain and exits 0 once all are gone.
+import cluster, { type Worker } from "node:cluster";
+import { AggregatorRegistry, type Registry } from "prom-client";
+import type { Config } from "./config/env.js";
+import type { Logger } from "./logger.js";
+
+/** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
+const METRICS_MESSAGE = "tollgate:metrics";
+/** Longer than prom-client's own 5 s wait for every worker's figures. */
+const METRICS_WAIT_MS = 6_000;
+
+type MetricsMessage = { type: typeof METRICS_MESSAGE; id: number; text?: string; error?: string };
+const isMetricsMessage = (message: unknown): message is MetricsMessage =>
+  typeof message === "object" && message !== null && (message as MetricsMessage).type === METRICS_MESSAGE;
+
+/**
+ * The text GET /metrics serves. A lone process serves its own registry. A worker serves the sum
+ * over all workers (prom-client's cluster aggregation, collected by the primary), so that a scrape
+ * that lands on any one worker still counts every check.
+ */
+export function metricsText(registry: Registry): () => Promise<string> {
+  if (!cluster.isWorker) return () => registry.metrics();
+  // Constructing it installs this worker's answer to the primary's requests for its figures.
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([registry]);
+  const waiting = new Map<number, (reply: MetricsMessage) => void>();
+  let nextId = 0;
+  process.on("message", (message: unknown) => {
+    if (isMetricsMessage(message)) waiting.get(message.id)?.(message);
+  });
+  return () =>
+    new Promise<string>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        waiting.delete(id);
+        reject(new Error("no metrics from the primary in time"));
+      }, METRICS_WAIT_MS);
+      waiting.set(id, (reply) => {
+        clearTimeout(timer);
+        waiting.delete(id);
+        if (reply.text !== undefined) resolve(reply.text);
+        else reject(new Error(`cluster metrics: ${reply.error ?? "no answer"}`));
+      });
+      process.send?.({ type: METRICS_MESSAGE, id } satisfies MetricsMessage);
+    });
+}
+
+/** Restart delays: doubled per death in a row of one worker slot, from the first to the last. */
+export const RESTART_FIRST_MS = 250;
+export const RESTART_MAX_MS = 10_000;
+/** A worker that ran this long before it died starts its slot's backoff over. */
+const STABLE_MS = 30_000;
+/** How long the primary waits for draining workers: each forces its own exit after 10 s. */
+const STOP_GRACE_MS = 15_000;
+
+/** The wait before restarting a worker slot whose worker died `deathsInARow` times in a row (0: first). */
+export function restartDelayMs(deathsInARow: number): number {
+  return Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** deathsInARow);
+}
+
+/** True in the process that should supervise workers instead of serving requests itself. */
+export function shouldSupervise(config: Config): boolean {
+  return config.workers > 1 && cluster.isPrimary;
+}
+
+type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: number; timer?: NodeJS.Timeout };
+
+/**
+ * Runs the primary: forks `config.workers` workers and supervises them until SIGTERM/SIGINT.
+ * Secrets generated for this start (JWT_SECRET, ADMIN_TOKEN unset outside production) are made
+ * once here and handed to every worker, so that a token signed by one worker verifies on all.
+ */
+export function superviseWorkers(config: Config, logger: Logger): void {
+  const env: Record<string, string> = {};
+  if (config.jwt.secretGenerated && config.jwt.secret !== undefined) {
+    env.JWT_SECRET = config.jwt.secret;
+    logger.warn(
+      { event: "jwt_secret_generated" },
+      "JWT_SECRET is unset: a random secret was generated; tokens end with this process",
+    );
+  }
+  if (config.adminTokenGenerated) {
+    env.ADMIN_TOKEN = config.adminToken;
+    process.stderr.write(`tollgate: ADMIN_TOKEN is unset; this run's admin token is ${config.adminToken}\n`);
+  }
+
+  const slots: Slot[] = Array.from({ length: config.workers }, () => ({
+    worker: undefined,
+    startedAt: 0,
+    deathsInARow: 0,
+  }));
+  const ports = new Set([config.port, config.checkPort, config.adminPort]);
+  /** Ports each worker listens on so far: a worker is up once it has all three. */
+  const listeningOn = new Map<Worker, Set<number>>();
+  let up = false;
+  let stopping = false;
+  let exitCode = 0;
+
+  const aggregator = new AggregatorRegistry();
+  cluster.on("message", (worker, message: unknown) => {
+    if (!isMetricsMessage(message)) return;
+    const reply = (fields: Partial<MetricsMessage>) => {
+      if (worker.isConnected()) worker.send({ type: METRICS_MESSAGE, id: message.id, ...fields });
+    };
+    aggregator.clusterMetrics().then(
+      (text) => reply({ text }),
+      (error: unknown) => reply({ error: (error as Error).message }),
+    );
+  });
+
+  const start = (slot: Slot): void => {
+    slot.timer = undefined;
+    slot.startedAt = Date.now();
+    slot.worker = cluster.fork(env);
+  };
+
+  cluster.on("listening", (worker, address) => {
+    const seen = listeningOn.get(worker) ?? new Set<number>();
+    seen.add(address.port);
+    listeningOn.set(worker, seen);
+    if (up || ![...ports].every((port) => seen.has(port))) return;
+    up = true;
+    logger.info(
+      { event: "workers_started", workers: config.workers, ports: [...ports] },
+      "tollgate workers share the ports",
+    );
+  });
+
+  cluster.on("exit", (worker, code, signal) => {
+    const slot = slots.find((s) => s.worker === worker);
+    if (slot === undefined) return;
+    slot.worker = undefined;
+    listeningOn.delete(worker);
+    if (stopping) {
+      if (slots.every((s) => s.worker === undefined)) {
+        logger.info({ event: "stopped" }, "all workers stopped");
+        process.exit(exitCode);
+      }
+      return;
+    }
+    if (!up) {
+      // No worker ever served (a port in use, say): restarting would only repeat the failure.
+      logger.fatal({ event: "worker_start_failed", code, signal }, "a worker failed to start; stopping");
+      exitCode = 1;
+      stop("worker_start_failed");
+      return;
+    }
+    if (Date.now() - slot.startedAt >= STABLE_MS) slot.deathsInARow = 0;
+    const delayMs = restartDelayMs(slot.deathsInARow);
+    slot.deathsInARow += 1;
+    logger.error(
+      { event: "worker_died", workerPid: worker.process.pid, code, signal, restartInMs: delayMs },
+      "a worker died; starting another",
+    );
+    slot.timer = setTimeout(() => start(slot), delayMs);
+  });
+
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ event: "stopping", signal, workers: config.workers }, "draining every worker");
+    for (const slot of slots) {
+      if (slot.timer !== undefined) clearTimeout(slot.timer);
+      slot.timer = undefined;
+      // Each worker drains on SIGTERM exactly as a single tollgate does.
+      slot.worker?.process.kill("SIGTERM");
+    }
+    if (slots.every((s) => s.worker === undefined)) process.exit(exitCode);
+    setTimeout(() => {
+      logger.warn({ event: "stop_forced" }, "workers still running after the grace period; killing them");
+      for (const slot of slots) slot.worker?.process.kill("SIGKILL");
+      process.exit(exitCode);
+    }, STOP_GRACE_MS).unref();
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+
+  for (const slot of slots) start(slot);
+}

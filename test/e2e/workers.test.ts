@@ -1,0 +1,266 @@
+// WORKERS=2: one `node dist/src/main.js` whose workers share the three ports, on a real Redis.
+
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/workers.js";
+import { freePort, waitFor } from "../support/ports.js";
+import {
+  login,
+  startTollgate,
+  TEST_ADMIN_TOKEN,
+  TEST_JWT_SECRET,
+  type TollgateProcess,
+} from "../support/processes.js";
+import { redisUrl, testPrefix } from "../support/redis.js";
+
+type Answer = { status: number; body: string };
+
+/** One request on a connection of its own, so that the cluster hands each to the next worker. */
+function fresh(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+) {
+  return new Promise<Answer>((resolve, reject) => {
+    const req = request(
+      url,
+      { method: options.method ?? "GET", headers: options.headers, agent: false },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          body += chunk;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+/** The live children of a process, from /proc (Linux). */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // pid (comm) state ppid …: the command may hold spaces, so read after the last ')'.
+      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(ppid) === pid && state !== "Z") children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children.sort((a, b) => a - b);
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** JSON log lines of the process, parsed; other output is skipped. */
+const logLines = (proc: TollgateProcess): Array<Record<string, unknown>> =>
+  proc
+    .output()
+    .split("\n")
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+
+/** The pids that logged "tollgate listening": workers that have opened all three ports. */
+const listeningPids = (proc: TollgateProcess): Set<number> =>
+  new Set(logLines(proc).flatMap((l) => (l.event === "started" ? [Number(l.pid)] : [])));
+
+describe("WORKERS=2 with real Redis", () => {
+  let tollgate: TollgateProcess;
+  let primary: number;
+
+  beforeAll(async () => {
+    tollgate = await startTollgate(
+      {
+        REDIS_URL: redisUrl(),
+        REDIS_KEY_PREFIX: testPrefix(),
+        WORKERS: "2",
+        // The bursts below must not degrade on a loaded machine: exactness is the point, not speed.
+        REDIS_TIMEOUT_MS: "2000",
+      },
+      45_000,
+    );
+    primary = tollgate.child.pid as number;
+    await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
+  }, 90_000);
+
+  afterAll(async () => {
+    if (tollgate !== undefined && tollgate.child.exitCode === null) await tollgate.stop("SIGKILL");
+  });
+
+  it("runs two workers that share the ports and take turns with new connections", async () => {
+    const workers = childrenOf(primary);
+    expect(workers).toHaveLength(2);
+    expect([...listeningPids(tollgate)].sort((a, b) => a - b)).toEqual(workers);
+    // Ten logins, each on a new connection from its own client address: every worker answers some.
+    const before = logLines(tollgate).length;
+    for (let i = 0; i < 10; i += 1) {
+      const res = await fresh(`${tollgate.url}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-forwarded-for": `198.51.100.${i + 1}` },
+        body: JSON.stringify({ username: "bob_pro", password: "secret" }),
+      });
+      expect(res.status, res.body).toBe(200);
+    }
+    await waitFor(
+      async () =>
+        logLines(tollgate)
+          .slice(before)
+          .filter((l) => l.event === "login").length === 10,
+      5_000,
+      "ten login log lines",
+    );
+    const served = logLines(tollgate)
+      .slice(before)
+      .filter((l) => l.event === "login")
+      .map((l) => Number(l.pid));
+    expect(new Set(served)).toEqual(new Set(workers));
+  });
+
+  it("lets exactly the limit through when checks are spread over both workers, and counts them all", async () => {
+    const username = `workers_${randomBytes(6).toString("hex")}`;
+    const created = await fresh(`${tollgate.adminUrl}/admin/users`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tollgate.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ username, password: "correct horse battery", tier: "free" }),
+    });
+    expect(created.status, created.body).toBe(201);
+    const { access_token: token } = await login(tollgate.url, username, "correct horse battery");
+    const allowedBefore = await allowedFreeGeneral(tollgate);
+
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, () =>
+        fresh(`${tollgate.checkUrl}/ext_authz/api/products`, {
+          headers: { authorization: `Bearer ${token}` },
+        }),
+      ),
+    );
+    const counts: Record<number, number> = {};
+    for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
+    expect(counts).toEqual({ 200: 100, 429: 200 });
+    // GET /metrics lands on one worker but reports the checks of both.
+    expect((await allowedFreeGeneral(tollgate)) - allowedBefore).toBe(100);
+  });
+
+  it("replaces a worker that dies, and keeps answering", async () => {
+    const [victim, other] = childrenOf(primary) as [number, number];
+    process.kill(victim, "SIGKILL");
+    await waitFor(
+      async () => {
+        const now = childrenOf(primary);
+        return now.length === 2 && !now.includes(victim) && now.includes(other);
+      },
+      15_000,
+      "a new worker in place of the killed one",
+    );
+    const replacement = childrenOf(primary).find((pid) => pid !== other) as number;
+    await waitFor(async () => listeningPids(tollgate).has(replacement), 20_000, "the new worker listening");
+    expect(logLines(tollgate).some((l) => l.event === "worker_died")).toBe(true);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => fresh(`${tollgate.url}/health`)));
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+  });
+
+  it("drains every worker on SIGTERM, and the primary exits 0", async () => {
+    const workers = childrenOf(primary);
+    expect(workers).toHaveLength(2);
+    expect(await tollgate.stop("SIGTERM")).toBe(0);
+    for (const pid of workers) expect(alive(pid), `worker ${pid}`).toBe(false);
+    const stopped = logLines(tollgate)
+      .filter((l) => l.event === "stopped")
+      .map((l) => Number(l.pid));
+    // Each worker drained (its own "stopped" line), then the primary.
+    expect(new Set(stopped)).toEqual(new Set([...workers, primary]));
+  });
+});
+
+/** Allowed checks of free users on the general category, as GET /metrics reports them. */
+async function allowedFreeGeneral(tollgate: TollgateProcess): Promise<number> {
+  const metrics = await fresh(`${tollgate.adminUrl}/metrics`);
+  expect(metrics.status).toBe(200);
+  return metrics.body
+    .split("\n")
+    .filter(
+      (line) =>
+        line.startsWith("tollgate_decisions_total{") &&
+        ['decision="allow"', 'tier="free"', 'category="general"'].every((label) => line.includes(label)),
+    )
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)), 0);
+}
+
+describe("the worker supervisor", () => {
+  it("waits longer after each death in a row, up to a ceiling, so a crash loop cannot spin", () => {
+    const delays = Array.from({ length: 10 }, (_, n) => restartDelayMs(n));
+    expect(delays.slice(0, 4)).toEqual([
+      RESTART_FIRST_MS,
+      RESTART_FIRST_MS * 2,
+      RESTART_FIRST_MS * 4,
+      RESTART_FIRST_MS * 8,
+    ]);
+    for (let n = 1; n < delays.length; n += 1)
+      expect(delays[n]).toBeGreaterThanOrEqual(delays[n - 1] as number);
+    expect(delays.at(-1)).toBe(RESTART_MAX_MS);
+    expect(restartDelayMs(1000)).toBe(RESTART_MAX_MS);
+  });
+
+  it("exits 1 instead of restarting workers that cannot start at all (a port already in use)", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const port = (taken.address() as AddressInfo).port;
+    const [checkPort, adminPort] = [await freePort(), await freePort()];
+    const child = spawn(process.execPath, ["dist/src/main.js"], {
+      cwd: fileURLToPath(new URL("../../", import.meta.url)),
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        CHECK_PORT: String(checkPort),
+        ADMIN_PORT: String(adminPort),
+        REDIS_URL: redisUrl(),
+        REDIS_KEY_PREFIX: testPrefix(),
+        JWT_SECRET: TEST_JWT_SECRET,
+        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+        WORKERS: "2",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      output += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => {
+      // Only a guard against a supervisor that never exits: start-up alone can take long on a busy machine.
+      const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      child.once("exit", (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+    });
+    taken.close();
+    expect(code, output).toBe(1);
+    expect(output).toContain("worker_start_failed");
+  }, 90_000);
+});
