@@ -60,6 +60,8 @@ function decisionLabels(decision: Decision): {
       };
     case 503:
       return { decision: "deny", reason: "unavailable", tier: "unknown", category: "none" };
+    case 400:
+      return { decision: "deny", reason: "bad_request", tier: "unknown", category: "none" };
   }
 }
 
