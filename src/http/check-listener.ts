@@ -101,20 +101,19 @@ export function createCheckHandler(options: CheckListenerOptions) {
       const method = header(req, "x-original-method");
       const uri = header(req, "x-original-uri");
       if (method === undefined || uri === undefined) {
-        send(
-          res,
-          forNginx(
-            jsonResponse(400, "bad_request", "nginx checks need X-Original-Method and X-Original-URI"),
-          ),
-        );
+        // Only a direct caller can get here: nginx always sends both.
+        sendJson(res, 400, "bad_request", "nginx checks need X-Original-Method and X-Original-URI");
         return;
       }
       if (uri.length > MAX_URI) {
-        // Through nginx as a real 414 (auth_request itself would turn any 4xx but 401/403 into a 500).
-        send(
-          res,
-          forNginx(jsonResponse(414, "uri_too_long", `The request target is longer than ${MAX_URI} bytes`)),
+        // A real 414 through nginx (auth_request turns any 4xx but 401 and 403 into a 500); the body
+        // stays for direct callers, nginx never reads it.
+        const tooLong = jsonResponse(
+          414,
+          "uri_too_long",
+          `The request target is longer than ${MAX_URI} bytes`,
         );
+        send(res, { ...forNginx({ ...tooLong, headers: { ...tooLong.headers } }), body: tooLong.body });
         return;
       }
       work = answer(req, res, "nginx", method, uri);

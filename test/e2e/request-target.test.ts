@@ -212,7 +212,7 @@ describe("request targets through nginx", () => {
     );
     const edit = fc.tuple(fc.nat(), fc.oneof(piece, fc.constant("<upper>")));
     const target = fc.tuple(base, fc.array(edit, { minLength: 0, maxLength: 3 })).map(([start, edits]) => {
-      let t = start;
+      let t: string = start;
       for (const [at, what] of edits) {
         const i = at % (t.length + 1);
         t =

@@ -1,20 +1,22 @@
 // Secrets: production refuses missing, short and demo credentials; no secret reaches logs, bodies or metrics.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import { freePort, waitFor } from "../support/ports.js";
-import { startTollgate, type TollgateProcess } from "../support/processes.js";
+import { startTollgate, TEST_JWT_SECRET, type TollgateProcess } from "../support/processes.js";
 import { rawRequest } from "../support/raw-http.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const GOOD_JWT_SECRET = "prod-jwt-secret-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123";
-const GOOD_ADMIN_TOKEN = "prod-admin-token-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123";
-const METRICS_TOKEN = "prod-metrics-token-ABCDEFGHIJ-0123";
+// Made per run: production refuses every secret written in this repository, tests' included.
+const GOOD_JWT_SECRET = randomBytes(48).toString("base64");
+const GOOD_ADMIN_TOKEN = randomBytes(48).toString("base64");
+const METRICS_TOKEN = randomBytes(24).toString("base64url");
 const USER_PASSWORD = "prod-user-password-Zq8!vX2#";
 
 let dir: string;
@@ -99,7 +101,9 @@ describe("production start-up refuses weak or missing credentials", () => {
     expect(tooShort.code).toBe(1);
     expect(tooShort.stderr).toContain("JWT_SECRET: must be at least 32 bytes long");
     const { ADMIN_TOKEN: _, ...env } = withUsers();
-    const enough = await runToExit({ ...env, JWT_SECRET: "é".repeat(16) });
+    // 16 different two-byte characters: 32 bytes, and varied enough to pass as a secret.
+    const varied = [..."àáâãäåæçèéêëìíîï"].sort(() => Math.random() - 0.5).join("");
+    const enough = await runToExit({ ...env, JWT_SECRET: varied });
     expect(enough.code).toBe(1);
     expect(enough.stderr).toContain("ADMIN_TOKEN: required");
     expect(enough.stderr).not.toContain("JWT_SECRET");
@@ -119,6 +123,34 @@ describe("production start-up refuses weak or missing credentials", () => {
     expect(exit.code).toBe(1);
     expect(exit.stderr).toContain("ADMIN_TOKEN: must be at least 32 bytes long");
     expect(exit.output).not.toContain(short);
+  });
+
+  it("exits 1 naming each secret set to a value published in the repository, without printing it", async () => {
+    // The compose file's demo fallbacks and the test suites' constants are public: anyone could use them.
+    const compose = readFileSync(join(ROOT, "docker-compose.yml"), "utf8");
+    const composeAdmin = /ADMIN_TOKEN:-([^}]+)\}/.exec(compose)?.[1];
+    expect(composeAdmin).toBeDefined();
+    const exit = await runToExit({
+      ...withUsers(),
+      JWT_SECRET: TEST_JWT_SECRET,
+      ADMIN_TOKEN: composeAdmin as string,
+      METRICS_TOKEN: "metrics-test-scrape-token-0123456789",
+    });
+    expect(exit.code).toBe(1);
+    for (const name of ["JWT_SECRET", "ADMIN_TOKEN", "METRICS_TOKEN"]) {
+      expect(exit.stderr).toContain(`${name}: this value is published in tollgate's repository`);
+    }
+    expect(exit.output).not.toContain(TEST_JWT_SECRET);
+    expect(exit.output).not.toContain(composeAdmin);
+  });
+
+  it("exits 1 naming a secret of too little entropy", async () => {
+    for (const weak of ["x".repeat(48), "ab".repeat(24), "abcdefghijklmnopqrstuvwxyz0123456789"]) {
+      const exit = await runToExit({ ...withUsers(), ADMIN_TOKEN: weak });
+      expect(exit.code, weak).toBe(1);
+      expect(exit.stderr, weak).toContain("ADMIN_TOKEN: too predictable");
+      expect(exit.output, weak).not.toContain(weak);
+    }
   });
 
   it("reports every problem at once, one line each", async () => {
