@@ -97,9 +97,10 @@ describe("identity on redis", () => {
     for (const key of keys) {
       if (key === `${prefix}users:exist`) continue;
       expect(key, key).toMatch(
-        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{(u|n|ip):[^{}]+\\}:`),
+        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{((u|n|ip):[^{}]+|users)\\}:`),
       );
-      const permanent = /\}:(user|uid)$/.test(key);
+      // Users, their name index and the user-id index live until a user is deleted.
+      const permanent = /\}:(user|uid|ids)$/.test(key);
       const ttl = await redis.pttl(key);
       if (permanent) expect(ttl, key).toBe(-1);
       else expect(ttl, key).toBeGreaterThan(0);
