@@ -6,11 +6,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { demoUsers } from "../../src/auth/users-file.js";
+import { createRedisStore } from "../../src/store/store.js";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import { freePort, waitFor } from "../support/ports.js";
-import { startTollgate, TEST_JWT_SECRET, type TollgateProcess } from "../support/processes.js";
+import { login, startTollgate, TEST_JWT_SECRET, type TollgateProcess } from "../support/processes.js";
 import { rawRequest } from "../support/raw-http.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 // Made per run: production refuses every secret written in this repository, tests' included.
@@ -165,13 +167,75 @@ describe("production start-up refuses weak or missing credentials", () => {
     const exit = await runToExit({ ...base, REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix() });
     expect(exit.code).toBe(1);
     expect(exit.output).toContain("USERS_FILE: required in production when the store holds no users");
-    expect(exit.output).not.toContain("demo users");
+    expect(exit.output).not.toMatch(/"event":"users_loaded"/);
   });
 
   it("exits 1 instead of loading the demo users on the in-memory store", async () => {
     const exit = await runToExit(base);
     expect(exit.code).toBe(1);
     expect(exit.output).toContain("USERS_FILE: required in production when the store holds no users");
+  });
+});
+
+describe("demo users in production", () => {
+  const started: TollgateProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(started.map((p) => p.stop()));
+  });
+  const start = async (env: Record<string, string>): Promise<TollgateProcess> => {
+    const running = await startTollgate(env);
+    started.push(running);
+    return running;
+  };
+  const checkStatus = async (tollgate: TollgateProcess, token: string): Promise<number> =>
+    (
+      await send(`${tollgate.checkUrl}/ext_authz/api/products`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    ).status;
+
+  it("never log in or pass a check, even when a Redis loaded outside production still holds them", async () => {
+    const shared = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), JWT_SECRET: GOOD_JWT_SECRET };
+    const demo = await start(shared);
+    const before = (await login(demo.url, "alice")).access_token;
+    expect(await checkStatus(demo, before)).toBe(200);
+    await demo.stop();
+
+    const production = await start({
+      ...shared,
+      NODE_ENV: "production",
+      ADMIN_TOKEN: GOOD_ADMIN_TOKEN,
+      USERS_FILE: usersFile,
+      LOG_LEVEL: "info",
+    });
+    await waitFor(
+      async () => production.output().includes("demo_users_removed"),
+      10_000,
+      "demo users removed",
+    );
+    expect(production.output()).toMatch(/"event":"demo_users_removed","count":3/);
+    const refused = await send(`${production.url}/auth/login`, {
+      method: "POST",
+      body: { username: "alice", password: "secret" },
+    });
+    expect(refused.status).toBe(401);
+    expect(await checkStatus(production, before)).toBe(401);
+
+    // Someone puts them back into the store while production runs (here: the store API, then a
+    // tollgate outside production on the same Redis): production still refuses them, at login
+    // and at the check.
+    const store = createRedisStore({ redis: connectRedis(), prefix: shared.REDIS_KEY_PREFIX });
+    for (const user of await demoUsers()) expect(await store.users.create(user)).not.toBe("exists");
+    await store.close();
+    const again = await start(shared);
+    const fresh = (await login(again.url, "alice")).access_token;
+    expect(await checkStatus(again, fresh)).toBe(200);
+    expect(await checkStatus(production, fresh)).toBe(401);
+    const stillRefused = await send(`${production.url}/auth/login`, {
+      method: "POST",
+      body: { username: "alice", password: "secret" },
+    });
+    expect(stillRefused.status).toBe(401);
   });
 });
 
