@@ -124,12 +124,11 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
         limit,
       );
       if (ids.length === 0) return { users: [], nextCursor: undefined };
-      const pipeline = redis.pipeline();
-      for (const id of ids) pipeline.hgetall(keys.user(id));
-      const replies = (await pipeline.exec()) ?? [];
+      // One command per user, not a pipeline: each user hash is in its own slot on Redis Cluster.
+      const replies = await Promise.all(ids.map((id) => redis.hgetall(keys.user(id))));
       const users: User[] = [];
-      for (const [, fields] of replies) {
-        const user = toUser((fields ?? {}) as Record<string, string>);
+      for (const fields of replies) {
+        const user = toUser(fields);
         if (user !== undefined) users.push(user);
       }
       return { users, nextCursor: ids.length === limit ? ids[ids.length - 1] : undefined };
