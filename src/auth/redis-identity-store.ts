@@ -97,6 +97,8 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
       const fields = userFields(patch);
       // Only an existing user is changed: HSET on a missing key would bring a deleted user back.
       const changed = await redis.userUpdate(keys.user(userId), ...Object.entries(fields).flat());
+      // Users from before the listing index existed join it on their first change.
+      if (changed === 1) await redis.zadd(keys.userIndex, "NX", 0, userId);
       return changed === 1;
     },
 

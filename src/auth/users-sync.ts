@@ -97,12 +97,13 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
   );
 }
 
-/** Deletes the demo users (and their sessions) wherever they came from: production never has them. */
+/**
+ * Deletes the demo users (and their sessions) wherever they came from: production never has them.
+ * Demo users always have their fixed ids, so no listing is needed.
+ */
 export async function removeDemoUsers(store: Identity, logger: Logger): Promise<number> {
-  const ids = new Set(DEMO_USER_IDS);
-  for await (const user of allUsers(store.users)) if (user.source === "demo") ids.add(user.id);
   let removed = 0;
-  for (const id of ids) {
+  for (const id of DEMO_USER_IDS) {
     const existed = await store.users.remove(id);
     const revoked = await store.sessions.revokeAll(id);
     if (existed || revoked > 0) removed += 1;
