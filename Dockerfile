@@ -18,6 +18,9 @@ RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# Outside production tollgate and the upstream listen on loopback unless HOST is set; a container
+# must listen on its network interface.
+ENV HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force

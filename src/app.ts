@@ -3,6 +3,7 @@ import type { Server } from "node:http";
 import type { Express } from "express";
 import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
+import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
 import { compilePolicy, type Decision } from "./authz/decide.js";
 import type { Config } from "./config/env.js";
@@ -60,6 +61,8 @@ function decisionLabels(decision: Decision): {
       };
     case 503:
       return { decision: "deny", reason: "unavailable", tier: "unknown", category: "none" };
+    case 400:
+      return { decision: "deny", reason: "bad_request", tier: "unknown", category: "none" };
   }
 }
 
@@ -68,6 +71,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const metrics = options.metrics ?? createMetrics();
   const tokens = createTokenService(config.jwt);
   const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
+  // Demo users never log in or pass a check in production, whatever the store holds.
+  const refusedUserIds = config.production ? DEMO_USER_IDS : new Set<string>();
   const auth = createAuthService({
     config,
     policy,
@@ -75,6 +80,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     tokens,
     logger,
     onEvent: (event) => metrics.authEvents.inc({ event }),
+    refusedUserIds,
   });
 
   let storeUp = true;
@@ -87,6 +93,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     failureMode: config.failureMode,
     timeoutMs: config.redisTimeoutMs,
     idleMs: config.sessionIdleTtlSeconds * 1000,
+    refusedUserIds,
     onStoreError(operation, error) {
       metrics.storeErrors.inc({ operation });
       if (config.failureMode === "open") metrics.degraded.inc();

@@ -2,6 +2,7 @@
 import type { Server } from "node:http";
 import { createTollgate } from "./app.js";
 import { demoUsers, loadUsers, readUsersFile, UsersFileError } from "./auth/users-file.js";
+import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
@@ -34,22 +35,25 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   });
 }
 
-/** Loads USERS_FILE or the demo users, retrying while the store is unreachable. */
+/**
+ * Applies USERS_FILE (or seeds the demo users outside production; deletes them in production),
+ * retrying while the store is unreachable.
+ */
 async function bootstrapUsers(config: Config, policy: Policy, store: Store, logger: Logger): Promise<void> {
   const entries = config.usersFile !== undefined ? await readUsersFile(config.usersFile, policy) : undefined;
   for (let attempt = 1; ; attempt += 1) {
     try {
+      if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
-        await loadUsers(store.users, entries);
-        logger.info({ event: "users_loaded", count: entries.length }, "users loaded from USERS_FILE");
+        await syncUsersFile(store, entries, logger);
       } else if (config.production) {
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);
       } else {
-        await loadUsers(store.users, await demoUsers());
+        const created = await loadUsers(store.users, await demoUsers());
         logger.info(
-          { event: "users_loaded", count: 3 },
-          "demo users alice, bob_pro and ent_carol loaded (their password is in the README)",
+          { event: "users_loaded", count: created.length },
+          "demo users alice, bob_pro and ent_carol present (their password is in the README; existing ones are left as they are)",
         );
       }
       return;

@@ -3,7 +3,8 @@ import { createServer } from "node:http";
 import { createUpstreamApp } from "./app.js";
 
 const DEFAULT_PORT = 8000;
-const DEFAULT_HOST = "0.0.0.0";
+// Loopback unless HOST says otherwise (the Dockerfile sets HOST=0.0.0.0 for containers).
+const DEFAULT_HOST = "127.0.0.1";
 /** Long enough for any in-flight demo request; after it, lingering keep-alive sockets are cut. */
 const DRAIN_TIMEOUT_MS = 10_000;
 

@@ -46,6 +46,8 @@ export type AuthServiceOptions = {
   tokens: TokenService;
   logger: Logger;
   onEvent?: (event: AuthEvent) => void;
+  /** Users who may never log in or pass a check here (the demo users, in production). */
+  refusedUserIds?: ReadonlySet<string>;
 };
 
 /** Failed logins per username share the per-IP login limit of the anonymous tier. */
@@ -57,6 +59,7 @@ const usernameSubject = (username: string): string => `n:${Buffer.from(username,
 export function createAuthService(options: AuthServiceOptions) {
   const { config, store, tokens, logger } = options;
   const emit = options.onEvent ?? (() => {});
+  const refusedUserIds = options.refusedUserIds ?? new Set<string>();
   const idleMs = config.sessionIdleTtlSeconds * 1000;
   const lifetimes = {
     idleMs,
@@ -96,19 +99,34 @@ export function createAuthService(options: AuthServiceOptions) {
       );
       return { kind: "locked", retryAfterMs: Math.max(1000, lockout.resetAtMs - Date.now()) };
     }
-    const user = await store.users.findByUsername(input.username);
+    const found = await store.users.findByUsername(input.username);
+    // Demo users never log in where they are refused (production), whatever the store holds.
+    const user = found !== undefined && refusedUserIds.has(found.id) ? undefined : found;
     // Unknown users cost the same scrypt work as a wrong password, and get the same answer.
-    const valid = await verifyPassword(input.password, user?.passwordHash);
-    if (user === undefined || !valid || user.disabled) {
+    const valid = await verifyPassword(input.password, found?.passwordHash);
+    // The session is created only if the user is still enabled with the password just verified,
+    // checked by the store in the same atomic step: a disable, deletion or password change that
+    // lands during this login leaves no session behind.
+    const created =
+      user === undefined || !valid || user.disabled
+        ? "refused"
+        : await store.sessions.create(
+            {
+              userId: user.id,
+              deviceName: input.deviceName,
+              ip: input.ip,
+              userAgent: input.userAgent,
+              passwordHash: user.passwordHash,
+            },
+            lifetimes,
+          );
+    if (user === undefined || created === "refused") {
       await store.limiter.hit(subject, LOCKOUT_CATEGORY, lockoutRule);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
     }
-    const { session, evicted } = await store.sessions.create(
-      { userId: user.id, deviceName: input.deviceName, ip: input.ip, userAgent: input.userAgent },
-      lifetimes,
-    );
+    const { session, evicted } = created;
     const { token, expiresIn } = tokens.sign({ sub: user.id, sid: session.sessionId, tier: user.tier });
     emit("login");
     logger.info(
@@ -132,6 +150,9 @@ export function createAuthService(options: AuthServiceOptions) {
     const check: TokenCheck = tokens.verify(token);
     if (!check.ok) return { kind: "unauthorized", reason: check.reason, description: check.description };
     const { sub: userId, sid: sessionId } = check.claims;
+    if (refusedUserIds.has(userId)) {
+      return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
+    }
     const session = await store.sessions.touch(userId, sessionId, idleMs);
     if (session.kind !== "ok") {
       return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };

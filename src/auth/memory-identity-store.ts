@@ -19,6 +19,8 @@ export function createMemoryIdentityStore(
   const clock = options.clock ?? Date.now;
   const users = new Map<string, User>();
   const idsByName = new Map<string, string>();
+  /** Usernames whose user was deleted (USERS_FILE does not bring them back). */
+  const goneNames = new Set<string>();
   /** Per user, sessions in creation order (the index). */
   const sessions = new Map<string, Map<string, StoredSession>>();
 
@@ -27,18 +29,20 @@ export function createMemoryIdentityStore(
   const userStore: UserStore = {
     async create(input) {
       if (idsByName.has(input.username)) return "exists";
-      const user: User = { ...input, id: input.id ?? newUserId(), createdAt: clock(), disabled: false };
+      const user: User = {
+        id: input.id ?? newUserId(),
+        username: input.username,
+        tier: input.tier,
+        passwordHash: input.passwordHash,
+        createdAt: clock(),
+        disabled: false,
+        source: input.source ?? "admin",
+        seed: input.seed,
+      };
       users.set(user.id, user);
       idsByName.set(user.username, user.id);
-      return user;
-    },
-    async upsert(input) {
-      const id = idsByName.get(input.username);
-      const existing = id === undefined ? undefined : users.get(id);
-      if (existing === undefined) return (await userStore.create(input)) as User;
-      existing.tier = input.tier;
-      existing.passwordHash = input.passwordHash;
-      return { ...existing };
+      goneNames.delete(user.username);
+      return { ...user };
     },
     async get(userId) {
       const user = users.get(userId);
@@ -48,15 +52,36 @@ export function createMemoryIdentityStore(
       const id = idsByName.get(username);
       return id === undefined ? undefined : userStore.get(id);
     },
-    async setTier(userId, tier) {
+    async update(userId, patch) {
       const user = users.get(userId);
-      if (user !== undefined) user.tier = tier;
-      return user !== undefined;
+      if (user === undefined) return false;
+      if (patch.tier !== undefined) user.tier = patch.tier;
+      if (patch.passwordHash !== undefined) user.passwordHash = patch.passwordHash;
+      if (patch.disabled !== undefined) user.disabled = patch.disabled;
+      if (patch.source !== undefined) user.source = patch.source;
+      if (patch.seed !== undefined) user.seed = { ...patch.seed };
+      return true;
     },
-    async setDisabled(userId, disabled) {
+    async remove(userId) {
       const user = users.get(userId);
-      if (user !== undefined) user.disabled = disabled;
-      return user !== undefined;
+      if (user === undefined) return false;
+      users.delete(userId);
+      if (idsByName.get(user.username) === userId) {
+        idsByName.delete(user.username);
+        goneNames.add(user.username);
+      }
+      return true;
+    },
+    async wasRemoved(username) {
+      return goneNames.has(username);
+    },
+    async list({ cursor, limit }) {
+      const ids = [...users.keys()].filter((id) => cursor === undefined || id > cursor).sort();
+      const page = ids.slice(0, limit);
+      return {
+        users: page.map((id) => ({ ...(users.get(id) as User) })),
+        nextCursor: page.length === limit && ids.length > limit ? page[page.length - 1] : undefined,
+      };
     },
     async any() {
       return users.size > 0;
@@ -81,6 +106,9 @@ export function createMemoryIdentityStore(
   const sessionStore: SessionStore = {
     async create(input, lifetimes) {
       const now = clock();
+      // Checked in the same synchronous step as the creation: no disable or password change between.
+      const user = users.get(input.userId);
+      if (user === undefined || user.disabled || user.passwordHash !== input.passwordHash) return "refused";
       let own = sessions.get(input.userId);
       if (own === undefined) {
         own = new Map();
@@ -95,7 +123,10 @@ export function createMemoryIdentityStore(
       }
       for (const sid of evicted) own.delete(sid);
       const session: StoredSession = {
-        ...input,
+        userId: input.userId,
+        deviceName: input.deviceName,
+        ip: input.ip,
+        userAgent: input.userAgent,
         sessionId: newSessionId(),
         createdAt: now,
         lastAccessed: now,

@@ -2,13 +2,14 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import type { Keys } from "../store/keys.js";
-import type { Session, SessionStore, User, UserStore } from "./types.js";
+import type { Session, SessionStore, User, UserPatch, UserStore } from "./types.js";
 
 export const newUserId = (): string => `usr_${randomBytes(8).toString("hex")}`;
 export const newSessionId = (): string => randomBytes(16).toString("base64url");
 
 function toUser(fields: Record<string, string>): User | undefined {
   if (fields.id === undefined || fields.username === undefined || fields.tier === undefined) return undefined;
+  const source = fields.src === "file" || fields.src === "demo" ? fields.src : "admin";
   return {
     id: fields.id,
     username: fields.username,
@@ -16,7 +17,29 @@ function toUser(fields: Record<string, string>): User | undefined {
     passwordHash: fields.pw ?? "",
     createdAt: Number(fields.created ?? 0),
     disabled: fields.disabled === "1",
+    source,
+    seed:
+      fields.seed_tier === undefined || fields.seed_pw === undefined
+        ? undefined
+        : { tier: fields.seed_tier, passwordHash: fields.seed_pw },
   };
+}
+
+/** The hash fields of a patch (or of a whole user). */
+function userFields(patch: UserPatch & Partial<User>): Record<string, string> {
+  const f: Record<string, string> = {};
+  if (patch.id !== undefined) f.id = patch.id;
+  if (patch.username !== undefined) f.username = patch.username;
+  if (patch.tier !== undefined) f.tier = patch.tier;
+  if (patch.passwordHash !== undefined) f.pw = patch.passwordHash;
+  if (patch.createdAt !== undefined) f.created = String(patch.createdAt);
+  if (patch.disabled !== undefined) f.disabled = patch.disabled ? "1" : "0";
+  if (patch.source !== undefined) f.src = patch.source;
+  if (patch.seed !== undefined) {
+    f.seed_tier = patch.seed.tier;
+    f.seed_pw = patch.seed.passwordHash;
+  }
+  return f;
 }
 
 function toSession(userId: string, sessionId: string, f: Record<string, string>): Session | undefined {
@@ -40,37 +63,26 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
   const get = async (userId: string): Promise<User | undefined> =>
     toUser(await redis.hgetall(keys.user(userId)));
 
-  const write = async (user: User): Promise<void> => {
-    await redis.hset(keys.user(user.id), {
-      id: user.id,
-      username: user.username,
-      tier: user.tier,
-      pw: user.passwordHash,
-      created: String(user.createdAt),
-      disabled: user.disabled ? "1" : "0",
-    });
-    await redis.set(marker, "1");
-  };
-
   const store: UserStore = {
     async create(input) {
-      const user: User = { ...input, id: input.id ?? newUserId(), createdAt: Date.now(), disabled: false };
+      const user: User = {
+        id: input.id ?? newUserId(),
+        username: input.username,
+        tier: input.tier,
+        passwordHash: input.passwordHash,
+        createdAt: Date.now(),
+        disabled: false,
+        source: input.source ?? "admin",
+        seed: input.seed,
+      };
       // The username index is claimed first, so two creations of one name cannot both succeed.
       const claimed = await redis.set(keys.username(input.username), user.id, "NX");
       if (claimed === null) return "exists";
-      await write(user);
-      return user;
-    },
-
-    async upsert(input) {
-      const existing = await store.findByUsername(input.username);
-      if (existing === undefined) {
-        const created = await store.create(input);
-        if (created !== "exists") return created;
-        return store.upsert(input);
-      }
-      const user: User = { ...existing, tier: input.tier, passwordHash: input.passwordHash };
-      await write(user);
+      // Three slots ({u:…}, {n:…}, {users}): written in an order where a crash leaves no usable half.
+      await redis.hset(keys.user(user.id), userFields(user));
+      await redis.zadd(keys.userIndex, 0, user.id);
+      await redis.del(keys.usernameGone(input.username));
+      await redis.set(marker, "1");
       return user;
     },
 
@@ -81,20 +93,51 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
       return id === null ? undefined : get(id);
     },
 
-    async setTier(userId, tier) {
-      if (!(await redis.exists(keys.user(userId)))) return false;
-      await redis.hset(keys.user(userId), "tier", tier);
+    async update(userId, patch) {
+      const fields = userFields(patch);
+      // Only an existing user is changed: HSET on a missing key would bring a deleted user back.
+      const changed = await redis.userUpdate(keys.user(userId), ...Object.entries(fields).flat());
+      // Users from before the listing index existed join it on their first change.
+      if (changed === 1) await redis.zadd(keys.userIndex, "NX", 0, userId);
+      return changed === 1;
+    },
+
+    async remove(userId) {
+      const user = await get(userId);
+      if (user === undefined) return false;
+      // The user hash first: from then on no check, touch or login accepts the user.
+      await redis.del(keys.user(userId));
+      await redis.zrem(keys.userIndex, userId);
+      await redis.usernameRelease(keys.username(user.username), keys.usernameGone(user.username), userId);
       return true;
     },
 
-    async setDisabled(userId, disabled) {
-      if (!(await redis.exists(keys.user(userId)))) return false;
-      await redis.hset(keys.user(userId), "disabled", disabled ? "1" : "0");
-      return true;
+    async wasRemoved(username) {
+      return (await redis.exists(keys.usernameGone(username))) === 1;
+    },
+
+    async list({ cursor, limit }) {
+      const ids = await redis.zrangebylex(
+        keys.userIndex,
+        cursor === undefined ? "-" : `(${cursor}`,
+        "+",
+        "LIMIT",
+        0,
+        limit,
+      );
+      if (ids.length === 0) return { users: [], nextCursor: undefined };
+      // One command per user, not a pipeline: each user hash is in its own slot on Redis Cluster.
+      const replies = await Promise.all(ids.map((id) => redis.hgetall(keys.user(id))));
+      const users: User[] = [];
+      for (const fields of replies) {
+        const user = toUser(fields);
+        if (user !== undefined) users.push(user);
+      }
+      return { users, nextCursor: ids.length === limit ? ids[ids.length - 1] : undefined };
     },
 
     async any() {
-      return (await redis.exists(marker)) === 1;
+      return (await redis.exists(marker)) === 1 || (await redis.zcard(keys.userIndex)) > 0;
     },
   };
   return store;
@@ -118,10 +161,12 @@ export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): 
       const [createdAt, ...evicted] = await redis.sessionCreate(
         keys.session(input.userId, sessionId),
         keys.sessionIndex(input.userId),
+        keys.user(input.userId),
         sessionId,
         lifetimes.idleMs,
         lifetimes.maxAgeMs,
         lifetimes.maxPerUser,
+        input.passwordHash,
         "dev",
         input.deviceName,
         "ip",
@@ -129,9 +174,13 @@ export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): 
         "ua",
         input.userAgent,
       );
+      if (createdAt === -1) return "refused";
       await deleteSessions(input.userId, evicted);
       const session: Session = {
-        ...input,
+        userId: input.userId,
+        deviceName: input.deviceName,
+        ip: input.ip,
+        userAgent: input.userAgent,
         sessionId,
         createdAt,
         lastAccessed: createdAt,

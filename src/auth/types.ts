@@ -1,6 +1,12 @@
 // The identity ports: users and revocable sessions, as every store (memory, Redis) offers them.
 import type { HitResult } from "../ratelimit/types.js";
 
+/** Where a user came from: the admin API, USERS_FILE, or the built-in demo list. */
+export type UserSource = "admin" | "file" | "demo";
+
+/** What USERS_FILE said about a user at its last load: a restart applies only what the file changed. */
+export type Seed = { tier: string; passwordHash: string };
+
 export type User = {
   id: string;
   username: string;
@@ -8,9 +14,29 @@ export type User = {
   passwordHash: string;
   createdAt: number;
   disabled: boolean;
+  source: UserSource;
+  seed: Seed | undefined;
 };
 
-export type NewUser = { id?: string; username: string; tier: string; passwordHash: string };
+export type NewUser = {
+  id?: string;
+  username: string;
+  tier: string;
+  passwordHash: string;
+  source?: UserSource;
+  seed?: Seed;
+};
+
+export type UserPatch = {
+  tier?: string;
+  passwordHash?: string;
+  disabled?: boolean;
+  source?: UserSource;
+  seed?: Seed;
+};
+
+/** One page of the user listing, in user-id order; `nextCursor` is undefined on the last page. */
+export type UserPage = { users: User[]; nextCursor: string | undefined };
 
 export type Session = {
   sessionId: string;
@@ -24,7 +50,14 @@ export type Session = {
   expiresAt: number;
 };
 
-export type SessionInput = { userId: string; deviceName: string; ip: string; userAgent: string };
+export type SessionInput = {
+  userId: string;
+  deviceName: string;
+  ip: string;
+  userAgent: string;
+  /** The password hash the login verified: creation is refused if the user changed since. */
+  passwordHash: string;
+};
 
 export type SessionLifetimes = { idleMs: number; maxAgeMs: number; maxPerUser: number };
 
@@ -43,19 +76,29 @@ export type AuthorizeResult =
 export type UserStore = {
   /** Inserts a user; "exists" when the username is taken. */
   create(user: NewUser): Promise<User | "exists">;
-  /** Inserts or updates by username (USERS_FILE, demo users); keeps an existing user's id. */
-  upsert(user: NewUser): Promise<User>;
   get(userId: string): Promise<User | undefined>;
   findByUsername(username: string): Promise<User | undefined>;
-  setTier(userId: string, tier: string): Promise<boolean>;
-  setDisabled(userId: string, disabled: boolean): Promise<boolean>;
+  /** Changes the given fields; false when there is no such user. */
+  update(userId: string, patch: UserPatch): Promise<boolean>;
+  /** Deletes the user and frees the username; false when there was no such user. Sessions stay: revoke them. */
+  remove(userId: string): Promise<boolean>;
+  /** Whether this username's user was deleted (and the name not taken again since). */
+  wasRemoved(username: string): Promise<boolean>;
+  /** Users after `cursor` (a user id) in id order, at most `limit` of them. */
+  list(options: { cursor?: string; limit: number }): Promise<UserPage>;
   /** Whether any user exists (production refuses to start without users). */
   any(): Promise<boolean>;
 };
 
 export type SessionStore = {
-  /** Creates a session, evicting the oldest beyond the cap, atomically. */
-  create(input: SessionInput, lifetimes: SessionLifetimes): Promise<{ session: Session; evicted: string[] }>;
+  /**
+   * Creates a session, evicting the oldest beyond the cap, atomically; "refused" when the user is
+   * gone, disabled or has another password than the login verified (checked in the same step).
+   */
+  create(
+    input: SessionInput,
+    lifetimes: SessionLifetimes,
+  ): Promise<{ session: Session; evicted: string[] } | "refused">;
   /** Validates a session and renews its idle lifetime. */
   touch(userId: string, sessionId: string, idleMs: number): Promise<SessionCheck>;
   list(userId: string): Promise<Session[]>;

@@ -37,8 +37,17 @@ export class UsersFileError extends Error {
   }
 }
 
-/** Reads and validates USERS_FILE; passwords in it are hashed here and never kept. */
-export async function readUsersFile(file: string, policy: Policy): Promise<NewUser[]> {
+/** One validated USERS_FILE entry; a plain password is hashed only when it is applied. */
+export type UsersFileEntry = {
+  id?: string;
+  username: string;
+  tier: string;
+  password?: string;
+  passwordHash?: string;
+};
+
+/** Reads and validates USERS_FILE. */
+export async function readUsersFile(file: string, policy: Policy): Promise<UsersFileEntry[]> {
   let document: unknown;
   try {
     document = JSON.parse(readFileSync(file, "utf8"));
@@ -60,16 +69,22 @@ export async function readUsersFile(file: string, policy: Policy): Promise<NewUs
       ? []
       : [`users[${i}].tier: "${u.tier}" is not a tier of the policy`],
   );
+  const names = new Set<string>();
+  entries.forEach((u, i) => {
+    if (names.has(u.username)) problems.push(`users[${i}].username: "${u.username}" appears twice`);
+    names.add(u.username);
+  });
   if (problems.length > 0) throw new UsersFileError(file, problems);
-  return Promise.all(
-    entries.map(async (u) => ({
-      ...(u.id === undefined ? {} : { id: u.id }),
-      username: u.username,
-      tier: u.tier,
-      passwordHash: u.password_hash ?? (await hashPassword(u.password as string)),
-    })),
-  );
+  return entries.map((u) => ({
+    ...(u.id === undefined ? {} : { id: u.id }),
+    username: u.username,
+    tier: u.tier,
+    ...(u.password === undefined ? {} : { password: u.password }),
+    ...(u.password_hash === undefined ? {} : { passwordHash: u.password_hash }),
+  }));
 }
+
+export const DEMO_USER_IDS: ReadonlySet<string> = new Set(DEMO_USERS.map((u) => u.id));
 
 export async function demoUsers(): Promise<NewUser[]> {
   return Promise.all(
@@ -78,10 +93,21 @@ export async function demoUsers(): Promise<NewUser[]> {
       username: u.username,
       tier: u.tier,
       passwordHash: await hashPassword(u.password),
+      source: "demo" as const,
     })),
   );
 }
 
-export async function loadUsers(users: UserStore, entries: readonly NewUser[]): Promise<void> {
-  for (const entry of entries) await users.upsert(entry);
+/**
+ * Creates the users that do not exist yet. An existing user is left exactly as the admin API left
+ * it, and a user deleted through the admin API is not brought back. Answers the names created.
+ */
+export async function loadUsers(users: UserStore, entries: readonly NewUser[]): Promise<string[]> {
+  const created: string[] = [];
+  for (const entry of entries) {
+    if ((await users.findByUsername(entry.username)) !== undefined) continue;
+    if (await users.wasRemoved(entry.username)) continue;
+    if ((await users.create(entry)) !== "exists") created.push(entry.username);
+  }
+  return created;
 }

@@ -24,6 +24,8 @@ export type CheckerOptions = {
   /** REDIS_TIMEOUT_MS: the longest a check waits on the store before it degrades. */
   timeoutMs: number;
   idleMs: number;
+  /** Users refused whatever the store says (the demo users, in production), even when degraded. */
+  refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call. */
   onStoreError(operation: "authorize" | "hit", error: unknown): void;
   /** Called when a store call succeeded (so a recovery can be noticed). */
@@ -44,6 +46,7 @@ export type Checker = (request: CheckRequest) => Promise<Decision>;
 export function createChecker(options: CheckerOptions): Checker {
   const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } =
     options;
+  const { refusedUserIds } = options;
 
   const withDeadline = createDeadline(timeoutMs);
 
@@ -51,6 +54,15 @@ export function createChecker(options: CheckerOptions): Checker {
     const token = readToken(request.authorization, tokens);
     const p = plan(compiled, { method: request.method, path: request.path, token, ip: request.ip });
     if (p.kind === "done") return p.decision;
+    if (p.kind === "user" && refusedUserIds?.has(p.userId) === true) {
+      return {
+        kind: "deny",
+        status: 401,
+        reason: "inactive",
+        description: "account disabled",
+        tokenSent: true,
+      };
+    }
     if (p.kind === "anonymous") {
       try {
         const hit = await withDeadline(limiter.hit(p.subject, p.category, p.rule));

@@ -2,7 +2,8 @@
 import type { TokenCheck } from "../auth/jwt.js";
 import type { AuthorizeResult, TierLimits } from "../auth/types.js";
 import { ANONYMOUS_TIER, type Policy, type RouteRule } from "../config/policy.js";
-import { matchRoute, normalizePath } from "../config/routes.js";
+import { canonicalTarget } from "../config/request-target.js";
+import { matchRoute } from "../config/routes.js";
 import type { HitResult, Rule } from "../ratelimit/types.js";
 
 export type Identity = { userId: string; tier: string; sessionId: string };
@@ -16,6 +17,7 @@ export type Decision =
   | { kind: "allow"; identity: Identity | undefined; limit: LimitState | undefined; degraded: boolean }
   | { kind: "deny"; status: 401; reason: DenyReason; description: string; tokenSent: boolean }
   | { kind: "deny"; status: 429; limit: LimitState; identity: Identity | undefined }
+  | { kind: "deny"; status: 400; description: string }
   | { kind: "deny"; status: 503 };
 
 export type Facts = { method: string; path: string; token: TokenCheck | undefined; ip: string };
@@ -69,13 +71,21 @@ export function compilePolicy(policy: Policy): CompiledPolicy {
 
 const NO_LIMITS: TierLimits = new Map();
 
-export function routeFor(compiled: CompiledPolicy, method: string, rawPath: string): RouteRule {
-  return matchRoute(compiled.policy, method.toUpperCase(), normalizePath(rawPath));
+/** The route of a request target; a string names why the target is refused. */
+export function routeFor(compiled: CompiledPolicy, method: string, rawTarget: string): RouteRule | string {
+  const target = canonicalTarget(rawTarget);
+  if (!target.ok) return target.problem;
+  return matchRoute(compiled.policy, method.toUpperCase(), target.path);
 }
 
 /** Step 1 and 2 of the decision: the route, then the token. */
 export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
   const route = routeFor(compiled, facts.method, facts.path);
+  if (typeof route === "string") {
+    // Never counted as another route: an upstream could read this target as a different path.
+    const description = `The request target is ambiguous: ${route}`;
+    return { kind: "done", decision: { kind: "deny", status: 400, description } };
+  }
   if (!route.limited) return { kind: "done", decision: allowAnonymous(undefined) };
   const { token } = facts;
   if (route.token === "required" && token?.ok === true) {

@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { weakSecretReason } from "./secrets.js";
 
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
@@ -119,8 +120,16 @@ class Reader {
     }
     if (Buffer.byteLength(value, "utf8") < MIN_SECRET_BYTES) {
       this.problems.push(`${name}: must be at least ${MIN_SECRET_BYTES} bytes long`);
+    } else if (production) {
+      this.refuseWeak(name, value);
     }
     return { value, generated: false };
+  }
+
+  /** Production refuses secrets published in the repository or too predictable to be secret. */
+  refuseWeak(name: string, value: string): void {
+    const reason = weakSecretReason(value);
+    if (reason !== undefined) this.problems.push(`${name}: ${reason}`);
   }
 }
 
@@ -213,7 +222,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(prefix)) {
     reader.problems.push("REDIS_KEY_PREFIX: use 1 to 64 characters from A-Z a-z 0-9 : _ . -");
   }
-  const host = reader.raw("HOST") ?? "0.0.0.0";
+  // Unset outside production: loopback only, so a laptop run never exposes the admin and check
+  // ports to its network. Containers set HOST=0.0.0.0 (the Dockerfile does).
+  const host = reader.raw("HOST") ?? (production ? "0.0.0.0" : "127.0.0.1");
   const admin = reader.secret("ADMIN_TOKEN", production);
   const metricsToken = reader.raw("METRICS_TOKEN");
   const config: Config = {
@@ -249,6 +260,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {
     reader.problems.push("METRICS_TOKEN: must be at least 16 bytes long");
+  } else if (metricsToken !== undefined && production) {
+    reader.refuseWeak("METRICS_TOKEN", metricsToken);
   }
   const ports = [
     ["PORT", config.port],

@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { canonicalTarget } from "./request-target.js";
 import { normalizePath } from "./routes.js";
 
 export const ANONYMOUS_TIER = "anonymous";
@@ -91,7 +92,11 @@ const routeSchema = z.strictObject({
   path: z
     .string()
     .regex(/^\/[^?#\s]*$/, 'path must start with "/" and hold no query, fragment or space')
-    .refine((p) => !p.slice(0, -2).includes("*"), 'only a trailing "/*" may hold a wildcard'),
+    .refine((p) => !p.slice(0, -2).includes("*"), 'only a trailing "/*" may hold a wildcard')
+    .refine(
+      (p) => canonicalTarget(p.endsWith("/*") ? p.slice(0, -2) || "/" : p).ok,
+      "path must be one that requests can reach (no dot segments, ';', backslash or escaped delimiters)",
+    ),
   category: nameSchema.optional(),
   token: tokenSchema.default("required"),
   limit: z.boolean().default(true),

@@ -1,34 +1,14 @@
 // Route matching: request method and path to the policy's category and token rule.
 import type { Policy, RouteRule } from "./policy.js";
-
-const NEEDS_WORK = /[%A-Z]|\/\/|\/\.|.\/$|[?#]/;
-
-function decodeUnreserved(path: string): string {
-  // Only unreserved characters are decoded, so "%2F" stays distinct from a real separator.
-  return path.replace(/%([0-9A-Fa-f]{2})/g, (whole, hex: string) => {
-    const char = String.fromCharCode(Number.parseInt(hex, 16));
-    return /[A-Za-z0-9\-._~]/.test(char) ? char : whole.toUpperCase();
-  });
-}
+import { canonicalTarget } from "./request-target.js";
 
 /**
- * The path as the policy sees it: without query or fragment, lower-case, with unreserved
- * percent-escapes decoded, repeated slashes merged, dot segments resolved and no trailing slash.
- * Upstreams (express among them) treat these spellings as one path, so the limiter must too.
+ * A path as the policy sees it (see canonicalTarget). Only for paths known to be acceptable, such as
+ * the policy's own routes; a refused one comes back lower-cased, so it matches nothing by accident.
  */
 export function normalizePath(raw: string): string {
-  if (!NEEDS_WORK.test(raw) && raw.startsWith("/")) return raw;
-  let path = raw;
-  const cut = path.search(/[?#]/);
-  if (cut !== -1) path = path.slice(0, cut);
-  path = decodeUnreserved(path.toLowerCase());
-  const out: string[] = [];
-  for (const segment of path.split("/")) {
-    if (segment === "" || segment === ".") continue;
-    if (segment === "..") out.pop();
-    else out.push(segment);
-  }
-  return `/${out.join("/")}`;
+  const target = canonicalTarget(raw);
+  return target.ok ? target.path : raw.toLowerCase();
 }
 
 /** The first route that matches wins; otherwise the policy's default. `path` must be normalized. */

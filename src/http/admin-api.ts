@@ -4,6 +4,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { z } from "zod";
 import { ID_PATTERN } from "../auth/jwt.js";
 import { hashPassword } from "../auth/passwords.js";
+import type { User } from "../auth/types.js";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -21,6 +22,17 @@ export type AdminApiOptions = {
   metricsToken: string | undefined;
   readyTimeoutMs: number;
 };
+
+const passwordSchema = z.string().min(8).max(1024);
+
+const userJson = (user: User) => ({
+  user_id: user.id,
+  username: user.username,
+  tier: user.tier,
+  disabled: user.disabled,
+  source: user.source,
+  created_at: new Date(user.createdAt).toISOString(),
+});
 
 const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
 
@@ -54,8 +66,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       .max(64)
       // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
       .refine((u) => !/[\u0000-\u001f\u007f]/.test(u), "username must not contain control characters"),
-    password: z.string().min(8).max(1024),
+    password: passwordSchema,
     tier: tierSchema,
+  });
+  const listSchema = z.object({
+    username: z.string().min(1).max(64).optional(),
+    cursor: z.string().regex(ID_PATTERN, "cursor: not a cursor from a previous page").optional(),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
   });
 
   const app = express();
@@ -110,6 +127,48 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
+  admin.get(
+    "/users",
+    handle(async (req, res) => {
+      const { username, cursor, limit } = parse(listSchema, req.query);
+      if (username !== undefined) {
+        const user = await store.users.findByUsername(username);
+        if (user === undefined) throw new HttpError("not_found", "No such user");
+        res.json(userJson(user));
+        return;
+      }
+      const page = await store.users.list({ cursor, limit });
+      res.json({ users: page.users.map(userJson), next_cursor: page.nextCursor ?? null });
+    }),
+  );
+
+  admin.put(
+    "/users/:id/password",
+    handle(async (req, res) => {
+      const { password } = parse(z.strictObject({ password: passwordSchema }), req.body);
+      const user = await userOf(req);
+      const passwordHash = await hashPassword(password);
+      if (!(await store.users.update(user.id, { passwordHash })))
+        throw new HttpError("not_found", "No such user");
+      // After the change: a login that verified the old password finds another hash and gets no session.
+      const revoked = await store.sessions.revokeAll(user.id);
+      logger.info({ event: "password_changed", userId: user.id, revoked, by: "admin" }, "password changed");
+      res.json({ message: "Password changed; every session revoked", user_id: user.id, revoked });
+    }),
+  );
+
+  admin.delete(
+    "/users/:id",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      await store.users.remove(user.id);
+      const revoked = await store.sessions.revokeAll(user.id);
+      await store.limiter.reset(userSubject(user.id), policy.categories);
+      logger.info({ event: "user_deleted", userId: user.id, revoked }, "user deleted");
+      res.json({ message: "User deleted; every session revoked", user_id: user.id, revoked });
+    }),
+  );
+
   admin.post(
     "/users/:id/revoke",
     handle(async (req, res) => {
@@ -138,7 +197,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     handle(async (req, res) => {
       const { tier } = parse(z.object({ tier: tierSchema }), req.body);
       const user = await userOf(req);
-      await store.users.setTier(user.id, tier);
+      await store.users.update(user.id, { tier });
       metrics.authEvents.inc({ event: "tier_changed" });
       logger.info({ event: "tier_changed", userId: user.id, from: user.tier, to: tier }, "tier changed");
       res.json({ message: "Tier changed; effective on the next request", user_id: user.id, tier });
@@ -150,7 +209,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     handle(async (req, res) => {
       const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
-      await store.users.setDisabled(user.id, disabled);
+      await store.users.update(user.id, { disabled });
       // Disabling also ends every session, so re-enabling never brings an old token back.
       const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
       logger.info(

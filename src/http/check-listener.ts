@@ -4,7 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Checker } from "../authz/checker.js";
 import type { Decision } from "../authz/decide.js";
 import type { Logger } from "../logger.js";
-import { type CheckResponse, renderDecision, renderForNginx } from "./check-responses.js";
+import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./check-responses.js";
 import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
 import { createHttpServer } from "./server.js";
 
@@ -31,12 +31,16 @@ function send(res: ServerResponse, response: CheckResponse): void {
   res.end(response.body);
 }
 
-function sendJson(res: ServerResponse, status: number, error: string, message: string): void {
-  send(res, {
+function jsonResponse(status: number, error: string, message: string): CheckResponse {
+  return {
     status,
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ error, message }),
-  });
+  };
+}
+
+function sendJson(res: ServerResponse, status: number, error: string, message: string): void {
+  send(res, jsonResponse(status, error, message));
 }
 
 const header = (req: IncomingMessage, name: string): string | undefined => {
@@ -88,12 +92,28 @@ export function createCheckHandler(options: CheckListenerOptions) {
         url.charCodeAt(ENVOY_PREFIX.length) === 63)
     ) {
       const path = url.slice(ENVOY_PREFIX.length) || "/";
+      if (path.length > MAX_URI) {
+        sendJson(res, 414, "uri_too_long", `The request target is longer than ${MAX_URI} bytes`);
+        return;
+      }
       work = answer(req, res, "envoy", req.method ?? "GET", path.startsWith("/") ? path : `/${path}`);
     } else if (url === NGINX_PATH || url.startsWith(`${NGINX_PATH}?`)) {
       const method = header(req, "x-original-method");
       const uri = header(req, "x-original-uri");
-      if (method === undefined || uri === undefined || uri.length > MAX_URI || !uri.startsWith("/")) {
+      if (method === undefined || uri === undefined) {
+        // Only a direct caller can get here: nginx always sends both.
         sendJson(res, 400, "bad_request", "nginx checks need X-Original-Method and X-Original-URI");
+        return;
+      }
+      if (uri.length > MAX_URI) {
+        // A real 414 through nginx (auth_request turns any 4xx but 401 and 403 into a 500); the body
+        // stays for direct callers, nginx never reads it.
+        const tooLong = jsonResponse(
+          414,
+          "uri_too_long",
+          `The request target is longer than ${MAX_URI} bytes`,
+        );
+        send(res, { ...forNginx({ ...tooLong, headers: { ...tooLong.headers } }), body: tooLong.body });
         return;
       }
       work = answer(req, res, "nginx", method, uri);

@@ -117,6 +117,12 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
           headers["retry-after"] = seconds;
           return { status: 429, headers, body: rule.head + seconds + rule.middle + seconds + rule.tail };
         }
+        case 400:
+          return {
+            status: 400,
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ error: "bad_request", message: decision.description }),
+          };
         case 503:
           return {
             status: 503,
@@ -128,12 +134,16 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
 }
 
 /**
- * nginx's auth_request passes only 2xx, 401 and 403: a 429 or 503 becomes 403 with the real status
+ * nginx's auth_request passes only 2xx, 401 and 403: a 400, 414, 429 or 503 becomes 403 with the real status
  * in X-Authz-Status, and every denial carries its JSON body in X-Authz-Body for nginx to send.
  * auth_request never reads a body, so none is sent: an empty one keeps the connection reusable.
  */
 export function renderForNginx(decision: Decision, nowMs: number): CheckResponse {
-  const response = renderDecision(decision, nowMs);
+  return forNginx(renderDecision(decision, nowMs));
+}
+
+/** Any check answer, reshaped for auth_request. */
+export function forNginx(response: CheckResponse): CheckResponse {
   if (response.status === 200) return response;
   const headers = response.headers;
   headers["x-authz-status"] = String(response.status);

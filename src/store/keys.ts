@@ -7,6 +7,10 @@ export type Keys = {
   session(userId: string, sessionId: string): string;
   sessionIndex(userId: string): string;
   username(username: string): string;
+  /** A deleted username that USERS_FILE must not bring back at the next start-up. */
+  usernameGone(username: string): string;
+  /** Every user id (sorted set, all scores 0, read by lexical range): the listing, without SCAN. */
+  userIndex: string;
   /** Set once any user exists. */
   usersMarker: string;
 };
@@ -22,6 +26,8 @@ export function createKeys(prefix: string): Keys {
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,
     username: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:uid`,
+    usernameGone: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:gone`,
+    userIndex: `${prefix}{users}:ids`,
     usersMarker: `${prefix}users:exist`,
   };
 }

@@ -35,13 +35,17 @@ declare module "ioredis" {
     sessionCreate(
       sessionKey: string,
       indexKey: string,
+      userKey: string,
       sessionId: string,
       idleMs: number,
       maxAgeMs: number,
       maxSessions: number,
+      passwordHash: string,
       ...fields: string[]
     ): Result<[number, ...string[]], Context>;
     sessionsRevokeAll(indexKey: string): Result<string[], Context>;
+    userUpdate(userKey: string, ...fields: string[]): Result<number, Context>;
+    usernameRelease(usernameKey: string, goneKey: string, userId: string): Result<number, Context>;
   }
 }
 

@@ -43,8 +43,10 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
       let gaveUp = false;
       const created = sessions.create(input, lifetimes);
       created.then(
-        ({ session }) => {
-          if (gaveUp) sessions.revoke(session.userId, session.sessionId).catch(() => undefined);
+        (result) => {
+          if (gaveUp && result !== "refused") {
+            sessions.revoke(result.session.userId, result.session.sessionId).catch(() => undefined);
+          }
         },
         () => undefined,
       );

@@ -16,6 +16,7 @@ import {
   startTollgate,
   uniqueName,
 } from "../support/identity-harness.js";
+import { describeUserLifecycleContract } from "./user-lifecycle-contract.js";
 
 export type StoreFactory = () => Store | Promise<Store>;
 
@@ -681,6 +682,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
       });
     });
   });
+  describeUserLifecycleContract(name, makeStore);
 }
 
 /** Shaped like an admin token but not it. */

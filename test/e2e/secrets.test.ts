@@ -1,20 +1,24 @@
 // Secrets: production refuses missing, short and demo credentials; no secret reaches logs, bodies or metrics.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { demoUsers } from "../../src/auth/users-file.js";
+import { createRedisStore } from "../../src/store/store.js";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import { freePort, waitFor } from "../support/ports.js";
-import { startTollgate, type TollgateProcess } from "../support/processes.js";
+import { login, startTollgate, TEST_JWT_SECRET, type TollgateProcess } from "../support/processes.js";
 import { rawRequest } from "../support/raw-http.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const GOOD_JWT_SECRET = "prod-jwt-secret-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123";
-const GOOD_ADMIN_TOKEN = "prod-admin-token-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123";
-const METRICS_TOKEN = "prod-metrics-token-ABCDEFGHIJ-0123";
+// Made per run: production refuses every secret written in this repository, tests' included.
+const GOOD_JWT_SECRET = randomBytes(48).toString("base64");
+const GOOD_ADMIN_TOKEN = randomBytes(48).toString("base64");
+const METRICS_TOKEN = randomBytes(24).toString("base64url");
 const USER_PASSWORD = "prod-user-password-Zq8!vX2#";
 
 let dir: string;
@@ -99,7 +103,9 @@ describe("production start-up refuses weak or missing credentials", () => {
     expect(tooShort.code).toBe(1);
     expect(tooShort.stderr).toContain("JWT_SECRET: must be at least 32 bytes long");
     const { ADMIN_TOKEN: _, ...env } = withUsers();
-    const enough = await runToExit({ ...env, JWT_SECRET: "é".repeat(16) });
+    // 16 different two-byte characters: 32 bytes, and varied enough to pass as a secret.
+    const varied = [..."àáâãäåæçèéêëìíîï"].sort(() => Math.random() - 0.5).join("");
+    const enough = await runToExit({ ...env, JWT_SECRET: varied });
     expect(enough.code).toBe(1);
     expect(enough.stderr).toContain("ADMIN_TOKEN: required");
     expect(enough.stderr).not.toContain("JWT_SECRET");
@@ -121,6 +127,34 @@ describe("production start-up refuses weak or missing credentials", () => {
     expect(exit.output).not.toContain(short);
   });
 
+  it("exits 1 naming each secret set to a value published in the repository, without printing it", async () => {
+    // The compose file's demo fallbacks and the test suites' constants are public: anyone could use them.
+    const compose = readFileSync(join(ROOT, "docker-compose.yml"), "utf8");
+    const composeAdmin = /ADMIN_TOKEN:-([^}]+)\}/.exec(compose)?.[1];
+    expect(composeAdmin).toBeDefined();
+    const exit = await runToExit({
+      ...withUsers(),
+      JWT_SECRET: TEST_JWT_SECRET,
+      ADMIN_TOKEN: composeAdmin as string,
+      METRICS_TOKEN: "metrics-test-scrape-token-0123456789",
+    });
+    expect(exit.code).toBe(1);
+    for (const name of ["JWT_SECRET", "ADMIN_TOKEN", "METRICS_TOKEN"]) {
+      expect(exit.stderr).toContain(`${name}: this value is published in tollgate's repository`);
+    }
+    expect(exit.output).not.toContain(TEST_JWT_SECRET);
+    expect(exit.output).not.toContain(composeAdmin);
+  });
+
+  it("exits 1 naming a secret of too little entropy", async () => {
+    for (const weak of ["x".repeat(48), "ab".repeat(24), "abcdefghijklmnopqrstuvwxyz0123456789"]) {
+      const exit = await runToExit({ ...withUsers(), ADMIN_TOKEN: weak });
+      expect(exit.code, weak).toBe(1);
+      expect(exit.stderr, weak).toContain("ADMIN_TOKEN: too predictable");
+      expect(exit.output, weak).not.toContain(weak);
+    }
+  });
+
   it("reports every problem at once, one line each", async () => {
     const exit = await runToExit({ USERS_FILE: usersFile, JWT_SECRET: "   " });
     expect(exit.code).toBe(1);
@@ -133,13 +167,75 @@ describe("production start-up refuses weak or missing credentials", () => {
     const exit = await runToExit({ ...base, REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix() });
     expect(exit.code).toBe(1);
     expect(exit.output).toContain("USERS_FILE: required in production when the store holds no users");
-    expect(exit.output).not.toContain("demo users");
+    expect(exit.output).not.toMatch(/"event":"users_loaded"/);
   });
 
   it("exits 1 instead of loading the demo users on the in-memory store", async () => {
     const exit = await runToExit(base);
     expect(exit.code).toBe(1);
     expect(exit.output).toContain("USERS_FILE: required in production when the store holds no users");
+  });
+});
+
+describe("demo users in production", () => {
+  const started: TollgateProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(started.map((p) => p.stop()));
+  });
+  const start = async (env: Record<string, string>): Promise<TollgateProcess> => {
+    const running = await startTollgate(env);
+    started.push(running);
+    return running;
+  };
+  const checkStatus = async (tollgate: TollgateProcess, token: string): Promise<number> =>
+    (
+      await send(`${tollgate.checkUrl}/ext_authz/api/products`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    ).status;
+
+  it("never log in or pass a check, even when a Redis loaded outside production still holds them", async () => {
+    const shared = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), JWT_SECRET: GOOD_JWT_SECRET };
+    const demo = await start(shared);
+    const before = (await login(demo.url, "alice")).access_token;
+    expect(await checkStatus(demo, before)).toBe(200);
+    await demo.stop();
+
+    const production = await start({
+      ...shared,
+      NODE_ENV: "production",
+      ADMIN_TOKEN: GOOD_ADMIN_TOKEN,
+      USERS_FILE: usersFile,
+      LOG_LEVEL: "info",
+    });
+    await waitFor(
+      async () => production.output().includes("demo_users_removed"),
+      10_000,
+      "demo users removed",
+    );
+    expect(production.output()).toMatch(/"event":"demo_users_removed","count":3/);
+    const refused = await send(`${production.url}/auth/login`, {
+      method: "POST",
+      body: { username: "alice", password: "secret" },
+    });
+    expect(refused.status).toBe(401);
+    expect(await checkStatus(production, before)).toBe(401);
+
+    // Someone puts them back into the store while production runs (here: the store API, then a
+    // tollgate outside production on the same Redis): production still refuses them, at login
+    // and at the check.
+    const store = createRedisStore({ redis: connectRedis(), prefix: shared.REDIS_KEY_PREFIX });
+    for (const user of await demoUsers()) expect(await store.users.create(user)).not.toBe("exists");
+    await store.close();
+    const again = await start(shared);
+    const fresh = (await login(again.url, "alice")).access_token;
+    expect(await checkStatus(again, fresh)).toBe(200);
+    expect(await checkStatus(production, fresh)).toBe(401);
+    const stillRefused = await send(`${production.url}/auth/login`, {
+      method: "POST",
+      body: { username: "alice", password: "secret" },
+    });
+    expect(stillRefused.status).toBe(401);
   });
 });
 

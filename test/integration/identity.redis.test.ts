@@ -1,6 +1,7 @@
 // Identity on a real redis-server: the shared contract, plus what only Redis shows (its data model,
 // hashed passwords, and sessions shared by every tollgate instance).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { allUsers } from "../../src/auth/users-sync.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
@@ -97,9 +98,10 @@ describe("identity on redis", () => {
     for (const key of keys) {
       if (key === `${prefix}users:exist`) continue;
       expect(key, key).toMatch(
-        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{(u|n|ip):[^{}]+\\}:`),
+        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{((u|n|ip):[^{}]+|users)\\}:`),
       );
-      const permanent = /\}:(user|uid)$/.test(key);
+      // Users, their name index and the user-id index live until a user is deleted.
+      const permanent = /\}:(user|uid|ids)$/.test(key);
       const ttl = await redis.pttl(key);
       if (permanent) expect(ttl, key).toBe(-1);
       else expect(ttl, key).toBeGreaterThan(0);
@@ -117,6 +119,24 @@ describe("identity on redis", () => {
     expect(await redis.zrange(`${tag}:sessions`, 0, -1)).toEqual([b.session_id, c.session_id]);
     expect((await t.api("POST", "/auth/logout-all", { token: b.access_token })).status).toBe(200);
     expect(await scanAll(`${tag}*`)).toEqual([`${tag}:user`]);
+  });
+
+  it("lists users from before the listing index once they are changed", async () => {
+    const user = await t.newUser();
+    // As a store written by an older tollgate: the user hash without its index entry.
+    await redis.zrem(`${prefix}{users}:ids`, user.id);
+    const listed = async (): Promise<string[]> => {
+      const ids: string[] = [];
+      for await (const u of allUsers(t.store.users)) ids.push(u.id);
+      return ids;
+    };
+    expect(await listed()).not.toContain(user.id);
+    const changed = await t.admin("PUT", `/admin/users/${user.id}/tier`, {
+      token: ADMIN_TOKEN,
+      json: { tier: "pro" },
+    });
+    expect(changed.status).toBe(200);
+    expect(await listed()).toContain(user.id);
   });
 
   it("shares sessions and tiers between tollgate instances on one Redis", async () => {

@@ -210,6 +210,15 @@ describe("docker-compose.yml", () => {
       expect(publishedContainerPorts(name), name).not.toContain(9191);
   });
 
+  it("gives tollgate no JWT_SECRET fallback and binds the containers to their network interface", () => {
+    expect(composeDefault(env("tollgate").JWT_SECRET)).toBe("");
+    expect(env("tollgate").HOST).toBe("0.0.0.0");
+    // Outside production tollgate and the upstream default to loopback, which a container cannot use.
+    expect(readFileSync(new URL("../../Dockerfile", import.meta.url), "utf8")).toMatch(
+      /^ENV HOST=0\.0\.0\.0$/m,
+    );
+  });
+
   it("runs the upstream on the port Envoy's upstream cluster uses", () => {
     expect(composeDefault(env("upstream").UPSTREAM_PORT) || "8000").toBe("8000");
     expect(endpointsOf("upstream")).toEqual(["upstream:8000"]);

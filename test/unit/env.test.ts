@@ -1,4 +1,5 @@
 // Settings from the environment: defaults, validation, and production's stricter rules.
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,7 +25,7 @@ describe("settings", () => {
       port: 8080,
       checkPort: 9191,
       adminPort: 9090,
-      host: "0.0.0.0",
+      host: "127.0.0.1",
       upstreamPort: 8000,
       redisUrl: undefined,
       redisTimeoutMs: 100,
@@ -43,6 +44,16 @@ describe("settings", () => {
     expect(config.jwt).toMatchObject({ algorithms: ["HS256"], issuer: "tollgate", ttlSeconds: 86_400 });
     expect(config.jwt.secretGenerated).toBe(true);
     expect(config.jwt.secret?.length).toBeGreaterThanOrEqual(32);
+  });
+
+  it("listen on loopback outside production when HOST is unset, on every interface in production", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    const secrets = {
+      JWT_SECRET: randomBytes(32).toString("hex"),
+      ADMIN_TOKEN: randomBytes(32).toString("hex"),
+    };
+    expect(loadConfig({ NODE_ENV: "production", ...secrets }).host).toBe("0.0.0.0");
   });
 
   it("report every problem at once, each naming its variable", () => {
@@ -101,7 +112,29 @@ describe("settings", () => {
     const found = problems({ NODE_ENV: "production" });
     expect(found).toContain("JWT_SECRET: required when NODE_ENV=production");
     expect(found).toContain("ADMIN_TOKEN: required when NODE_ENV=production");
-    expect(problems({ NODE_ENV: "production", JWT_SECRET: SECRET, ADMIN_TOKEN: SECRET })).toEqual([]);
+    const [jwt, admin] = [randomBytes(32).toString("base64"), randomBytes(32).toString("hex")];
+    expect(problems({ NODE_ENV: "production", JWT_SECRET: jwt, ADMIN_TOKEN: admin })).toEqual([]);
+  });
+
+  it("refuse in production secrets published in the repository or too predictable, naming the variable", () => {
+    const strong = randomBytes(32).toString("base64");
+    const found = problems({
+      NODE_ENV: "production",
+      JWT_SECRET: "demo-only-jwt-secret-do-not-use-in-production",
+      ADMIN_TOKEN: SECRET,
+      METRICS_TOKEN: "0123456789abcdef0123456789abcdef",
+    });
+    expect(found).toEqual([
+      expect.stringMatching(/^ADMIN_TOKEN: too predictable/),
+      expect.stringMatching(/^JWT_SECRET: this value is published in tollgate's repository/),
+      expect.stringMatching(/^METRICS_TOKEN: too predictable/),
+    ]);
+    expect(found.join("\n")).not.toContain("demo-only");
+    // Outside production the same values only need their length (tests and demos use them).
+    expect(
+      problems({ JWT_SECRET: "demo-only-jwt-secret-do-not-use-in-production", ADMIN_TOKEN: SECRET }),
+    ).toEqual([]);
+    expect(problems({ NODE_ENV: "production", JWT_SECRET: strong, ADMIN_TOKEN: `${strong}x` })).toEqual([]);
   });
 
   it("need key files for RS256 and read them", () => {

@@ -42,18 +42,11 @@ describe("the built-in policy", () => {
 
   it("sees through spellings that an upstream treats as the same path", () => {
     const match = (method: string, path: string) => matchRoute(policy, method, normalizePath(path));
-    for (const path of [
-      "/api/search/",
-      "/api//search",
-      "/API/Search",
-      "/api/%73earch",
-      "/api/x/../search",
-      "/api/./search#f",
-    ]) {
+    for (const path of ["/api/search/", "/api//search", "/API/Search", "/api/%73earch", "/api/search?x=/y"]) {
       expect(match("GET", path), path).toMatchObject({ category: "search" });
     }
     expect(match("HEAD", "/api/search")).toMatchObject({ category: "search" });
-    expect(normalizePath("/api/a%2Fb")).toBe("/api/a%2Fb");
+    expect(normalizePath("/api/A%40b")).toBe("/api/a%40b");
   });
 });
 

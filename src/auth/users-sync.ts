@@ -1,0 +1,118 @@
+// Start-up reconciliation of the store with USERS_FILE, and the removal of demo users in production.
+import type { Logger } from "../logger.js";
+import { hashPassword, verifyPassword } from "./passwords.js";
+import type { SessionStore, User, UserPatch, UserStore } from "./types.js";
+import { DEMO_USER_IDS, type UsersFileEntry } from "./users-file.js";
+
+type Identity = { users: UserStore; sessions: SessionStore };
+
+/** Every user, page by page through the listing (no SCAN or KEYS). */
+export async function* allUsers(users: UserStore, pageSize = 200): AsyncGenerator<User> {
+  let cursor: string | undefined;
+  do {
+    const page = await users.list({ cursor, limit: pageSize });
+    yield* page.users;
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+}
+
+/** The file's password hash for an entry, and whether it changed since the file's last load. */
+async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: string; changed: boolean }> {
+  const last = user.seed?.passwordHash ?? user.passwordHash;
+  if (entry.passwordHash !== undefined)
+    return { hash: entry.passwordHash, changed: entry.passwordHash !== last };
+  const password = entry.password as string;
+  if (await verifyPassword(password, last)) return { hash: last, changed: false };
+  return { hash: await hashPassword(password), changed: true };
+}
+
+/**
+ * Applies USERS_FILE to the store. Which source wins: a field the file changed since its last load
+ * (or a user the file adds) takes the file's value; a field the file did not change keeps what the
+ * admin API set, so a restart never undoes an admin change. A password the file changes ends every
+ * session of that user. A user the file no longer lists is deleted (sessions too); a user deleted
+ * through the admin API is not brought back by the file (a warning says so).
+ */
+export async function syncUsersFile(store: Identity, entries: readonly UsersFileEntry[], logger: Logger) {
+  const { users, sessions } = store;
+  const listed = new Set(entries.map((e) => e.username));
+  let created = 0;
+  for (const entry of entries) {
+    const user = await users.findByUsername(entry.username);
+    if (user === undefined) {
+      if (await users.wasRemoved(entry.username)) {
+        logger.warn(
+          { event: "users_file_skipped" },
+          "a USERS_FILE user was deleted through the admin API and is not recreated; remove it from the file",
+        );
+        continue;
+      }
+      const hash = entry.passwordHash ?? (await hashPassword(entry.password as string));
+      const seed = { tier: entry.tier, passwordHash: hash };
+      const { id, username, tier } = entry;
+      await users.create({
+        ...(id === undefined ? {} : { id }),
+        username,
+        tier,
+        passwordHash: hash,
+        source: "file",
+        seed,
+      });
+      created += 1;
+      continue;
+    }
+    const password = await filePassword(entry, user);
+    const patch: UserPatch = { source: "file", seed: { tier: entry.tier, passwordHash: password.hash } };
+    if (user.seed?.tier !== entry.tier && user.tier !== entry.tier) patch.tier = entry.tier;
+    if (password.changed) patch.passwordHash = password.hash;
+    await users.update(user.id, patch);
+    if (password.changed) {
+      const revoked = await sessions.revokeAll(user.id);
+      logger.info(
+        { event: "password_changed", userId: user.id, revoked, by: "USERS_FILE" },
+        "password changed by USERS_FILE; every session revoked",
+      );
+    }
+    if (patch.tier !== undefined) {
+      logger.info(
+        { event: "tier_changed", userId: user.id, from: user.tier, to: entry.tier, by: "USERS_FILE" },
+        "tier changed by USERS_FILE",
+      );
+    }
+  }
+  let removed = 0;
+  for await (const user of allUsers(users)) {
+    if (user.source !== "file" || listed.has(user.username)) continue;
+    await users.remove(user.id);
+    const revoked = await sessions.revokeAll(user.id);
+    removed += 1;
+    logger.info(
+      { event: "user_removed", userId: user.id, revoked, by: "USERS_FILE" },
+      "user no longer in USERS_FILE",
+    );
+  }
+  logger.info(
+    { event: "users_loaded", count: entries.length, created, removed },
+    "users loaded from USERS_FILE",
+  );
+}
+
+/**
+ * Deletes the demo users (and their sessions) wherever they came from: production never has them.
+ * Demo users always have their fixed ids, so no listing is needed.
+ */
+export async function removeDemoUsers(store: Identity, logger: Logger): Promise<number> {
+  let removed = 0;
+  for (const id of DEMO_USER_IDS) {
+    const existed = await store.users.remove(id);
+    const revoked = await store.sessions.revokeAll(id);
+    if (existed || revoked > 0) removed += 1;
+  }
+  logger.info(
+    { event: "demo_users_removed", count: removed },
+    removed > 0
+      ? "production: demo users found in the store were deleted with their sessions"
+      : "production: no demo users in the store; they are refused at login and at the check",
+  );
+  return removed;
+}

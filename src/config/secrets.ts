@@ -1,0 +1,77 @@
+// Secrets production refuses: every value published in this repository, and values too predictable to guess at.
+
+/**
+ * Every JWT_SECRET, ADMIN_TOKEN and METRICS_TOKEN value written anywhere in this repository (compose
+ * defaults, benchmark, tests). Anyone can read them, so anyone could mint tokens or call the admin
+ * API with them. test/unit/secrets.test.ts scans the repository and fails when a value assigned to
+ * one of those names is missing here (unless it is refused as predictable anyway).
+ */
+export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
+  // docker-compose.yml (demo fallbacks)
+  "demo-only-jwt-secret-do-not-use-in-production",
+  "demo-only-admin-token-not-for-production",
+  // bench/
+  "bench-jwt-secret-0123456789-abcdefghijklmnop",
+  "bench-admin-token-0123456789-abcdefghijklmnop",
+  // test/
+  "test-jwt-secret-0123456789-abcdefghij",
+  "test-admin-token-0123456789-abcdefghij",
+  "in-process-jwt-secret-0123456789-abcdef",
+  "in-process-admin-token-0123456789-abcdef",
+  "metrics-test-admin-token-0123456789",
+  "metrics-test-scrape-token-0123456789",
+  "prod-jwt-secret-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
+  "prod-admin-token-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
+  "prod-metrics-token-ABCDEFGHIJ-0123",
+]);
+
+/** Below this many bits of (empirical, per-byte) entropy a secret is refused as predictable. */
+const MIN_ENTROPY_BITS = 80;
+const MIN_DISTINCT_BYTES = 8;
+
+function entropyBits(bytes: Buffer): number {
+  const counts = new Map<number, number>();
+  for (const b of bytes) counts.set(b, (counts.get(b) ?? 0) + 1);
+  let perByte = 0;
+  for (const count of counts.values()) {
+    const p = count / bytes.length;
+    perByte -= p * Math.log2(p);
+  }
+  return perByte * bytes.length;
+}
+
+/** True when the value is a shorter run repeated ("abcabcabc…"). */
+function periodic(value: string): boolean {
+  for (let period = 1; period <= value.length / 2; period += 1) {
+    let repeats = true;
+    for (let i = period; i < value.length && repeats; i += 1) repeats = value[i] === value[i - period];
+    if (repeats) return true;
+  }
+  return false;
+}
+
+/** Share of neighbouring characters that are equal or next to each other ("abcdef", "aaaa", "9876"). */
+function sequentialShare(value: string): number {
+  let sequential = 0;
+  for (let i = 1; i < value.length; i += 1) {
+    if (Math.abs(value.charCodeAt(i) - value.charCodeAt(i - 1)) <= 1) sequential += 1;
+  }
+  return value.length > 1 ? sequential / (value.length - 1) : 1;
+}
+
+/** Why production refuses this secret, or undefined when it may be used. Never includes the value. */
+export function weakSecretReason(value: string): string | undefined {
+  if (PUBLISHED_SECRETS.has(value)) {
+    return "this value is published in tollgate's repository (a demo or test value); generate a new one, e.g. openssl rand -base64 48";
+  }
+  const bytes = Buffer.from(value, "utf8");
+  if (
+    new Set(bytes).size < MIN_DISTINCT_BYTES ||
+    entropyBits(bytes) < MIN_ENTROPY_BITS ||
+    periodic(value) ||
+    sequentialShare(value) > 0.5
+  ) {
+    return "too predictable (repeated or sequential characters, too few distinct ones); generate one, e.g. openssl rand -base64 48";
+  }
+  return undefined;
+}

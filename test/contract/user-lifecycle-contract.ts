@@ -1,0 +1,240 @@
+// The user lifecycle part of the identity contract: password changes, deletion, lookup and listing,
+// USERS_FILE and demo users across restarts, and logins racing an admin change. Memory and Redis alike.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashPassword } from "../../src/auth/passwords.js";
+import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
+import { syncUsersFile } from "../../src/auth/users-sync.js";
+import { createLogger } from "../../src/logger.js";
+import type { Store } from "../../src/store/store.js";
+import {
+  ADMIN_TOKEN,
+  type ErrorBody,
+  type LoginBody,
+  type MeBody,
+  type Running,
+  startTollgate,
+  uniqueName,
+} from "../support/identity-harness.js";
+
+type UserBody = { user_id: string; username: string; tier: string; disabled: boolean; source: string };
+type PageBody = { users: UserBody[]; next_cursor: string | null };
+
+const LIFETIMES = { idleMs: 60_000, maxAgeMs: 60_000, maxPerUser: 5 };
+const silent = createLogger("silent");
+
+export function describeUserLifecycleContract(name: string, makeStore: () => Store | Promise<Store>): void {
+  describe(`user lifecycle contract: ${name}`, () => {
+    let t: Running;
+    beforeAll(async () => {
+      t = await startTollgate({ store: await makeStore() });
+    });
+    afterAll(async () => {
+      await t.close();
+      await t.store.close();
+    });
+
+    const admin = <T = ErrorBody>(method: string, path: string, json?: unknown) =>
+      t.admin<T>(method, path, { token: ADMIN_TOKEN, ...(json === undefined ? {} : { json }) });
+    const me = (token: string) => t.api<MeBody>("GET", "/me", { token });
+    /** A "restart": start-up applies the same file (or demo list) to the same store again. */
+    const restartWith = (entries: UsersFileEntry[]) => syncUsersFile(t.store, entries, silent);
+
+    it("changes a password through the admin API, ending every session at once", async () => {
+      const user = await t.newUser();
+      const a = await t.loginOk(user.username, user.password);
+      const b = await t.loginOk(user.username, user.password);
+      const changed = await admin("PUT", `/admin/users/${user.id}/password`, {
+        password: "a brand new password",
+      });
+      expect(changed.status).toBe(200);
+      expect(changed.body).toMatchObject({ user_id: user.id, revoked: 2 });
+      for (const token of [a.access_token, b.access_token]) {
+        expect((await me(token)).status).toBe(401);
+        expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+      }
+      expect((await t.login(user.username, user.password)).status).toBe(401);
+      expect((await t.login(user.username, "a brand new password")).status).toBe(200);
+      expect((await admin("PUT", `/admin/users/${user.id}/password`, { password: "short" })).status).toBe(
+        400,
+      );
+      expect((await admin("PUT", `/admin/users/${user.id}/password`, {})).status).toBe(400);
+      expect(
+        (await admin("PUT", "/admin/users/usr_0000000000000000/password", { password: "long enough" }))
+          .status,
+      ).toBe(404);
+    });
+
+    it("deletes a user: tokens and logins get 401, lookups 404, and the name can be taken again", async () => {
+      const user = await t.newUser();
+      const login = await t.loginOk(user.username, user.password);
+      const deleted = await admin("DELETE", `/admin/users/${user.id}`);
+      expect(deleted.status).toBe(200);
+      expect(deleted.body).toMatchObject({ user_id: user.id, revoked: 1 });
+      expect((await me(login.access_token)).status).toBe(401);
+      expect(await t.check(login.access_token)).toMatchObject({ kind: "deny", status: 401 });
+      const refused = await t.login(user.username, user.password);
+      expect(refused.status).toBe(401);
+      expect(refused.body).toEqual({ error: "unauthorized", message: "Invalid username or password" });
+      expect((await admin("GET", `/admin/users/${user.id}/sessions`)).status).toBe(404);
+      expect((await admin("GET", `/admin/users?username=${user.username}`)).status).toBe(404);
+      expect((await admin("DELETE", `/admin/users/${user.id}`)).status).toBe(404);
+      // Changes to a deleted user never bring it back.
+      expect((await admin("PUT", `/admin/users/${user.id}/tier`, { tier: "pro" })).status).toBe(404);
+      expect(await t.store.users.update(user.id, { tier: "pro" })).toBe(false);
+      expect(await t.store.users.get(user.id)).toBeUndefined();
+      const again = await admin<{ user_id: string }>("POST", "/admin/users", {
+        username: user.username,
+        password: "another long password",
+        tier: "pro",
+      });
+      expect(again.status).toBe(201);
+      expect(again.body.user_id).not.toBe(user.id);
+      expect((await me(login.access_token)).status).toBe(401);
+    });
+
+    it("looks a user up by username and lists every user page by page with a cursor", async () => {
+      const created = [
+        await t.newUser(),
+        await t.newUser("pro"),
+        await t.newUser(),
+        await t.newUser(),
+        await t.newUser(),
+      ];
+      const found = await admin<UserBody>(
+        "GET",
+        `/admin/users?username=${encodeURIComponent(created[1]?.username ?? "")}`,
+      );
+      expect(found.status).toBe(200);
+      expect(found.body).toMatchObject({
+        user_id: created[1]?.id,
+        tier: "pro",
+        disabled: false,
+        source: "admin",
+      });
+      expect(JSON.stringify(found.body)).not.toMatch(/scrypt|pw|hash/i);
+
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const query: string = cursor === null ? "?limit=2" : `?limit=2&cursor=${cursor}`;
+        const page = await admin<PageBody>("GET", `/admin/users${query}`);
+        expect(page.status).toBe(200);
+        expect(page.body.users.length).toBeLessThanOrEqual(2);
+        seen.push(...page.body.users.map((u) => u.user_id));
+        cursor = page.body.next_cursor;
+        pages += 1;
+      } while (cursor !== null && pages < 100);
+      expect(new Set(seen).size).toBe(seen.length);
+      for (const user of created) expect(seen).toContain(user.id);
+      expect(seen).toContain("demo-alice");
+      expect((await admin("GET", "/admin/users?cursor={u:x}")).status).toBe(400);
+      expect((await admin("GET", "/admin/users?limit=0")).status).toBe(400);
+      expect((await admin("GET", "/admin/users?username=nobody_by_that_name")).status).toBe(404);
+    });
+
+    it("creates no session for a user disabled, deleted or given a new password after the login checked", async () => {
+      const user = await t.newUser();
+      const stored = await t.store.users.get(user.id);
+      const input = {
+        userId: user.id,
+        deviceName: "",
+        ip: "203.0.113.9",
+        userAgent: "",
+        passwordHash: stored?.passwordHash ?? "",
+      };
+      expect(await t.store.sessions.create(input, LIFETIMES)).not.toBe("refused");
+      await t.store.users.update(user.id, { passwordHash: await hashPassword("another password") });
+      expect(await t.store.sessions.create(input, LIFETIMES)).toBe("refused");
+      const fresh = { ...input, passwordHash: (await t.store.users.get(user.id))?.passwordHash ?? "" };
+      await t.store.users.update(user.id, { disabled: true });
+      expect(await t.store.sessions.create(fresh, LIFETIMES)).toBe("refused");
+      await t.store.users.update(user.id, { disabled: false });
+      expect(await t.store.sessions.create(fresh, LIFETIMES)).not.toBe("refused");
+      await t.store.users.remove(user.id);
+      expect(await t.store.sessions.create(fresh, LIFETIMES)).toBe("refused");
+    });
+
+    it("never lets a login that races a disable yield a token that works after re-enabling", async () => {
+      const user = await t.newUser();
+      for (let round = 0; round < 8; round += 1) {
+        const delay = round * 4;
+        const [login] = await Promise.all([
+          t.login(user.username, user.password),
+          new Promise((resolve) => setTimeout(resolve, delay)).then(() =>
+            admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: true }),
+          ),
+        ]);
+        expect((await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: false })).status).toBe(
+          200,
+        );
+        if (login.status === 200) {
+          const token = (login.body as LoginBody).access_token;
+          expect((await me(token)).status, `round ${round}`).toBe(401);
+          expect(await t.check(token), `round ${round}`).toMatchObject({ kind: "deny", status: 401 });
+        }
+      }
+    });
+
+    it("keeps admin changes to demo users across a restart", async () => {
+      const alice = await admin<UserBody>("GET", "/admin/users?username=alice");
+      const id = alice.body.user_id;
+      expect((await admin("PUT", `/admin/users/${id}/tier`, { tier: "enterprise" })).status).toBe(200);
+      expect(await loadUsers(t.store.users, await demoUsers())).toEqual([]);
+      expect((await t.store.users.get(id))?.tier).toBe("enterprise");
+      expect((await admin("PUT", `/admin/users/${id}/tier`, { tier: "free" })).status).toBe(200);
+    });
+
+    it("applies USERS_FILE at restarts: what the file changes wins, what it did not change keeps the admin's value", async () => {
+      const username = uniqueName("file");
+      const entry = { username, tier: "free", password: "file password one" };
+      await restartWith([entry]);
+      const user = (await t.store.users.findByUsername(username)) as { id: string };
+      const login = await t.loginOk(username, "file password one");
+
+      // An admin tier change survives a restart with the same file.
+      expect((await admin("PUT", `/admin/users/${user.id}/tier`, { tier: "pro" })).status).toBe(200);
+      await restartWith([entry]);
+      expect((await t.store.users.get(user.id))?.tier).toBe("pro");
+      expect((await me(login.access_token)).status).toBe(200);
+
+      // A tier the file changes is applied.
+      await restartWith([{ ...entry, tier: "enterprise" }]);
+      expect((await t.store.users.get(user.id))?.tier).toBe("enterprise");
+
+      // A password the file changes ends every session; the old password no longer logs in.
+      const changed = { ...entry, tier: "enterprise", password: "file password two" };
+      await restartWith([changed]);
+      expect((await me(login.access_token)).status).toBe(401);
+      expect((await t.login(username, "file password one")).status).toBe(401);
+      const second = await t.loginOk(username, "file password two");
+      // The same file again changes nothing: the session stays.
+      await restartWith([changed]);
+      expect((await me(second.access_token)).status).toBe(200);
+
+      // A user removed from the file can no longer log in, and its tokens stop working.
+      await restartWith([]);
+      expect((await me(second.access_token)).status).toBe(401);
+      expect((await t.login(username, "file password two")).status).toBe(401);
+      expect(await t.store.users.get(user.id)).toBeUndefined();
+    });
+
+    it("does not bring back through USERS_FILE a user deleted through the admin API", async () => {
+      const username = uniqueName("deleted");
+      const entry = { username, tier: "free", password: "a file password" };
+      await restartWith([entry]);
+      const user = (await t.store.users.findByUsername(username)) as { id: string };
+      expect((await admin("DELETE", `/admin/users/${user.id}`)).status).toBe(200);
+      await restartWith([entry]);
+      expect(await t.store.users.findByUsername(username)).toBeUndefined();
+      expect((await t.login(username, "a file password")).status).toBe(401);
+      // Recreated through the admin API, the name is the file's again at the next restart.
+      expect(
+        (await admin("POST", "/admin/users", { username, password: "an admin password", tier: "pro" }))
+          .status,
+      ).toBe(201);
+      await restartWith([entry]);
+      expect((await t.login(username, "a file password")).status).toBe(200);
+    });
+  });
+}
