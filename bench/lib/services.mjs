@@ -57,12 +57,15 @@ export async function startTollgate({
       ADMIN_TOKEN,
       POLICY_FILE: policyFile,
       LOG_LEVEL: "warn",
+      DRAIN_DELAY_MS: "0",
+      ENV_FILE: "",
     },
   });
   const url = `http://127.0.0.1:${port}`;
   const adminUrl = `http://127.0.0.1:${adminPort}`;
+  // /ready alone would do for this build; the demo user check also covers older builds given by --tollgate.
   const ready = async () =>
-    (await httpOk(`${url}/health`)) &&
+    (await httpOk(`${url}/ready`)) &&
     (await httpOk(`${adminUrl}/admin/users/demo-alice/sessions`, { authorization: `Bearer ${ADMIN_TOKEN}` }));
   await waitFor(ready, 20_000, `tollgate on ${port}`, proc);
   return { proc, port, checkPort, adminPort, url, checkUrl: `http://127.0.0.1:${checkPort}`, adminUrl };

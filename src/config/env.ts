@@ -5,6 +5,8 @@ import { readFileSync } from "node:fs";
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+/** `auto`: readable lines on a terminal, JSON lines otherwise. */
+export type LogFormat = "auto" | "json" | "pretty";
 
 export type JwtSettings = {
   algorithms: JwtAlgorithm[];
@@ -40,6 +42,9 @@ export type Config = {
   trustedProxyHops: number;
   ipv6Subnet: number;
   logLevel: LogLevel;
+  logFormat: LogFormat;
+  /** How long /ready answers 503 after SIGTERM before the listeners stop accepting. */
+  drainDelayMs: number;
   production: boolean;
 };
 
@@ -57,6 +62,7 @@ type Env = Record<string, string | undefined>;
 
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const LOG_FORMATS: readonly LogFormat[] = ["auto", "json", "pretty"];
 const MIN_SECRET_BYTES = 32;
 
 /** Reads one variable at a time, collecting problems instead of throwing on the first. */
@@ -219,6 +225,8 @@ export function loadConfig(env: Env = process.env): Config {
     trustedProxyHops: reader.int("TRUSTED_PROXY_HOPS", 1, 0, 10),
     ipv6Subnet: reader.int("IPV6_SUBNET", 64, 1, 128),
     logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
+    logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
+    drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     production,
   };
   if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {

@@ -6,6 +6,7 @@ import { ID_PATTERN } from "../auth/jwt.js";
 import { hashPassword } from "../auth/passwords.js";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
+import type { Readiness } from "../readiness.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { userSubject } from "../ratelimit/types.js";
 import type { Store } from "../store/store.js";
@@ -20,6 +21,8 @@ export type AdminApiOptions = {
   adminToken: string;
   metricsToken: string | undefined;
   readyTimeoutMs: number;
+  /** Start-up and stop phases for /ready; always ready when omitted. */
+  readiness?: Readiness;
 };
 
 const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
@@ -64,7 +67,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   app.use(requireJson, express.json({ limit: "16kb" }));
 
   const router = express.Router();
-  healthRoutes(router, store, options.readyTimeoutMs);
+  healthRoutes(router, { store, readyTimeoutMs: options.readyTimeoutMs, readiness: options.readiness });
 
   const metricsGuard: RequestHandler[] =
     options.metricsToken === undefined ? [] : [requireBearer(options.metricsToken, "metrics")];

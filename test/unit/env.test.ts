@@ -36,6 +36,8 @@ describe("settings", () => {
       trustedProxyHops: 1,
       ipv6Subnet: 64,
       logLevel: "info",
+      logFormat: "auto",
+      drainDelayMs: 5_000,
       production: false,
       adminTokenGenerated: true,
     });
@@ -75,6 +77,17 @@ describe("settings", () => {
     const found = problems({ JWT_SECRET: "hunter2-is-my-secret", ADMIN_TOKEN: "admin-token-too-short" });
     expect(found.join("\n")).not.toContain("hunter2");
     expect(found.join("\n")).not.toContain("admin-token-too-short");
+  });
+
+  it("read LOG_FORMAT and DRAIN_DELAY_MS, and name them when they are wrong", () => {
+    expect(loadConfig({ LOG_FORMAT: "json", DRAIN_DELAY_MS: "0" })).toMatchObject({
+      logFormat: "json",
+      drainDelayMs: 0,
+    });
+    const found = problems({ LOG_FORMAT: "xml", DRAIN_DELAY_MS: "-1" });
+    expect(found).toHaveLength(2);
+    expect(found.join("\n")).toMatch(/LOG_FORMAT/);
+    expect(found.join("\n")).toMatch(/DRAIN_DELAY_MS/);
   });
 
   it("refuse two listeners on one port", () => {
