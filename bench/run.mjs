@@ -1,4 +1,4 @@
-// npm run bench: tollgate's check path measured next to its ceilings in one run (issue 6).
+// npm run bench: tollgate's check path measured next to its ceilings in one run.
 // Starts its own redis-server, tollgate, upstream, two nginx and two ceiling servers on free loopback
 // ports, drives each row with autocannon, prints one report and writes bench/results/latest.json.
 // It exits non-zero only when the bench itself could not run; missed targets are reported, not failures.
@@ -23,7 +23,17 @@ const HELP = `usage: npm run bench -- [options]
 `;
 const PROFILE_ROWS = ["allowed", "denied", "anonymous"];
 
+/** The options, or a usage error on stderr (no stack trace) and exit code 2. */
 function readOptions() {
+  try {
+    return parseOptions();
+  } catch (error) {
+    process.stderr.write(`bench: ${error.message}\n(npm run bench -- --help for the options)\n`);
+    process.exit(2);
+  }
+}
+
+function parseOptions() {
   const args = process.argv.slice(2);
   // "--profile" alone means the allowed row; parseArgs wants a value for a string option.
   const at = args.indexOf("--profile");

@@ -12,8 +12,8 @@ import { type CheckProtocol, createCheckServer } from "./http/check-listener.js"
 import { retryAfterSeconds } from "./http/check-responses.js";
 import { createPublicApi } from "./http/public-api.js";
 import type { Logger } from "./logger.js";
-import type { Readiness } from "./readiness.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import type { Readiness } from "./readiness.js";
 import type { Store } from "./store/store.js";
 import { createThrottledLog } from "./throttled-log.js";
 

@@ -82,7 +82,10 @@ export async function createProcessLogger(options: {
       return { logger, format: "pretty" };
     }
   }
-  return { logger: createLogger(options.level, { write: (line: string) => out.write(line) }), format: "json" };
+  return {
+    logger: createLogger(options.level, { write: (line: string) => out.write(line) }),
+    format: "json",
+  };
 }
 
 async function loadPrettifier(colorize: boolean): Promise<((line: string) => string) | undefined> {
@@ -91,7 +94,12 @@ async function loadPrettifier(colorize: boolean): Promise<((line: string) => str
     const { prettyFactory } = (await import("pino-pretty")) as unknown as {
       prettyFactory(options: Record<string, unknown>): (line: string) => string;
     };
-    return prettyFactory({ colorize, singleLine: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,service" });
+    return prettyFactory({
+      colorize,
+      singleLine: true,
+      translateTime: "SYS:HH:MM:ss.l",
+      ignore: "pid,hostname,service",
+    });
   } catch {
     return undefined;
   }

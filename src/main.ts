@@ -153,7 +153,10 @@ function stopOnSignals(options: {
     );
     // Not unref'd: whatever else holds the process, this ends it.
     setTimeout(() => {
-      logger.warn({ event: "stop_forced" }, `requests still open ${FORCED_EXIT_MS / 1000} s after closing; exiting`);
+      logger.warn(
+        { event: "stop_forced" },
+        `requests still open ${FORCED_EXIT_MS / 1000} s after closing; exiting`,
+      );
       process.exit(0);
     }, delay + FORCED_EXIT_MS);
     drain = setTimeout(close, delay);
@@ -163,13 +166,16 @@ function stopOnSignals(options: {
 }
 
 async function main(): Promise<void> {
-  if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  const args = process.argv.slice(2);
+  if (args.includes("--help") || args.includes("-h")) {
     fdWriter(1).write(
       "usage: npm start  (or node dist/src/main.js)\n" +
         "Every setting comes from the environment or .env; the README's Settings section lists them.\n",
     );
     return;
   }
+  if (args.length > 0)
+    fail([`unknown argument ${JSON.stringify(args[0])}; settings come from the environment (--help)`]);
   loadEnvFile();
   const { config, policy } = startupSettings();
   const { logger } = await createProcessLogger({

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../support/ports.js";
 import { TEST_ADMIN_TOKEN, TEST_JWT_SECRET } from "../support/processes.js";
 
-const MAIN = process.env.T11_MAIN ?? fileURLToPath(new URL("../../dist/src/main.js", import.meta.url));
+const MAIN = fileURLToPath(new URL("../../dist/src/main.js", import.meta.url));
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 type Started = {
@@ -54,7 +54,10 @@ async function spawnTollgate(env: Record<string, string> = {}, cwd = ROOT): Prom
   return { child, port, checkPort, adminPort, stdout: () => out, stderr: () => err, exited };
 }
 
-async function status(url: string, init?: RequestInit): Promise<{ status: number; headers: Headers; body: string }> {
+async function status(
+  url: string,
+  init?: RequestInit,
+): Promise<{ status: number; headers: Headers; body: string }> {
   const res = await fetch(url, init);
   return { status: res.status, headers: res.headers, body: await res.text() };
 }
@@ -72,7 +75,10 @@ const ready = async (p: Started): Promise<boolean> =>
 function exitWithin(p: Started, ms: number): Promise<{ code: number | null; at: number }> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`still running ${ms} ms later:\n${p.stdout()}${p.stderr()}`)), ms);
+    timer = setTimeout(
+      () => reject(new Error(`still running ${ms} ms later:\n${p.stdout()}${p.stderr()}`)),
+      ms,
+    );
   });
   return Promise.race([p.exited, late]).finally(() => {
     clearTimeout(timer);
@@ -84,7 +90,10 @@ function exitWithin(p: Started, ms: number): Promise<{ code: number | null; at: 
  * Polls /ready and logs in at the same pace from the moment the process is spawned; returns every
  * login status seen before /ready's first 200, and the login at that first 200.
  */
-async function raceStart(): Promise<{ early: { status: number; retryAfter: string | null }[]; first: number }> {
+async function raceStart(): Promise<{
+  early: { status: number; retryAfter: string | null }[];
+  first: number;
+}> {
   const p = await spawnTollgate();
   const early: { status: number; retryAfter: string | null }[] = [];
   try {
@@ -95,7 +104,8 @@ async function raceStart(): Promise<{ early: { status: number; retryAfter: strin
         const first = await status(`http://127.0.0.1:${p.port}/auth/login`, loginInit());
         return { early, first: first.status };
       }
-      if (login !== undefined) early.push({ status: login.status, retryAfter: login.headers.get("retry-after") });
+      if (login !== undefined)
+        early.push({ status: login.status, retryAfter: login.headers.get("retry-after") });
       if (p.child.exitCode !== null) throw new Error(`exited early:\n${p.stdout()}${p.stderr()}`);
       await new Promise((r) => setTimeout(r, 15));
     }
@@ -221,7 +231,11 @@ describe("stopping", () => {
     const p = await spawnTollgate({ DRAIN_DELAY_MS: "600000" });
     await waitFor(() => ready(p), 15_000, "ready");
     p.child.kill("SIGTERM");
-    await waitFor(async () => (await status(`http://127.0.0.1:${p.port}/ready`)).status === 503, 2_000, "503");
+    await waitFor(
+      async () => (await status(`http://127.0.0.1:${p.port}/ready`)).status === 503,
+      2_000,
+      "503",
+    );
     p.child.kill("SIGTERM");
     const exit = await exitWithin(p, 8_000);
     expect(exit.code).toBe(0);
