@@ -93,12 +93,12 @@ export function memoryTable(windows) {
 
 export function targetsTable(targets) {
   return table(
-    ["target (issue 6, item 2)", "figure", "verdict"],
+    ["target", "figure", "verdict"],
     targets.map((t) => [t.target, t.figure, t.met ? "met" : "NOT met"]),
   );
 }
 
-/** The targets of issue 6 item 2, each with its figure from this run. */
+/** The performance targets, each with its figure from this run. */
 export function evaluateTargets({ byId, monitor, memory }) {
   const allowed = byId.allowed;
   const denied = byId.denied;

@@ -89,7 +89,7 @@ export function healthRoutes(
       if (await store.ping(readyTimeoutMs)) {
         res.json({ status: "ready", store: store.kind });
       } else {
-        throw new HttpError("unavailable", "The store does not answer");
+        throw new HttpError("unavailable", "The store does not answer", { "Retry-After": "1" });
       }
     }),
   );

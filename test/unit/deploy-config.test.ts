@@ -1,4 +1,4 @@
-// docker-compose.yml, envoy/envoy.yaml and prometheus.yml checked against the ports, paths and headers of SPEC §4 and issue 4.
+// docker-compose.yml, envoy/envoy.yaml and prometheus.yml checked against the ports, paths and headers the README gives.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -116,7 +116,7 @@ describe("envoy/envoy.yaml", () => {
     expect(patterns(extAuthz.allowed_headers)).not.toContain("exact:x-tollgate-client-ip");
   });
 
-  it("passes identity upstream and the SPEC §4 headers to the client", () => {
+  it("passes identity upstream and the limit headers to the client", () => {
     expect(patterns(authzResponse.allowed_upstream_headers)).toEqual([
       "exact:x-session-id",
       "exact:x-user-id",
