@@ -1,5 +1,6 @@
 // Builds dist/ only when a source is newer than the last complete build, so `npm start` starts at once.
-// Usage: node scripts/ensure-built.mjs   (the prestart, preupstream, prebench and prehash-password step)
+// Usage: node scripts/ensure-built.mjs   (preupstream, prebench, prehash-password, the test setup;
+// npm start calls it in its own process, scripts/start.mjs)
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -29,28 +30,30 @@ export function staleReason(root) {
   return newest > built ? "sources changed since the last build" : undefined;
 }
 
+/** Builds `root` when it is stale; exits the process when the build cannot run or fails. */
+export function ensureBuilt(root = join(dirname(fileURLToPath(import.meta.url)), "..")) {
+  const reason = staleReason(root);
+  if (reason === undefined) return;
+  let tsc;
+  try {
+    tsc = createRequire(join(root, "package.json")).resolve("typescript/bin/tsc");
+  } catch {
+    process.stderr.write(`tollgate: ${reason}, and TypeScript is not installed: run npm ci first\n`);
+    process.exit(1);
+  }
+  process.stderr.write(`tollgate: building dist/ (${reason})\n`);
+  for (const args of [[tsc, "-p", "tsconfig.build.json"], [join(root, "scripts", "copy-assets.mjs")]]) {
+    const result = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
+    if (result.status !== 0) process.exit(result.status ?? 1);
+  }
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv.includes("--help")) {
     process.stdout.write(
-      "usage: node scripts/ensure-built.mjs\nRuns `npm run build` when dist/ is missing or older than src/.\n",
+      "usage: node scripts/ensure-built.mjs\nRuns the build when dist/ is missing or older than src/.\n",
     );
     process.exit(0);
   }
-  const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-  const reason = staleReason(root);
-  if (reason !== undefined) {
-    let tsc;
-    try {
-      tsc = createRequire(join(root, "package.json")).resolve("typescript/bin/tsc");
-    } catch {
-      process.stderr.write(`tollgate: ${reason}, and TypeScript is not installed: run npm ci first\n`);
-      process.exit(1);
-    }
-    process.stderr.write(`tollgate: building dist/ (${reason})\n`);
-    const steps = [[tsc, "-p", "tsconfig.build.json"], [join(root, "scripts", "copy-assets.mjs")]];
-    for (const args of steps) {
-      const result = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
-      if (result.status !== 0) process.exit(result.status ?? 1);
-    }
-  }
+  ensureBuilt();
 }
