@@ -25,7 +25,17 @@ const HELP = `usage: npm run bench -- [options]
 `;
 const PROFILE_ROWS = ["allowed", "denied", "anonymous"];
 
+/** The options, or a usage error on stderr (no stack trace) and exit code 2. */
 function readOptions() {
+  try {
+    return parseOptions();
+  } catch (error) {
+    process.stderr.write(`bench: ${error.message}\n(npm run bench -- --help for the options)\n`);
+    process.exit(2);
+  }
+}
+
+function parseOptions() {
   const args = process.argv.slice(2);
   // "--profile" alone means the allowed row; parseArgs wants a value for a string option.
   const at = args.indexOf("--profile");

@@ -6,3 +6,8 @@ export declare function writeNginxConfig(options: {
   values: Record<string, string>;
   template?: string;
 }): string;
+export declare function placeholders(template: string): string[];
+export declare function parseCli(
+  args: readonly string[],
+  template?: string,
+): { dir: string | undefined; values: Record<string, string>; problems: string[] };

@@ -1,43 +1,99 @@
 // Renders nginx.conf.template into a directory with its included files: for deployments and tests alike.
-// Usage: node nginx/render.mjs OUT_DIR LISTEN=0.0.0.0:80 CHECK_ADDR=tollgate:9191 PUBLIC_ADDR=tollgate:8080 \
-//          UPSTREAM_ADDR=app:8000 PREFIX=/var/lib/tollgate-nginx [WORKERS=auto] [CHECK_TIMEOUT=1s]
+// Usage: node nginx/render.mjs --help
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const NGINX_DIR = fileURLToPath(new URL(".", import.meta.url));
+const TEMPLATE = join(NGINX_DIR, "nginx.conf.template");
 export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf"];
 const DEFAULTS = { WORKERS: "auto", CHECK_TIMEOUT: "1s" };
+const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
 
-/** Fills every {{NAME}} of `template`; a placeholder without a value is an error, never left empty. */
+const HELP = `usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...
+
+Writes OUT_DIR/nginx.conf from nginx/nginx.conf.template, with tollgate-check.conf and
+tollgate-limit-headers.conf beside it, and prints the path of nginx.conf. Nothing is written
+when a value is missing or a name is unknown.
+
+  LISTEN         address nginx listens on                 e.g. 0.0.0.0:80
+  CHECK_ADDR     tollgate's CHECK_PORT                    e.g. 127.0.0.1:9191
+  PUBLIC_ADDR    tollgate's PORT                          e.g. 127.0.0.1:8080
+  UPSTREAM_ADDR  the application behind nginx             e.g. 127.0.0.1:8000
+  PREFIX         directory for nginx's pid, error log and temp files (PREFIX/tmp must exist)
+  WORKERS        worker_processes (default auto)
+  CHECK_TIMEOUT  how long nginx waits for a check (default 1s; keep it above REDIS_TIMEOUT_MS)
+`;
+
+/** The placeholders a template uses, in order of first use. */
+export function placeholders(template) {
+  return [...new Set([...template.matchAll(PLACEHOLDER)].map((m) => m[1]))];
+}
+
+/** Fills every {{NAME}} of `template`; throws one error naming every placeholder without a value. */
 export function renderTemplate(template, values) {
-  return template.replace(/\{\{([A-Z_]+)\}\}/g, (_, name) => {
-    const value = values[name] ?? DEFAULTS[name];
-    if (value === undefined) throw new Error(`nginx template: no value for {{${name}}}`);
-    return value;
-  });
+  const missing = placeholders(template).filter((name) => (values[name] ?? DEFAULTS[name]) === undefined);
+  if (missing.length > 0) {
+    throw new Error(`nginx template: no value for ${missing.map((name) => `${name}`).join(", ")}`);
+  }
+  return template.replace(PLACEHOLDER, (_, name) => values[name] ?? DEFAULTS[name]);
 }
 
 /**
  * Writes OUT_DIR/nginx.conf from `template` (nginx/nginx.conf.template by default) and, for that
- * template, the files it includes; returns the path of nginx.conf.
+ * template, the files it includes; returns the path of nginx.conf. Renders before writing anything.
  */
-export function writeNginxConfig({ dir, values, template = join(NGINX_DIR, "nginx.conf.template") }) {
+export function writeNginxConfig({ dir, values, template = TEMPLATE }) {
+  const rendered = renderTemplate(readFileSync(template, "utf8"), values);
+  const included = INCLUDED_FILES.map((file) => [file, readFileSync(join(NGINX_DIR, file))]);
   mkdirSync(dir, { recursive: true });
   const conf = join(dir, "nginx.conf");
-  writeFileSync(conf, renderTemplate(readFileSync(template, "utf8"), values));
-  for (const file of INCLUDED_FILES) copyFileSync(join(NGINX_DIR, file), join(dir, file));
+  writeFileSync(conf, rendered);
+  for (const [file] of included) copyFileSync(join(NGINX_DIR, file), join(dir, file));
   return conf;
 }
 
+/** The CLI's arguments checked all at once: every problem in one message. */
+export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
+  const known = placeholders(template);
+  const problems = [];
+  const [dir, ...pairs] = args;
+  if (dir === undefined || dir.includes("=") || dir.startsWith("-")) {
+    problems.push("the first argument must be the output directory");
+  }
+  const values = {};
+  for (const pair of dir === undefined || dir.includes("=") ? args : pairs) {
+    const at = pair.indexOf("=");
+    if (at <= 0) {
+      if (pair !== dir) problems.push(`"${pair}" is not NAME=VALUE`);
+      continue;
+    }
+    const name = pair.slice(0, at);
+    if (!known.includes(name)) problems.push(`unknown name ${name} (known: ${known.join(", ")})`);
+    else values[name] = pair.slice(at + 1);
+  }
+  const missing = known.filter((name) => values[name] === undefined && DEFAULTS[name] === undefined);
+  if (missing.length > 0) problems.push(`missing ${missing.map((name) => `${name}=…`).join(" ")}`);
+  return { dir, values, problems };
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [dir, ...pairs] = process.argv.slice(2);
-  if (dir === undefined) {
-    console.error("usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...");
+  const args = process.argv.slice(2);
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(HELP);
+    process.exit(0);
+  }
+  const { dir, values, problems } = parseCli(args);
+  if (problems.length > 0) {
+    process.stderr.write(
+      `render.mjs: nothing written:\n${problems.map((p) => `  - ${p}`).join("\n")}\n(node nginx/render.mjs --help for usage)\n`,
+    );
     process.exit(2);
   }
-  const values = Object.fromEntries(
-    pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]),
-  );
-  console.log(writeNginxConfig({ dir, values }));
+  try {
+    process.stdout.write(`${writeNginxConfig({ dir, values })}\n`);
+  } catch (error) {
+    process.stderr.write(`render.mjs: ${error.message}\n`);
+    process.exit(1);
+  }
 }

@@ -1,5 +1,6 @@
-// Copies non-TypeScript runtime assets (Lua scripts) next to the compiled JavaScript in dist/.
-import { cpSync, readdirSync, statSync } from "node:fs";
+// Copies non-TypeScript runtime assets (Lua scripts) next to the compiled JavaScript in dist/, then
+// stamps the build as complete (scripts/ensure-built.mjs compares sources with the stamp).
+import { cpSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -13,3 +14,4 @@ function walk(dir) {
   }
 }
 walk(join(root, "src"));
+writeFileSync(join(root, "dist", ".build-stamp"), `${new Date().toISOString()}\n`);

@@ -14,6 +14,7 @@ import { retryAfterSeconds } from "./http/check-responses.js";
 import { createPublicApi } from "./http/public-api.js";
 import type { Logger } from "./logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import type { Readiness } from "./readiness.js";
 import type { Store } from "./store/store.js";
 import { createThrottledLog } from "./throttled-log.js";
 
@@ -33,6 +34,8 @@ export type TollgateOptions = {
   store: Store;
   logger: Logger;
   metrics?: Metrics;
+  /** Start-up and stop phases; always ready when omitted (tests that build one in-process). */
+  readiness?: Readiness;
 };
 
 function decisionLabels(decision: Decision): {
@@ -181,7 +184,15 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     },
   });
 
-  const publicApp = createPublicApi({ auth, store, logger, clientIp, readyTimeoutMs: config.redisTimeoutMs });
+  const { readiness } = options;
+  const publicApp = createPublicApi({
+    auth,
+    store,
+    logger,
+    clientIp,
+    readyTimeoutMs: config.redisTimeoutMs,
+    readiness,
+  });
   const adminApp = createAdminApi({
     store,
     policy,
@@ -190,6 +201,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     adminToken: config.adminToken,
     metricsToken: config.metricsToken,
     readyTimeoutMs: config.redisTimeoutMs,
+    readiness,
   });
   return { publicApp, adminApp, checkServer, checker, auth, tokens, metrics };
 }

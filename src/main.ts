@@ -1,18 +1,41 @@
-// Composition root: settings → store → users → services → the three listeners; SIGTERM drains.
+// Composition root: .env → settings → logger → store → listeners → users → ready; SIGTERM drains.
+import { existsSync } from "node:fs";
 import type { Server } from "node:http";
+import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
 import { demoUsers, loadUsers, readUsersFile, UsersFileError } from "./auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createProcessLogger, fdWriter, type Logger } from "./logger.js";
+import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store } from "./store/store.js";
 import { shouldSupervise, superviseWorkers } from "./workers.js";
 
+/** After the drain delay, how long requests in flight may take before the process exits anyway. */
+const FORCED_EXIT_MS = 10_000;
+const stderr = fdWriter(2);
+
 function fail(lines: string[]): never {
-  for (const line of lines) process.stderr.write(`tollgate: ${line}\n`);
+  for (const line of lines) stderr.write(`tollgate: ${line}\n`);
   process.exit(1);
+}
+
+/** Loads ENV_FILE (default `.env`) when it exists; variables already in the environment win. */
+function loadEnvFile(): void {
+  const given = process.env.ENV_FILE;
+  const file = given ?? ".env";
+  if (file === "") return;
+  if (!existsSync(file)) {
+    if (given !== undefined) fail([`ENV_FILE: "${file}" does not exist`]);
+    return;
+  }
+  try {
+    process.loadEnvFile(file);
+  } catch (error) {
+    fail([`${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? "error"})`]);
+  }
 }
 
 function startupSettings(): { config: Config; policy: Policy } {
@@ -37,11 +60,17 @@ function listen(server: Server, port: number, host: string): Promise<void> {
 
 /**
  * Applies USERS_FILE (or seeds the demo users outside production; deletes them in production),
- * retrying while the store is unreachable.
+ * retrying while the store is unreachable, until a stop begins.
  */
-async function bootstrapUsers(config: Config, policy: Policy, store: Store, logger: Logger): Promise<void> {
+async function bootstrapUsers(
+  config: Config,
+  policy: Policy,
+  store: Store,
+  logger: Logger,
+  readiness: Readiness,
+): Promise<void> {
   const entries = config.usersFile !== undefined ? await readUsersFile(config.usersFile, policy) : undefined;
-  for (let attempt = 1; ; attempt += 1) {
+  for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
     try {
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
@@ -69,9 +98,96 @@ async function bootstrapUsers(config: Config, policy: Policy, store: Store, logg
   }
 }
 
+/** A URL a person can paste: a wildcard bind address is reachable as localhost. */
+function urlOf(host: string, port: number): string {
+  const name = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
+  return `http://${name}:${port}`;
+}
+
+/** The generated admin token, once, on stderr and framed, apart from the log lines on stdout. */
+function printAdminToken(token: string): void {
+  const lines = ["ADMIN_TOKEN is unset: this run's admin token (shown once):", `export ADMIN_TOKEN=${token}`];
+  const width = Math.max(...lines.map((l) => l.length));
+  const rule = "─".repeat(width + 2);
+  const body = lines.map((l) => `│ ${l.padEnd(width)} │\n`).join("");
+  stderr.write(`\n┌${rule}┐\n${body}└${rule}┘\n\n`);
+}
+
+type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
+
+function stopOnSignals(options: {
+  listeners: Listener[];
+  store: Store;
+  logger: Logger;
+  readiness: Readiness;
+  drainDelayMs: number;
+}): void {
+  const { listeners, store, logger, readiness } = options;
+  let drain: NodeJS.Timeout | undefined;
+  let closing = false;
+  const close = (): void => {
+    if (closing) return;
+    closing = true;
+    clearTimeout(drain);
+    const closed = listeners.map(
+      ({ server }) =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        }),
+    );
+    void Promise.all(closed)
+      .then(() => store.close())
+      .catch(() => undefined)
+      .then(() => {
+        logger.info({ event: "stopped" }, "stopped");
+        process.exit(0);
+      });
+  };
+  const stop = (signal: NodeJS.Signals): void => {
+    if (readiness.phase() === "stopping") {
+      close(); // a second signal cuts the drain delay short
+      return;
+    }
+    readiness.markStopping();
+    // SIGTERM comes from an orchestrator with a load balancer to warn; SIGINT from a person at a terminal.
+    const delay = signal === "SIGTERM" ? options.drainDelayMs : 0;
+    logger.info(
+      { event: "stopping", signal, drainDelayMs: delay },
+      delay > 0 ? `/ready answers 503; the listeners close in ${delay} ms` : "closing the listeners",
+    );
+    // Not unref'd: whatever else holds the process, this ends it.
+    setTimeout(() => {
+      logger.warn(
+        { event: "stop_forced" },
+        `requests still open ${FORCED_EXIT_MS / 1000} s after closing; exiting`,
+      );
+      process.exit(0);
+    }, delay + FORCED_EXIT_MS);
+    drain = setTimeout(close, delay);
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
 async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args.includes("--help") || args.includes("-h")) {
+    fdWriter(1).write(
+      "usage: npm start  (or node dist/src/main.js)\n" +
+        "Every setting comes from the environment or .env; the README's Settings section lists them.\n",
+    );
+    return;
+  }
+  if (args.length > 0)
+    fail([`unknown argument ${JSON.stringify(args[0])}; settings come from the environment (--help)`]);
+  loadEnvFile();
   const { config, policy } = startupSettings();
-  const logger = createLogger(config.logLevel);
+  const { logger } = await createProcessLogger({
+    level: config.logLevel,
+    format: config.logFormat,
+    isTTY: isatty(1),
+  });
   if (config.usersFile !== undefined) {
     // Validate before anything listens, so a bad file stops start-up with its own message.
     await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
@@ -98,64 +214,34 @@ async function main(): Promise<void> {
       "JWT_SECRET is unset: a random secret was generated; tokens end with this process",
     );
   }
-  if (config.adminTokenGenerated) {
-    process.stderr.write(`tollgate: ADMIN_TOKEN is unset; this run's admin token is ${config.adminToken}\n`);
-  }
 
-  const tollgate = createTollgate({ config, policy, store, logger });
-  const servers: [string, Server, number][] = [
-    ["public", createHttpServer(tollgate.publicApp), config.port],
-    ["check", tollgate.checkServer, config.checkPort],
-    ["admin", createHttpServer(tollgate.adminApp), config.adminPort],
+  const readiness = createReadiness();
+  const tollgate = createTollgate({ config, policy, store, logger, readiness });
+  const listeners: Listener[] = [
+    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port },
+    { name: "check", server: tollgate.checkServer, port: config.checkPort },
+    { name: "admin", server: createHttpServer(tollgate.adminApp), port: config.adminPort },
   ];
-  for (const [, server] of servers) {
+  for (const { server } of listeners) {
     server.keepAliveTimeout = Math.max(server.keepAliveTimeout, 75_000);
     server.headersTimeout = Math.max(server.headersTimeout, 80_000);
   }
-  await Promise.all(servers.map(([, server, port]) => listen(server, port, config.host)));
-  logger.info(
-    {
-      event: "started",
-      store: store.kind,
-      failureMode: config.failureMode,
-      ports: { public: config.port, check: config.checkPort, admin: config.adminPort },
-    },
-    "tollgate listening",
-  );
-  const users = bootstrapUsers(config, policy, store, logger).catch((error: unknown) => {
+  stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
+  await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
+  await bootstrapUsers(config, policy, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });
-
-  let stopping = false;
-  const stop = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ event: "stopping", signal }, "draining requests in flight");
-    const force = setTimeout(() => {
-      logger.warn({ event: "stop_forced" }, "requests still open after 10 s; exiting");
-      process.exit(0);
-    }, 10_000);
-    force.unref();
-    const closed = servers.map(
-      ([, server]) =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
-        }),
-    );
-    void Promise.all([...closed, users])
-      .then(() => store.close())
-      .then(() => {
-        logger.info({ event: "stopped" }, "stopped");
-        process.exit(0);
-      });
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  if (readiness.phase() === "stopping") return;
+  readiness.markReady();
+  const urls = Object.fromEntries(listeners.map(({ name, port }) => [name, urlOf(config.host, port)]));
+  logger.info(
+    { event: "ready", store: store.kind, failureMode: config.failureMode, urls },
+    `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
+  );
+  if (config.adminTokenGenerated) printAdminToken(config.adminToken);
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`tollgate: start-up failed: ${(error as Error).message}\n`);
-  process.exit(1);
+  fail([`start-up failed: ${(error as Error).message}`]);
 });

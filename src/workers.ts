@@ -3,6 +3,7 @@
 // restarts a worker that dies (with a backoff, so a crash loop does not spin), and on SIGTERM or
 // SIGINT it lets every worker drain and exits 0 once all are gone.
 import cluster, { type Worker } from "node:cluster";
+import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config/env.js";
 import type { Logger } from "./logger.js";
@@ -53,7 +54,7 @@ export const RESTART_FIRST_MS = 250;
 export const RESTART_MAX_MS = 10_000;
 /** A worker that ran this long before it died starts its slot's backoff over. */
 const STABLE_MS = 30_000;
-/** How long the primary waits for draining workers: each forces its own exit after 10 s. */
+/** How long the primary waits for draining workers beyond DRAIN_DELAY_MS: each forces its own exit after 10 s. */
 const STOP_GRACE_MS = 15_000;
 
 /** The wait before restarting a worker slot whose worker died `deathsInARow` times in a row (0: first). */
@@ -99,6 +100,9 @@ export function superviseWorkers(config: Config, logger: Logger): void {
   let stopping = false;
   let exitCode = 0;
 
+  // Workers run the compiled entry point itself, not whatever script started the primary (npm start's
+  // build check, for one), so they start as fast as the primary's own start-up allows.
+  cluster.setupPrimary({ exec: fileURLToPath(new URL("./main.js", import.meta.url)) });
   const aggregator = new AggregatorRegistry();
   cluster.on("message", (worker, message: unknown) => {
     if (!isMetricsMessage(message)) return;
@@ -173,7 +177,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
       logger.warn({ event: "stop_forced" }, "workers still running after the grace period; killing them");
       for (const slot of slots) slot.worker?.process.kill("SIGKILL");
       process.exit(exitCode);
-    }, STOP_GRACE_MS).unref();
+    }, config.drainDelayMs + STOP_GRACE_MS).unref();
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));

@@ -1,4 +1,4 @@
-// Demo upstream app behind tollgate (SPEC §9): trusts x-user-id/x-user-tier and serves a tiny shop API.
+// Demo upstream app behind tollgate: trusts x-user-id/x-user-tier and serves a tiny shop API.
 import { randomUUID } from "node:crypto";
 import type { Express, NextFunction, Request, Response } from "express";
 import express from "express";

@@ -24,6 +24,22 @@ function readPort(raw: string | undefined): number {
   return port;
 }
 
+const HELP = `usage: npm run upstream  (or node dist/upstream/main.js)
+The demo application behind the proxy. Settings from the environment:
+  UPSTREAM_PORT  port to listen on (default ${DEFAULT_PORT})
+  HOST           bind address (default ${DEFAULT_HOST})
+`;
+
+const args = process.argv.slice(2);
+if (args.includes("--help") || args.includes("-h")) {
+  process.stdout.write(HELP);
+  process.exit(0);
+}
+if (args.length > 0) {
+  process.stderr.write(`upstream: unknown argument ${JSON.stringify(args[0])}; it takes none (--help)\n`);
+  process.exit(2);
+}
+
 const port = readPort(process.env.UPSTREAM_PORT);
 const host = process.env.HOST || DEFAULT_HOST;
 

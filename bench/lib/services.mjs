@@ -60,21 +60,24 @@ export async function startTollgate({
       JWT_SECRET,
       ADMIN_TOKEN,
       POLICY_FILE: policyFile,
-      // Info for the workers' "started" lines; nothing on the check path logs at info when it allows.
+      // Info for the workers' "ready" lines; nothing on the check path logs at info when it allows.
       LOG_LEVEL: workers === undefined ? "warn" : "info",
       ...(workers === undefined ? {} : { WORKERS: String(workers) }),
+      DRAIN_DELAY_MS: "0",
+      ENV_FILE: "",
     },
   });
   const url = `http://127.0.0.1:${port}`;
   const adminUrl = `http://127.0.0.1:${adminPort}`;
+  // /ready alone would do for this build; the demo user check also covers older builds given by --tollgate.
   const ready = async () =>
-    (await httpOk(`${url}/health`)) &&
+    (await httpOk(`${url}/ready`)) &&
     (await httpOk(`${adminUrl}/admin/users/demo-alice/sessions`, { authorization: `Bearer ${ADMIN_TOKEN}` }));
   const started = () =>
     proc
       .output()
       .split("\n")
-      .filter((line) => line.includes('"event":"started"')).length;
+      .filter((line) => line.includes('"event":"ready"')).length;
   await waitFor(
     async () => (await ready()) && (workers === undefined || started() >= workers),
     30_000,

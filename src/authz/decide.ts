@@ -188,7 +188,7 @@ export function decideUser(p: Extract<Plan, { kind: "user" }>, answer: Authorize
   }
 }
 
-/** The store is down or too slow: FAILURE_MODE decides (SPEC §8). */
+/** The store is down or too slow: FAILURE_MODE decides. */
 export function decideDegraded(p: Plan, failureMode: "open" | "closed"): Decision {
   if (failureMode === "closed") return { kind: "deny", status: 503 };
   if (p.kind === "user") {

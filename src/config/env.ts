@@ -7,6 +7,8 @@ import { weakSecretReason } from "./secrets.js";
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+/** `auto`: readable lines on a terminal, JSON lines otherwise. */
+export type LogFormat = "auto" | "json" | "pretty";
 
 export type JwtSettings = {
   algorithms: JwtAlgorithm[];
@@ -44,6 +46,9 @@ export type Config = {
   workers: number;
   ipv6Subnet: number;
   logLevel: LogLevel;
+  logFormat: LogFormat;
+  /** How long /ready answers 503 after SIGTERM before the listeners stop accepting. */
+  drainDelayMs: number;
   production: boolean;
 };
 
@@ -61,6 +66,7 @@ type Env = Record<string, string | undefined>;
 
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const LOG_FORMATS: readonly LogFormat[] = ["auto", "json", "pretty"];
 const MIN_SECRET_BYTES = 32;
 
 /** Reads one variable at a time, collecting problems instead of throwing on the first. */
@@ -250,6 +256,8 @@ export function loadConfig(env: Env = process.env): Config {
     workers: parseWorkers(reader),
     ipv6Subnet: reader.int("IPV6_SUBNET", 64, 1, 128),
     logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
+    logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
+    drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     production,
   };
   if (config.workers > 1 && config.redisUrl === undefined) {

@@ -9,6 +9,7 @@ import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { userSubject } from "../ratelimit/types.js";
+import type { Readiness } from "../readiness.js";
 import type { Store } from "../store/store.js";
 import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
 import { bearerToken, healthRoutes, sessionJson } from "./public-api.js";
@@ -21,6 +22,8 @@ export type AdminApiOptions = {
   adminToken: string;
   metricsToken: string | undefined;
   readyTimeoutMs: number;
+  /** Start-up and stop phases for /ready; always ready when omitted. */
+  readiness?: Readiness;
 };
 
 const passwordSchema = z.string().min(8).max(1024);
@@ -81,7 +84,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   app.use(requireJson, express.json({ limit: "16kb" }));
 
   const router = express.Router();
-  healthRoutes(router, store, options.readyTimeoutMs);
+  healthRoutes(router, { store, readyTimeoutMs: options.readyTimeoutMs, readiness: options.readiness });
 
   const metricsGuard: RequestHandler[] =
     options.metricsToken === undefined ? [] : [requireBearer(options.metricsToken, "metrics")];

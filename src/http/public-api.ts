@@ -5,6 +5,7 @@ import type { AuthService, Identity } from "../auth/auth-service.js";
 import { ID_PATTERN } from "../auth/jwt.js";
 import type { Session } from "../auth/types.js";
 import type { Logger } from "../logger.js";
+import { createReadiness, type Readiness } from "../readiness.js";
 import type { Store } from "../store/store.js";
 import { type ClientIpOptions, clientIp } from "./client-ip.js";
 import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
@@ -16,6 +17,8 @@ export type PublicApiOptions = {
   logger: Logger;
   clientIp: ClientIpOptions;
   readyTimeoutMs: number;
+  /** Start-up and stop phases; always ready when omitted. */
+  readiness?: Readiness;
 };
 
 const loginSchema = z.object({
@@ -53,17 +56,40 @@ export function sessionJson(session: Session, currentSessionId?: string) {
   };
 }
 
-export function healthRoutes(router: express.Router, store: Store, readyTimeoutMs: number): void {
+const ALWAYS_READY = createReadiness("ready");
+
+/** 503 with Retry-After while the process is starting or stopping. */
+function notReady(readiness: Readiness): HttpError | undefined {
+  switch (readiness.phase()) {
+    case "ready":
+      return undefined;
+    case "starting":
+      return new HttpError("unavailable", "tollgate is starting: users are not loaded yet", {
+        "Retry-After": "1",
+      });
+    case "stopping":
+      return new HttpError("unavailable", "tollgate is stopping", { "Retry-After": "1" });
+  }
+}
+
+export function healthRoutes(
+  router: express.Router,
+  options: { store: Store; readyTimeoutMs: number; readiness?: Readiness | undefined },
+): void {
+  const { store, readyTimeoutMs } = options;
+  const readiness = options.readiness ?? ALWAYS_READY;
   router.get("/health", (_req, res) => {
     res.json({ status: "ok" });
   });
   router.get(
     "/ready",
     handle(async (_req, res) => {
+      const phaseError = notReady(readiness);
+      if (phaseError !== undefined) throw phaseError;
       if (await store.ping(readyTimeoutMs)) {
         res.json({ status: "ready", store: store.kind });
       } else {
-        throw new HttpError("unavailable", "The store does not answer");
+        throw new HttpError("unavailable", "The store does not answer", { "Retry-After": "1" });
       }
     }),
   );
@@ -97,11 +123,14 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
     };
 
   const router = express.Router();
-  healthRoutes(router, store, options.readyTimeoutMs);
+  const readiness = options.readiness ?? ALWAYS_READY;
+  healthRoutes(router, { store, readyTimeoutMs: options.readyTimeoutMs, readiness });
 
   router.post(
     "/auth/login",
     handle(async (req, res) => {
+      // Before the users are loaded every login would fail (and count toward a lockout): not yet.
+      if (readiness.phase() === "starting") throw notReady(readiness) as HttpError;
       const body = loginSchema.safeParse(req.body);
       if (!body.success) {
         throw new HttpError("bad_request", "Send a JSON body with string fields username and password");

@@ -36,7 +36,7 @@ function answerFor(error: NodeJS.ErrnoException, withBody: boolean): string {
   }
 }
 
-/** Node's default clientError answer, with a JSON body like every other tollgate error (SPEC §5, §8). */
+/** Node's default clientError answer, with a JSON body like every other tollgate error. */
 function answerClientError(error: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
   const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && error.code !== "ECONNRESET" && inFlight?.headersSent !== true) {

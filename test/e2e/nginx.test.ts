@@ -56,7 +56,7 @@ async function freshUser(tier = "free"): Promise<{ token: string; userId: string
 }
 
 describe("through nginx", () => {
-  it("walks the reference flow: login, /me, products with limit headers, sessions, logout, 401", async () => {
+  it("walks the README flow: login, /me, products with limit headers, sessions, logout, 401", async () => {
     const res = await fetch(`${nginx.url}/auth/login`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-device-name": "laptop" },

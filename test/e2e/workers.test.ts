@@ -82,9 +82,9 @@ const logLines = (proc: TollgateProcess): Array<Record<string, unknown>> =>
       }
     });
 
-/** The pids that logged "tollgate listening": workers that have opened all three ports. */
+/** The pids that logged "ready": workers that have opened all three ports and loaded the users. */
 const listeningPids = (proc: TollgateProcess): Set<number> =>
-  new Set(logLines(proc).flatMap((l) => (l.event === "started" ? [Number(l.pid)] : [])));
+  new Set(logLines(proc).flatMap((l) => (l.event === "ready" ? [Number(l.pid)] : [])));
 
 describe("WORKERS=2 with real Redis", () => {
   let tollgate: TollgateProcess;

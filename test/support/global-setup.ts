@@ -1,4 +1,4 @@
-// Global test setup: one real redis-server for the run (or REDIS_URL), and a fresh build in dist/.
+// Global test setup: one real redis-server for the run (or REDIS_URL), and dist/ built when sources changed.
 import { execFileSync } from "node:child_process";
 import type { TestProject } from "vitest/node";
 import { type RedisServer, startRedisServer } from "./redis-server.js";
@@ -13,7 +13,7 @@ let server: RedisServer | undefined;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   // Tests that run the real processes (workers, e2e) use the compiled output.
-  execFileSync("npm", ["run", "--silent", "build"], { stdio: "inherit" });
+  execFileSync(process.execPath, ["scripts/ensure-built.mjs"], { stdio: "inherit" });
   const given = process.env.REDIS_URL;
   if (given !== undefined && given !== "") {
     project.provide("redisUrl", given);

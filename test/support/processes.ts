@@ -56,8 +56,8 @@ export const TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghij";
 export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghij";
 
 /**
- * Starts `node dist/src/main.js` and waits until it answers and its users are loaded. `readyMs` is how
- * long start-up may take (WORKERS=2 starts, and hashes the demo passwords, twice).
+ * Starts `node dist/src/main.js` and waits until it is ready (listening, users loaded). `readyMs` is
+ * how long start-up may take (WORKERS=2 starts, and hashes the demo passwords, twice).
  */
 export async function startTollgate(
   env: Record<string, string> = {},
@@ -72,25 +72,15 @@ export async function startTollgate(
     JWT_SECRET: TEST_JWT_SECRET,
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     LOG_LEVEL: "info",
+    // Tests stop processes at once, and never read a developer's .env.
+    DRAIN_DELAY_MS: "0",
+    ENV_FILE: "",
     ...env,
   });
   const url = `http://127.0.0.1:${port}`;
   try {
-    const adminToken = env.ADMIN_TOKEN ?? TEST_ADMIN_TOKEN;
-    const demoUsers = env.USERS_FILE === undefined && env.NODE_ENV !== "production";
-    // Ready when it answers and, with demo users, once they are loaded (the admin API knows alice).
-    const demoLoaded = async (): Promise<boolean> => {
-      const res = await fetch(`http://127.0.0.1:${adminPort}/admin/users/demo-alice/sessions`, {
-        headers: { authorization: `Bearer ${adminToken}` },
-      });
-      await res.arrayBuffer();
-      return res.status === 200;
-    };
-    await waitFor(
-      async () => (await httpOk(`${url}/health`)) && (!demoUsers || (await demoLoaded())),
-      readyMs,
-      `tollgate on ${port}`,
-    );
+    // /ready answers 200 once every listener accepts and the users are loaded.
+    await waitFor(() => httpOk(`${url}/ready`), readyMs, `tollgate on ${port}`);
   } catch (error) {
     await proc.stop("SIGKILL");
     throw new Error(`${(error as Error).message}\n${proc.output()}`);

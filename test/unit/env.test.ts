@@ -38,6 +38,8 @@ describe("settings", () => {
       workers: 1,
       ipv6Subnet: 64,
       logLevel: "info",
+      logFormat: "auto",
+      drainDelayMs: 5_000,
       production: false,
       adminTokenGenerated: true,
     });
@@ -102,6 +104,17 @@ describe("settings", () => {
     expect(problems({ WORKERS: "2" })).toEqual([
       "WORKERS: more than one worker needs REDIS_URL (the memory store is one process only)",
     ]);
+  });
+
+  it("read LOG_FORMAT and DRAIN_DELAY_MS, and name them when they are wrong", () => {
+    expect(loadConfig({ LOG_FORMAT: "json", DRAIN_DELAY_MS: "0" })).toMatchObject({
+      logFormat: "json",
+      drainDelayMs: 0,
+    });
+    const found = problems({ LOG_FORMAT: "xml", DRAIN_DELAY_MS: "-1" });
+    expect(found).toHaveLength(2);
+    expect(found.join("\n")).toMatch(/LOG_FORMAT/);
+    expect(found.join("\n")).toMatch(/DRAIN_DELAY_MS/);
   });
 
   it("refuse two listeners on one port", () => {

@@ -1,0 +1,124 @@
+// The command-line tools: --help, every problem in one message without a stack trace, no side effects on failure.
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { STAMP, staleReason } from "../../scripts/ensure-built.mjs";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+function run(args: string[], input?: string): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, args, { cwd: ROOT, input, encoding: "utf8", timeout: 20_000 });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+const noStack = (text: string) => expect(text).not.toMatch(/\n\s+at .*\(|node:internal|Error \[/);
+
+const RENDER_VALUES = [
+  "LISTEN=127.0.0.1:8081",
+  "CHECK_ADDR=127.0.0.1:9191",
+  "PUBLIC_ADDR=127.0.0.1:8080",
+  "UPSTREAM_ADDR=127.0.0.1:8000",
+];
+
+describe("node nginx/render.mjs", () => {
+  it("explains itself with --help", () => {
+    const out = run(["nginx/render.mjs", "--help"]);
+    expect(out.status).toBe(0);
+    for (const name of [
+      "LISTEN",
+      "CHECK_ADDR",
+      "PUBLIC_ADDR",
+      "UPSTREAM_ADDR",
+      "PREFIX",
+      "WORKERS",
+      "CHECK_TIMEOUT",
+    ]) {
+      expect(out.stdout).toContain(name);
+    }
+  });
+
+  it("reports every missing value and unknown name in one message, without a stack trace, and writes nothing", () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "tollgate-render-")), "out");
+    const out = run(["nginx/render.mjs", dir, "LISTEN=127.0.0.1:8081", "CHEK_ADDR=x", "oops"]);
+    expect(out.status).toBe(2);
+    for (const expected of [
+      "CHECK_ADDR",
+      "PUBLIC_ADDR",
+      "UPSTREAM_ADDR",
+      "PREFIX",
+      "unknown name CHEK_ADDR",
+      '"oops"',
+    ]) {
+      expect(out.stderr).toContain(expected);
+    }
+    noStack(out.stderr);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("writes nginx.conf and its included files when every value is given", () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "tollgate-render-")), "out");
+    const out = run(["nginx/render.mjs", dir, ...RENDER_VALUES, `PREFIX=${dir}`]);
+    expect(out.status).toBe(0);
+    expect(out.stdout.trim()).toBe(join(dir, "nginx.conf"));
+    const conf = readFileSync(join(dir, "nginx.conf"), "utf8");
+    expect(conf).not.toMatch(/\{\{[A-Z_]+\}\}/);
+    expect(conf).toContain("server 127.0.0.1:9191;");
+    for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"])
+      expect(existsSync(join(dir, file))).toBe(true);
+  });
+});
+
+describe("the other tools", () => {
+  const tools: [string, string[]][] = [
+    ["tollgate", ["dist/src/main.js"]],
+    ["upstream", ["dist/upstream/main.js"]],
+    ["hash-password", ["scripts/hash-password.mjs"]],
+    ["bench", ["bench/run.mjs"]],
+  ];
+
+  it.each(tools)("%s answers --help with its usage", (_name, args) => {
+    const out = run([...args, "--help"]);
+    expect(out.status).toBe(0);
+    expect(out.stdout).toMatch(/usage/);
+  });
+
+  it.each(tools)("%s refuses an unknown flag in one line, without a stack trace", (_name, args) => {
+    const out = run([...args, "--no-such-flag"]);
+    expect(out.status).not.toBe(0);
+    expect(out.stderr.trim()).not.toBe("");
+    noStack(out.stderr);
+  });
+
+  it("hash-password never takes the password as an argument, so it cannot echo or store it", () => {
+    const out = run(["scripts/hash-password.mjs", "hunter2-password"]);
+    expect(out.status).toBe(2);
+    expect(`${out.stdout}${out.stderr}`).not.toContain("hunter2-password");
+  });
+
+  it("hash-password hashes what comes on stdin and prints only the hash", () => {
+    const out = run(["scripts/hash-password.mjs"], "hunter2-password\n");
+    expect(out.status).toBe(0);
+    expect(out.stdout).toMatch(/^scrypt\$\d+\$\d+\$\d+\$[\w-]+\$[\w-]+\n$/);
+    expect(`${out.stdout}${out.stderr}`).not.toContain("hunter2-password");
+  });
+});
+
+describe("npm start's build step (scripts/ensure-built.mjs)", () => {
+  it("builds when dist/ has no complete build or a source is newer, and not otherwise", () => {
+    const root = mkdtempSync(join(tmpdir(), "tollgate-built-"));
+    mkdirSync(join(root, "src"));
+    writeFileSync(join(root, "src", "main.ts"), "");
+    expect(staleReason(root)).toMatch(/no complete build/);
+    mkdirSync(join(root, "dist"));
+    writeFileSync(join(root, STAMP), "");
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(join(root, "src", "main.ts"), past, past);
+    utimesSync(join(root, "src"), past, past);
+    expect(staleReason(root)).toBeUndefined();
+    writeFileSync(join(root, "src", "main.ts"), "// edited");
+    expect(staleReason(root)).toMatch(/sources changed/);
+  });
+});

@@ -1,0 +1,139 @@
+// The README against the code: every logged event and every Redis key is documented, and nothing cites a missing document.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? sourceFiles(path) : path.endsWith(".ts") ? [path] : [];
+  });
+}
+
+/** The markdown table that follows `heading`, as rows of cells. */
+function tableAfter(heading: string): string[][] {
+  const start = README.indexOf(`\n${heading}\n`);
+  if (start < 0) throw new Error(`README has no "${heading}"`);
+  const lines = README.slice(start).split("\n");
+  const first = lines.findIndex((line) => line.startsWith("|"));
+  const rows: string[][] = [];
+  for (const line of lines.slice(first)) {
+    if (!line.startsWith("|")) break;
+    rows.push(
+      line
+        .split("|")
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    );
+  }
+  return rows.slice(2); // header and separator
+}
+
+const backticked = (cell: string): string[] => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1] as string);
+
+/** Every event name the code logs: the string literals of each `event:` property in src/. */
+function loggedEvents(): Set<string> {
+  const events = new Set<string>();
+  for (const file of sourceFiles(join(ROOT, "src"))) {
+    for (const match of readFileSync(file, "utf8").matchAll(/\bevent: ([^,}\n]+)/g)) {
+      for (const name of (match[1] as string).matchAll(/"([a-z_]+)"/g)) events.add(name[1] as string);
+    }
+  }
+  return events;
+}
+
+describe("the README", () => {
+  it("lists in its events table exactly the events the code logs", () => {
+    const documented = new Set(tableAfter("### Logs").flatMap((row) => backticked(row[0] ?? "")));
+    const logged = loggedEvents();
+    expect(logged.size).toBeGreaterThan(20); // the scan finds them
+    expect([...logged].filter((e) => !documented.has(e)).sort()).toEqual([]);
+    expect([...documented].filter((e) => !logged.has(e)).sort()).toEqual([]);
+  });
+
+  it("lists in its keys table every key shape the key builders write, and no other", () => {
+    const source = readFileSync(join(ROOT, "src/store/keys.ts"), "utf8");
+    // `${prefix}{u:${userId}}:user` → /^\{u:.+\}:user$/
+    const builders = [...source.matchAll(/`\$\{prefix\}([^`]+)`/g)].map((m) => m[1] as string);
+    expect(builders.length).toBeGreaterThanOrEqual(6);
+    const patterns = builders.map(
+      (shape) =>
+        new RegExp(
+          `^${shape
+            .split(/\$\{[^}]+\}/)
+            .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+            .join(".+")}$`,
+        ),
+    );
+    const documented = tableAfter("### Redis keys").map((row) => backticked(row[0] ?? "")[0] ?? "");
+    for (const key of documented) {
+      expect(
+        patterns.some((p) => p.test(key)),
+        `${key} is in the README but no key builder makes it`,
+      ).toBe(true);
+    }
+    for (const [i, pattern] of patterns.entries()) {
+      expect(
+        documented.some((key) => pattern.test(key)),
+        `${builders[i]} is written but not in the README`,
+      ).toBe(true);
+    }
+  });
+
+  it("settings table and .env.example cover every variable the code reads", () => {
+    const env = readFileSync(join(ROOT, "src/config/env.ts"), "utf8");
+    const read = new Set(
+      [...env.matchAll(/\.(?:raw|int|port|oneOf|secret|file)(?:<\w+>)?\("([A-Z][A-Z0-9_]+)"/g)].map(
+        (m) => m[1] as string,
+      ),
+    );
+    expect(read.size).toBeGreaterThan(20); // the scan finds them
+    const main = readFileSync(join(ROOT, "src/main.ts"), "utf8");
+    for (const m of main.matchAll(/process\.env\.([A-Z_]+)/g)) read.add(m[1] as string);
+    const settings = new Set(tableAfter("## Settings").flatMap((row) => row.flatMap(backticked)));
+    const example = readFileSync(join(ROOT, ".env.example"), "utf8");
+    for (const name of read) {
+      expect(settings.has(name), `${name} in the Settings table`).toBe(true);
+      if (name !== "ENV_FILE")
+        expect(example, `${name} in .env.example`).toMatch(new RegExp(`^#? ?${name}=`, "m"));
+    }
+  });
+});
+
+describe("the repository", () => {
+  it("cites no document it does not contain (code comments included)", () => {
+    const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
+      .split("\n")
+      .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
+    const offending: string[] = [];
+    for (const file of files) {
+      let text: string;
+      try {
+        text = readFileSync(join(ROOT, file), "utf8");
+      } catch {
+        continue;
+      }
+      for (const [i, line] of text.split("\n").entries()) {
+        // A section sign is fine only where it points into docs/envoy-notes.md, which is here.
+        const section =
+          line.includes("§") && file !== "docs/envoy-notes.md" && !line.includes("envoy-notes.md");
+        if (/\bSPEC\b/.test(line) || /\bissue \d+/i.test(line) || section)
+          offending.push(`${file}:${i + 1}: ${line.trim()}`);
+      }
+    }
+    expect(offending).toEqual([]);
+  });
+
+  it("links from the README only to files that exist", () => {
+    const links = [...README.matchAll(/\]\(([^)#]+)\)/g)]
+      .map((m) => m[1] as string)
+      .filter((l) => !/^https?:/.test(l));
+    for (const link of links) expect(() => statSync(join(ROOT, link)), link).not.toThrow();
+    expect(links).toContain("bench/README.md");
+  });
+});
