@@ -75,14 +75,14 @@ async function main(): Promise<void> {
     });
   }
   const store = createStore({
-    redisUrl: config.redisUrl,
+    redis: config.redis,
     timeoutMs: config.redisTimeoutMs,
     prefix: config.redisKeyPrefix,
   });
   if (store.kind === "memory") {
     logger.warn(
       { event: "memory_store" },
-      "REDIS_URL is unset: using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
+      "No Redis is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
     );
   }
   if (config.jwt.secretGenerated) {

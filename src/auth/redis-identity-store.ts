@@ -1,7 +1,7 @@
 // Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import type { Keys } from "../store/keys.js";
+import type { RedisClient } from "../store/redis-client.js";
 import type { Session, SessionStore, User, UserStore } from "./types.js";
 
 export const newUserId = (): string => `usr_${randomBytes(8).toString("hex")}`;
@@ -33,7 +33,7 @@ function toSession(userId: string, sessionId: string, f: Record<string, string>)
   };
 }
 
-export function createRedisUserStore(options: { redis: Redis; keys: Keys }): UserStore {
+export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }): UserStore {
   const { redis, keys } = options;
   const marker = keys.usersMarker;
 
@@ -100,7 +100,7 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
   return store;
 }
 
-export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): SessionStore {
+export function createRedisSessionStore(options: { redis: RedisClient; keys: Keys }): SessionStore {
   const { redis, keys } = options;
 
   /** Deletes session hashes; answers how many still existed (the sessions that were alive). */

@@ -1,6 +1,7 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
@@ -24,7 +25,8 @@ export type Config = {
   adminPort: number;
   host: string;
   upstreamPort: number;
-  redisUrl: string | undefined;
+  /** Unset: the embedded memory store. */
+  redis: RedisSettings | undefined;
   redisTimeoutMs: number;
   redisKeyPrefix: string;
   failureMode: FailureMode;
@@ -170,22 +172,6 @@ function parseJwt(reader: Reader, production: boolean): JwtSettings {
   };
 }
 
-function parseRedisUrl(reader: Reader): string | undefined {
-  const value = reader.raw("REDIS_URL");
-  if (value === undefined) return undefined;
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {
-    url = undefined;
-  }
-  if (url === undefined || (url.protocol !== "redis:" && url.protocol !== "rediss:")) {
-    reader.problems.push("REDIS_URL: expected a redis:// or rediss:// URL");
-    return undefined;
-  }
-  return value;
-}
-
 /** Parses and validates the environment; throws ConfigError listing every problem. */
 export function loadConfig(env: Env = process.env): Config {
   const reader = new Reader(env);
@@ -203,7 +189,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
     upstreamPort: reader.port("UPSTREAM_PORT", 8000),
-    redisUrl: parseRedisUrl(reader),
+    redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,
     failureMode: reader.oneOf<FailureMode>("FAILURE_MODE", ["open", "closed"], "open"),

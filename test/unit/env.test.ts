@@ -26,7 +26,7 @@ describe("settings", () => {
       adminPort: 9090,
       host: "0.0.0.0",
       upstreamPort: 8000,
-      redisUrl: undefined,
+      redis: undefined,
       redisTimeoutMs: 100,
       redisKeyPrefix: "tg:",
       failureMode: "open",
