@@ -36,6 +36,8 @@ export async function startRedis() {
 /** `node dist/src/main.js`, ready once it answers and the demo users are loaded. */
 export async function startTollgate({
   redisUrl,
+  /** Instead of REDIS_URL: REDIS_CLUSTER_NODES, or REDIS_SENTINELS and REDIS_SENTINEL_MASTER. */
+  redisEnv = { REDIS_URL: redisUrl },
   policyFile,
   main = "dist/src/main.js",
   nodeArgs = [],
@@ -51,7 +53,7 @@ export async function startTollgate({
       PORT: String(port),
       CHECK_PORT: String(checkPort),
       ADMIN_PORT: String(adminPort),
-      REDIS_URL: redisUrl,
+      ...redisEnv,
       REDIS_KEY_PREFIX: KEY_PREFIX,
       JWT_SECRET,
       ADMIN_TOKEN,

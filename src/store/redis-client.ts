@@ -154,7 +154,8 @@ export function createRedisClient(options: RedisClientOptions): RedisClient {
   const { topology } = settings;
   let client: RedisClient;
   if (topology.kind === "cluster") client = createCluster(topology.nodes, settings, common, offlineQueue);
-  else if (topology.kind === "sentinel") client = createSentinelClient(topology, settings, common, offlineQueue);
+  else if (topology.kind === "sentinel")
+    client = createSentinelClient(topology, settings, common, offlineQueue);
   else {
     // The URL's own credentials and TLS (rediss://) come first; the settings fill in what it lacks.
     client = new Redis(topology.url, {

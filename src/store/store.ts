@@ -1,10 +1,11 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
-import type { RedisSettings } from "../config/redis-settings.js";
+
 import { createMemoryIdentityStore } from "../auth/memory-identity-store.js";
 import { createRedisSessionStore, createRedisUserStore } from "../auth/redis-identity-store.js";
 import type { AuthorizeStore, SessionStore, UserStore } from "../auth/types.js";
 import { createMemoryAuthorizeStore } from "../authz/memory-authorize-store.js";
 import { createRedisAuthorizeStore } from "../authz/redis-authorize-store.js";
+import type { RedisSettings } from "../config/redis-settings.js";
 import { createMemoryRateLimitStore } from "../ratelimit/memory-store.js";
 import { createRedisRateLimitStore } from "../ratelimit/redis-store.js";
 import type { RateLimitStore } from "../ratelimit/types.js";

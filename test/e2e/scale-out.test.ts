@@ -26,7 +26,14 @@ const PASSWORD = "scale-out-password-42";
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" };
 
-type Answer = { status: number; degraded: boolean; limit: string | null; body: string; ms: number; at: number };
+type Answer = {
+  status: number;
+  degraded: boolean;
+  limit: string | null;
+  body: string;
+  ms: number;
+  at: number;
+};
 
 let ipCounter = 0;
 /** A distinct client address per request, so that only the user's own limit applies. */
@@ -177,7 +184,12 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
           await sleep(50);
         }
       })();
-      const load = await streamUntil([...open, closed], carol.access_token, 8, recovered.then(() => sleep(300)));
+      const load = await streamUntil(
+        [...open, closed],
+        carol.access_token,
+        8,
+        recovered.then(() => sleep(300)),
+      );
 
       expect(load.errors).toEqual([]);
       expect(recoveredAt, "no recovery within the limit").toBeGreaterThan(0);

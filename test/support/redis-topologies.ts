@@ -40,7 +40,12 @@ const DATA_NODE_ARGS = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no
 
 async function startNode(dir: string, args: string[] = []): Promise<Launched> {
   const port = await freePort();
-  const node = launch(findBinary("redis-server"), ["--port", String(port), ...DATA_NODE_ARGS, ...args], port, dir);
+  const node = launch(
+    findBinary("redis-server"),
+    ["--port", String(port), ...DATA_NODE_ARGS, ...args],
+    port,
+    dir,
+  );
   await waitFor(async () => (await redisCli(port, "PING")) === "PONG", 10_000, `redis-server on ${port}`);
   return node;
 }
@@ -96,9 +101,9 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     const ready = async (): Promise<boolean> => {
       for (const node of nodes) {
         if (!(await redisCli(node.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
-        const replicas = (await redisCli(node.port, "CLUSTER", "NODES")).split("\n").filter((line) =>
-          /\bslave\b/.test(line),
-        );
+        const replicas = (await redisCli(node.port, "CLUSTER", "NODES"))
+          .split("\n")
+          .filter((line) => /\bslave\b/.test(line));
         if (replicas.length !== 3) return false;
       }
       return true;
