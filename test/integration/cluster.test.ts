@@ -48,16 +48,14 @@ describe("tollgate on a redis cluster", () => {
     const ids = Array.from({ length: 10_000 }, (_, i) => `usr_${i.toString(16).padStart(16, "0")}`);
     for (let i = 0; i < ids.length; i += 500) {
       await Promise.all(
-        ids
-          .slice(i, i + 500)
-          .map((id, j) =>
-            store.users.create({
-              id,
-              username: `spread_${i + j}_${prefix}`,
-              tier: "free",
-              passwordHash: "x",
-            }),
-          ),
+        ids.slice(i, i + 500).map((id, j) =>
+          store.users.create({
+            id,
+            username: `spread_${i + j}_${prefix}`,
+            tier: "free",
+            passwordHash: "x",
+          }),
+        ),
       );
     }
     const perMaster = new Map<string, number>();
