@@ -33,8 +33,11 @@ export async function startCluster(dir) {
         "warning",
         "--cluster-enabled",
         "yes",
+        // Replicas write the RDB they sync from into --dir: the bench's temp dir, not the checkout.
+        "--dir",
+        dir,
         "--cluster-config-file",
-        join(dir, `cluster-nodes-${i}.conf`),
+        `cluster-nodes-${i}.conf`,
         "--cluster-port",
         String(await freePort()),
       ],

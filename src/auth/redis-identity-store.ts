@@ -49,29 +49,58 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       created: String(user.createdAt),
       disabled: user.disabled ? "1" : "0",
     });
-    await redis.set(marker, "1");
+  };
+
+  /**
+   * Claims `username` for `userId`. The name's index key and the user's hash carry different hash
+   * tags, so on a Redis Cluster they live on different masters and no one command covers both: a
+   * creation whose second step failed (or whose process died) leaves a name pointing at no user.
+   * Such an abandoned claim is taken over with a compare-and-set, so that the name is never lost.
+   */
+  const claim = async (username: string, userId: string): Promise<boolean> => {
+    const key = keys.username(username);
+    if ((await redis.set(key, userId, "NX")) !== null) return true;
+    const owner = await redis.get(key);
+    if (owner === null) return (await redis.set(key, userId, "NX")) !== null;
+    if (owner === userId) return true;
+    if ((await redis.exists(keys.user(owner))) === 1) return false;
+    return (await redis.nameTakeover(key, owner, userId)) === 1;
   };
 
   const store: UserStore = {
+    /**
+     * Single-slot steps, each safe to fail: (1) the "users exist" marker, first, so that no user
+     * ever exists without it; (2) the username claim, so that two creations of one name cannot both
+     * succeed; (3) the user's hash; (4) a check that the claim is still ours, since a claim whose
+     * hash was not yet written looks abandoned to a concurrent creation, which may take it over.
+     * A failure after (2) leaves an abandoned claim that the next creation of the name takes over.
+     */
     async create(input) {
       const user: User = { ...input, id: input.id ?? newUserId(), createdAt: Date.now(), disabled: false };
-      // The username index is claimed first, so two creations of one name cannot both succeed.
-      const claimed = await redis.set(keys.username(input.username), user.id, "NX");
-      if (claimed === null) return "exists";
+      await redis.set(marker, "1");
+      if (!(await claim(input.username, user.id))) return "exists";
       await write(user);
+      if ((await redis.get(keys.username(input.username))) !== user.id) {
+        if (input.id === undefined) await redis.del(keys.user(user.id));
+        return "exists";
+      }
       return user;
     },
 
     async upsert(input) {
-      const existing = await store.findByUsername(input.username);
-      if (existing === undefined) {
-        const created = await store.create(input);
-        if (created !== "exists") return created;
-        return store.upsert(input);
+      // Bounded: "exists" from create means another creation of the name won, which the next lookup finds.
+      for (let attempt = 0; attempt < 5; attempt += 1) {
+        const existing = await store.findByUsername(input.username);
+        if (existing === undefined) {
+          const created = await store.create(input);
+          if (created !== "exists") return created;
+          continue;
+        }
+        const user: User = { ...existing, tier: input.tier, passwordHash: input.passwordHash };
+        await write(user);
+        return user;
       }
-      const user: User = { ...existing, tier: input.tier, passwordHash: input.passwordHash };
-      await write(user);
-      return user;
+      throw new Error("the username kept changing hands while it was being written");
     },
 
     get,

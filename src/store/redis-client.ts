@@ -43,6 +43,7 @@ declare module "ioredis" {
       ...fields: string[]
     ): Result<[number, ...string[]], Context>;
     sessionsRevokeAll(indexKey: string): Result<string[], Context>;
+    nameTakeover(usernameKey: string, fromId: string, toId: string): Result<number, Context>;
   }
 }
 

@@ -41,6 +41,39 @@ describe("tollgate on a redis cluster", () => {
     expect(third.every((r) => !r.allowed)).toBe(true);
   });
 
+  it("creates a user whose name was left claimed by a creation that failed half-way", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // The name's claim landed, the user's hash (another master) never did.
+    await cluster.set(keys.username("halfway"), "usr_00000000deadbeef");
+    expect(await store.users.findByUsername("halfway")).toBeUndefined();
+    const created = await store.users.create({ username: "halfway", tier: "pro", passwordHash: "x" });
+    expect(created).not.toBe("exists");
+    expect(await store.users.findByUsername("halfway")).toEqual(created);
+    expect(await store.users.create({ username: "halfway", tier: "free", passwordHash: "y" })).toBe("exists");
+
+    await cluster.set(keys.username("halfway-upsert"), "usr_00000000feedface");
+    const upserted = await store.users.upsert({ username: "halfway-upsert", tier: "free", passwordHash: "z" });
+    expect(await store.users.findByUsername("halfway-upsert")).toEqual(upserted);
+    expect(await store.users.any()).toBe(true);
+  });
+
+  it("lets exactly one of twenty concurrent creations take over an abandoned name", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    await cluster.set(keys.username("contested"), "usr_00000000abandon0");
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        store.users.create({ username: "contested", tier: "free", passwordHash: `h${i}` }),
+      ),
+    );
+    const winners = results.filter((r) => r !== "exists");
+    expect(winners).toHaveLength(1);
+    expect(await store.users.findByUsername("contested")).toEqual(winners[0]);
+  });
+
   it("spreads the keys of 10,000 users over all three masters", async () => {
     const prefix = testPrefix();
     const store = createRedisStore({ redis: cluster, prefix });
