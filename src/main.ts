@@ -110,6 +110,7 @@ async function main(): Promise<void> {
     {
       event: "started",
       store: store.kind,
+      ...(config.redis === undefined ? {} : { redisTopology: config.redis.topology.kind }),
       failureMode: config.failureMode,
       ports: { public: config.port, check: config.checkPort, admin: config.adminPort },
     },

@@ -1,6 +1,7 @@
 // Global test setup: one real redis-server for the run (or REDIS_URL), a Redis Cluster and a
 // Sentinel-managed master (each started once per run), and a fresh build in dist/.
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
 import { type RedisServer, startRedisServer } from "./redis-server.js";
 import {
@@ -30,15 +31,28 @@ export default async function setup(project: TestProject): Promise<() => Promise
     await Promise.all([server?.stop(), cluster?.stop(), sentinels?.stop()]);
   };
   try {
-    // Tests that run the real processes (workers, e2e) use the compiled output.
-    execFileSync("npm", ["run", "--silent", "build"], { stdio: "inherit" });
+    // Tests that run the real processes (workers, e2e) use the compiled output. The build runs while
+    // the topologies start; each of these is waited for, and a failure of any fails the run.
+    const build = promisify(execFile)("npm", ["run", "--silent", "build"]).catch(
+      (error: Error & { stdout?: string; stderr?: string }) => {
+        throw new Error(`npm run build failed:\n${error.stdout ?? ""}${error.stderr ?? ""}`);
+      },
+    );
     const given = process.env.REDIS_URL;
-    const single = given !== undefined && given !== "" ? undefined : startRedisServer();
-    [server, cluster, sentinels] = await Promise.all([single, startRedisCluster(), startRedisSentinels()]);
+    // Each topology is recorded as soon as it is up, so that stop() cleans up after a partial failure.
+    const started = Promise.all([
+      given !== undefined && given !== "" ? undefined : startRedisServer().then((s) => (server = s)),
+      startRedisCluster().then((c) => (cluster = c)),
+      startRedisSentinels().then((s) => (sentinels = s)),
+    ]);
+    const [built, up] = await Promise.allSettled([build, started]);
+    if (up.status === "rejected") throw up.reason;
+    if (built.status === "rejected") throw built.reason;
+    const [, shared, watched] = up.value;
     project.provide("redisUrl", server?.url ?? (given as string));
-    project.provide("clusterNodes", cluster.seeds);
-    project.provide("sentinels", sentinels.addresses);
-    project.provide("sentinelMaster", sentinels.name);
+    project.provide("clusterNodes", shared.seeds);
+    project.provide("sentinels", watched.addresses);
+    project.provide("sentinelMaster", watched.name);
   } catch (error) {
     await stop();
     throw error;
