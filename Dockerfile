@@ -2,7 +2,9 @@
 # tollgate and the demo upstream in one image: `node dist/src/main.js` (default) or
 # `node dist/upstream/main.js`. Build: docker build -t tollgate:local .
 
-FROM node:20-bookworm-slim AS build
+# Node 24, the current LTS line (Node 20 reached its end of life on 2026-04-30); package.json's
+# engines floor stays 20.19, and .ci/run tests on both.
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # Dependencies first, so that source edits do not invalidate the npm ci layer.
 COPY package.json package-lock.json ./
@@ -14,7 +16,7 @@ COPY upstream ./upstream
 # tsc -p tsconfig.build.json, then scripts/copy-assets.mjs puts the .lua scripts next to the JS.
 RUN npm run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -587,6 +587,20 @@ describe("the Envoy harness itself, against fake check and upstream servers", ()
     expect(check.received).toHaveLength(0);
   });
 
+  it("never lets a client's x-tollgate-client-ip arrive anywhere: checks get Envoy's value, nothing else gets one", async () => {
+    const address = newClientAddress();
+    const forged = { "x-tollgate-client-ip": "203.0.113.77", "x-forwarded-for": "203.0.113.77" };
+    const paths = ["/api/products?x=1", "/auth/login", "/me", "/health", "/ready"];
+    for (const path of paths) await send(`${envoy.url}${path}`, { headers: forged, localAddress: address });
+    // /health and /ready skip the check; every check carries the peer, never the client's value.
+    expect(check.received.map((r) => r.headers["x-tollgate-client-ip"])).toEqual([address, address, address]);
+    // tollgate's public API and the upstream (both recorded by the fake here) never see the header.
+    expect(upstream.received.map((r) => r.url)).toEqual(paths);
+    for (const forwarded of upstream.received) {
+      expect(forwarded.headers["x-tollgate-client-ip"], forwarded.url).toBeUndefined();
+    }
+  });
+
   it("normalises the path before routing and checking it", async () => {
     await send(`${envoy.url}//api/./x/..//products?limit=1`, { localAddress: newClientAddress() });
     expect((check.received[0] as Recorded).url).toBe("/ext_authz/api/products?limit=1");

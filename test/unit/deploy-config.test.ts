@@ -1,4 +1,4 @@
-// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml and prometheus.yml checked against the ports, paths and headers of SPEC §4 and issue 4.
+// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml and prometheus.yml checked against the contract's ports, paths and headers.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -117,7 +117,7 @@ describe("envoy/envoy.yaml", () => {
     expect(patterns(extAuthz.allowed_headers)).not.toContain("exact:x-tollgate-client-ip");
   });
 
-  it("passes identity upstream and the SPEC §4 headers to the client", () => {
+  it("passes identity upstream and the contract's limit and auth headers to the client", () => {
     expect(patterns(authzResponse.allowed_upstream_headers)).toEqual([
       "exact:x-session-id",
       "exact:x-user-id",
@@ -138,12 +138,17 @@ describe("envoy/envoy.yaml", () => {
     ]);
   });
 
-  it("strips client identity headers before ext_authz runs, and routes last", () => {
+  it("strips client identity and client-address headers before ext_authz runs, and routes last", () => {
     const mutationIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.header_mutation");
     expect(mutationIndex).toBeGreaterThanOrEqual(0);
     expect(mutationIndex).toBeLessThan(extAuthzIndex);
     const removed = nodes(node(node(httpFilters[mutationIndex]?.typed_config).mutations).request_mutations);
-    expect(removed.map((m) => m.remove).sort()).toEqual(["x-session-id", "x-user-id", "x-user-tier"]);
+    expect(removed.map((m) => m.remove).sort()).toEqual([
+      "x-session-id",
+      "x-tollgate-client-ip",
+      "x-user-id",
+      "x-user-tier",
+    ]);
     expect(httpFilters.at(-1)?.name).toBe("envoy.filters.http.router");
   });
 
@@ -180,10 +185,21 @@ describe("docker-compose.yml", () => {
     expect(env("k6").BASE_URL).toBe("http://envoy:10000");
   });
 
-  it("mounts envoy/envoy.yaml into an Envoy image of the 1.36 line", () => {
+  it("mounts envoy/envoy.yaml into an Envoy image of the supported 1.38 line", () => {
     const service = node(services.envoy);
-    expect(String(service.image)).toMatch(/^envoyproxy\/envoy:v1\.36[.-]/);
+    // A line's latest patch, never a floating tag or 1.37.0 (denied responses lost their headers).
+    expect(String(service.image)).toMatch(/^envoyproxy\/envoy:v1\.38(-latest|\.\d+)$/);
     expect(service.volumes).toContain("./envoy/envoy.yaml:/etc/envoy/envoy.yaml:ro");
+  });
+
+  it("builds the tollgate image once and runs the upstream from it without pulling", () => {
+    const builders = Object.entries(services).filter(([, service]) => node(service).build !== undefined);
+    expect(builders.map(([name]) => name)).toEqual(["tollgate"]);
+    const tollgate = node(services.tollgate);
+    const upstream = node(services.upstream);
+    expect(upstream.image).toBe(tollgate.image);
+    expect(upstream.pull_policy).toBe("never");
+    expect(upstream.command).toEqual(["node", "dist/upstream/main.js"]);
   });
 
   it("keeps tollgate's check port 9191 and public port 8080 off the host", () => {
