@@ -54,7 +54,11 @@ describe("tollgate on a redis cluster", () => {
     expect(await store.users.create({ username: "halfway", tier: "free", passwordHash: "y" })).toBe("exists");
 
     await cluster.set(keys.username("halfway-upsert"), "usr_00000000feedface");
-    const upserted = await store.users.upsert({ username: "halfway-upsert", tier: "free", passwordHash: "z" });
+    const upserted = await store.users.upsert({
+      username: "halfway-upsert",
+      tier: "free",
+      passwordHash: "z",
+    });
     expect(await store.users.findByUsername("halfway-upsert")).toEqual(upserted);
     expect(await store.users.any()).toBe(true);
   });
