@@ -148,6 +148,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     message: "cannot reach the store",
   });
   store.redis?.on("error", (error: Error) => logConnectionError("redis", { err: error.message }));
+  // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
+  store.redis?.on("node error", (error: Error) => logConnectionError("redis", { err: error.message }));
 
   const logDenial = createThrottledLog({
     logger,

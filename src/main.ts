@@ -198,14 +198,14 @@ async function main(): Promise<void> {
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
-    redisUrl: config.redisUrl,
+    redis: config.redis,
     timeoutMs: config.redisTimeoutMs,
     prefix: config.redisKeyPrefix,
   });
   if (store.kind === "memory") {
     logger.warn(
       { event: "memory_store" },
-      "REDIS_URL is unset: using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
+      "No Redis is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
     );
   }
   if (config.jwt.secretGenerated) {
@@ -236,7 +236,13 @@ async function main(): Promise<void> {
   readiness.markReady();
   const urls = Object.fromEntries(listeners.map(({ name, port }) => [name, urlOf(config.host, port)]));
   logger.info(
-    { event: "ready", store: store.kind, failureMode: config.failureMode, urls },
+    {
+      event: "ready",
+      store: store.kind,
+      ...(config.redis === undefined ? {} : { redisTopology: config.redis.topology.kind }),
+      failureMode: config.failureMode,
+      urls,
+    },
     `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
   );
   if (config.adminTokenGenerated) printAdminToken(config.adminToken);

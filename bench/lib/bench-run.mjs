@@ -1,4 +1,4 @@
-// The default run: every service up, the rows one after another, then the report and the JSON.
+// The default run: every service up, the rows one after another (the scale-out rows last), then the report and the JSON.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { windowBytes } from "./redis-stats.mjs";
@@ -13,6 +13,7 @@ import {
   targetsTable,
 } from "./report.mjs";
 import { fillWindow, MEMORY_ENTRIES, monitorSamples, runRows } from "./rows.mjs";
+import { scaleOutRows } from "./scale-out.mjs";
 import { KEY_PREFIX, startCeiling, startNginx, startTollgate, startUpstream } from "./services.mjs";
 import { bearer, exhaust, expectStatus, HUGE, HUGE_RULE, machineInfo, POLICY, startCore } from "./setup.mjs";
 
@@ -235,7 +236,7 @@ export async function benchRun({ options, dir, resultsDir }) {
     const around = await startAround(core, { dir, options });
     await exhaust(core.checkUrl, bearer(core.alice));
     const memory = [];
-    const specs = rowSpecs(core, around, memory);
+    const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
     for (const spec of specs) await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
 
     const ctx = { options, redisClient: core.redisClient, tollgate: core.tollgate, redisUrl: core.redis.url };

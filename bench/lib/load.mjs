@@ -125,3 +125,46 @@ export function sampleRss(pid, intervalMs = 200) {
     },
   };
 }
+
+/**
+ * measure() for a row whose load is split evenly over several servers (one tollgate process each):
+ * one autocannon per URL with its share of the connections, run at once, merged into one slice.
+ */
+export async function measureSplit({
+  urls,
+  method = "GET",
+  headers = {},
+  connections,
+  duration,
+  warmup,
+  between,
+}) {
+  const shares = urls.map((url, i) => ({
+    url,
+    method,
+    headers,
+    connections: Math.floor(connections / urls.length) + (i < connections % urls.length ? 1 : 0),
+    pipelining: 1,
+    timeout: 10,
+  }));
+  if (warmup > 0) await Promise.all(shares.map((base) => cannon({ ...base, duration: warmup })));
+  if (between !== undefined) await between();
+  const latencies = [];
+  const results = await Promise.all(
+    shares.map((base) =>
+      cannon({ ...base, duration }, (_client, _status, _bytes, responseTime) => latencies.push(responseTime)),
+    ),
+  );
+  const statuses = {};
+  for (const result of results) {
+    for (const [status, n] of Object.entries(statusCounts(result)))
+      statuses[status] = (statuses[status] ?? 0) + n;
+  }
+  return {
+    latencies: Float64Array.from(latencies),
+    statuses,
+    seconds: Math.max(...results.map((r) => r.duration)),
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    timeouts: results.reduce((n, r) => n + r.timeouts, 0),
+  };
+}

@@ -1,7 +1,7 @@
 // One measured row, the MONITOR samples and the memory fill: the measurements behind the report.
 import { join } from "node:path";
 import { cpuFigures, cpuUsage, speedProbe } from "./cpu.mjs";
-import { burst, measure, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
+import { burst, measure, measureSplit, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
 import { ROOT, trackedNames } from "./processes.mjs";
 import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes } from "./redis-stats.mjs";
 import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
@@ -17,6 +17,11 @@ const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text()
  * Both are exact, unlike the load generator's responses (requests in flight at the end are not counted).
  */
 async function counters(spec, tollgate) {
+  if (spec.tollgates !== undefined) {
+    // A row served by several tollgate processes: their counters summed.
+    const each = await Promise.all(spec.tollgates.map((t) => tollgateCounters(t.adminUrl)));
+    return addUp(each);
+  }
   if (spec.tollgate) return tollgateCounters((spec.server ?? tollgate).adminUrl);
   if (spec.countUrl !== undefined)
     return { decisions: await servedBy(spec.countUrl), degraded: 0, storeErrors: 0 };
@@ -33,8 +38,9 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
   let rss;
   let cpu;
   let redisCpuBefore;
-  const load = await measure({
+  const load = await (spec.urls === undefined ? measure : measureSplit)({
     url: spec.url,
+    urls: spec.urls,
     headers: spec.headers,
     connections: options.connections,
     duration,
@@ -46,7 +52,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
       before = await counters(spec, tollgate);
       // With WORKERS the RSS of one process is not the server's: that row shows none.
       if (spec.tollgate && spec.workers === undefined)
-        rss = sampleRss((spec.server ?? tollgate).proc.child.pid);
+        rss = sampleRss((spec.tollgates?.[0] ?? spec.server ?? tollgate).proc.child.pid);
       cpu = cpuUsage(trackedNames());
     },
   });

@@ -39,6 +39,8 @@ export async function startRedis() {
  */
 export async function startTollgate({
   redisUrl,
+  /** Instead of REDIS_URL: REDIS_CLUSTER_NODES, or REDIS_SENTINELS and REDIS_SENTINEL_MASTER. */
+  redisEnv = { REDIS_URL: redisUrl },
   policyFile,
   main = "dist/src/main.js",
   nodeArgs = [],
@@ -55,7 +57,7 @@ export async function startTollgate({
       PORT: String(port),
       CHECK_PORT: String(checkPort),
       ADMIN_PORT: String(adminPort),
-      REDIS_URL: redisUrl,
+      ...redisEnv,
       REDIS_KEY_PREFIX: KEY_PREFIX,
       JWT_SECRET,
       ADMIN_TOKEN,

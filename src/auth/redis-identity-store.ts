@@ -1,7 +1,7 @@
 // Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import type { Keys } from "../store/keys.js";
+import type { RedisClient } from "../store/redis-client.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "./types.js";
 
 export const newUserId = (): string => `usr_${randomBytes(8).toString("hex")}`;
@@ -56,14 +56,37 @@ function toSession(userId: string, sessionId: string, f: Record<string, string>)
   };
 }
 
-export function createRedisUserStore(options: { redis: Redis; keys: Keys }): UserStore {
+export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }): UserStore {
   const { redis, keys } = options;
   const marker = keys.usersMarker;
 
   const get = async (userId: string): Promise<User | undefined> =>
     toUser(await redis.hgetall(keys.user(userId)));
 
+  /**
+   * Claims `username` for `userId`. The name's index key and the user's hash carry different hash
+   * tags, so on a Redis Cluster they live on different masters and no one command covers both: a
+   * creation whose second step failed (or whose process died) leaves a name pointing at no user.
+   * Such an abandoned claim is taken over with a compare-and-set, so that the name is never lost.
+   */
+  const claim = async (username: string, userId: string): Promise<boolean> => {
+    const key = keys.username(username);
+    if ((await redis.set(key, userId, "NX")) !== null) return true;
+    const owner = await redis.get(key);
+    if (owner === null) return (await redis.set(key, userId, "NX")) !== null;
+    if (owner === userId) return true;
+    if ((await redis.exists(keys.user(owner))) === 1) return false;
+    return (await redis.nameTakeover(key, owner, userId)) === 1;
+  };
+
   const store: UserStore = {
+    /**
+     * Single-slot steps, each safe to fail: (1) the "users exist" marker, first, so that no user
+     * ever exists without it; (2) the username claim, so that two creations of one name cannot both
+     * succeed; (3) the user's hash; (4) a check that the claim is still ours, since a claim whose
+     * hash was not yet written looks abandoned to a concurrent creation, which may take it over.
+     * A failure after (2) leaves an abandoned claim that the next creation of the name takes over.
+     */
     async create(input) {
       const user: User = {
         id: input.id ?? newUserId(),
@@ -75,14 +98,16 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
         source: input.source ?? "admin",
         seed: input.seed,
       };
-      // The username index is claimed first, so two creations of one name cannot both succeed.
-      const claimed = await redis.set(keys.username(input.username), user.id, "NX");
-      if (claimed === null) return "exists";
-      // Three slots ({u:…}, {n:…}, {users}): written in an order where a crash leaves no usable half.
+      await redis.set(marker, "1");
+      if (!(await claim(input.username, user.id))) return "exists";
       await redis.hset(keys.user(user.id), userFields(user));
+      if ((await redis.get(keys.username(input.username))) !== user.id) {
+        if (input.id === undefined) await redis.del(keys.user(user.id));
+        return "exists";
+      }
+      // Listed, and no longer a name an admin deleted (USERS_FILE leaves such names alone).
       await redis.zadd(keys.userIndex, 0, user.id);
       await redis.del(keys.usernameGone(input.username));
-      await redis.set(marker, "1");
       return user;
     },
 
@@ -143,7 +168,7 @@ export function createRedisUserStore(options: { redis: Redis; keys: Keys }): Use
   return store;
 }
 
-export function createRedisSessionStore(options: { redis: Redis; keys: Keys }): SessionStore {
+export function createRedisSessionStore(options: { redis: RedisClient; keys: Keys }): SessionStore {
   const { redis, keys } = options;
 
   /** Deletes session hashes; answers how many still existed (the sessions that were alive). */

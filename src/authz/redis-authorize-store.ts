@@ -1,11 +1,11 @@
 // The check's one Redis call: session validity, the user's current tier and the window, atomically.
-import type { Redis } from "ioredis";
 import type { AuthorizeStore, TierLimits } from "../auth/types.js";
 import { createMemberIds } from "../ratelimit/redis-store.js";
 import { hitResult } from "../ratelimit/types.js";
 import type { Keys } from "../store/keys.js";
+import type { RedisClient } from "../store/redis-client.js";
 
-export function createRedisAuthorizeStore(options: { redis: Redis; keys: Keys }): AuthorizeStore {
+export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
   const nextMember = createMemberIds();
   // The script's limit argument for each category's table, built once: one string, not 3 per tier.

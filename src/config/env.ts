@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import { weakSecretReason } from "./secrets.js";
 
 export type FailureMode = "open" | "closed";
@@ -28,7 +29,8 @@ export type Config = {
   adminPort: number;
   host: string;
   upstreamPort: number;
-  redisUrl: string | undefined;
+  /** Unset: the embedded memory store. */
+  redis: RedisSettings | undefined;
   redisTimeoutMs: number;
   redisKeyPrefix: string;
   failureMode: FailureMode;
@@ -188,22 +190,6 @@ function parseJwt(reader: Reader, production: boolean): JwtSettings {
   };
 }
 
-function parseRedisUrl(reader: Reader): string | undefined {
-  const value = reader.raw("REDIS_URL");
-  if (value === undefined) return undefined;
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {
-    url = undefined;
-  }
-  if (url === undefined || (url.protocol !== "redis:" && url.protocol !== "rediss:")) {
-    reader.problems.push("REDIS_URL: expected a redis:// or rediss:// URL");
-    return undefined;
-  }
-  return value;
-}
-
 const MAX_WORKERS = 256;
 
 /** WORKERS: a whole number, or "auto" for one worker per core this process may use. */
@@ -239,7 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
     upstreamPort: reader.port("UPSTREAM_PORT", 8000),
-    redisUrl: parseRedisUrl(reader),
+    redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,
     failureMode: reader.oneOf<FailureMode>("FAILURE_MODE", ["open", "closed"], "open"),
@@ -260,10 +246,10 @@ export function loadConfig(env: Env = process.env): Config {
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     production,
   };
-  if (config.workers > 1 && config.redisUrl === undefined) {
+  if (config.workers > 1 && config.redis === undefined) {
     // Each worker's memory store would count and keep sessions on its own: limits would multiply.
     reader.problems.push(
-      "WORKERS: more than one worker needs REDIS_URL (the memory store is one process only)",
+      "WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS); the memory store is one process only",
     );
   }
   if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {

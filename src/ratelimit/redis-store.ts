@@ -1,7 +1,7 @@
 // The sliding window on Redis: one atomic Lua script call per hit, time from Redis TIME.
 import { randomBytes } from "node:crypto";
-import type { Redis } from "ioredis";
 import type { Keys } from "../store/keys.js";
+import type { RedisClient } from "../store/redis-client.js";
 import { type Clock, hitResult, type RateLimitStore, type Rule, type WindowState } from "./types.js";
 
 /** Request ids unique across processes: a counter plus a random per-process suffix, kept short. */
@@ -15,7 +15,7 @@ export function createMemberIds(): () => string {
 }
 
 export type RedisRateLimitStoreOptions = {
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   /** Tests only: a pinned clock in ms instead of Redis TIME. */
   clock?: Clock;

@@ -1,7 +1,8 @@
 // The Redis connection: fail-fast options for the check path and the Lua scripts as commands.
 import { readdirSync, readFileSync } from "node:fs";
-import type { Result } from "ioredis";
-import { Redis } from "ioredis";
+import type { RedisOptions, Result } from "ioredis";
+import { Cluster, Redis } from "ioredis";
+import type { HostPort, RedisSettings } from "../config/redis-settings.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
@@ -46,6 +47,7 @@ declare module "ioredis" {
     sessionsRevokeAll(indexKey: string): Result<string[], Context>;
     userUpdate(userKey: string, ...fields: string[]): Result<number, Context>;
     usernameRelease(usernameKey: string, goneKey: string, userId: string): Result<number, Context>;
+    nameTakeover(usernameKey: string, fromId: string, toId: string): Result<number, Context>;
   }
 }
 
@@ -55,7 +57,7 @@ const LUA_DIR = new URL("./lua/", import.meta.url);
  * Registers every `lua/<name>-<numberOfKeys>.lua` as the command `<name>` (EVALSHA, EVAL only on
  * NOSCRIPT), with `lua/lib/common.lua` prepended so that the scripts share one window and session code.
  */
-export function defineScripts(redis: Redis): void {
+export function defineScripts(redis: Redis | Cluster): void {
   const common = readFileSync(new URL("lib/common.lua", LUA_DIR), "utf8");
   for (const file of readdirSync(LUA_DIR)) {
     const match = /^([A-Za-z]+)-(\d+)\.lua$/.exec(file);
@@ -67,8 +69,10 @@ export function defineScripts(redis: Redis): void {
   }
 }
 
-export type RedisClientOptions = {
-  url: string;
+/** One Redis, a Redis Cluster or a Sentinel-managed master: the store's code is the same for all. */
+export type RedisClient = Redis | Cluster;
+
+export type RedisClientOptions = ({ url: string } | { settings: RedisSettings }) & {
   connectTimeoutMs?: number;
   /** A backstop for every command; callers put their own, shorter deadlines on calls that need one. */
   commandTimeoutMs?: number;
@@ -76,16 +80,97 @@ export type RedisClientOptions = {
   offlineQueue?: boolean;
 };
 
-export function createRedisClient(options: RedisClientOptions): Redis {
-  const redis = new Redis(options.url, {
+type Common = Pick<RedisOptions, "commandTimeout" | "maxRetriesPerRequest" | "connectTimeout">;
+
+/** Reconnection backs off from 100 ms to at most 1 s, so service resumes within a second of a return. */
+const backoff = (attempt: number): number => Math.min(50 * 2 ** Math.min(attempt, 5), 1000);
+
+function credentials(settings: RedisSettings): Pick<RedisOptions, "username" | "password" | "tls"> {
+  return {
+    ...(settings.username === undefined ? {} : { username: settings.username }),
+    ...(settings.password === undefined ? {} : { password: settings.password }),
+    ...(settings.tls ? { tls: {} } : {}),
+  };
+}
+
+/**
+ * A Redis Cluster client. A command for a slot whose master is unreachable is retried every
+ * `retryDelayOnFailover` with a fresh slot map, so it reaches the promoted replica once the cluster
+ * fails over; callers' deadlines (REDIS_TIMEOUT_MS on checks) bound how long anyone waits meanwhile.
+ */
+function createCluster(nodes: HostPort[], settings: RedisSettings, common: Common, offlineQueue: boolean) {
+  return new Cluster(nodes, {
+    enableOfflineQueue: offlineQueue,
+    scaleReads: "master",
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    retryDelayOnTryAgain: 100,
+    // Up to ~2 s of retries per command: past any check's deadline, short of piling up for long.
+    maxRedirections: 20,
+    slotsRefreshTimeout: common.connectTimeout ?? 1_000,
+    slotsRefreshInterval: 2_000,
+    clusterRetryStrategy: backoff,
+    redisOptions: { ...common, ...credentials(settings) },
+  });
+}
+
+function createSentinelClient(
+  topology: Extract<RedisSettings["topology"], { kind: "sentinel" }>,
+  settings: RedisSettings,
+  common: Common,
+  offlineQueue: boolean,
+): Redis {
+  return new Redis({
+    ...common,
+    ...credentials(settings),
+    sentinels: topology.sentinels,
+    name: topology.master,
+    role: "master",
+    ...(settings.sentinelPassword === undefined ? {} : { sentinelPassword: settings.sentinelPassword }),
+    enableTLSForSentinelMode: settings.tls,
+    // Reconnect as soon as a Sentinel announces the new master, not on the next failed command.
+    failoverDetector: true,
+    enableOfflineQueue: offlineQueue,
+    retryStrategy: backoff,
+    sentinelRetryStrategy: backoff,
+  });
+}
+
+export function createRedisClient(options: RedisClientOptions & { url: string }): Redis;
+export function createRedisClient(options: RedisClientOptions): RedisClient;
+export function createRedisClient(options: RedisClientOptions): RedisClient {
+  const common: Common = {
     commandTimeout: options.commandTimeoutMs ?? 10_000,
-    // While disconnected, commands fail at once instead of piling up behind the outage.
-    enableOfflineQueue: options.offlineQueue ?? false,
     maxRetriesPerRequest: 1,
     connectTimeout: options.connectTimeoutMs ?? 1_000,
-    retryStrategy: (attempt) => Math.min(50 * 2 ** Math.min(attempt, 5), 1000),
-    lazyConnect: false,
-  });
-  defineScripts(redis);
-  return redis;
+  };
+  // While disconnected, commands fail at once instead of piling up behind the outage.
+  const offlineQueue = options.offlineQueue ?? false;
+  const settings: RedisSettings =
+    "url" in options
+      ? {
+          topology: { kind: "single", url: options.url },
+          username: undefined,
+          password: undefined,
+          tls: false,
+          sentinelPassword: undefined,
+        }
+      : options.settings;
+  const { topology } = settings;
+  let client: RedisClient;
+  if (topology.kind === "cluster") client = createCluster(topology.nodes, settings, common, offlineQueue);
+  else if (topology.kind === "sentinel")
+    client = createSentinelClient(topology, settings, common, offlineQueue);
+  else {
+    // The URL's own credentials and TLS (rediss://) come first; the settings fill in what it lacks.
+    client = new Redis(topology.url, {
+      ...common,
+      ...credentials(settings),
+      enableOfflineQueue: offlineQueue,
+      retryStrategy: backoff,
+      lazyConnect: false,
+    });
+  }
+  defineScripts(client);
+  return client;
 }

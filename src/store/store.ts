@@ -1,17 +1,18 @@
-// The composition of one store: Redis when REDIS_URL is set, otherwise the embedded memory store.
-import type { Redis } from "ioredis";
+// The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
+
 import { createMemoryIdentityStore } from "../auth/memory-identity-store.js";
 import { createRedisSessionStore, createRedisUserStore } from "../auth/redis-identity-store.js";
 import type { AuthorizeStore, SessionStore, UserStore } from "../auth/types.js";
 import { createMemoryAuthorizeStore } from "../authz/memory-authorize-store.js";
 import { createRedisAuthorizeStore } from "../authz/redis-authorize-store.js";
+import type { RedisSettings } from "../config/redis-settings.js";
 import { createMemoryRateLimitStore } from "../ratelimit/memory-store.js";
 import { createRedisRateLimitStore } from "../ratelimit/redis-store.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
 import { withDeadline } from "./deadline.js";
 import { guarded } from "./errors.js";
 import { createKeys } from "./keys.js";
-import { createRedisClient } from "./redis-client.js";
+import { createRedisClient, type RedisClient } from "./redis-client.js";
 
 export type Store = {
   kind: "redis" | "memory";
@@ -25,7 +26,7 @@ export type Store = {
   ping(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
   /** The Redis connection, for the store's own events (up/down); absent on the memory store. */
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
 };
 
 /** The public and admin APIs may wait longer on the store than a check. */
@@ -58,7 +59,7 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
   };
 }
 
-export function createRedisStore(options: { redis: Redis; prefix: string; timeoutMs?: number }): Store {
+export function createRedisStore(options: { redis: RedisClient; prefix: string; timeoutMs?: number }): Store {
   const { redis } = options;
   const timeoutMs = apiTimeout(options.timeoutMs ?? 100);
   const keys = createKeys(options.prefix);
@@ -108,13 +109,13 @@ export function createMemoryStore(): Store {
 }
 
 export function createStore(options: {
-  redisUrl: string | undefined;
+  redis: RedisSettings | undefined;
   timeoutMs: number;
   prefix: string;
 }): Store {
-  if (options.redisUrl === undefined) return createMemoryStore();
+  if (options.redis === undefined) return createMemoryStore();
   const redis = createRedisClient({
-    url: options.redisUrl,
+    settings: options.redis,
     connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10),
   });
   return createRedisStore({ redis, prefix: options.prefix, timeoutMs: options.timeoutMs });

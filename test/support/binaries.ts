@@ -2,7 +2,8 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
-const INSTALL_HINT = "install it with: apt-get update && apt-get install -y redis-server nginx";
+const INSTALL_HINT =
+  "install it with: apt-get update && apt-get install -y redis-server redis-sentinel nginx";
 
 export function findBinary(name: string, extraPaths: readonly string[] = []): string {
   for (const path of extraPaths) if (existsSync(path)) return path;

@@ -2,7 +2,8 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { inject } from "vitest";
-import { createRedisClient } from "../../src/store/redis-client.js";
+import { parseRedisSettings } from "../../src/config/redis-settings.js";
+import { createRedisClient, type RedisClient } from "../../src/store/redis-client.js";
 
 export function testPrefix(): string {
   return `test:${randomBytes(4).toString("hex")}:`;
@@ -14,4 +15,19 @@ export function redisUrl(): string {
 
 export function connectRedis(url = redisUrl()): Redis {
   return createRedisClient({ url, commandTimeoutMs: 5000, offlineQueue: true });
+}
+
+/** The settings of the shared Redis Cluster or Sentinel setup, as tollgate reads them from its env. */
+export function topologyEnv(kind: "cluster" | "sentinel"): Record<string, string> {
+  return kind === "cluster"
+    ? { REDIS_CLUSTER_NODES: inject("clusterNodes") }
+    : { REDIS_SENTINELS: inject("sentinels"), REDIS_SENTINEL_MASTER: inject("sentinelMaster") };
+}
+
+/** A client of the shared Cluster or Sentinel setup, configured exactly as tollgate configures its own. */
+export function connectTopology(kind: "cluster" | "sentinel", env = topologyEnv(kind)): RedisClient {
+  const problems: string[] = [];
+  const settings = parseRedisSettings((name) => env[name], problems);
+  if (settings === undefined || problems.length > 0) throw new Error(problems.join("; "));
+  return createRedisClient({ settings, commandTimeoutMs: 5000, offlineQueue: true });
 }

@@ -1,7 +1,8 @@
-// docker-compose.yml, envoy/envoy.yaml and prometheus.yml checked against the contract's ports, paths and headers.
+// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml and prometheus.yml checked against the contract's ports, paths and headers.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { loadConfig } from "../../src/config/env.js";
 
 type Node = Record<string, unknown>;
 const ROOT = new URL("../../", import.meta.url);
@@ -236,5 +237,49 @@ describe("docker-compose.yml", () => {
     );
     expect(targets).toContain("tollgate:9090");
     expect(composeDefault(env("tollgate").ADMIN_PORT) || "9090").toBe("9090");
+  });
+});
+
+describe("docker-compose.cluster.yml", () => {
+  // Compose resolves YAML merge keys (<<: *redis-node), as the yaml parser does when asked to.
+  const cluster = parse(readFileSync(new URL("docker-compose.cluster.yml", ROOT), "utf8"), {
+    merge: true,
+  }) as Node;
+  const clusterServices = node(cluster.services);
+  const nodeNames = Object.keys(clusterServices).filter((name) => /^redis-node-\d$/.test(name));
+
+  it("runs six cluster-enabled Redis nodes with the append-only file", () => {
+    expect(nodeNames).toHaveLength(6);
+    for (const name of nodeNames) {
+      const args = (node(clusterServices[name]).command as string[]).join(" ");
+      expect(args, name).toMatch(/--cluster-enabled yes/);
+      expect(args, name).toMatch(/--appendonly yes/);
+      expect(args, name).toMatch(/--cluster-require-full-coverage no/);
+      expect(node(clusterServices[name]).healthcheck, name).toBeDefined();
+    }
+  });
+
+  it("joins the six nodes into 3 masters with a replica each before tollgate starts", () => {
+    const init = node(clusterServices["redis-cluster-init"]);
+    const script = (init.command as string[]).join("\n");
+    expect(script).toMatch(/redis-cli --cluster create \$\$nodes --cluster-replicas 1 --cluster-yes/);
+    expect(script).toMatch(/for n in 1 2 3 4 5 6; do/);
+    expect(Object.keys(node(init.depends_on)).sort()).toEqual([...nodeNames].sort());
+    const dependsOn = node(node(clusterServices.tollgate).depends_on);
+    expect(node(dependsOn["redis-cluster-init"]).condition).toBe("service_completed_successfully");
+  });
+
+  it("gives tollgate, merged over docker-compose.yml, a cluster of every node and no single Redis", () => {
+    const merged: Record<string, string> = {};
+    for (const [name, value] of Object.entries({
+      ...env("tollgate"),
+      ...node(node(clusterServices.tollgate).environment),
+    }))
+      merged[name] = composeDefault(value);
+    const config = loadConfig(merged);
+    expect(config.redis?.topology).toEqual({
+      kind: "cluster",
+      nodes: nodeNames.map((host) => ({ host, port: 6379 })),
+    });
   });
 });

@@ -27,7 +27,7 @@ describe("settings", () => {
       adminPort: 9090,
       host: "127.0.0.1",
       upstreamPort: 8000,
-      redisUrl: undefined,
+      redis: undefined,
       redisTimeoutMs: 100,
       redisKeyPrefix: "tg:",
       failureMode: "open",
@@ -102,7 +102,7 @@ describe("settings", () => {
       ]);
     }
     expect(problems({ WORKERS: "2" })).toEqual([
-      "WORKERS: more than one worker needs REDIS_URL (the memory store is one process only)",
+      "WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS); the memory store is one process only",
     ]);
   });
 
@@ -172,5 +172,91 @@ describe("settings", () => {
     expect(problems({ JWT_ALGORITHMS: "none" })).toEqual([
       'JWT_ALGORITHMS: "NONE" is not supported (use HS256, HS384, HS512, RS256, ES256)',
     ]);
+  });
+});
+
+describe("redis settings", () => {
+  it("choose one Redis, a cluster from its seed nodes, or a Sentinel-managed master", () => {
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379/0" }).redis?.topology).toEqual({
+      kind: "single",
+      url: "redis://127.0.0.1:6379/0",
+    });
+    expect(loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b:7001,[::1]:7002" }).redis).toEqual({
+      topology: {
+        kind: "cluster",
+        nodes: [
+          { host: "10.0.0.1", port: 7000 },
+          { host: "redis-b", port: 7001 },
+          { host: "::1", port: 7002 },
+        ],
+      },
+      username: undefined,
+      password: undefined,
+      tls: false,
+      sentinelPassword: undefined,
+    });
+    expect(
+      loadConfig({
+        REDIS_SENTINELS: "s1:26379,s2:26379,s3:26379",
+        REDIS_SENTINEL_MASTER: "mymaster",
+        REDIS_USERNAME: "tollgate",
+        REDIS_PASSWORD: "p4ss",
+        REDIS_TLS: "true",
+        REDIS_SENTINEL_PASSWORD: "s3nt",
+      }).redis,
+    ).toEqual({
+      topology: {
+        kind: "sentinel",
+        master: "mymaster",
+        sentinels: ["s1", "s2", "s3"].map((host) => ({ host, port: 26379 })),
+      },
+      username: "tollgate",
+      password: "p4ss",
+      tls: true,
+      sentinelPassword: "s3nt",
+    });
+  });
+
+  it("refuse more than one topology at start-up, naming each variable that was set", () => {
+    const both = "REDIS_URL, REDIS_CLUSTER_NODES: set only one of them";
+    expect(problems({ REDIS_URL: "redis://a:6379", REDIS_CLUSTER_NODES: "b:7000" })[0]).toMatch(
+      new RegExp(`^${both}`),
+    );
+    expect(
+      problems({ REDIS_URL: "redis://a:6379", REDIS_CLUSTER_NODES: "b:7000", REDIS_SENTINELS: "c:26379" }),
+    ).toEqual([
+      "REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS: set only one of them (one Redis, a Redis Cluster, or Sentinel)",
+    ]);
+    expect(problems({ REDIS_CLUSTER_NODES: "b:7000", REDIS_SENTINELS: "c:26379" })[0]).toMatch(
+      /^REDIS_CLUSTER_NODES, REDIS_SENTINELS: set only one/,
+    );
+  });
+
+  it("report malformed nodes, a missing master name and options with no Redis to apply to", () => {
+    expect(problems({ REDIS_CLUSTER_NODES: "a:7000,b,c:99999" })).toEqual([
+      'REDIS_CLUSTER_NODES: expected host:port[,host:port...], got "b"',
+      'REDIS_CLUSTER_NODES: expected host:port[,host:port...], got "c:99999"',
+    ]);
+    expect(problems({ REDIS_SENTINELS: "s1:26379" })).toEqual([
+      "REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS (the master's name in Sentinel)",
+    ]);
+    expect(problems({ REDIS_SENTINEL_MASTER: "mymaster" })).toEqual([
+      "REDIS_SENTINEL_MASTER: only used with REDIS_SENTINELS",
+    ]);
+    expect(problems({ REDIS_PASSWORD: "hunter2-secret" })).toEqual([
+      "REDIS_PASSWORD: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS to use it",
+    ]);
+    expect(problems({ REDIS_URL: "redis://a:6379", REDIS_TLS: "true" })).toEqual([
+      "REDIS_TLS: with REDIS_URL, ask for TLS with a rediss:// URL",
+    ]);
+    expect(problems({ REDIS_CLUSTER_NODES: "a:7000", REDIS_TLS: "yes" })).toEqual([
+      'REDIS_TLS: expected true or false, got "yes"',
+    ]);
+  });
+
+  it("never echo the Redis passwords in a message", () => {
+    const found = problems({ REDIS_PASSWORD: "hunter2-secret", REDIS_SENTINEL_PASSWORD: "other-secret" });
+    expect(found).toHaveLength(2);
+    expect(found.join("\n")).not.toMatch(/hunter2|other-secret/);
   });
 });

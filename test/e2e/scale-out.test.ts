@@ -1,0 +1,292 @@
+// Two tollgate processes on a Redis Cluster and on Sentinel, each topology this file's own: exact
+// limits across processes, and a master killed with SIGKILL under load, measured until recovery.
+import { randomBytes } from "node:crypto";
+import type { Cluster } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { login, startTollgate, TEST_ADMIN_TOKEN, type TollgateProcess } from "../support/processes.js";
+import { connectTopology } from "../support/redis.js";
+import {
+  type RedisCluster,
+  type RedisSentinels,
+  startRedisCluster,
+  startRedisSentinels,
+} from "../support/redis-topologies.js";
+
+/**
+ * REDIS_TIMEOUT_MS: long enough that a burst of 600 on this shared 2-core machine is answered by the
+ * store rather than degraded. (The exact deadline is tested with a paused Redis elsewhere.)
+ */
+const TIMEOUT_MS = 1000;
+/**
+ * The longest a check may take during a failover: REDIS_TIMEOUT_MS plus a heavily loaded machine's
+ * share, short of the 2 s and more that the cluster client alone retries a lost master and of the
+ * ~3 s until a replica is promoted, which checks without a deadline would wait.
+ */
+const CHECK_BOUND_MS = TIMEOUT_MS + 750;
+/** How long a failover may take here before the test gives up: Redis' own detection plus promotion. */
+const RECOVERY_LIMIT_MS = 20_000;
+const PASSWORD = "scale-out-password-42";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" };
+
+type Answer = {
+  status: number;
+  degraded: boolean;
+  limit: string | null;
+  body: string;
+  ms: number;
+  at: number;
+};
+
+let ipCounter = 0;
+/** A distinct client address per request, so that only the user's own limit applies. */
+const nextIp = (): string => {
+  ipCounter += 1;
+  return `10.${(ipCounter >> 16) & 255}.${(ipCounter >> 8) & 255}.${ipCounter & 255}`;
+};
+
+async function check(proc: TollgateProcess, token: string): Promise<Answer> {
+  const at = performance.now();
+  const res = await fetch(`${proc.checkUrl}/ext_authz/api/products`, {
+    headers: { authorization: `Bearer ${token}`, "x-forwarded-for": nextIp() },
+  });
+  const body = await res.text();
+  return {
+    status: res.status,
+    degraded: res.headers.get("x-ratelimit-degraded") === "true",
+    limit: res.headers.get("x-ratelimit-limit"),
+    body,
+    ms: performance.now() - at,
+    at,
+  };
+}
+
+async function createUser(proc: TollgateProcess, tier = "free"): Promise<{ id: string; token: string }> {
+  const username = `scale_${tier}_${randomBytes(6).toString("hex")}`;
+  const res = await fetch(`${proc.adminUrl}/admin/users`, {
+    method: "POST",
+    headers: admin,
+    body: JSON.stringify({ username, password: PASSWORD, tier }),
+  });
+  expect(res.status, await res.clone().text()).toBe(201);
+  const body = (await res.json()) as { user_id: string };
+  return { id: body.user_id, token: (await login(proc.url, username, PASSWORD)).access_token };
+}
+
+/** `count` concurrent checks of one token, alternating between the processes; how many each allowed. */
+async function burst(procs: TollgateProcess[], token: string, count: number) {
+  const answers = await Promise.all(
+    Array.from({ length: count }, (_, i) => check(procs[i % procs.length] as TollgateProcess, token)),
+  );
+  // Allows made without the store (degraded) are counted apart, so that they show.
+  const statuses: Record<string, number> = {};
+  for (const a of answers) {
+    const key = a.degraded ? "degraded" : String(a.status);
+    statuses[key] = (statuses[key] ?? 0) + 1;
+  }
+  const allowedBy = procs.map((_, p) =>
+    answers.filter((a, i) => i % procs.length === p && a.status === 200 && !a.degraded),
+  );
+  return { answers, statuses, allowedBy: allowedBy.map((list) => list.length) };
+}
+
+type Stream = { answers: Answer[]; errors: string[] };
+
+/** Loops of checks on each process until `stop()` resolves. */
+async function streamUntil(procs: TollgateProcess[], token: string, workers: number, stop: Promise<unknown>) {
+  const out: Stream = { answers: [], errors: [] };
+  let done = false;
+  void stop.then(() => {
+    done = true;
+  });
+  await Promise.all(
+    procs.flatMap((proc) =>
+      Array.from({ length: workers }, async () => {
+        while (!done) {
+          try {
+            out.answers.push(await check(proc, token));
+          } catch (error) {
+            out.errors.push((error as Error & { cause?: { code?: string } }).cause?.code ?? String(error));
+          }
+        }
+      }),
+    ),
+  );
+  return out;
+}
+
+type Topology = {
+  env: Record<string, string>;
+  /** SIGKILLs the master that holds `userId`'s keys; resolves with the kill's time. */
+  killMasterOf(userId: string): Promise<number>;
+  /** Whether `userId`'s keys are served by a different master than before the kill. */
+  promoted(userId: string): Promise<boolean>;
+};
+
+function describeFailover(name: string, start: () => Promise<{ topology: Topology; stop(): Promise<void> }>) {
+  describe(`two tollgate processes on ${name}`, () => {
+    let topology: Topology;
+    let stopTopology: () => Promise<void> = async () => {};
+    let open: TollgateProcess[] = [];
+    let closed: TollgateProcess;
+    const started: TollgateProcess[] = [];
+
+    beforeAll(async () => {
+      const made = await start();
+      topology = made.topology;
+      stopTopology = made.stop;
+      const env = (mode: string) => ({
+        ...topology.env,
+        REDIS_KEY_PREFIX: `scale:${randomBytes(3).toString("hex")}:`,
+        REDIS_TIMEOUT_MS: String(TIMEOUT_MS),
+        FAILURE_MODE: mode,
+        LOG_LEVEL: "warn",
+      });
+      const shared = env("open");
+      const procs = await Promise.all([
+        startTollgate(shared),
+        startTollgate(shared),
+        startTollgate({ ...shared, FAILURE_MODE: "closed" }),
+      ]);
+      started.push(...procs);
+      open = procs.slice(0, 2);
+      closed = procs[2] as TollgateProcess;
+    }, 120_000);
+
+    afterAll(async () => {
+      await Promise.all(started.map((p) => p.stop("SIGKILL")));
+      await stopTopology();
+    });
+
+    it("lets exactly 100 of 600 concurrent first requests of one free user through, split across both", async () => {
+      // Fresh processes compile their hot path on the first burst: warm them up with a roomy user.
+      const carol = await login((open[0] as TollgateProcess).url, "ent_carol");
+      for (let round = 0; round < 2; round += 1) await burst(open, carol.access_token, 200);
+      const user = await createUser(open[0] as TollgateProcess);
+      const { statuses, allowedBy } = await burst(open, user.token, 600);
+      expect(statuses).toEqual({ 200: 100, 429: 500 });
+      expect(allowedBy[0]).toBeGreaterThan(0);
+      expect(allowedBy[1]).toBeGreaterThan(0);
+    });
+
+    it("survives a master killed under load: degraded answers only, then exact limits again", async () => {
+      const carol = await login((open[0] as TollgateProcess).url, "ent_carol");
+      let killedAt = 0;
+      let recoveredAt = 0;
+      // The load runs from before the kill until every process enforces again, or the limit passes.
+      const recovered = (async () => {
+        await sleep(500);
+        killedAt = await topology.killMasterOf("demo-carol");
+        const deadline = killedAt + RECOVERY_LIMIT_MS;
+        while (performance.now() < deadline) {
+          const answers = await Promise.all([...open, closed].map((p) => check(p, carol.access_token)));
+          if (answers.every((a) => a.status === 200 && !a.degraded)) {
+            recoveredAt = performance.now();
+            return;
+          }
+          await sleep(50);
+        }
+      })();
+      const load = await streamUntil(
+        [...open, closed],
+        carol.access_token,
+        8,
+        recovered.then(() => sleep(300)),
+      );
+
+      expect(load.errors).toEqual([]);
+      expect(recoveredAt, "no recovery within the limit").toBeGreaterThan(0);
+      const byOpen = load.answers.filter((a) => a.status !== 503);
+      const unavailable = load.answers.filter((a) => a.status === 503);
+      // Open: 200, enforced (limit 10000) or degraded; closed: the documented 503 JSON. Nothing else.
+      expect(new Set(byOpen.map((a) => a.status))).toEqual(new Set([200]));
+      expect(byOpen.every((a) => a.degraded || a.limit === "10000")).toBe(true);
+      for (const a of unavailable) expect(JSON.parse(a.body)).toMatchObject({ error: "unavailable" });
+      const during = load.answers.filter((a) => a.at >= killedAt && a.at < recoveredAt);
+      expect(during.some((a) => a.degraded || a.status === 503)).toBe(true);
+      const slowest = Math.max(...during.map((a) => a.ms));
+      const recoveryMs = Math.round(recoveredAt - killedAt);
+      console.log(
+        `${name}: master killed; enforcement back after ${recoveryMs} ms; ` +
+          `${during.length} checks meanwhile (${during.filter((a) => a.degraded).length} degraded, ` +
+          `${during.filter((a) => a.status === 503).length} closed 503), slowest ${Math.round(slowest)} ms`,
+      );
+      expect(slowest).toBeLessThan(CHECK_BOUND_MS);
+      expect(await topology.promoted("demo-carol")).toBe(true);
+
+      // Exact limits on the promoted master, without a restart: a new free user whose keys live there.
+      let user = await createUser(open[0] as TollgateProcess);
+      for (let i = 0; i < 30 && !(await topology.promoted(user.id)); i += 1) {
+        user = await createUser(open[0] as TollgateProcess);
+      }
+      expect(await topology.promoted(user.id)).toBe(true);
+      const after = await burst(open, user.token, 300);
+      expect(after.statuses).toEqual({ 200: 100, 429: 200 });
+    }, 90_000);
+
+    it("leaves no crash behind: every process still runs", () => {
+      for (const proc of started) {
+        expect(proc.child.exitCode, proc.output()).toBeNull();
+        expect(proc.output()).not.toMatch(/Unhandled|uncaught/i);
+      }
+    });
+  });
+}
+
+async function clusterTopology(): Promise<{ topology: Topology; stop(): Promise<void> }> {
+  const cluster: RedisCluster = await startRedisCluster();
+  const env = { REDIS_CLUSTER_NODES: cluster.seeds };
+  const client = connectTopology("cluster", env) as Cluster;
+  const killed = new Map<string, number>();
+  /** The port of the master that serves the slot of `userId`'s keys, as the cluster says now. */
+  const ownerOf = async (userId: string): Promise<number> => {
+    const slot = Number(await client.cluster("KEYSLOT", `{u:${userId}}`));
+    const ranges = (await client.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+    const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+    if (range === undefined) throw new Error(`slot ${slot} is not served`);
+    return range[2][1];
+  };
+  return {
+    topology: {
+      env,
+      async killMasterOf(userId) {
+        const port = await ownerOf(userId);
+        const node = cluster.nodes.find((n) => n.port === port);
+        if (node === undefined) throw new Error(`no node on ${port}`);
+        killed.set(userId, port);
+        await node.kill();
+        return performance.now();
+      },
+      async promoted(userId) {
+        const gone = [...killed.values()];
+        return !gone.includes(await ownerOf(userId));
+      },
+    },
+    async stop() {
+      client.disconnect();
+      await cluster.stop();
+    },
+  };
+}
+
+async function sentinelTopology(): Promise<{ topology: Topology; stop(): Promise<void> }> {
+  const setup: RedisSentinels = await startRedisSentinels();
+  const original = setup.master.port;
+  return {
+    topology: {
+      env: { REDIS_SENTINELS: setup.addresses, REDIS_SENTINEL_MASTER: setup.name },
+      async killMasterOf() {
+        await setup.master.kill();
+        return performance.now();
+      },
+      async promoted() {
+        return (await setup.masterPort()) !== original;
+      },
+    },
+    stop: () => setup.stop(),
+  };
+}
+
+describeFailover("a redis cluster", clusterTopology);
+describeFailover("redis sentinel", sentinelTopology);

@@ -1,0 +1,119 @@
+// Redis Cluster (3 masters, 3 replicas, started once per run): the identity and rate-limit contracts
+// unchanged, scripts served by whichever master owns the slot, and keys spread over every master.
+import type { Cluster } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+import { syncUsersFile } from "../../src/auth/users-sync.js";
+import { createLogger } from "../../src/logger.js";
+import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
+import { createKeys } from "../../src/store/keys.js";
+import { createRedisStore } from "../../src/store/store.js";
+import { describeIdentityContract } from "../contract/identity-contract.js";
+import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { connectTopology, testPrefix } from "../support/redis.js";
+
+const cluster = connectTopology("cluster") as Cluster;
+const silent = createLogger("silent");
+afterAll(async () => {
+  await cluster.quit();
+});
+
+describeRateLimitContract("redis cluster", {
+  create: async (now) => ({
+    store: createRedisRateLimitStore({ redis: cluster, keys: createKeys(testPrefix()), clock: now }),
+    close: async () => {},
+  }),
+});
+
+describeIdentityContract("redis cluster", () =>
+  createRedisStore({ redis: connectTopology("cluster"), prefix: testPrefix() }),
+);
+
+describe("tollgate on a redis cluster", () => {
+  it("runs its scripts on a master that never saw them (NOSCRIPT answered with EVAL there)", async () => {
+    const keys = createKeys(testPrefix());
+    const store = createRedisRateLimitStore({ redis: cluster, keys });
+    const subjects = Array.from({ length: 30 }, (_, i) => `u:flush-${i}`);
+    const rule = { limit: 2, windowMs: 60_000 };
+    for (const subject of subjects) expect((await store.hit(subject, "general", rule)).allowed).toBe(true);
+    const masters = cluster.nodes("master");
+    expect(masters).toHaveLength(3);
+    await Promise.all(masters.map((node) => node.script("FLUSH")));
+    const replies = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    expect(replies.map((r) => [r.allowed, r.remaining])).toEqual(subjects.map(() => [true, 0]));
+    const third = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    expect(third.every((r) => !r.allowed)).toBe(true);
+  });
+
+  it("creates a user whose name was left claimed by a creation that failed half-way", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // The name's claim landed, the user's hash (another master) never did.
+    await cluster.set(keys.username("halfway"), "usr_00000000deadbeef");
+    expect(await store.users.findByUsername("halfway")).toBeUndefined();
+    const created = await store.users.create({ username: "halfway", tier: "pro", passwordHash: "x" });
+    expect(created).not.toBe("exists");
+    expect(await store.users.findByUsername("halfway")).toEqual(created);
+    expect(await store.users.create({ username: "halfway", tier: "free", passwordHash: "y" })).toBe("exists");
+
+    // USERS_FILE at start-up takes such a name over the same way.
+    await cluster.set(keys.username("halfway-file"), "usr_00000000feedface");
+    await syncUsersFile(store, [{ username: "halfway-file", tier: "free", password: "z-password" }], silent);
+    const fromFile = await store.users.findByUsername("halfway-file");
+    expect(fromFile).toMatchObject({ username: "halfway-file", tier: "free", source: "file" });
+    expect(fromFile?.id).not.toBe("usr_00000000feedface");
+    expect(await store.users.any()).toBe(true);
+  });
+
+  it("lets exactly one of twenty concurrent creations take over an abandoned name", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    await cluster.set(keys.username("contested"), "usr_00000000abandon0");
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        store.users.create({ username: "contested", tier: "free", passwordHash: `h${i}` }),
+      ),
+    );
+    const winners = results.filter((r) => r !== "exists");
+    expect(winners).toHaveLength(1);
+    expect(await store.users.findByUsername("contested")).toEqual(winners[0]);
+  });
+
+  it("spreads the keys of 10,000 users over all three masters", async () => {
+    const prefix = testPrefix();
+    const store = createRedisStore({ redis: cluster, prefix });
+    const keys = createKeys(prefix);
+    const ids = Array.from({ length: 10_000 }, (_, i) => `usr_${i.toString(16).padStart(16, "0")}`);
+    for (let i = 0; i < ids.length; i += 500) {
+      await Promise.all(
+        ids.slice(i, i + 500).map((id, j) =>
+          store.users.create({
+            id,
+            username: `spread_${i + j}_${prefix}`,
+            tier: "free",
+            passwordHash: "x",
+          }),
+        ),
+      );
+    }
+    const perMaster = new Map<string, number>();
+    for (const node of cluster.nodes("master")) {
+      let count = 0;
+      let cursor = "0";
+      do {
+        const [next, found] = await node.scan(cursor, "MATCH", `${prefix}{u:*}:user`, "COUNT", 1000);
+        count += found.length;
+        cursor = next;
+      } while (cursor !== "0");
+      perMaster.set(`${node.options.host}:${node.options.port}`, count);
+    }
+    const counts = [...perMaster.values()];
+    console.log(`10,000 users over the masters: ${[...perMaster].map(([n, c]) => `${n}=${c}`).join(" ")}`);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(10_000);
+    // 16384 slots split about evenly: each master holds about a third, far from all or nothing.
+    for (const count of counts) expect(count).toBeGreaterThan(2_800);
+    expect(await store.users.findByUsername(`spread_9999_${prefix}`)).toMatchObject({ id: ids[9_999] });
+    expect(keys.user(ids[0] as string)).toContain("{u:");
+  }, 120_000);
+});

@@ -1,0 +1,41 @@
+// A Sentinel-managed master (a master, its replica and 3 Sentinels, started once per run): the
+// identity and rate-limit contracts run unchanged through the Sentinels.
+import { afterAll, describe, expect, it } from "vitest";
+import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
+import { createKeys } from "../../src/store/keys.js";
+import { createRedisStore } from "../../src/store/store.js";
+import { describeIdentityContract } from "../contract/identity-contract.js";
+import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { connectTopology, testPrefix, topologyEnv } from "../support/redis.js";
+
+const redis = connectTopology("sentinel");
+afterAll(async () => {
+  await redis.quit();
+});
+
+describeRateLimitContract("redis sentinel", {
+  create: async (now) => ({
+    store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock: now }),
+    close: async () => {},
+  }),
+});
+
+describeIdentityContract("redis sentinel", () =>
+  createRedisStore({ redis: connectTopology("sentinel"), prefix: testPrefix() }),
+);
+
+describe("tollgate through sentinel", () => {
+  it("connects to the master the Sentinels name, never to the replica", async () => {
+    const role = (await redis.call("ROLE")) as [string, ...unknown[]];
+    expect(role[0]).toBe("master");
+    const sentinels = topologyEnv("sentinel").REDIS_SENTINELS as string;
+    expect(sentinels.split(",")).toHaveLength(3);
+  });
+
+  it("cannot start with a master name the Sentinels do not know", async () => {
+    const env = { ...topologyEnv("sentinel"), REDIS_SENTINEL_MASTER: "no-such-master" };
+    const wrong = connectTopology("sentinel", env);
+    await expect(wrong.ping()).rejects.toThrow();
+    wrong.disconnect();
+  });
+});

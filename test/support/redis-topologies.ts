@@ -1,0 +1,221 @@
+// Real Redis topologies for tests on free loopback ports: a 3-master/3-replica Cluster and a
+// master + replica watched by 3 Sentinels. Each lives in a temp dir removed when it stops.
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { findBinary } from "./binaries.js";
+import { freePort, waitFor } from "./ports.js";
+
+const run = promisify(execFile);
+
+export type RedisNode = {
+  port: number;
+  /** SIGKILL: the abrupt loss of a machine. */
+  kill(): Promise<void>;
+};
+
+type Launched = RedisNode & { stop(): Promise<void> };
+
+function launch(binary: string, args: string[], port: number, cwd: string): Launched {
+  const child: ChildProcess = spawn(binary, args, { cwd, stdio: "ignore" });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const halt = async (signal: NodeJS.Signals): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
+  return { port, kill: () => halt("SIGKILL"), stop: () => halt("SIGTERM") };
+}
+
+/** One command through redis-cli; its reply as text. */
+export async function redisCli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run(findBinary("redis-cli"), ["-h", "127.0.0.1", "-p", String(port), ...args], {
+    timeout: 5_000,
+  });
+  return stdout.trim();
+}
+
+const DATA_NODE_ARGS = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"];
+
+async function startNode(dir: string, args: string[] = []): Promise<Launched> {
+  const port = await freePort();
+  const node = launch(
+    findBinary("redis-server"),
+    ["--port", String(port), ...DATA_NODE_ARGS, ...args],
+    port,
+    dir,
+  );
+  await waitFor(async () => (await redisCli(port, "PING")) === "PONG", 10_000, `redis-server on ${port}`);
+  return node;
+}
+
+async function stopAll(nodes: readonly Launched[], dir: string): Promise<void> {
+  await Promise.all(nodes.map((node) => node.stop()));
+  rmSync(dir, { recursive: true, force: true });
+}
+
+export type RedisCluster = {
+  nodes: RedisNode[];
+  /** The value of REDIS_CLUSTER_NODES: every node, as seeds. */
+  seeds: string;
+  /** Ports of the nodes that serve slots right now. */
+  masters(): Promise<number[]>;
+  stop(): Promise<void>;
+};
+
+/**
+ * Six nodes made into 3 masters with one replica each. A short node timeout makes a replica take
+ * over about two seconds after its master dies; `cluster-require-full-coverage no` keeps the other
+ * masters serving meanwhile (what the README recommends for production).
+ */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"));
+  const nodes: Launched[] = [];
+  try {
+    for (let i = 0; i < 6; i += 1) {
+      nodes.push(
+        await startNode(dir, [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-config-file",
+          `nodes-${i}.conf`,
+          // The bus port would be port + 10000, which may be taken or out of range: pick a free one.
+          "--cluster-port",
+          String(await freePort()),
+          "--cluster-node-timeout",
+          "1000",
+          "--cluster-require-full-coverage",
+          "no",
+          "--dir",
+          dir,
+        ]),
+      );
+    }
+    const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
+    await run(
+      findBinary("redis-cli"),
+      ["--cluster", "create", ...addresses, "--cluster-replicas", "1", "--cluster-yes"],
+      { timeout: 30_000 },
+    );
+    const ready = async (): Promise<boolean> => {
+      for (const node of nodes) {
+        if (!(await redisCli(node.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
+        const replicas = (await redisCli(node.port, "CLUSTER", "NODES"))
+          .split("\n")
+          .filter((line) => /\bslave\b/.test(line));
+        if (replicas.length !== 3) return false;
+      }
+      return true;
+    };
+    await waitFor(ready, 30_000, "the Redis Cluster to agree on its slots");
+  } catch (error) {
+    await stopAll(nodes, dir);
+    throw error;
+  }
+  return {
+    nodes,
+    seeds: nodes.map((node) => `127.0.0.1:${node.port}`).join(","),
+    async masters() {
+      for (const node of nodes) {
+        try {
+          const lines = (await redisCli(node.port, "CLUSTER", "NODES")).split("\n");
+          return lines
+            .filter((line) => /\bmaster\b/.test(line) && !/\bfail\b/.test(line) && / \d+-\d+/.test(line))
+            .map((line) => Number(/:(\d+)@/.exec(line)?.[1]));
+        } catch {
+          // that node is down: ask the next one
+        }
+      }
+      throw new Error("no cluster node answers");
+    },
+    stop: () => stopAll(nodes, dir),
+  };
+}
+
+export type RedisSentinels = {
+  master: RedisNode;
+  replica: RedisNode;
+  sentinels: RedisNode[];
+  /** The value of REDIS_SENTINELS. */
+  addresses: string;
+  /** The value of REDIS_SENTINEL_MASTER. */
+  name: string;
+  /** The port Sentinel currently names as the master. */
+  masterPort(): Promise<number>;
+  stop(): Promise<void>;
+};
+
+export const SENTINEL_MASTER_NAME = "tollgate";
+
+/** A master, its replica and 3 Sentinels (quorum 2) that fail over one second after the master goes. */
+export async function startRedisSentinels(): Promise<RedisSentinels> {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-sentinel-"));
+  const nodes: Launched[] = [];
+  try {
+    const master = await startNode(dir);
+    nodes.push(master);
+    const replica = await startNode(dir, ["--replicaof", "127.0.0.1", String(master.port)]);
+    nodes.push(replica);
+    const sentinels: Launched[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const port = await freePort();
+      const file = join(dir, `sentinel-${i}.conf`);
+      // Sentinel rewrites its own file as it learns the topology, so each gets a writable copy.
+      writeFileSync(
+        file,
+        [
+          `port ${port}`,
+          "bind 127.0.0.1",
+          `dir ${dir}`,
+          `sentinel monitor ${SENTINEL_MASTER_NAME} 127.0.0.1 ${master.port} 2`,
+          `sentinel down-after-milliseconds ${SENTINEL_MASTER_NAME} 1000`,
+          `sentinel failover-timeout ${SENTINEL_MASTER_NAME} 5000`,
+          `sentinel parallel-syncs ${SENTINEL_MASTER_NAME} 1`,
+          "",
+        ].join("\n"),
+      );
+      const sentinel = launch(findBinary("redis-sentinel"), [file], port, dir);
+      nodes.push(sentinel);
+      sentinels.push(sentinel);
+    }
+    // Ready once every Sentinel knows the replica and the two other Sentinels: only then can they
+    // agree on a failover.
+    const ready = async (): Promise<boolean> => {
+      for (const sentinel of sentinels) {
+        const info = (await redisCli(sentinel.port, "SENTINEL", "MASTER", SENTINEL_MASTER_NAME)).split("\n");
+        const field = (name: string): string | undefined => info[info.indexOf(name) + 1];
+        if (field("num-slaves") !== "1" || field("num-other-sentinels") !== "2") return false;
+      }
+      return (await redisCli(replica.port, "INFO", "replication")).includes("master_link_status:up");
+    };
+    await waitFor(ready, 30_000, "the Sentinels to discover the replica and each other");
+    return {
+      master,
+      replica,
+      sentinels,
+      addresses: sentinels.map((s) => `127.0.0.1:${s.port}`).join(","),
+      name: SENTINEL_MASTER_NAME,
+      async masterPort() {
+        for (const sentinel of sentinels) {
+          try {
+            const reply = await redisCli(
+              sentinel.port,
+              "SENTINEL",
+              "GET-MASTER-ADDR-BY-NAME",
+              SENTINEL_MASTER_NAME,
+            );
+            return Number(reply.split("\n")[1]);
+          } catch {
+            // ask the next Sentinel
+          }
+        }
+        throw new Error("no Sentinel answers");
+      },
+      stop: () => stopAll(nodes, dir),
+    };
+  } catch (error) {
+    await stopAll(nodes, dir);
+    throw error;
+  }
+}
