@@ -554,7 +554,11 @@ describe("the Envoy harness itself, against fake check and upstream servers", ()
 
   it("never lets a client's x-tollgate-client-ip arrive anywhere: checks get Envoy's value, nothing else gets one", async () => {
     const address = newClientAddress();
-    const forged = { "x-tollgate-client-ip": "203.0.113.77", "x-forwarded-for": "203.0.113.77" };
+    // Two copies, in another case than the yaml's: every copy goes, whatever its spelling.
+    const forged = {
+      "X-Tollgate-Client-Ip": ["203.0.113.77", "198.51.100.7"],
+      "x-forwarded-for": "203.0.113.77",
+    };
     const paths = ["/api/products?x=1", "/auth/login", "/me", "/health", "/ready"];
     for (const path of paths) await send(`${envoy.url}${path}`, { headers: forged, localAddress: address });
     // /health and /ready skip the check; every check carries the peer, never the client's value.
