@@ -1,10 +1,9 @@
 // End to end through the Envoy harness (envoy/envoy.yaml imitated) with real tollgate, upstream and Redis.
 import { randomBytes } from "node:crypto";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readEnvoyYaml } from "../support/envoy-config.js";
 import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
+import { type FakeAnswer, type FakeServer, fakeServer, type Recorded } from "../support/fake-server.js";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import {
   startTollgate,
@@ -384,52 +383,10 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   });
 });
 
-type Recorded = { method: string; url: string; headers: IncomingMessage["headers"]; body: string };
-type FakeAnswer = {
-  status: number;
-  headers?: Record<string, string | string[]>;
-  body?: string;
-  delayMs?: number;
-};
-
-/** A tiny HTTP server that records what it receives and answers what the test says. */
-async function fakeServer(answer: (req: Recorded) => FakeAnswer) {
-  const received: Recorded[] = [];
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const recorded = {
-        method: req.method ?? "",
-        url: req.url ?? "",
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString("utf8"),
-      };
-      received.push(recorded);
-      const reply = answer(recorded);
-      setTimeout(() => {
-        res.writeHead(reply.status, reply.headers ?? {});
-        res.end(reply.body ?? "");
-      }, reply.delayMs ?? 0);
-    });
-  });
-  server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    received,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
-}
-
 describe("the Envoy harness itself, against fake check and upstream servers", () => {
   let checkAnswer: FakeAnswer = { status: 200 };
-  let check: Awaited<ReturnType<typeof fakeServer>>;
-  let upstream: Awaited<ReturnType<typeof fakeServer>>;
+  let check: FakeServer;
+  let upstream: FakeServer;
   let envoy: EnvoyHarness;
   const ENVOY_ADDRESS = "10.89.0.10";
 
@@ -597,7 +554,11 @@ describe("the Envoy harness itself, against fake check and upstream servers", ()
 
   it("never lets a client's x-tollgate-client-ip arrive anywhere: checks get Envoy's value, nothing else gets one", async () => {
     const address = newClientAddress();
-    const forged = { "x-tollgate-client-ip": "203.0.113.77", "x-forwarded-for": "203.0.113.77" };
+    // Two copies, in another case than the yaml's: every copy goes, whatever its spelling.
+    const forged = {
+      "X-Tollgate-Client-Ip": ["203.0.113.77", "198.51.100.7"],
+      "x-forwarded-for": "203.0.113.77",
+    };
     const paths = ["/api/products?x=1", "/auth/login", "/me", "/health", "/ready"];
     for (const path of paths) await send(`${envoy.url}${path}`, { headers: forged, localAddress: address });
     // /health and /ready skip the check; every check carries the peer, never the client's value.

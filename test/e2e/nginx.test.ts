@@ -1,5 +1,6 @@
 // End to end through a real nginx (auth_request) with real tollgate, upstream and Redis processes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeServer, fakeServer } from "../support/fake-server.js";
 import { type Nginx, startNginx } from "../support/nginx.js";
 import {
   login,
@@ -8,6 +9,7 @@ import {
   type TollgateProcess,
   type UpstreamProcess,
 } from "../support/processes.js";
+import { rawRequest } from "../support/raw-http.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 let tollgate: TollgateProcess;
@@ -227,5 +229,47 @@ describe("through nginx", () => {
     }
     expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
     expect(statuses.slice(-1)).toEqual([429]);
+  });
+});
+
+describe("nginx itself, against fake check, public API and upstream servers", () => {
+  let check: FakeServer;
+  let publicApi: FakeServer;
+  let app: FakeServer;
+  let proxy: Nginx;
+
+  beforeAll(async () => {
+    const ok = () => ({ status: 200, headers: { "content-type": "application/json" }, body: "{}" });
+    [check, publicApi, app] = await Promise.all([fakeServer(ok), fakeServer(ok), fakeServer(ok)]);
+    proxy = await startNginx({ checkPort: check.port, publicPort: publicApi.port, upstreamPort: app.port });
+  });
+
+  afterAll(async () => {
+    await proxy?.stop();
+    await Promise.all([check?.close(), publicApi?.close(), app?.close()]);
+  });
+
+  it("never forwards a client's X-Tollgate-Client-Ip: not to the check, the public API or the upstream", async () => {
+    const paths = ["/api/products?x=1", "/auth/login", "/me", "/health", "/ready"];
+    for (const path of paths) {
+      // Two copies in two spellings, as separate header lines: nginx must drop every one of them.
+      const res = await rawRequest(
+        proxy.url,
+        `GET ${path} HTTP/1.1\r\nHost: localhost\r\nX-Tollgate-Client-Ip: 203.0.113.77\r\n` +
+          "x-tollgate-client-ip: 198.51.100.7\r\nConnection: close\r\n\r\n",
+      );
+      expect(res.status, path).toBe(200);
+    }
+    // /health and /ready skip the check; the three checked routes each asked once.
+    expect(check.received.map((r) => r.headers["x-original-uri"])).toEqual([
+      "/api/products?x=1",
+      "/auth/login",
+      "/me",
+    ]);
+    const forwarded = [...publicApi.received, ...app.received];
+    expect(forwarded.map((r) => r.url).sort()).toEqual([...paths].sort());
+    for (const request of [...check.received, ...forwarded]) {
+      expect(request.headers["x-tollgate-client-ip"], request.url).toBeUndefined();
+    }
   });
 });
