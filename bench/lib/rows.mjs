@@ -181,9 +181,9 @@ const loadDist = (path) =>
  * names, request ids and windowHit script, so the entries are the ones production stores.
  */
 export async function fillWindow(redisUrl, redisClient) {
-  const { createRedisClient } = await loadDist("src/store/redis-client.js");
-  const { createKeys } = await loadDist("src/store/keys.js");
-  const { createRedisRateLimitStore } = await loadDist("src/ratelimit/redis-store.js");
+  const { createRedisClient } = await loadDist("src/store/redis/client.js");
+  const { createKeys } = await loadDist("src/store/redis/keys.js");
+  const { createRedisRateLimitStore } = await loadDist("src/store/redis/rate-limit-store.js");
   const client = createRedisClient({ url: redisUrl });
   try {
     // The check path's client fails fast while disconnected: wait until it is ready.

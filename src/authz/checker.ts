@@ -2,8 +2,8 @@
 import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { AuthorizeStore } from "../auth/types.js";
 import type { FailureMode } from "../config/env.js";
+import { createDeadline } from "../deadline.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
-import { createDeadline } from "../store/deadline.js";
 import {
   type CompiledPolicy,
   type Decision,

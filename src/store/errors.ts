@@ -1,4 +1,4 @@
-import { withDeadline } from "./deadline.js";
+import { withDeadline } from "../deadline.js";
 
 // The store's one failure as the rest of tollgate sees it: unreachable or too slow.
 

@@ -1,18 +1,18 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
 
-import { createMemoryIdentityStore } from "../auth/memory-identity-store.js";
-import { createRedisSessionStore, createRedisUserStore } from "../auth/redis-identity-store.js";
 import type { AuthorizeStore, SessionStore, UserStore } from "../auth/types.js";
-import { createMemoryAuthorizeStore } from "../authz/memory-authorize-store.js";
-import { createRedisAuthorizeStore } from "../authz/redis-authorize-store.js";
 import type { RedisSettings } from "../config/redis-settings.js";
-import { createMemoryRateLimitStore } from "../ratelimit/memory-store.js";
-import { createRedisRateLimitStore } from "../ratelimit/redis-store.js";
+import { withDeadline } from "../deadline.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
-import { withDeadline } from "./deadline.js";
 import { guarded } from "./errors.js";
-import { createKeys } from "./keys.js";
-import { createRedisClient, type RedisClient } from "./redis-client.js";
+import { createMemoryAuthorizeStore } from "./memory/authorize-store.js";
+import { createMemoryIdentityStore } from "./memory/identity-store.js";
+import { createMemoryRateLimitStore } from "./memory/rate-limit-store.js";
+import { createRedisAuthorizeStore } from "./redis/authorize-store.js";
+import { createRedisClient, type RedisClient } from "./redis/client.js";
+import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
+import { createKeys } from "./redis/keys.js";
+import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
 
 export type Store = {
   kind: "redis" | "memory";

@@ -6,7 +6,7 @@ import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
 import { loadConfig } from "../../src/config/env.js";
 import { loadPolicy } from "../../src/config/policy.js";
 import { createLogger } from "../../src/logger.js";
-import { createRedisClient } from "../../src/store/redis-client.js";
+import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { demoToken } from "../support/in-process.js";
 import { type RedisServer, startRedisServer } from "../support/redis-server.js";

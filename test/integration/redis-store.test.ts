@@ -1,7 +1,7 @@
 // The Redis store runs the shared contract against a real redis-server, with a pinned clock.
 import { afterAll } from "vitest";
-import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
-import { createKeys } from "../../src/store/keys.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 

@@ -1,8 +1,8 @@
 // A Sentinel-managed master (a master, its replica and 3 Sentinels, started once per run): the
 // identity and rate-limit contracts run unchanged through the Sentinels.
 import { afterAll, describe, expect, it } from "vitest";
-import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
-import { createKeys } from "../../src/store/keys.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";

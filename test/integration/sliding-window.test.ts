@@ -3,9 +3,9 @@ import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
 import type { HitResult, Rule } from "../../src/ratelimit/types.js";
-import { createKeys } from "../../src/store/keys.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 const prefix = testPrefix();

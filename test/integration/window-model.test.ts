@@ -2,10 +2,10 @@
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMemoryRateLimitStore } from "../../src/ratelimit/memory-store.js";
-import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
 import type { HitResult, RateLimitStore, Rule, WindowState } from "../../src/ratelimit/types.js";
-import { createKeys } from "../../src/store/keys.js";
+import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 /**

@@ -1,8 +1,9 @@
 // A separate Node process that hits one window through the built Redis store, on command.
 // Started with fork(); waits for {go: true}, fires its hits at once and reports how many passed.
-import { createRedisRateLimitStore } from "../../dist/src/ratelimit/redis-store.js";
-import { createKeys } from "../../dist/src/store/keys.js";
-import { createRedisClient } from "../../dist/src/store/redis-client.js";
+
+import { createRedisClient } from "../../dist/src/store/redis/client.js";
+import { createKeys } from "../../dist/src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../dist/src/store/redis/rate-limit-store.js";
 
 const [url, prefix, subject, hits, limit, windowMs] = process.argv.slice(2);
 const redis = createRedisClient({ url, commandTimeoutMs: 10_000, offlineQueue: true });

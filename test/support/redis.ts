@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { inject } from "vitest";
 import { parseRedisSettings } from "../../src/config/redis-settings.js";
-import { createRedisClient, type RedisClient } from "../../src/store/redis-client.js";
+import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 
 export function testPrefix(): string {
   return `test:${randomBytes(4).toString("hex")}:`;

@@ -1,6 +1,6 @@
 // The memory store: the shared contract, plus the bounded memory that the embedded default needs.
 import { describe, expect, it } from "vitest";
-import { createMemoryRateLimitStore } from "../../src/ratelimit/memory-store.js";
+import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 
 describeRateLimitContract("memory", {

@@ -57,7 +57,7 @@ describe("the README", () => {
   });
 
   it("lists in its keys table every key shape the key builders write, and no other", () => {
-    const source = readFileSync(join(ROOT, "src/store/keys.ts"), "utf8");
+    const source = readFileSync(join(ROOT, "src/store/redis/keys.ts"), "utf8");
     // `${prefix}{u:${userId}}:user` → /^\{u:.+\}:user$/
     const builders = [...source.matchAll(/`\$\{prefix\}([^`]+)`/g)].map((m) => m[1] as string);
     expect(builders.length).toBeGreaterThanOrEqual(6);

@@ -1,11 +1,8 @@
 // Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
-import { randomBytes } from "node:crypto";
-import type { Keys } from "../store/keys.js";
-import type { RedisClient } from "../store/redis-client.js";
-import type { Session, SessionStore, User, UserPatch, UserStore } from "./types.js";
-
-export const newUserId = (): string => `usr_${randomBytes(8).toString("hex")}`;
-export const newSessionId = (): string => randomBytes(16).toString("base64url");
+import { newSessionId, newUserId } from "../../auth/ids.js";
+import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
+import type { RedisClient } from "./client.js";
+import type { Keys } from "./keys.js";
 
 function toUser(fields: Record<string, string>): User | undefined {
   if (fields.id === undefined || fields.username === undefined || fields.tier === undefined) return undefined;

@@ -6,7 +6,7 @@ import {
   type Rule,
   type Subject,
   type WindowState,
-} from "./types.js";
+} from "../../ratelimit/types.js";
 
 /** A window's log of request times (ms, ascending); entries before `head` have left it. */
 type Log = { times: number[]; head: number; windowMs: number };

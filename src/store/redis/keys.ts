@@ -1,5 +1,5 @@
 // Redis key names. Every key of one subject shares a {hash tag}, so one script may touch them all.
-import type { Subject } from "../ratelimit/types.js";
+import type { Subject } from "../../ratelimit/types.js";
 
 export type Keys = {
   window(subject: Subject, category: string): string;

@@ -1,7 +1,8 @@
 // Users and sessions in process memory: the embedded default, with the Redis store's semantics.
-import type { Clock } from "../ratelimit/types.js";
-import { newSessionId, newUserId } from "./redis-identity-store.js";
-import type { Session, SessionCheck, SessionStore, User, UserStore } from "./types.js";
+
+import { newSessionId, newUserId } from "../../auth/ids.js";
+import type { Session, SessionCheck, SessionStore, User, UserStore } from "../../auth/types.js";
+import type { Clock } from "../../ratelimit/types.js";
 
 type StoredSession = Session & { idleDeadline: number };
 

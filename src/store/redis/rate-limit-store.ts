@@ -1,8 +1,14 @@
 // The sliding window on Redis: one atomic Lua script call per hit, time from Redis TIME.
 import { randomBytes } from "node:crypto";
-import type { Keys } from "../store/keys.js";
-import type { RedisClient } from "../store/redis-client.js";
-import { type Clock, hitResult, type RateLimitStore, type Rule, type WindowState } from "./types.js";
+import {
+  type Clock,
+  hitResult,
+  type RateLimitStore,
+  type Rule,
+  type WindowState,
+} from "../../ratelimit/types.js";
+import type { RedisClient } from "./client.js";
+import type { Keys } from "./keys.js";
 
 /** Request ids unique across processes: a counter plus a random per-process suffix, kept short. */
 export function createMemberIds(): () => string {

@@ -1,9 +1,9 @@
 // The check's one Redis call: session validity, the user's current tier and the window, atomically.
-import type { AuthorizeStore, TierLimits } from "../auth/types.js";
-import { createMemberIds } from "../ratelimit/redis-store.js";
-import { hitResult } from "../ratelimit/types.js";
-import type { Keys } from "../store/keys.js";
-import type { RedisClient } from "../store/redis-client.js";
+import type { AuthorizeStore, TierLimits } from "../../auth/types.js";
+import { hitResult } from "../../ratelimit/types.js";
+import type { RedisClient } from "./client.js";
+import type { Keys } from "./keys.js";
+import { createMemberIds } from "./rate-limit-store.js";
 
 export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;

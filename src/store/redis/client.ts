@@ -2,7 +2,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import type { RedisOptions, Result } from "ioredis";
 import { Cluster, Redis } from "ioredis";
-import type { HostPort, RedisSettings } from "../config/redis-settings.js";
+import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {

@@ -1,7 +1,8 @@
 // The check's store call on the memory stores: session, tier and window in one synchronous step.
-import type { MemoryIdentity } from "../auth/memory-identity-store.js";
-import type { AuthorizeStore } from "../auth/types.js";
-import type { RateLimitStore } from "../ratelimit/types.js";
+
+import type { AuthorizeStore } from "../../auth/types.js";
+import type { RateLimitStore } from "../../ratelimit/types.js";
+import type { MemoryIdentity } from "./identity-store.js";
 
 export function createMemoryAuthorizeStore(options: {
   identity: MemoryIdentity;
