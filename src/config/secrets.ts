@@ -3,8 +3,8 @@
 /**
  * Every JWT_SECRET, ADMIN_TOKEN and METRICS_TOKEN value written anywhere in this repository (compose
  * defaults, benchmark, tests). Anyone can read them, so anyone could mint tokens or call the admin
- * API with them. test/unit/secrets.test.ts scans the repository and fails when a value assigned to
- * one of those names is missing here (unless it is refused as predictable anyway).
+ * API with them. test/unit/published-secrets.test.ts scans the repository and fails when a value
+ * assigned to one of those names is missing here (unless it is refused as predictable anyway).
  */
 export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   // docker-compose.yml (demo fallbacks)
@@ -23,6 +23,7 @@ export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   "prod-jwt-secret-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
   "prod-admin-token-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
   "prod-metrics-token-ABCDEFGHIJ-0123",
+  "admin-token-from-the-env-file-0123456789",
 ]);
 
 /** Below this many bits of (empirical, per-byte) entropy a secret is refused as predictable. */
