@@ -41,12 +41,20 @@ function entropyBits(bytes: Buffer): number {
   return perByte * bytes.length;
 }
 
-/** True when the value is a shorter run repeated ("abcabcabc…"). */
+/** Share of characters that repeat the one a period earlier, above which a value is a repeated run. */
+const MAX_PERIODIC_SHARE = 0.8;
+
+/**
+ * True when the value is mostly a shorter run repeated ("abcabcabc…"), also with a character or a
+ * few changed or added ("changeme-changeme-changeme-1"): an exact repetition is defeated by one more
+ * character. Periods go up to half the length, so every share is taken over half the value or more:
+ * random secrets stay far below the bound (a hex character repeats another by chance 1 time in 16).
+ */
 function periodic(value: string): boolean {
   for (let period = 1; period <= value.length / 2; period += 1) {
-    let repeats = true;
-    for (let i = period; i < value.length && repeats; i += 1) repeats = value[i] === value[i - period];
-    if (repeats) return true;
+    let repeats = 0;
+    for (let i = period; i < value.length; i += 1) if (value[i] === value[i - period]) repeats += 1;
+    if (repeats >= MAX_PERIODIC_SHARE * (value.length - period)) return true;
   }
   return false;
 }
