@@ -108,11 +108,17 @@ export async function removeDemoUsers(store: Identity, logger: Logger): Promise<
     const revoked = await store.sessions.revokeAll(id);
     if (existed || revoked > 0) removed += 1;
   }
-  logger.info(
-    { event: "demo_users_removed", count: removed },
-    removed > 0
-      ? "production: demo users found in the store were deleted with their sessions"
-      : "production: no demo users in the store; they are refused at login and at the check",
-  );
+  // A warning when some were found: someone ran tollgate outside production on this store.
+  if (removed > 0) {
+    logger.warn(
+      { event: "demo_users_removed", count: removed },
+      "production: demo users found in the store were deleted with their sessions",
+    );
+  } else {
+    logger.info(
+      { event: "demo_users_removed", count: removed },
+      "production: no demo users in the store; they are refused at login and at the check",
+    );
+  }
   return removed;
 }

@@ -3,8 +3,8 @@
 /**
  * Every JWT_SECRET, ADMIN_TOKEN and METRICS_TOKEN value written anywhere in this repository (compose
  * defaults, benchmark, tests). Anyone can read them, so anyone could mint tokens or call the admin
- * API with them. test/unit/secrets.test.ts scans the repository and fails when a value assigned to
- * one of those names is missing here (unless it is refused as predictable anyway).
+ * API with them. test/unit/published-secrets.test.ts scans the repository and fails when a value
+ * assigned to one of those names is missing here (unless it is refused as predictable anyway).
  */
 export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   // docker-compose.yml (demo fallbacks)
@@ -23,6 +23,7 @@ export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   "prod-jwt-secret-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
   "prod-admin-token-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123",
   "prod-metrics-token-ABCDEFGHIJ-0123",
+  "admin-token-from-the-env-file-0123456789",
 ]);
 
 /** Below this many bits of (empirical, per-byte) entropy a secret is refused as predictable. */
@@ -40,12 +41,20 @@ function entropyBits(bytes: Buffer): number {
   return perByte * bytes.length;
 }
 
-/** True when the value is a shorter run repeated ("abcabcabc…"). */
+/** Share of characters that repeat the one a period earlier, above which a value is a repeated run. */
+const MAX_PERIODIC_SHARE = 0.8;
+
+/**
+ * True when the value is mostly a shorter run repeated ("abcabcabc…"), also with a character or a
+ * few changed or added ("changeme-changeme-changeme-1"): an exact repetition is defeated by one more
+ * character. Periods go up to half the length, so every share is taken over half the value or more:
+ * random secrets stay far below the bound (a hex character repeats another by chance 1 time in 16).
+ */
 function periodic(value: string): boolean {
   for (let period = 1; period <= value.length / 2; period += 1) {
-    let repeats = true;
-    for (let i = period; i < value.length && repeats; i += 1) repeats = value[i] === value[i - period];
-    if (repeats) return true;
+    let repeats = 0;
+    for (let i = period; i < value.length; i += 1) if (value[i] === value[i - period]) repeats += 1;
+    if (repeats >= MAX_PERIODIC_SHARE * (value.length - period)) return true;
   }
   return false;
 }

@@ -213,7 +213,7 @@ describe("demo users in production", () => {
       10_000,
       "demo users removed",
     );
-    expect(production.output()).toMatch(/"event":"demo_users_removed","count":3/);
+    expect(production.output()).toMatch(/"level":"warn",[^\n]*"event":"demo_users_removed","count":3/);
     const refused = await send(`${production.url}/auth/login`, {
       method: "POST",
       body: { username: "alice", password: "secret" },

@@ -1,4 +1,5 @@
 // The check path on a real Redis: one script call per check, and what happens when Redis goes away.
+import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
@@ -29,6 +30,24 @@ let open: Tollgate;
 let closed: Tollgate;
 let token = "";
 
+// Open mode on strong secrets, outside production and in it; one JWT secret for both, so that a
+// demo token minted outside production verifies in production.
+const shared = {
+  JWT_SECRET: randomBytes(32).toString("base64"),
+  ADMIN_TOKEN: randomBytes(32).toString("base64"),
+  FAILURE_MODE: "open",
+};
+const buildOn = (env: Record<string, string>): Tollgate =>
+  createTollgate({
+    config: loadConfig({ ...shared, ...env }),
+    policy: loadPolicy(undefined),
+    store,
+    logger: createLogger("silent"),
+  });
+let demo: Tollgate;
+let production: Tollgate;
+let demoSigned = "";
+
 beforeAll(async () => {
   // A Redis of its own: MONITOR must see this file's commands only.
   server = await startRedisServer();
@@ -38,6 +57,9 @@ beforeAll(async () => {
   open = build("open");
   closed = build("closed");
   token = await demoToken(open.auth, "bob_pro");
+  demo = buildOn({});
+  production = buildOn({ NODE_ENV: "production" });
+  demoSigned = await demoToken(demo.auth, "bob_pro");
 });
 
 afterAll(async () => {
@@ -98,6 +120,24 @@ describe("when Redis is down", () => {
       const started = Date.now();
       await check(open, "/api/search", `Bearer ${token}`);
       expect(Date.now() - started).toBeLessThan(100 + 200);
+    } finally {
+      await server.restart();
+    }
+  });
+
+  it("refuses the demo users in production even in open mode, where the store is not asked", async () => {
+    await server.kill();
+    try {
+      // The same token passes degraded outside production: only the production rule refuses it.
+      expect(await check(demo, "/api/products", `Bearer ${demoSigned}`)).toMatchObject({
+        kind: "allow",
+        degraded: true,
+      });
+      expect(await check(production, "/api/products", `Bearer ${demoSigned}`)).toMatchObject({
+        kind: "deny",
+        status: 401,
+        reason: "inactive",
+      });
     } finally {
       await server.restart();
     }

@@ -150,6 +150,20 @@ describe("settings", () => {
     expect(problems({ NODE_ENV: "production", JWT_SECRET: strong, ADMIN_TOKEN: `${strong}x` })).toEqual([]);
   });
 
+  it("refuse in production a short run repeated with a character or a few added, naming the variable", () => {
+    const strong = randomBytes(32).toString("base64");
+    for (const weak of [
+      "changeme-changeme-changeme-changeme-1",
+      "Passw0rd!Passw0rd!Passw0rd!Passw0rd!x",
+      "x-Passw0rd!Passw0rd!Passw0rd!Passw0rd!",
+      "tollgate1tollgate2tollgate3tollgate4",
+    ]) {
+      expect(problems({ NODE_ENV: "production", JWT_SECRET: strong, ADMIN_TOKEN: weak }), weak).toEqual([
+        expect.stringMatching(/^ADMIN_TOKEN: too predictable/),
+      ]);
+    }
+  });
+
   it("need key files for RS256 and read them", () => {
     expect(problems({ JWT_ALGORITHMS: "RS256" })).toEqual([
       "JWT_PRIVATE_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256",

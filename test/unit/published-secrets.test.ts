@@ -22,13 +22,20 @@ function* files(dir: string): Generator<string> {
   }
 }
 
-/** Values assigned to a secret's name: string literals, compose `${NAME:-value}` fallbacks, env lines. */
+/**
+ * Values assigned to a secret's name: string literals, compose `${NAME:-value}` fallbacks, env lines
+ * (`NAME=value`, also after `export` or `-e`), and literals held first in a variable or field whose
+ * name says token or secret in any case (`const fileToken = "…"`, later written as `ADMIN_TOKEN=${…}`).
+ */
 function assignedSecrets(text: string): string[] {
   const found: string[] = [];
   const patterns = [
     new RegExp(`\\w*(?:${NAMES})\\w*["']?\\s*[:=]\\s*["'\`]([^"'\`\\s]{8,})["'\`]`, "g"),
     new RegExp(`\\$\\{(?:${NAMES}):?-([^}]+)\\}`, "g"),
     new RegExp(`^\\s*#?\\s*(?:${NAMES})=([^\\s$#]+)`, "gm"),
+    new RegExp(`\\b(?:${NAMES})=([^\\s$#"'\`]+)`, "g"),
+    // Template literals (`${…}`) are code, not values: `$` is left out of the value.
+    /\w*(?:secret|token)\w*["']?\s*[:=]\s*["'`]([^"'`\s$]{8,})["'`]/gi,
   ];
   for (const pattern of patterns) for (const match of text.matchAll(pattern)) found.push(match[1] as string);
   return found;
@@ -56,6 +63,8 @@ describe("secrets published in the repository", () => {
     expect(found.get("demo-only-admin-token-not-for-production")).toBe("docker-compose.yml");
     expect(found.has("test-jwt-secret-0123456789-abcdefghij")).toBe(true);
     expect(found.has("bench-jwt-secret-0123456789-abcdefghijklmnop")).toBe(true);
+    // Held in a variable first and only then written to an env file as ADMIN_TOKEN.
+    expect(found.get("admin-token-from-the-env-file-0123456789")).toBe("test/e2e/lifecycle.test.ts");
   });
 
   it("refuses every one of them in production", () => {
