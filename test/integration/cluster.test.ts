@@ -6,12 +6,29 @@ import { syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/logger.js";
 import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
 import { createKeys } from "../../src/store/keys.js";
+import type { RedisClient } from "../../src/store/redis-client.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectTopology, testPrefix } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
+
+/** The client with every `command` sent `ms` late, as over a slow link to one master. */
+function delaying(redis: RedisClient, command: string, ms: number): RedisClient {
+  return new Proxy(redis, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      const bound = (value as (...args: unknown[]) => unknown).bind(target);
+      if (property !== command) return bound;
+      return async (...args: unknown[]) => {
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        return bound(...args);
+      };
+    },
+  });
+}
 const silent = createLogger("silent");
 afterAll(async () => {
   await cluster.quit();
@@ -44,11 +61,11 @@ describe("tollgate on a redis cluster", () => {
     expect(third.every((r) => !r.allowed)).toBe(true);
   });
 
-  it("creates a user whose name was left claimed by a creation that failed half-way", async () => {
+  it("creates a user whose name was left claimed for good by a user that no longer exists", async () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
     const store = createRedisStore({ redis: cluster, prefix });
-    // The name's claim landed, the user's hash (another master) never did.
+    // A permanent claim whose user hash (another master) is gone: a deletion that failed half-way.
     await cluster.set(keys.username("halfway"), "usr_00000000deadbeef");
     expect(await store.users.findByUsername("halfway")).toBeUndefined();
     const created = await store.users.create({ username: "halfway", tier: "pro", passwordHash: "x" });
@@ -78,6 +95,40 @@ describe("tollgate on a redis cluster", () => {
     const winners = results.filter((r) => r !== "exists");
     expect(winners).toHaveLength(1);
     expect(await store.users.findByUsername("contested")).toEqual(winners[0]);
+  });
+
+  it("frees a name whose creation died half-way once its claim's lease runs out", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // The claim of a creation that never wrote its hash nor confirmed: still a lease (here 300 ms).
+    await cluster.set(keys.username("leased"), "usr_00000000deadlea5", "PX", 300);
+    expect(await store.users.create({ username: "leased", tier: "free", passwordHash: "x" })).toBe("exists");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const created = await store.users.create({ username: "leased", tier: "free", passwordHash: "x" });
+    expect(created).not.toBe("exists");
+    expect(await store.users.findByUsername("leased")).toEqual(created);
+    expect(await cluster.pttl(keys.username("leased"))).toBe(-1);
+  });
+
+  it("never lets two processes' creations of one name both succeed, however their steps interleave", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    // Process A's claim lands, its hash 50 ms later. Process B tries the same name meanwhile and
+    // finds A's claim with no user behind it yet; a takeover by B, should it try one, lands only
+    // after A has checked its claim.
+    const a = createRedisStore({ redis: delaying(connectTopology("cluster"), "hset", 50), prefix });
+    const b = createRedisStore({ redis: delaying(connectTopology("cluster"), "nameTakeover", 100), prefix });
+    const first = a.users.create({ username: "raced", tier: "free", passwordHash: "a" });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const second = b.users.create({ username: "raced", tier: "pro", passwordHash: "b" });
+    const winners = (await Promise.all([first, second])).filter((r) => r !== "exists");
+    expect(winners).toHaveLength(1);
+    expect(await b.users.findByUsername("raced")).toEqual(winners[0]);
+    const named = (await b.users.list({ limit: 100 })).users.filter((u) => u.username === "raced");
+    expect(named).toEqual(winners);
+    expect(await cluster.pttl(keys.username("raced"))).toBe(-1);
+    await Promise.all([a.close(), b.close()]);
   });
 
   it("spreads the keys of 10,000 users over all three masters", async () => {
