@@ -91,9 +91,11 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     /**
      * Single-slot steps, each safe to fail: (1) the "users exist" marker, first, so that no user
      * ever exists without it; (2) the username claim, a lease, so that two creations of one name
-     * cannot both succeed; (3) the user's hash; (4) the claim made permanent, only if it is still
-     * ours (a lease that ran out while the steps were slow may have gone to another creation).
-     * A failure after (2) leaves a lease that runs out, and the name is free again.
+     * cannot both succeed; (3) the id in the listing index, before the user exists, so that no user
+     * is ever missing from the listing (which skips ids without a hash); (4) the user's hash; (5) the
+     * claim made permanent, only if it is still ours (a lease that ran out while the steps were
+     * slow may have gone to another creation). A failure after (2) leaves a lease that runs out,
+     * and the name is free again.
      */
     async create(input) {
       const user: User = {
@@ -108,13 +110,16 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       };
       await redis.set(marker, "1");
       if (!(await claim(input.username, user.id))) return "exists";
+      await redis.zadd(keys.userIndex, 0, user.id);
       await redis.hset(keys.user(user.id), userFields(user));
       if ((await redis.nameConfirm(keys.username(input.username), user.id)) !== 1) {
-        if (input.id === undefined) await redis.del(keys.user(user.id));
+        if (input.id === undefined) {
+          await redis.del(keys.user(user.id));
+          await redis.zrem(keys.userIndex, user.id);
+        }
         return "exists";
       }
-      // Listed, and no longer a name an admin deleted (USERS_FILE leaves such names alone).
-      await redis.zadd(keys.userIndex, 0, user.id);
+      // No longer a name an admin deleted (USERS_FILE leaves such names alone).
       await redis.del(keys.usernameGone(input.username));
       return user;
     },
@@ -138,7 +143,10 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     async remove(userId) {
       const user = await get(userId);
       if (user === undefined) return false;
-      // The user hash first: from then on no check, touch or login accepts the user.
+      // The deletion is remembered first, so that USERS_FILE never brings the user back even if a
+      // later step fails (and the user, once its hash is gone, can no longer be deleted again).
+      await redis.set(keys.usernameGone(user.username), userId);
+      // Then the user hash: from then on no check, touch or login accepts the user.
       await redis.del(keys.user(userId));
       await redis.zrem(keys.userIndex, userId);
       await redis.usernameRelease(keys.username(user.username), keys.usernameGone(user.username), userId);

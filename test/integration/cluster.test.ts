@@ -2,7 +2,7 @@
 // unchanged, scripts served by whichever master owns the slot, and keys spread over every master.
 import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import { syncUsersFile } from "../../src/auth/users-sync.js";
+import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/logger.js";
 import { createRedisRateLimitStore } from "../../src/ratelimit/redis-store.js";
 import { createKeys } from "../../src/store/keys.js";
@@ -14,21 +14,33 @@ import { connectTopology, testPrefix } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
 
-/** The client with every `command` sent `ms` late, as over a slow link to one master. */
-function delaying(redis: RedisClient, command: string, ms: number): RedisClient {
+/** The client with every `command` sent through `around`, as over a slow or broken link to one master. */
+function intercepting(
+  redis: RedisClient,
+  command: string,
+  around: (send: () => unknown) => Promise<unknown>,
+): RedisClient {
   return new Proxy(redis, {
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== "function") return value;
       const bound = (value as (...args: unknown[]) => unknown).bind(target);
       if (property !== command) return bound;
-      return async (...args: unknown[]) => {
-        await new Promise((resolve) => setTimeout(resolve, ms));
-        return bound(...args);
-      };
+      return (...args: unknown[]) => around(() => bound(...args));
     },
   });
 }
+
+const delaying = (redis: RedisClient, command: string, ms: number): RedisClient =>
+  intercepting(redis, command, async (send) => {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return send();
+  });
+
+const failing = (redis: RedisClient, command: string): RedisClient =>
+  intercepting(redis, command, async () => {
+    throw new Error(`${command}: the connection to its master was lost`);
+  });
 const silent = createLogger("silent");
 afterAll(async () => {
   await cluster.quit();
@@ -129,6 +141,40 @@ describe("tollgate on a redis cluster", () => {
     expect(named).toEqual(winners);
     expect(await cluster.pttl(keys.username("raced"))).toBe(-1);
     await Promise.all([a.close(), b.close()]);
+  });
+
+  it("leaves no user that the listing misses, whichever step of its creation fails", async () => {
+    const prefix = testPrefix();
+    const store = createRedisStore({ redis: cluster, prefix });
+    const listed = async (): Promise<string[]> => {
+      const ids: string[] = [];
+      for await (const user of allUsers(store.users)) ids.push(user.id);
+      return ids;
+    };
+    for (const step of ["nameClaim", "zadd", "hset", "nameConfirm", "del"]) {
+      const broken = createRedisStore({ redis: failing(cluster, step), prefix });
+      const username = `broken_${step}`;
+      await expect(broken.users.create({ username, tier: "free", passwordHash: "x" })).rejects.toThrow();
+      const user = await store.users.findByUsername(username);
+      if (user !== undefined) expect(await listed(), step).toContain(user.id);
+    }
+  });
+
+  it("remembers a deletion for USERS_FILE, whichever step of it fails", async () => {
+    const prefix = testPrefix();
+    const store = createRedisStore({ redis: cluster, prefix });
+    for (const step of ["del", "zrem", "usernameRelease", "set"]) {
+      const username = `doomed_${step}`;
+      const user = await store.users.create({ username, tier: "free", passwordHash: "x", source: "file" });
+      if (user === "exists") throw new Error("a fresh name");
+      const broken = createRedisStore({ redis: failing(cluster, step), prefix });
+      await expect(broken.users.remove(user.id)).rejects.toThrow();
+      // Either the user is still there (the deletion can be tried again) or it stays deleted.
+      if ((await store.users.get(user.id)) === undefined) {
+        await syncUsersFile(store, [{ username, tier: "free", password: "x-password" }], silent);
+        expect(await store.users.findByUsername(username), step).toBeUndefined();
+      }
+    }
   });
 
   it("spreads the keys of 10,000 users over all three masters", async () => {
