@@ -123,6 +123,16 @@ describe("tollgate on a redis cluster", () => {
     expect(await cluster.pttl(keys.username("leased"))).toBe(-1);
   });
 
+  it("creates a USERS_FILE user whose name a creation that died still held, once that claim runs out", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // A start-up killed half-way through this user's creation, just before this one began.
+    await cluster.set(keys.username("restarted"), "usr_00000000dead5747", "PX", 600);
+    await syncUsersFile(store, [{ username: "restarted", tier: "pro", password: "r-password" }], silent);
+    expect(await store.users.findByUsername("restarted")).toMatchObject({ tier: "pro", source: "file" });
+  });
+
   it("never lets two processes' creations of one name both succeed, however their steps interleave", async () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
