@@ -1,7 +1,7 @@
 // Start-up reconciliation of the store with USERS_FILE, and the removal of demo users in production.
 import type { Logger } from "../logger.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
-import type { SessionStore, User, UserPatch, UserStore } from "./types.js";
+import type { NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
 import { DEMO_USER_IDS, type UsersFileEntry } from "./users-file.js";
 
 type Identity = { users: UserStore; sessions: SessionStore };
@@ -14,6 +14,24 @@ export async function* allUsers(users: UserStore, pageSize = 200): AsyncGenerato
     yield* page.users;
     cursor = page.nextCursor;
   } while (cursor !== undefined);
+}
+
+/** Longer than a username claim's lease on Redis (10 s), the longest a name stays claimed by no user. */
+const CLAIM_WAIT_MS = 15_000;
+
+/**
+ * Creates a file user. "exists" while no user has the name means that another creation holds the
+ * name's claim (another process applying the same file, or one that died half-way and left a lease
+ * that runs out): try again until that creation's user appears or its claim is gone.
+ */
+async function createFileUser(users: UserStore, input: NewUser): Promise<boolean> {
+  const until = Date.now() + CLAIM_WAIT_MS;
+  for (;;) {
+    if ((await users.create(input)) !== "exists") return true;
+    if ((await users.findByUsername(input.username)) !== undefined) return false;
+    if (Date.now() > until) throw new Error(`USERS_FILE: the name of one user stayed claimed by no user`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }
 
 /** The file's password hash for an entry, and whether it changed since the file's last load. */
@@ -50,15 +68,8 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
       const hash = entry.passwordHash ?? (await hashPassword(entry.password as string));
       const seed = { tier: entry.tier, passwordHash: hash };
       const { id, username, tier } = entry;
-      await users.create({
-        ...(id === undefined ? {} : { id }),
-        username,
-        tier,
-        passwordHash: hash,
-        source: "file",
-        seed,
-      });
-      created += 1;
+      const input = { ...(id === undefined ? {} : { id }), username, tier, passwordHash: hash, seed };
+      if (await createFileUser(users, { ...input, source: "file" })) created += 1;
       continue;
     }
     const password = await filePassword(entry, user);

@@ -37,6 +37,7 @@ type Answer = {
   body: string;
   ms: number;
   at: number;
+  from: TollgateProcess;
 };
 
 let ipCounter = 0;
@@ -59,6 +60,7 @@ async function check(proc: TollgateProcess, token: string): Promise<Answer> {
     body,
     ms: performance.now() - at,
     at,
+    from: proc,
   };
 }
 
@@ -122,6 +124,9 @@ type Topology = {
   killMasterOf(userId: string): Promise<number>;
   /** Whether `userId`'s keys are served by a different master than before the kill. */
   promoted(userId: string): Promise<boolean>;
+  /** Whether `a`'s and `b`'s keys live on one master (always, without sharding). */
+  sameMaster(a: string, b: string): Promise<boolean>;
+  sharded: boolean;
 };
 
 function describeFailover(name: string, start: () => Promise<{ topology: Topology; stop(): Promise<void> }>) {
@@ -172,6 +177,13 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
 
     it("survives a master killed under load: degraded answers only, then exact limits again", async () => {
       const carol = await login((open[0] as TollgateProcess).url, "ent_carol");
+      // On a cluster, a user whose keys live on another master should not notice the failover.
+      let bystander: { id: string; token: string } | undefined;
+      for (let i = 0; topology.sharded && bystander === undefined && i < 30; i += 1) {
+        const user = await createUser(open[0] as TollgateProcess, "enterprise");
+        if (!(await topology.sameMaster(user.id, "demo-carol"))) bystander = user;
+      }
+      if (topology.sharded) expect(bystander, "a user on another master").toBeDefined();
       let killedAt = 0;
       let recoveredAt = 0;
       // The load runs from before the kill until every process enforces again, or the limit passes.
@@ -188,20 +200,23 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
           await sleep(50);
         }
       })();
-      const load = await streamUntil(
-        [...open, closed],
-        carol.access_token,
-        8,
-        recovered.then(() => sleep(300)),
-      );
+      const stop = recovered.then(() => sleep(300));
+      const [load, aside] = await Promise.all([
+        streamUntil([...open, closed], carol.access_token, 8, stop),
+        bystander === undefined ? undefined : streamUntil([...open, closed], bystander.token, 2, stop),
+      ]);
 
       expect(load.errors).toEqual([]);
       expect(recoveredAt, "no recovery within the limit").toBeGreaterThan(0);
-      const byOpen = load.answers.filter((a) => a.status !== 503);
-      const unavailable = load.answers.filter((a) => a.status === 503);
-      // Open: 200, enforced (limit 10000) or degraded; closed: the documented 503 JSON. Nothing else.
-      expect(new Set(byOpen.map((a) => a.status))).toEqual(new Set([200]));
-      expect(byOpen.every((a) => a.degraded || a.limit === "10000")).toBe(true);
+      const byOpen = load.answers.filter((a) => a.from !== closed);
+      const byClosed = load.answers.filter((a) => a.from === closed);
+      const enforced = (a: Answer) => a.status === 200 && !a.degraded && a.limit === "10000";
+      const shown = (a: Answer) => `${a.status} degraded=${a.degraded} limit=${a.limit} ${a.body}`;
+      // Open: 200, enforced (limit 10000) or degraded; closed: enforced or the documented 503 JSON.
+      // Nothing else, and never a 503 from an open process nor a degraded allow from the closed one.
+      expect(byOpen.filter((a) => !enforced(a) && !(a.status === 200 && a.degraded)).map(shown)).toEqual([]);
+      const unavailable = byClosed.filter((a) => !enforced(a));
+      expect(unavailable.filter((a) => a.status !== 503 || a.degraded).map(shown)).toEqual([]);
       for (const a of unavailable) expect(JSON.parse(a.body)).toMatchObject({ error: "unavailable" });
       const during = load.answers.filter((a) => a.at >= killedAt && a.at < recoveredAt);
       expect(during.some((a) => a.degraded || a.status === 503)).toBe(true);
@@ -214,6 +229,13 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
       );
       expect(slowest).toBeLessThan(CHECK_BOUND_MS);
       expect(await topology.promoted("demo-carol")).toBe(true);
+      if (aside !== undefined) {
+        const meanwhile = aside.answers.filter((a) => a.at >= killedAt && a.at < recoveredAt);
+        console.log(`${name}: a user on another master meanwhile: ${meanwhile.length} checks, all enforced`);
+        expect(aside.errors).toEqual([]);
+        expect(meanwhile.length).toBeGreaterThan(0);
+        expect(aside.answers.filter((a) => !enforced(a)).map(shown)).toEqual([]);
+      }
 
       // Exact limits on the promoted master, without a restart: a new free user whose keys live there.
       let user = await createUser(open[0] as TollgateProcess);
@@ -262,6 +284,10 @@ async function clusterTopology(): Promise<{ topology: Topology; stop(): Promise<
         const gone = [...killed.values()];
         return !gone.includes(await ownerOf(userId));
       },
+      async sameMaster(a, b) {
+        return (await ownerOf(a)) === (await ownerOf(b));
+      },
+      sharded: true,
     },
     async stop() {
       client.disconnect();
@@ -283,6 +309,8 @@ async function sentinelTopology(): Promise<{ topology: Topology; stop(): Promise
       async promoted() {
         return (await setup.masterPort()) !== original;
       },
+      sameMaster: async () => true,
+      sharded: false,
     },
     stop: () => setup.stop(),
   };

@@ -2,8 +2,9 @@
 // unchanged, scripts served by whichever master owns the slot, and keys spread over every master.
 import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import { syncUsersFile } from "../../src/auth/users-sync.js";
+import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/logger.js";
+import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { createRedisStore } from "../../src/store/store.js";
@@ -12,6 +13,34 @@ import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectTopology, testPrefix } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
+
+/** The client with every `command` sent through `around`, as over a slow or broken link to one master. */
+function intercepting(
+  redis: RedisClient,
+  command: string,
+  around: (send: () => unknown) => Promise<unknown>,
+): RedisClient {
+  return new Proxy(redis, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      const bound = (value as (...args: unknown[]) => unknown).bind(target);
+      if (property !== command) return bound;
+      return (...args: unknown[]) => around(() => bound(...args));
+    },
+  });
+}
+
+const delaying = (redis: RedisClient, command: string, ms: number): RedisClient =>
+  intercepting(redis, command, async (send) => {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return send();
+  });
+
+const failing = (redis: RedisClient, command: string): RedisClient =>
+  intercepting(redis, command, async () => {
+    throw new Error(`${command}: the connection to its master was lost`);
+  });
 const silent = createLogger("silent");
 afterAll(async () => {
   await cluster.quit();
@@ -44,11 +73,11 @@ describe("tollgate on a redis cluster", () => {
     expect(third.every((r) => !r.allowed)).toBe(true);
   });
 
-  it("creates a user whose name was left claimed by a creation that failed half-way", async () => {
+  it("creates a user whose name was left claimed for good by a user that no longer exists", async () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
     const store = createRedisStore({ redis: cluster, prefix });
-    // The name's claim landed, the user's hash (another master) never did.
+    // A permanent claim whose user hash (another master) is gone: a deletion that failed half-way.
     await cluster.set(keys.username("halfway"), "usr_00000000deadbeef");
     expect(await store.users.findByUsername("halfway")).toBeUndefined();
     const created = await store.users.create({ username: "halfway", tier: "pro", passwordHash: "x" });
@@ -78,6 +107,84 @@ describe("tollgate on a redis cluster", () => {
     const winners = results.filter((r) => r !== "exists");
     expect(winners).toHaveLength(1);
     expect(await store.users.findByUsername("contested")).toEqual(winners[0]);
+  });
+
+  it("frees a name whose creation died half-way once its claim's lease runs out", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // The claim of a creation that never wrote its hash nor confirmed: still a lease (here 300 ms).
+    await cluster.set(keys.username("leased"), "usr_00000000deadlea5", "PX", 300);
+    expect(await store.users.create({ username: "leased", tier: "free", passwordHash: "x" })).toBe("exists");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const created = await store.users.create({ username: "leased", tier: "free", passwordHash: "x" });
+    expect(created).not.toBe("exists");
+    expect(await store.users.findByUsername("leased")).toEqual(created);
+    expect(await cluster.pttl(keys.username("leased"))).toBe(-1);
+  });
+
+  it("creates a USERS_FILE user whose name a creation that died still held, once that claim runs out", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    // A start-up killed half-way through this user's creation, just before this one began.
+    await cluster.set(keys.username("restarted"), "usr_00000000dead5747", "PX", 600);
+    await syncUsersFile(store, [{ username: "restarted", tier: "pro", password: "r-password" }], silent);
+    expect(await store.users.findByUsername("restarted")).toMatchObject({ tier: "pro", source: "file" });
+  });
+
+  it("never lets two processes' creations of one name both succeed, however their steps interleave", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    // Process A's claim lands, its hash 50 ms later. Process B tries the same name meanwhile and
+    // finds A's claim with no user behind it yet; a takeover by B, should it try one, lands only
+    // after A has checked its claim.
+    const a = createRedisStore({ redis: delaying(connectTopology("cluster"), "hset", 50), prefix });
+    const b = createRedisStore({ redis: delaying(connectTopology("cluster"), "nameTakeover", 100), prefix });
+    const first = a.users.create({ username: "raced", tier: "free", passwordHash: "a" });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const second = b.users.create({ username: "raced", tier: "pro", passwordHash: "b" });
+    const winners = (await Promise.all([first, second])).filter((r) => r !== "exists");
+    expect(winners).toHaveLength(1);
+    expect(await b.users.findByUsername("raced")).toEqual(winners[0]);
+    const named = (await b.users.list({ limit: 100 })).users.filter((u) => u.username === "raced");
+    expect(named).toEqual(winners);
+    expect(await cluster.pttl(keys.username("raced"))).toBe(-1);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("leaves no user that the listing misses, whichever step of its creation fails", async () => {
+    const prefix = testPrefix();
+    const store = createRedisStore({ redis: cluster, prefix });
+    const listed = async (): Promise<string[]> => {
+      const ids: string[] = [];
+      for await (const user of allUsers(store.users)) ids.push(user.id);
+      return ids;
+    };
+    for (const step of ["nameClaim", "zadd", "hset", "nameConfirm", "del"]) {
+      const broken = createRedisStore({ redis: failing(cluster, step), prefix });
+      const username = `broken_${step}`;
+      await expect(broken.users.create({ username, tier: "free", passwordHash: "x" })).rejects.toThrow();
+      const user = await store.users.findByUsername(username);
+      if (user !== undefined) expect(await listed(), step).toContain(user.id);
+    }
+  });
+
+  it("remembers a deletion for USERS_FILE, whichever step of it fails", async () => {
+    const prefix = testPrefix();
+    const store = createRedisStore({ redis: cluster, prefix });
+    for (const step of ["del", "zrem", "usernameRelease", "set"]) {
+      const username = `doomed_${step}`;
+      const user = await store.users.create({ username, tier: "free", passwordHash: "x", source: "file" });
+      if (user === "exists") throw new Error("a fresh name");
+      const broken = createRedisStore({ redis: failing(cluster, step), prefix });
+      await expect(broken.users.remove(user.id)).rejects.toThrow();
+      // Either the user is still there (the deletion can be tried again) or it stays deleted.
+      if ((await store.users.get(user.id)) === undefined) {
+        await syncUsersFile(store, [{ username, tier: "free", password: "x-password" }], silent);
+        expect(await store.users.findByUsername(username), step).toBeUndefined();
+      }
+    }
   });
 
   it("spreads the keys of 10,000 users over all three masters", async () => {

@@ -32,10 +32,13 @@ describe("tollgate through sentinel", () => {
     expect(sentinels.split(",")).toHaveLength(3);
   });
 
-  it("cannot start with a master name the Sentinels do not know", async () => {
+  it("never connects with a master name the Sentinels do not know, and says so", async () => {
     const env = { ...topologyEnv("sentinel"), REDIS_SENTINEL_MASTER: "no-such-master" };
     const wrong = connectTopology("sentinel", env);
+    const errors: string[] = [];
+    wrong.on("error", (error: Error) => errors.push(error.message));
     await expect(wrong.ping()).rejects.toThrow();
     wrong.disconnect();
+    expect(errors.some((message) => message.includes("No such master"))).toBe(true);
   });
 });

@@ -36,7 +36,24 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim();
 }
 
-const DATA_NODE_ARGS = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"];
+const DATA_NODE_ARGS = [
+  "--bind",
+  "127.0.0.1",
+  "--save",
+  "",
+  "--appendonly",
+  "no",
+  "--loglevel",
+  "warning",
+  // A replica's first sync starts at once instead of after the default 5 s wait for more replicas.
+  "--repl-diskless-sync-delay",
+  "0",
+];
+
+/** Whether the node on `port` is a replica whose link to its master is up (it can be promoted). */
+async function replicaInSync(port: number): Promise<boolean> {
+  return (await redisCli(port, "INFO", "replication")).includes("master_link_status:up");
+}
 
 async function startNode(dir: string, args: string[] = []): Promise<Launched> {
   const port = await freePort();
@@ -98,15 +115,19 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       ["--cluster", "create", ...addresses, "--cluster-replicas", "1", "--cluster-yes"],
       { timeout: 30_000 },
     );
+    // Ready once every node agrees and every replica has synced: a replica that never synced
+    // refuses to take over (its data is "too old"), so a master killed before then stays down.
     const ready = async (): Promise<boolean> => {
+      let inSync = 0;
       for (const node of nodes) {
         if (!(await redisCli(node.port, "CLUSTER", "INFO")).includes("cluster_state:ok")) return false;
         const replicas = (await redisCli(node.port, "CLUSTER", "NODES"))
           .split("\n")
           .filter((line) => /\bslave\b/.test(line));
         if (replicas.length !== 3) return false;
+        if (await replicaInSync(node.port)) inSync += 1;
       }
-      return true;
+      return inSync === 3;
     };
     await waitFor(ready, 30_000, "the Redis Cluster to agree on its slots");
   } catch (error) {
@@ -187,7 +208,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
         const field = (name: string): string | undefined => info[info.indexOf(name) + 1];
         if (field("num-slaves") !== "1" || field("num-other-sentinels") !== "2") return false;
       }
-      return (await redisCli(replica.port, "INFO", "replication")).includes("master_link_status:up");
+      return replicaInSync(replica.port);
     };
     await waitFor(ready, 30_000, "the Sentinels to discover the replica and each other");
     return {

@@ -47,7 +47,9 @@ declare module "ioredis" {
     sessionsRevokeAll(indexKey: string): Result<string[], Context>;
     userUpdate(userKey: string, ...fields: string[]): Result<number, Context>;
     usernameRelease(usernameKey: string, goneKey: string, userId: string): Result<number, Context>;
-    nameTakeover(usernameKey: string, fromId: string, toId: string): Result<number, Context>;
+    nameClaim(usernameKey: string, userId: string, leaseMs: number): Result<[number, string?], Context>;
+    nameConfirm(usernameKey: string, userId: string): Result<number, Context>;
+    nameTakeover(usernameKey: string, fromId: string, toId: string, leaseMs: number): Result<number, Context>;
   }
 }
 

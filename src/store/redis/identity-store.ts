@@ -4,6 +4,13 @@ import type { Session, SessionStore, User, UserPatch, UserStore } from "../../au
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 
+/**
+ * How long a creation's claim on a username holds before it is confirmed: far above a creation's
+ * few round trips (even through a failover), short enough that a name whose creation failed is
+ * free again soon.
+ */
+const CLAIM_LEASE_MS = 10_000;
+
 function toUser(fields: Record<string, string>): User | undefined {
   if (fields.id === undefined || fields.username === undefined || fields.tier === undefined) return undefined;
   const source = fields.src === "file" || fields.src === "demo" ? fields.src : "admin";
@@ -62,27 +69,30 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
 
   /**
    * Claims `username` for `userId`. The name's index key and the user's hash carry different hash
-   * tags, so on a Redis Cluster they live on different masters and no one command covers both: a
-   * creation whose second step failed (or whose process died) leaves a name pointing at no user.
-   * Such an abandoned claim is taken over with a compare-and-set, so that the name is never lost.
+   * tags, so on a Redis Cluster they live on different masters and no one command covers both. The
+   * claim is therefore a lease (CLAIM_LEASE_MS) until the creation confirms it: a creation that
+   * fails or dies half-way frees the name by itself, and a claim in progress is never taken for an
+   * abandoned one. A permanent claim pointing at no user (a deletion that failed half-way) is taken
+   * over with a compare-and-set, so that the name is never lost.
    */
   const claim = async (username: string, userId: string): Promise<boolean> => {
     const key = keys.username(username);
-    if ((await redis.set(key, userId, "NX")) !== null) return true;
-    const owner = await redis.get(key);
-    if (owner === null) return (await redis.set(key, userId, "NX")) !== null;
-    if (owner === userId) return true;
+    const [status, owner] = await redis.nameClaim(key, userId, CLAIM_LEASE_MS);
+    if (status === 1) return true;
+    if (status === 0 || owner === undefined) return false;
     if ((await redis.exists(keys.user(owner))) === 1) return false;
-    return (await redis.nameTakeover(key, owner, userId)) === 1;
+    return (await redis.nameTakeover(key, owner, userId, CLAIM_LEASE_MS)) === 1;
   };
 
   const store: UserStore = {
     /**
      * Single-slot steps, each safe to fail: (1) the "users exist" marker, first, so that no user
-     * ever exists without it; (2) the username claim, so that two creations of one name cannot both
-     * succeed; (3) the user's hash; (4) a check that the claim is still ours, since a claim whose
-     * hash was not yet written looks abandoned to a concurrent creation, which may take it over.
-     * A failure after (2) leaves an abandoned claim that the next creation of the name takes over.
+     * ever exists without it; (2) the username claim, a lease, so that two creations of one name
+     * cannot both succeed; (3) the id in the listing index, before the user exists, so that no user
+     * is ever missing from the listing (which skips ids without a hash); (4) the user's hash; (5) the
+     * claim made permanent, only if it is still ours (a lease that ran out while the steps were
+     * slow may have gone to another creation). A failure after (2) leaves a lease that runs out,
+     * and the name is free again.
      */
     async create(input) {
       const user: User = {
@@ -97,13 +107,16 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       };
       await redis.set(marker, "1");
       if (!(await claim(input.username, user.id))) return "exists";
+      await redis.zadd(keys.userIndex, 0, user.id);
       await redis.hset(keys.user(user.id), userFields(user));
-      if ((await redis.get(keys.username(input.username))) !== user.id) {
-        if (input.id === undefined) await redis.del(keys.user(user.id));
+      if ((await redis.nameConfirm(keys.username(input.username), user.id)) !== 1) {
+        if (input.id === undefined) {
+          await redis.del(keys.user(user.id));
+          await redis.zrem(keys.userIndex, user.id);
+        }
         return "exists";
       }
-      // Listed, and no longer a name an admin deleted (USERS_FILE leaves such names alone).
-      await redis.zadd(keys.userIndex, 0, user.id);
+      // No longer a name an admin deleted (USERS_FILE leaves such names alone).
       await redis.del(keys.usernameGone(input.username));
       return user;
     },
@@ -127,7 +140,10 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     async remove(userId) {
       const user = await get(userId);
       if (user === undefined) return false;
-      // The user hash first: from then on no check, touch or login accepts the user.
+      // The deletion is remembered first, so that USERS_FILE never brings the user back even if a
+      // later step fails (and the user, once its hash is gone, can no longer be deleted again).
+      await redis.set(keys.usernameGone(user.username), userId);
+      // Then the user hash: from then on no check, touch or login accepts the user.
       await redis.del(keys.user(userId));
       await redis.zrem(keys.userIndex, userId);
       await redis.usernameRelease(keys.username(user.username), keys.usernameGone(user.username), userId);
