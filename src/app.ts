@@ -5,6 +5,7 @@ import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
+import { createDenialCache } from "./authz/denial-cache.js";
 import { compilePolicy, type Decision } from "./authz/decide.js";
 import type { Config } from "./config/env.js";
 import type { Policy } from "./config/policy.js";
@@ -14,6 +15,7 @@ import { retryAfterSeconds } from "./http/check-responses.js";
 import { createPublicApi } from "./http/public-api.js";
 import type { Logger } from "./logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import { ipSubject, userSubject } from "./ratelimit/types.js";
 import type { Readiness } from "./readiness.js";
 import type { Store } from "./store/store.js";
 import { createThrottledLog } from "./throttled-log.js";
@@ -47,7 +49,7 @@ function decisionLabels(decision: Decision): {
   if (decision.kind === "allow") {
     return {
       decision: "allow",
-      reason: decision.degraded ? "degraded" : "ok",
+      reason: decision.degraded ? "degraded" : decision.limit?.shadow === true ? "shadow" : "ok",
       tier: decision.identity?.tier || decision.limit?.tier || "anonymous",
       category: decision.limit?.category ?? "none",
     };
@@ -88,8 +90,16 @@ export function createTollgate(options: TollgateOptions): Tollgate {
 
   let storeUp = true;
   metrics.storeUp.set(1);
+  const compiled = compilePolicy(policy);
+  // Refusals answered without the store; only while announcements of freed subjects arrive.
+  const denials = createDenialCache();
+  store.invalidations.subscribe({
+    message: (subject) => denials.invalidate(subject),
+    health: (healthy) => denials.setEnabled(healthy),
+  });
   const checker = createChecker({
-    compiled: compilePolicy(policy),
+    policy: () => compiled,
+    denials,
     tokens,
     authorizer: store.checks.authorizer,
     limiter: store.checks.limiter,
@@ -147,9 +157,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     event: "store_connection_error",
     message: "cannot reach the store",
   });
-  store.redis?.on("error", (error: Error) => logConnectionError("redis", { err: error.message }));
-  // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
-  store.redis?.on("node error", (error: Error) => logConnectionError("redis", { err: error.message }));
+  store.onConnectionError((error) => logConnectionError("redis", { err: error.message }));
 
   const logDenial = createThrottledLog({
     logger,
@@ -163,6 +171,12 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     event: "degraded",
     message: "request allowed without the store (FAILURE_MODE=open)",
   });
+  const logShadow = createThrottledLog({
+    logger,
+    level: "info",
+    event: "shadow_denied",
+    message: "request over a shadow-mode limit allowed (it would have been denied)",
+  });
   const checkServer = createCheckServer({
     checker,
     clientIp,
@@ -170,11 +184,17 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     onDecision(protocol: CheckProtocol, decision, seconds, ip) {
       durationChild(protocol).observe(seconds);
       decisionChild(decision).inc();
-      if (decision.kind === "deny" && decision.status === 429) {
-        const subject = decision.identity === undefined ? `ip:${ip}` : `user:${decision.identity.userId}`;
-        const { limit } = decision;
+      const over =
+        decision.kind === "deny" && decision.status === 429
+          ? { log: logDenial, limit: decision.limit, identity: decision.identity }
+          : decision.kind === "allow" && decision.limit?.shadow === true
+            ? { log: logShadow, limit: decision.limit, identity: decision.identity }
+            : undefined;
+      if (over !== undefined) {
+        const { limit, identity } = over;
+        const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
         // The fields are built only for the one line per subject and second that is written.
-        logDenial(`${subject}|${limit.category}`, () => ({
+        over.log(`${subject}|${limit.category}`, () => ({
           subject,
           category: limit.category,
           tier: limit.tier,

@@ -3,7 +3,7 @@ import type { Config } from "../config/env.js";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { sidPrefix } from "../logger.js";
-import type { Rule } from "../ratelimit/types.js";
+import { type Layer, logRule, type Rule, usernameSubject } from "../ratelimit/types.js";
 import type { Store } from "../store/store.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
 import { verifyPassword } from "./passwords.js";
@@ -50,11 +50,9 @@ export type AuthServiceOptions = {
   refusedUserIds?: ReadonlySet<string>;
 };
 
-/** Failed logins per username share the per-IP login limit of the anonymous tier. */
+/** Failed logins per username share the per-IP login rule of the anonymous tier. */
 const LOCKOUT_CATEGORY = "login_failed";
-const FALLBACK_LOCKOUT: Rule = { limit: 10, windowMs: 15 * 60_000 };
-
-const usernameSubject = (username: string): string => `n:${Buffer.from(username, "utf8").toString("hex")}`;
+const FALLBACK_LOCKOUT: Rule = logRule(10, 15 * 60_000);
 
 export function createAuthService(options: AuthServiceOptions) {
   const { config, store, tokens, logger } = options;
@@ -66,10 +64,11 @@ export function createAuthService(options: AuthServiceOptions) {
     maxAgeMs: config.sessionMaxAgeSeconds * 1000,
     maxPerUser: config.maxSessionsPerUser,
   };
-  const loginLimit = options.policy.tiers.get(ANONYMOUS_TIER)?.get("login");
-  const lockoutRule: Rule = loginLimit
-    ? { limit: loginLimit.count, windowMs: loginLimit.windowMs }
-    : FALLBACK_LOCKOUT;
+  const lockoutLayer: Layer = {
+    category: LOCKOUT_CATEGORY,
+    rule: options.policy.tiers.get(ANONYMOUS_TIER)?.get("login") ?? FALLBACK_LOCKOUT,
+  };
+  const lockout = [lockoutLayer];
 
   /**
    * The login in progress per username. Attempts on one name run one at a time in this process:
@@ -90,14 +89,15 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
-    const lockout = await store.limiter.peek(subject, LOCKOUT_CATEGORY, lockoutRule);
-    if (lockout.remaining === 0) {
+    const full = (await store.limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
+    if (full.length > 0) {
       emit("lockout");
       logger.warn(
         { event: "lockout", ip: input.ip },
         "login refused: too many failed attempts for this username",
       );
-      return { kind: "locked", retryAfterMs: Math.max(1000, lockout.resetAtMs - Date.now()) };
+      const freesAt = Math.max(...full.map((w) => w.resetAtMs));
+      return { kind: "locked", retryAfterMs: Math.max(1000, freesAt - Date.now()) };
     }
     const found = await store.users.findByUsername(input.username);
     // Demo users never log in where they are refused (production), whatever the store holds.
@@ -121,7 +121,7 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await store.limiter.hit(subject, LOCKOUT_CATEGORY, lockoutRule);
+      await store.limiter.hit(subject, lockout);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
@@ -193,7 +193,7 @@ export function createAuthService(options: AuthServiceOptions) {
     return "revoked";
   }
 
-  return { login, authenticate, logout, logoutAll, listSessions, revokeSession, lockoutRule };
+  return { login, authenticate, logout, logoutAll, listSessions, revokeSession, lockoutRule: lockoutLayer.rule };
 }
 
 export type AuthService = ReturnType<typeof createAuthService>;

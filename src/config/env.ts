@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import { weakSecretReason } from "./secrets.js";
 
@@ -55,12 +56,9 @@ export type Config = {
 };
 
 /** Every problem found in the environment, one line each, each naming its variable. */
-export class ConfigError extends Error {
-  readonly problems: string[];
+export class ConfigError extends ProblemsError {
   constructor(problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
-    this.name = "ConfigError";
-    this.problems = problems;
+    super("invalid configuration", problems);
   }
 }
 

@@ -227,14 +227,28 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/users/:id/limits",
     handle(async (req, res) => {
       const user = await userOf(req);
-      const limits: Record<string, { limit: number; used: number; remaining: number; reset: number }> = {};
-      for (const [category, limit] of policy.tiers.get(user.tier) ?? []) {
-        const state = await store.limiter.peek(userSubject(user.id), category, {
-          limit: limit.count,
-          windowMs: limit.windowMs,
-        });
-        const { used, remaining } = state;
-        limits[category] = { limit: state.limit, used, remaining, reset: Math.ceil(state.resetAtMs / 1000) };
+      const limits: Record<string, unknown> = {};
+      for (const [category, tierRule] of policy.tiers.get(user.tier) ?? []) {
+        const own = user.limits[category];
+        const rule = own === undefined ? tierRule : { algorithm: tierRule.algorithm, windows: own };
+        const windows = await store.limiter.peek(userSubject(user.id), { category, rule });
+        // The window closest to refusing speaks for the category, as the check's headers do.
+        const closest = windows.reduce((a, b) => (b.remaining < a.remaining ? b : a));
+        limits[category] = {
+          limit: closest.limit,
+          used: closest.used,
+          remaining: closest.remaining,
+          reset: Math.ceil(closest.resetAtMs / 1000),
+          algorithm: rule.algorithm,
+          source: own === undefined ? "tier" : "user",
+          windows: windows.map((w) => ({
+            limit: w.limit,
+            window_seconds: w.windowMs / 1000,
+            used: w.used,
+            remaining: w.remaining,
+            reset: Math.ceil(w.resetAtMs / 1000),
+          })),
+        };
       }
       res.json({ user_id: user.id, tier: user.tier, limits });
     }),

@@ -4,6 +4,7 @@ import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/logger.js";
+import { logRule } from "../../src/ratelimit/types.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
@@ -62,14 +63,14 @@ describe("tollgate on a redis cluster", () => {
     const keys = createKeys(testPrefix());
     const store = createRedisRateLimitStore({ redis: cluster, keys });
     const subjects = Array.from({ length: 30 }, (_, i) => `u:flush-${i}`);
-    const rule = { limit: 2, windowMs: 60_000 };
-    for (const subject of subjects) expect((await store.hit(subject, "general", rule)).allowed).toBe(true);
+    const rule = [{ category: "general", rule: logRule(2, 60_000) }];
+    for (const subject of subjects) expect((await store.hit(subject, rule)).allowed).toBe(true);
     const masters = cluster.nodes("master");
     expect(masters).toHaveLength(3);
     await Promise.all(masters.map((node) => node.script("FLUSH")));
-    const replies = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    const replies = await Promise.all(subjects.map((subject) => store.hit(subject, rule)));
     expect(replies.map((r) => [r.allowed, r.remaining])).toEqual(subjects.map(() => [true, 0]));
-    const third = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    const third = await Promise.all(subjects.map((subject) => store.hit(subject, rule)));
     expect(third.every((r) => !r.allowed)).toBe(true);
   });
 
