@@ -5,8 +5,8 @@ import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
-import { createDenialCache } from "./authz/denial-cache.js";
 import { compilePolicy, type Decision } from "./authz/decide.js";
+import { createDenialCache } from "./authz/denial-cache.js";
 import type { Config } from "./config/env.js";
 import type { Policy } from "./config/policy.js";
 import { createAdminApi } from "./http/admin-api.js";
@@ -92,11 +92,14 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   metrics.storeUp.set(1);
   const compiled = compilePolicy(policy);
   // Refusals answered without the store; only while announcements of freed subjects arrive.
-  const denials = createDenialCache();
-  store.invalidations.subscribe({
-    message: (subject) => denials.invalidate(subject),
-    health: (healthy) => denials.setEnabled(healthy),
-  });
+  const denials =
+    config.denialCacheSize > 0 ? createDenialCache({ maxEntries: config.denialCacheSize }) : undefined;
+  if (denials !== undefined) {
+    store.invalidations.subscribe({
+      message: (subject) => denials.invalidate(subject),
+      health: (healthy) => denials.setEnabled(healthy),
+    });
+  }
   const checker = createChecker({
     policy: () => compiled,
     denials,

@@ -193,7 +193,15 @@ export function createAuthService(options: AuthServiceOptions) {
     return "revoked";
   }
 
-  return { login, authenticate, logout, logoutAll, listSessions, revokeSession, lockoutRule: lockoutLayer.rule };
+  return {
+    login,
+    authenticate,
+    logout,
+    logoutAll,
+    listSessions,
+    revokeSession,
+    lockoutRule: lockoutLayer.rule,
+  };
 }
 
 export type AuthService = ReturnType<typeof createAuthService>;

@@ -92,8 +92,9 @@ export function createChecker(options: CheckerOptions): Checker {
         return decideDegraded(p, failureMode);
       }
       if (denials !== undefined && isDenial(decision)) {
-        const { limit } = decision;
-        denials.remember(p.subject, limit.category, undefined, decision, now + limit.retryAfterMs, generation);
+        const retryAtMs = now + decision.limit.retryAfterMs;
+        const times = { retryAtMs, untilMs: retryAtMs };
+        denials.remember(p.subject, decision.limit.category, undefined, decision, times, generation);
       }
       return decision;
     }
@@ -128,12 +129,19 @@ export function createChecker(options: CheckerOptions): Checker {
       return decideDegraded(p, failureMode);
     }
     if (denials !== undefined && isDenial(decision)) {
-      const { limit } = decision;
-      const until = now + limit.retryAfterMs;
-      if (limit.category === IP_LAYER && p.ip !== undefined) {
-        denials.remember(p.ip.subject, IP_LAYER, undefined, decision, until, generation);
+      const retryAtMs = now + decision.limit.retryAfterMs;
+      if (decision.limit.category === IP_LAYER && p.ip !== undefined) {
+        denials.remember(
+          p.ip.subject,
+          IP_LAYER,
+          undefined,
+          decision,
+          { retryAtMs, untilMs: retryAtMs },
+          generation,
+        );
       } else if (sessionBound > now) {
-        denials.remember(subject, p.category, p.sessionId, decision, Math.min(until, sessionBound), generation);
+        const times = { retryAtMs, untilMs: Math.min(retryAtMs, sessionBound) };
+        denials.remember(subject, p.category, p.sessionId, decision, times, generation);
       }
     }
     return decision;

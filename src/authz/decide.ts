@@ -79,7 +79,9 @@ export type CompiledPolicy = {
 };
 
 function nameRule(name: string, category: string, rule: Rule, mode: PolicyMode): NamedRule {
-  const windowNames = rule.windows.map((w, i) => `"${i === 0 ? name : `${name}-${durationText(w.windowMs)}`}"`);
+  const windowNames = rule.windows.map(
+    (w, i) => `"${i === 0 ? name : `${name}-${durationText(w.windowMs)}`}"`,
+  );
   return { name, windowNames, category, rule, mode };
 }
 

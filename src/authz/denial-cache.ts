@@ -4,8 +4,10 @@ import type { Decision, LimitState } from "./decide.js";
 type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
 
 type Entry = {
-  /** Local clock (ms) until which the same request is refused. */
+  /** Local clock (ms) until which this entry answers (at most `retryAtMs`). */
   untilMs: number;
+  /** Local clock (ms) at which the same request would be allowed: what Retry-After counts down to. */
+  retryAtMs: number;
   decision: Denial;
   /** Sessions seen valid by the store answer that refused (users only): another must be checked. */
   sessionIds: string[] | undefined;
@@ -18,15 +20,16 @@ export type DenialCache = {
   /** The refusal of `subject`'s `category` with Retry-After counted down, or undefined. */
   lookup(subject: string, category: string, sessionId: string | undefined, nowMs: number): Denial | undefined;
   /**
-   * Remembers a refusal until `untilMs`, unless an invalidation arrived since `generation` was read
-   * (the store may have answered from before it) or the cache is off.
+   * Remembers a refusal whose request would pass at `retryAtMs`, answering it until `untilMs` (no
+   * later), unless an invalidation arrived since `generation` was read (the store may have
+   * answered from before it) or the cache is off.
    */
   remember(
     subject: string,
     category: string,
     sessionId: string | undefined,
     decision: Denial,
-    untilMs: number,
+    times: { retryAtMs: number; untilMs: number },
     generation: number,
   ): void;
   /** Bumped by every invalidation: read it before asking the store. */
@@ -64,15 +67,23 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
         if (own.size === 0) bySubject.delete(subject);
         return undefined;
       }
-      if (entry.sessionIds !== undefined && (sessionId === undefined || !entry.sessionIds.includes(sessionId))) {
+      if (
+        entry.sessionIds !== undefined &&
+        (sessionId === undefined || !entry.sessionIds.includes(sessionId))
+      ) {
         return undefined;
       }
-      const limit: LimitState = { ...entry.decision.limit, retryAfterMs: Math.max(1, entry.untilMs - nowMs) };
+      const limit: LimitState = {
+        ...entry.decision.limit,
+        retryAfterMs: Math.max(1, entry.retryAtMs - nowMs),
+      };
       return { kind: "deny", status: 429, limit, identity: entry.decision.identity };
     },
 
-    remember(subject, category, sessionId, decision, untilMs, seen) {
+    remember(subject, category, sessionId, decision, times, seen) {
       if (!enabled || seen !== generation) return;
+      const { retryAtMs } = times;
+      const untilMs = Math.min(times.untilMs, retryAtMs);
       let own = bySubject.get(subject);
       if (own === undefined) {
         // Bounded: the oldest subjects go first.
@@ -88,7 +99,7 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
         sessionIds = known.includes(sessionId) ? known : [...known.slice(-(MAX_SESSIONS - 1)), sessionId];
       }
       if (previous === undefined) entries += 1;
-      own.set(category, { untilMs, decision, sessionIds });
+      own.set(category, { untilMs, retryAtMs, decision, sessionIds });
     },
 
     generation: () => generation,

@@ -52,6 +52,8 @@ export type Config = {
   logFormat: LogFormat;
   /** How long /ready answers 503 after SIGTERM before the listeners stop accepting. */
   drainDelayMs: number;
+  /** Refusals a process answers without the store until their window frees; 0 turns it off. */
+  denialCacheSize: number;
   production: boolean;
 };
 
@@ -242,6 +244,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
     logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
+    denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
     production,
   };
   if (config.workers > 1 && config.redis === undefined) {

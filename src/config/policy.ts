@@ -76,55 +76,98 @@ export function parseLimit(text: string): Window | undefined {
 
 /** A window length as a policy writes it: the largest unit that divides it, e.g. 3600000 → "1h". */
 export function durationText(ms: number): string {
-  for (const unit of ["d", "h", "m"] as const) if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  for (const unit of ["d", "h", "m"] as const)
+    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
   return `${Math.round(ms / 1000)}s`;
 }
 
 export const limitText = (w: Window): string => `${w.limit}/${durationText(w.windowMs)}`;
 
-const oneLimit = z.string().transform((value, ctx) => {
-  const limit = parseLimit(value);
-  if (limit === undefined) {
-    ctx.addIssue({
-      code: "custom",
-      message: `bad limit "${value}": expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`,
-    });
-    return z.NEVER;
-  }
-  return limit;
-});
+const BAD_LIMIT = `expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`;
 
-/** A limit or a list of them: windows shortest first, one per length. */
-export const windowsSchema = z
-  .union([oneLimit.transform((w) => [w]), z.array(oneLimit).min(1).max(MAX_WINDOWS)])
-  .transform((windows, ctx) => {
-    const sorted = [...windows].sort((a, b) => a.windowMs - b.windowMs);
-    for (let i = 1; i < sorted.length; i += 1) {
-      if ((sorted[i] as Window).windowMs === (sorted[i - 1] as Window).windowMs) {
-        ctx.addIssue({
-          code: "custom",
-          message: `two limits over the same ${durationText((sorted[i] as Window).windowMs)} window: keep one`,
-        });
-        return z.NEVER;
-      }
-    }
-    return sorted;
+type Issues = { addIssue(issue: { code: "custom"; message: string; path?: PropertyKey[] }): void };
+
+/** A limit or a list of them, as windows shortest first, one per length; undefined after an issue. */
+function readWindows(value: unknown, ctx: Issues, path: PropertyKey[]): Window[] | undefined {
+  const list = Array.isArray(value) ? value : [value];
+  if (list.length === 0 || list.length > MAX_WINDOWS) {
+    ctx.addIssue({ code: "custom", path, message: `give 1 to ${MAX_WINDOWS} limits` });
+    return undefined;
+  }
+  const windows: Window[] = [];
+  list.forEach((item, i) => {
+    const where = Array.isArray(value) ? [...path, i] : path;
+    const limit = typeof item === "string" ? parseLimit(item) : undefined;
+    if (limit === undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: where,
+        message: `bad limit ${JSON.stringify(item)}: ${BAD_LIMIT}`,
+      });
+    else windows.push(limit);
   });
+  if (windows.length !== list.length) return undefined;
+  windows.sort((a, b) => a.windowMs - b.windowMs);
+  for (let i = 1; i < windows.length; i += 1) {
+    if ((windows[i] as Window).windowMs === (windows[i - 1] as Window).windowMs) {
+      const length = durationText((windows[i] as Window).windowMs);
+      ctx.addIssue({ code: "custom", path, message: `two limits over the same ${length} window: keep one` });
+      return undefined;
+    }
+  }
+  return windows;
+}
+
+export const windowsSchema = z
+  .unknown()
+  .transform((value, ctx): Window[] => readWindows(value, ctx, []) ?? z.NEVER);
 
 const algorithmSchema = z.enum(ALGORITHMS, { message: `algorithm must be one of ${ALGORITHMS.join(", ")}` });
 const modeSchema = z.enum(["enforce", "shadow"], { message: "mode must be enforce or shadow" });
 
+type ParsedRule = { windows: Window[]; algorithm: (typeof ALGORITHMS)[number] | undefined };
+
 /** A category's rule: a limit, a list, or { limit, algorithm }. */
-const ruleSchema = z.union([
-  windowsSchema.transform((windows) => ({ windows, algorithm: undefined })),
-  z.strictObject({ limit: windowsSchema, algorithm: algorithmSchema.optional() }).transform((r) => ({
-    windows: r.limit,
-    algorithm: r.algorithm,
-  })),
-]);
+const ruleSchema = z.unknown().transform((value, ctx): ParsedRule => {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    const object = value as Record<string, unknown>;
+    const unknown = Object.keys(object).filter((k) => k !== "limit" && k !== "algorithm");
+    if (unknown.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        message: `unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `"${k}"`).join(", ")} (a rule takes limit and algorithm)`,
+      });
+      return z.NEVER;
+    }
+    let algorithm: ParsedRule["algorithm"];
+    if (object.algorithm !== undefined) {
+      const parsed = algorithmSchema.safeParse(object.algorithm);
+      if (!parsed.success) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["algorithm"],
+          message: parsed.error.issues[0]?.message ?? "bad algorithm",
+        });
+        return z.NEVER;
+      }
+      algorithm = parsed.data;
+    }
+    if (object.limit === undefined) {
+      ctx.addIssue({ code: "custom", path: ["limit"], message: "required" });
+      return z.NEVER;
+    }
+    const windows = readWindows(object.limit, ctx, ["limit"]);
+    return windows === undefined ? z.NEVER : { windows, algorithm };
+  }
+  const windows = readWindows(value, ctx, []);
+  return windows === undefined ? z.NEVER : { windows, algorithm: undefined };
+});
 
 const nameSchema = z.string().regex(NAME, "use a lower-case name of up to 32 characters: a-z 0-9 _ -");
-const categorySchema = nameSchema.refine((c) => c !== IP_LAYER, `"${IP_LAYER}" is the per-address layer's name`);
+const categorySchema = nameSchema.refine(
+  (c) => c !== IP_LAYER,
+  `"${IP_LAYER}" is the per-address layer's name`,
+);
 const tokenSchema = z.enum(["required", "none"]);
 
 const tierSchema = z
@@ -134,7 +177,8 @@ const tierSchema = z
     for (const key of Object.keys(tier)) {
       if (TIER_SETTINGS.includes(key)) continue;
       const named = categorySchema.safeParse(key);
-      if (!named.success) ctx.addIssue({ code: "custom", path: [key], message: named.error.issues[0]?.message ?? "" });
+      if (!named.success)
+        ctx.addIssue({ code: "custom", path: [key], message: named.error.issues[0]?.message ?? "" });
     }
   });
 
@@ -170,9 +214,9 @@ const policySchema = z.strictObject({
 });
 
 type ParsedPolicy = z.output<typeof policySchema>;
-type ParsedRule = z.output<typeof ruleSchema>;
 
-const isRule = (key: string, value: unknown): value is ParsedRule => !TIER_SETTINGS.includes(key) && value !== undefined;
+const isRule = (key: string, value: unknown): value is ParsedRule =>
+  !TIER_SETTINGS.includes(key) && value !== undefined;
 
 /** Every (tier, category) pair that a route can reach must be defined. */
 function reachabilityProblems(parsed: ParsedPolicy): string[] {
@@ -216,7 +260,10 @@ function buildPolicy(parsed: ParsedPolicy): Policy {
     const rules = new Map<string, Rule>();
     for (const [category, value] of Object.entries(entries)) {
       if (!isRule(category, value)) continue;
-      rules.set(category, { algorithm: value.algorithm ?? entries.algorithm ?? "sliding-log", windows: value.windows });
+      rules.set(category, {
+        algorithm: value.algorithm ?? entries.algorithm ?? "sliding-log",
+        windows: value.windows,
+      });
     }
     tiers.set(tier, rules);
     modes.set(tier, entries.mode ?? parsed.mode);
@@ -239,7 +286,10 @@ function buildPolicy(parsed: ParsedPolicy): Policy {
     limited: parsed.default.limit,
   };
   const categories = [...new Set([...routes, defaultRule].filter((r) => r.limited).map((r) => r.category))];
-  const ip = parsed.ip === undefined ? undefined : { algorithm: parsed.ip.algorithm ?? "sliding-log", windows: parsed.ip.windows };
+  const ip =
+    parsed.ip === undefined
+      ? undefined
+      : { algorithm: parsed.ip.algorithm ?? "sliding-log", windows: parsed.ip.windows };
   return { tiers, modes, ip, ipMode: parsed.mode, routes, defaultRule, categories };
 }
 

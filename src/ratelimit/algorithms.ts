@@ -179,7 +179,11 @@ function evaluateCounter(
   };
 }
 
-function evaluateGcra(windows: readonly Window[], state: GcraState | undefined, now: number): LayerEvaluation {
+function evaluateGcra(
+  windows: readonly Window[],
+  state: GcraState | undefined,
+  now: number,
+): LayerEvaluation {
   const next: GcraState["entries"] = [];
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;

@@ -18,8 +18,8 @@ import { createMemoryIdentityStore } from "./memory/identity-store.js";
 import { createMemoryRateLimitStore } from "./memory/rate-limit-store.js";
 import { createRedisAuthorizeStore } from "./redis/authorize-store.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
-import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
+import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
 

@@ -56,8 +56,8 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
   const hitNow = (request: readonly SubjectLayer[], dryRun: boolean): HitResult => {
     const nowMs = clock();
     const nowUs = nowMs * 1000;
-    const evaluations: LayerEvaluation[] = request.map(
-      (l) => evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.state, nowUs, dryRun),
+    const evaluations: LayerEvaluation[] = request.map((l) =>
+      evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.state, nowUs, dryRun),
     );
     const allowed = evaluations.every((e) => e.room);
     if (allowed && !dryRun) {
@@ -80,7 +80,12 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
 
     peek(subject, layer: Layer): Promise<WindowState[]> {
       const nowUs = clock() * 1000;
-      const evaluation = evaluateLayer(layer.rule, layers.get(keyOf(subject, layer.category))?.state, nowUs, true);
+      const evaluation = evaluateLayer(
+        layer.rule,
+        layers.get(keyOf(subject, layer.category))?.state,
+        nowUs,
+        true,
+      );
       return Promise.resolve(
         evaluation.outcomes.map((o) => ({
           limit: o.limit,

@@ -5,12 +5,17 @@ import type { RedisClient } from "./client.js";
 export function createRedisInvalidations(options: { redis: RedisClient; channel: string }): Invalidations {
   const { redis, channel } = options;
   let subscriber: RedisClient | undefined;
+  const listeners: { message(subject: string): void }[] = [];
   return {
     publish(subject) {
-      // A lost announcement leaves a refusal cached until its window frees: the safe side.
+      // This process at once (the change's own answer must not race its announcement), the
+      // others through Redis within a round trip. A lost announcement leaves a refusal cached
+      // until its window frees: the safe side.
+      for (const l of listeners) l.message(subject);
       redis.publish(channel, subject).catch(() => undefined);
     },
     subscribe(listener) {
+      listeners.push(listener);
       const sub = redis.duplicate();
       subscriber = sub;
       let healthy = false;

@@ -12,7 +12,11 @@ export type RedisRateLimitStoreOptions = {
 };
 
 /** The keys and arguments of limit.lua (and limitRelease.lua) for one subject's layers. */
-export function limitCall(keys: Keys, subject: string, layers: readonly Layer[]): { keys: string[]; rules: string[] } {
+export function limitCall(
+  keys: Keys,
+  subject: string,
+  layers: readonly Layer[],
+): { keys: string[]; rules: string[] } {
   const list = [keys.record(subject)];
   const rules: string[] = [];
   for (const layer of layers) {
@@ -46,13 +50,22 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
 
     async peek(subject, layer) {
       const call = limitCall(keys, subject, [layer]);
-      const reply = await redis.limit(call.keys.length, ...call.keys, nowArg(), "2", expires(subject), ...call.rules);
+      const reply = await redis.limit(
+        call.keys.length,
+        ...call.keys,
+        nowArg(),
+        "2",
+        expires(subject),
+        ...call.rules,
+      );
       return windowStatesFromReply(reply);
     },
 
     async reset(subject, categories) {
       if (categories.length === 0) return;
-      const lists = categories.flatMap((c) => Array.from({ length: MAX_WINDOWS }, (_, i) => keys.log(subject, c, i)));
+      const lists = categories.flatMap((c) =>
+        Array.from({ length: MAX_WINDOWS }, (_, i) => keys.log(subject, c, i)),
+      );
       await redis.del(...lists);
       await redis.hdel(keys.record(subject), ...categories.map((c) => `r:${c}`));
     },

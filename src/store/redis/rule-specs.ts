@@ -47,7 +47,8 @@ export const algorithmOfSpec = (spec: string): Algorithm => ALGORITHM_OF[spec.ch
 
 /** A reply's first ten fields (lib/common.lua's `answer`) as a HitResult; layer and window from 0. */
 export function hitFromReply(reply: readonly (number | string)[]): HitResult {
-  const [allowed, layer, window, limit, used, remaining, windowUs, resetUs, retryUs, nowUs] = reply as number[];
+  const [allowed, layer, window, limit, used, remaining, windowUs, resetUs, retryUs, nowUs] =
+    reply as number[];
   const ok = allowed === 1;
   return {
     allowed: ok,
