@@ -55,7 +55,12 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         expect(results.map((r) => r.allowed)).toEqual([true, true, true, false, false]);
         expect(results.map((r) => r.used)).toEqual([1, 2, 3, 3, 3]);
         expect(results.map((r) => r.remaining)).toEqual([2, 1, 0, 0, 0]);
-        expect(results[0]).toMatchObject({ limit: 3, windowMs: 10_000, resetAtMs: T0 + 10_000, retryAfterMs: 0 });
+        expect(results[0]).toMatchObject({
+          limit: 3,
+          windowMs: 10_000,
+          resetAtMs: T0 + 10_000,
+          retryAfterMs: 0,
+        });
         expect(results[3]).toMatchObject({ resetAtMs: T0 + 10_000, retryAfterMs: 10_000 - 300 });
         expect(results[4]?.retryAfterMs).toBe(10_000 - 400);
       });
@@ -221,7 +226,11 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
       it("counts a request in every window of a list or in none", async () => {
         const two = layer("general", rule(algorithm, [2, 1_000], [3, 60_000]));
         // The short window refuses the third request of the second: the long one must not count it.
-        const first = [await store.hit(subject, two), await store.hit(subject, two), await store.hit(subject, two)];
+        const first = [
+          await store.hit(subject, two),
+          await store.hit(subject, two),
+          await store.hit(subject, two),
+        ];
         expect(first.map((r) => r.allowed)).toEqual([true, true, false]);
         expect(first[2]).toMatchObject({ window: 0, limit: 2 });
         now = T0 + 2_000;

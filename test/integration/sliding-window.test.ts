@@ -15,14 +15,18 @@ const stores = clients.map((redis) => createRedisRateLimitStore({ redis, keys })
 const store = stores[0] as (typeof stores)[number];
 const redis = clients[0] as Redis;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const general = (limit: number, windowMs: number): Layer[] => [{ category: "general", rule: logRule(limit, windowMs) }];
+const general = (limit: number, windowMs: number): Layer[] => [
+  { category: "general", rule: logRule(limit, windowMs) },
+];
 
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.quit()));
 });
 
 describe.each(ALGORITHMS)("%s on Redis under concurrency", (algorithm) => {
-  const layers: Layer[] = [{ category: "general", rule: { algorithm, windows: [{ limit: 100, windowMs: 60_000 }] } }];
+  const layers: Layer[] = [
+    { category: "general", rule: { algorithm, windows: [{ limit: 100, windowMs: 60_000 }] } },
+  ];
 
   it("admits exactly 100 of 500 concurrent hits spread over 8 connections", async () => {
     const subject = `u:burst-${algorithm}`;
@@ -100,7 +104,13 @@ describe("sliding log on Redis in real time", () => {
     const layers: Layer[] = [
       {
         category: "search",
-        rule: { algorithm: "sliding-log", windows: [{ limit: 3, windowMs: 5_000 }, { limit: 5, windowMs: 60_000 }] },
+        rule: {
+          algorithm: "sliding-log",
+          windows: [
+            { limit: 3, windowMs: 5_000 },
+            { limit: 5, windowMs: 60_000 },
+          ],
+        },
       },
     ];
     for (let i = 0; i < 10; i += 1) await store.hit("ip:192.0.2.1", layers);
@@ -128,7 +138,9 @@ describe("counter and gcra state on Redis", () => {
   it("lives in one field of an address's record, which expires once the state no longer matters", async () => {
     for (const algorithm of ["sliding-counter", "gcra"] as const) {
       const subject = `ip:198.51.100.${algorithm.length}`;
-      const layers: Layer[] = [{ category: "general", rule: { algorithm, windows: [{ limit: 5, windowMs: 2_000 }] } }];
+      const layers: Layer[] = [
+        { category: "general", rule: { algorithm, windows: [{ limit: 5, windowMs: 2_000 }] } },
+      ];
       await store.hit(subject, layers);
       const record = keys.record(subject);
       expect(await redis.hkeys(record)).toEqual(expect.arrayContaining(["r:general", "x"]));
@@ -140,7 +152,9 @@ describe("counter and gcra state on Redis", () => {
   });
 
   it("keeps a user's state in the user hash, which never expires", async () => {
-    const layers: Layer[] = [{ category: "orders", rule: { algorithm: "gcra", windows: [{ limit: 5, windowMs: 2_000 }] } }];
+    const layers: Layer[] = [
+      { category: "orders", rule: { algorithm: "gcra", windows: [{ limit: 5, windowMs: 2_000 }] } },
+    ];
     await redis.hset(keys.user("stateful"), "tier", "free");
     await store.hit("u:stateful", layers);
     expect(await redis.hkeys(keys.user("stateful"))).toEqual(["tier", "r:orders"]);

@@ -9,12 +9,15 @@ const [url, prefix, subject, hits, limit, windowMs, algorithm = "sliding-log"] =
 const redis = createRedisClient({ url, commandTimeoutMs: 10_000, offlineQueue: true });
 await redis.ping();
 const store = createRedisRateLimitStore({ redis, keys: createKeys(prefix) });
-const layers = [{ category: "general", rule: { algorithm, windows: [{ limit: Number(limit), windowMs: Number(windowMs) }] } }];
+const layers = [
+  {
+    category: "general",
+    rule: { algorithm, windows: [{ limit: Number(limit), windowMs: Number(windowMs) }] },
+  },
+];
 
 process.on("message", async () => {
-  const results = await Promise.all(
-    Array.from({ length: Number(hits) }, () => store.hit(subject, layers)),
-  );
+  const results = await Promise.all(Array.from({ length: Number(hits) }, () => store.hit(subject, layers)));
   process.send({
     allowed: results.filter((r) => r.allowed).length,
     denied: results.filter((r) => !r.allowed).length,

@@ -189,7 +189,9 @@ describe("rendering", () => {
       body(20, 3600, 60, "free", "search"),
     );
     // The same tier and category under another policy (a reload) is a new rule.
-    const reloaded = policyOf(DEFAULT_POLICY_YAML.replace(/(free: +\{ general: 100\/1h, +)search: 20\/1h/, "$1search: 5/1m"));
+    const reloaded = policyOf(
+      DEFAULT_POLICY_YAML.replace(/(free: +\{ general: 100\/1h, +)search: 20\/1h/, "$1search: 5/1m"),
+    );
     const changed = renderDecision(deny(reloaded, "free", "/api/search", 5, 60_000, 10_000), NOW);
     expect(changed.body).toBe(body(5, 60, 10, "free", "search"));
     expect(changed.headers).toMatchObject({
