@@ -47,6 +47,25 @@ function loggedEvents(): Set<string> {
   return events;
 }
 
+/**
+ * The level each event is logged at: `logger.warn({ event: "x", …` or, for a throttled log,
+ * `level: "warn", event: "x"`. An event logged at two levels gets both.
+ */
+function eventLevels(): Map<string, Set<string>> {
+  const levels = new Map<string, Set<string>>();
+  const call = /(?:\blogger\.(\w+)\(\s*\{\s*|\blevel: "(\w+)",\s*)event: ([^,}\n]+)/g;
+  for (const file of sourceFiles(join(ROOT, "src"))) {
+    for (const match of readFileSync(file, "utf8").matchAll(call)) {
+      for (const name of (match[3] as string).matchAll(/"([a-z_]+)"/g)) {
+        const seen = levels.get(name[1] as string) ?? new Set<string>();
+        seen.add((match[1] ?? match[2]) as string);
+        levels.set(name[1] as string, seen);
+      }
+    }
+  }
+  return levels;
+}
+
 describe("the README", () => {
   it("lists in its events table exactly the events the code logs", () => {
     const documented = new Set(tableAfter("### Logs").flatMap((row) => backticked(row[0] ?? "")));
@@ -54,6 +73,25 @@ describe("the README", () => {
     expect(logged.size).toBeGreaterThan(20); // the scan finds them
     expect([...logged].filter((e) => !documented.has(e)).sort()).toEqual([]);
     expect([...documented].filter((e) => !logged.has(e)).sort()).toEqual([]);
+  });
+
+  it("gives each event in its events table the level the code logs it at", () => {
+    const levels = eventLevels();
+    // Every logged event was found with its level, so none escapes the comparison below.
+    expect([...loggedEvents()].filter((e) => !levels.has(e)).sort()).toEqual([]);
+    const wrong: string[] = [];
+    for (const row of tableAfter("### Logs")) {
+      const events = backticked(row[0] ?? "");
+      // "info · warn" gives one level per event; a single level covers every event of the row.
+      const documented = (row[1] ?? "").split("·").map((level) => level.trim());
+      for (const [i, event] of events.entries()) {
+        const level = documented.length === 1 ? documented[0] : documented[i];
+        const logged = [...(levels.get(event) ?? [])];
+        if (logged.length !== 1 || logged[0] !== level)
+          wrong.push(`${event}: README ${level}, code ${logged.join("/") || "none"}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it("lists in its keys table every key shape the key builders write, and no other", () => {
