@@ -3,8 +3,8 @@
 /**
  * Every JWT_SECRET, ADMIN_TOKEN and METRICS_TOKEN value written anywhere in this repository (compose
  * defaults, benchmark, tests). Anyone can read them, so anyone could mint tokens or call the admin
- * API with them. test/unit/secrets.test.ts scans the repository and fails when a value assigned to
- * one of those names is missing here (unless it is refused as predictable anyway).
+ * API with them. test/unit/published-secrets.test.ts scans the repository and fails when a value
+ * assigned to one of those names is missing here (unless it is refused as predictable anyway).
  */
 export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   // docker-compose.yml (demo fallbacks)

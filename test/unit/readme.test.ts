@@ -167,6 +167,45 @@ describe("the repository", () => {
     expect(offending).toEqual([]);
   });
 
+  it("names only repository files that exist (code comments included)", () => {
+    const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
+      .split("\n")
+      .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
+    // A path into one of the repository's own folders; dist/… and k6's module names are not such paths.
+    const cited =
+      /(?<![\w./-])((?:\.ci|src|test|scripts|nginx|bench|docs|envoy|upstream|prometheus)\/[\w./-]*\.(?:ts|mts|mjs|js|md|ya?ml|conf|template|lua|json))\b/g;
+    const exists = (path: string): boolean => {
+      try {
+        statSync(join(ROOT, path));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const missing: string[] = [];
+    let seen = 0;
+    for (const file of files) {
+      let text: string;
+      try {
+        text = readFileSync(join(ROOT, file), "utf8");
+      } catch {
+        continue;
+      }
+      for (const [i, line] of text.split("\n").entries()) {
+        for (const match of line.matchAll(cited)) {
+          const path = match[1] as string;
+          seen += 1;
+          // Written by a run, not kept in the repository; a compiled name stands for its source.
+          if (path.startsWith("bench/results/")) continue;
+          if (exists(path) || exists(path.replace(/\.js$/, ".ts"))) continue;
+          missing.push(`${file}:${i + 1}: ${path}`);
+        }
+      }
+    }
+    expect(seen).toBeGreaterThan(50); // the scan finds them
+    expect(missing).toEqual([]);
+  });
+
   it("links from the README only to files that exist", () => {
     const links = [...README.matchAll(/\]\(([^)#]+)\)/g)]
       .map((m) => m[1] as string)
