@@ -241,6 +241,7 @@ describe("the worker supervisor", () => {
         JWT_SECRET: TEST_JWT_SECRET,
         ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         WORKERS: "2",
+        ENV_FILE: "",
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
