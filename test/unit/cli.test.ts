@@ -1,11 +1,12 @@
 // The command-line tools: --help, every problem in one message without a stack trace, no side effects on failure.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { STAMP, staleReason } from "../../scripts/ensure-built.mjs";
+import { freePort, waitFor } from "../support/ports.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -103,6 +104,41 @@ describe("the other tools", () => {
     expect(out.status).toBe(0);
     expect(out.stdout).toMatch(/^scrypt\$\d+\$\d+\$\d+\$[\w-]+\$[\w-]+\n$/);
     expect(`${out.stdout}${out.stderr}`).not.toContain("hunter2-password");
+  });
+});
+
+describe("npm run upstream", () => {
+  /** Starts the upstream in `cwd` with only `env` and PATH; answers the port its /health answered on. */
+  async function upstreamPort(cwd: string, env: Record<string, string>, ports: number[]): Promise<number> {
+    const child = spawn(process.execPath, [join(ROOT, "dist/upstream/main.js")], {
+      cwd,
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdio: "ignore",
+    });
+    try {
+      let found = 0;
+      await waitFor(
+        async () => {
+          for (const port of ports) {
+            if ((await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.ok) found = port;
+          }
+          return found !== 0;
+        },
+        10_000,
+        "the upstream",
+      );
+      return found;
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }
+
+  it("reads UPSTREAM_PORT from .env in its working directory, like tollgate, the environment winning", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-upstream-env-"));
+    const [fromFile, fromEnv] = [await freePort(), await freePort()];
+    writeFileSync(join(dir, ".env"), `UPSTREAM_PORT=${fromFile}\nHOST=127.0.0.1\n`);
+    expect(await upstreamPort(dir, {}, [fromFile, fromEnv])).toBe(fromFile);
+    expect(await upstreamPort(dir, { UPSTREAM_PORT: String(fromEnv) }, [fromFile, fromEnv])).toBe(fromEnv);
   });
 });
 
