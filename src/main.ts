@@ -8,7 +8,7 @@ import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
-import { createProcessLogger, fdWriter, type Logger } from "./logger.js";
+import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store } from "./store/store.js";
 import { shouldSupervise, superviseWorkers } from "./workers.js";
@@ -102,15 +102,6 @@ async function bootstrapUsers(
 function urlOf(host: string, port: number): string {
   const name = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
   return `http://${name}:${port}`;
-}
-
-/** The generated admin token, once, on stderr and framed, apart from the log lines on stdout. */
-function printAdminToken(token: string): void {
-  const lines = ["ADMIN_TOKEN is unset: this run's admin token (shown once):", `export ADMIN_TOKEN=${token}`];
-  const width = Math.max(...lines.map((l) => l.length));
-  const rule = "─".repeat(width + 2);
-  const body = lines.map((l) => `│ ${l.padEnd(width)} │\n`).join("");
-  stderr.write(`\n┌${rule}┐\n${body}└${rule}┘\n\n`);
 }
 
 type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
@@ -245,7 +236,7 @@ async function main(): Promise<void> {
     },
     `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
   );
-  if (config.adminTokenGenerated) printAdminToken(config.adminToken);
+  if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));
 }
 
 main().catch((error: unknown) => {

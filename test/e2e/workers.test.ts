@@ -223,6 +223,28 @@ describe("the worker supervisor", () => {
     expect(restartDelayMs(1000)).toBe(RESTART_MAX_MS);
   });
 
+  it("prints a generated admin token once, framed apart from the log lines, and every worker accepts it", async () => {
+    const tollgate = await startTollgate(
+      { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), WORKERS: "2", ADMIN_TOKEN: "" },
+      45_000,
+    );
+    try {
+      await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
+      const token = /│ export ADMIN_TOKEN=(\S+) +│/.exec(tollgate.output())?.[1] ?? "";
+      expect(token.length, tollgate.output()).toBeGreaterThanOrEqual(32);
+      expect(tollgate.output().split(token)).toHaveLength(2); // exactly once, and in no JSON line
+      // New connections go to the workers in turn: each of them knows the primary's token.
+      for (let i = 0; i < 6; i += 1) {
+        const res = await fresh(`${tollgate.adminUrl}/admin/users/demo-alice/sessions`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(res.status, res.body).toBe(200);
+      }
+    } finally {
+      await tollgate.stop("SIGKILL");
+    }
+  }, 90_000);
+
   it("exits 1 instead of restarting workers that cannot start at all (a port already in use)", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
