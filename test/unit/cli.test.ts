@@ -59,6 +59,16 @@ describe("node nginx/render.mjs", () => {
     expect(existsSync(dir)).toBe(false);
   });
 
+  it("refuses an empty value (an unset shell variable) as it refuses a missing one, and writes nothing", () => {
+    const dir = join(mkdtempSync(join(tmpdir(), "tollgate-render-")), "out");
+    const out = run(["nginx/render.mjs", dir, ...RENDER_VALUES.slice(1), "LISTEN=", `PREFIX=${dir}`]);
+    expect(out.status).toBe(2);
+    expect(out.stderr).toContain("no value after LISTEN=");
+    expect(out.stderr).not.toContain("missing");
+    noStack(out.stderr);
+    expect(existsSync(dir)).toBe(false);
+  });
+
   it("writes nginx.conf and its included files when every value is given", () => {
     const dir = join(mkdtempSync(join(tmpdir(), "tollgate-render-")), "out");
     const out = run(["nginx/render.mjs", dir, ...RENDER_VALUES, `PREFIX=${dir}`]);
@@ -80,16 +90,23 @@ describe("the other tools", () => {
     ["bench", ["bench/run.mjs"]],
   ];
 
-  it.each(tools)("%s answers --help with its usage", (_name, args) => {
-    const out = run([...args, "--help"]);
-    expect(out.status).toBe(0);
-    expect(out.stdout).toMatch(/usage/);
+  it.each(tools)("%s answers --help and -h with its usage", (_name, args) => {
+    for (const flag of ["--help", "-h"]) {
+      const out = run([...args, flag]);
+      expect(out.status, flag).toBe(0);
+      expect(out.stdout, flag).toMatch(/usage/);
+    }
   });
 
-  it.each(tools)("%s refuses an unknown flag in one line, without a stack trace", (_name, args) => {
+  it.each(tools)("%s refuses an unknown flag in one line, without a stack trace", (name, args) => {
     const out = run([...args, "--no-such-flag"]);
     expect(out.status).not.toBe(0);
-    expect(out.stderr.trim()).not.toBe("");
+    const lines = out.stderr.trim().split("\n");
+    // The problem, and at most a pointer to --help on a line of its own.
+    expect(lines.length, out.stderr).toBeLessThanOrEqual(2);
+    expect(lines[0]).toMatch(/\S/);
+    // hash-password echoes no argument at all: one may be a password typed in the wrong place.
+    if (name !== "hash-password") expect(lines[0]).toContain("--no-such-flag");
     noStack(out.stderr);
   });
 
