@@ -15,6 +15,11 @@ import { shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
+/**
+ * A signal this soon after the first is the same stop delivered twice (to the whole process group,
+ * and once more by a parent that forwards it: npm, the WORKERS supervisor), not a person insisting.
+ */
+const SAME_STOP_MS = 1_000;
 const stderr = fdWriter(2);
 
 function fail(lines: string[]): never {
@@ -135,11 +140,14 @@ function stopOnSignals(options: {
         process.exit(0);
       });
   };
+  let stoppingSince = 0;
   const stop = (signal: NodeJS.Signals): void => {
     if (readiness.phase() === "stopping") {
-      close(); // a second signal cuts the drain delay short
+      // A second signal cuts the drain delay short, unless it is the first one delivered again.
+      if (Date.now() - stoppingSince >= SAME_STOP_MS) close();
       return;
     }
+    stoppingSince = Date.now();
     readiness.markStopping();
     // SIGTERM comes from an orchestrator with a load balancer to warn; SIGINT from a person at a terminal.
     const delay = signal === "SIGTERM" ? options.drainDelayMs : 0;
