@@ -116,6 +116,31 @@ describe("the other tools", () => {
     expect(`${out.stdout}${out.stderr}`).not.toContain("hunter2-password");
   });
 
+  it("hash-password asks twice on a terminal without echoing what is typed", async () => {
+    // script(1) (util-linux) gives the tool a terminal; each answer is typed only once its prompt shows.
+    const child = spawn("script", ["-qec", `${process.execPath} scripts/hash-password.mjs`, "/dev/null"], {
+      cwd: ROOT,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let screen = "";
+    child.stdout.on("data", (d: Buffer) => {
+      screen += d.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await waitFor(async () => screen.includes("password: "), 10_000, "the first prompt");
+      child.stdin.write("hunter2-typed\r");
+      await waitFor(async () => screen.includes("again: "), 10_000, "the second prompt");
+      child.stdin.write("hunter2-typed\r");
+      await waitFor(async () => /scrypt\$/.test(screen), 10_000, "the hash");
+      expect(await exited).toBe(0);
+      expect(screen).toMatch(/scrypt\$\d+\$\d+\$\d+\$[\w-]+\$[\w-]+/);
+      expect(screen).not.toContain("hunter2");
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
   it("hash-password hashes what comes on stdin and prints only the hash", () => {
     const out = run(["scripts/hash-password.mjs"], "hunter2-password\n");
     expect(out.status).toBe(0);
