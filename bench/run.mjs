@@ -51,7 +51,7 @@ function parseOptions() {
       tollgate: { type: "string", default: "dist/src/main.js" },
       compare: { type: "string" },
       profile: { type: "string" },
-      help: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h", default: false },
     },
   });
   if (values.help) {

@@ -14,7 +14,7 @@ const HELP = `usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...
 
 Writes OUT_DIR/nginx.conf from nginx/nginx.conf.template, with tollgate-check.conf and
 tollgate-limit-headers.conf beside it, and prints the path of nginx.conf. Nothing is written
-when a value is missing or a name is unknown.
+when a value is missing or empty or a name is unknown.
 
   LISTEN         address nginx listens on                 e.g. 0.0.0.0:80
   CHECK_ADDR     tollgate's CHECK_PORT                    e.g. 127.0.0.1:9191
@@ -62,6 +62,7 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
     problems.push("the first argument must be the output directory");
   }
   const values = {};
+  const empty = new Set();
   for (const pair of dir === undefined || dir.includes("=") ? args : pairs) {
     const at = pair.indexOf("=");
     if (at <= 0) {
@@ -69,10 +70,16 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
       continue;
     }
     const name = pair.slice(0, at);
+    const value = pair.slice(at + 1);
     if (!known.includes(name)) problems.push(`unknown name ${name} (known: ${known.join(", ")})`);
-    else values[name] = pair.slice(at + 1);
+    // Most often a shell variable that was not set: refused here rather than by nginx later.
+    else if (value === "") empty.add(name);
+    else values[name] = value;
   }
-  const missing = known.filter((name) => values[name] === undefined && DEFAULTS[name] === undefined);
+  if (empty.size > 0) problems.push(`no value after ${[...empty].map((name) => `${name}=`).join(" ")}`);
+  const missing = known.filter(
+    (name) => values[name] === undefined && !empty.has(name) && DEFAULTS[name] === undefined,
+  );
   if (missing.length > 0) problems.push(`missing ${missing.map((name) => `${name}=…`).join(" ")}`);
   return { dir, values, problems };
 }

@@ -11,12 +11,16 @@ Prints a salted scrypt hash for the password_hash field of USERS_FILE.
 /** What was typed past the end of the previous answer (input that arrived before its prompt). */
 let pending = "";
 
-/** Reads one line from the terminal without echoing it; Ctrl-C or Ctrl-D aborts. */
+/**
+ * Reads one line from the terminal without echoing it; Ctrl-C or Ctrl-D aborts. The terminal stays
+ * raw (no echo) from before the prompt shows until the caller restores it, so nothing typed early,
+ * or between two questions, is echoed.
+ */
 function askHidden(prompt) {
   return new Promise((resolve) => {
     const stdin = process.stdin;
-    process.stderr.write(prompt);
     stdin.setRawMode(true);
+    process.stderr.write(prompt);
     let typed = "";
     const take = (text) => {
       for (let i = 0; i < text.length; i += 1) {
@@ -24,7 +28,6 @@ function askHidden(prompt) {
         if (char === "\r" || char === "\n") {
           pending = text.slice(i + 1).replace(/^\n/, "");
           stdin.off("data", onData);
-          stdin.setRawMode(false);
           stdin.pause();
           process.stderr.write("\n");
           resolve(typed);
@@ -53,6 +56,7 @@ async function readPassword() {
   if (process.stdin.isTTY) {
     const first = await askHidden("password: ");
     const second = await askHidden("again: ");
+    process.stdin.setRawMode(false);
     if (first !== second) {
       process.stderr.write("hash-password: the two passwords differ; nothing printed\n");
       process.exit(2);

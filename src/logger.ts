@@ -106,5 +106,17 @@ async function loadPrettifier(colorize: boolean): Promise<((line: string) => str
   }
 }
 
+/**
+ * The generated admin token as a framed block for stderr: shown once, apart from the log lines on
+ * stdout, so that it is neither missed nor collected by whatever gathers the JSON logs.
+ */
+export function adminTokenNotice(token: string): string {
+  const lines = ["ADMIN_TOKEN is unset: this run's admin token (shown once):", `export ADMIN_TOKEN=${token}`];
+  const width = Math.max(...lines.map((l) => l.length));
+  const rule = "─".repeat(width + 2);
+  const body = lines.map((l) => `│ ${l.padEnd(width)} │\n`).join("");
+  return `\n┌${rule}┐\n${body}└${rule}┘\n\n`;
+}
+
 /** The first characters of a session id: enough to correlate, too few to use. */
 export const sidPrefix = (sessionId: string): string => `${sessionId.slice(0, 6)}…`;

@@ -8,13 +8,18 @@ import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
-import { createProcessLogger, fdWriter, type Logger } from "./logger.js";
+import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store } from "./store/store.js";
 import { shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
+/**
+ * A signal this soon after the first is the same stop delivered twice (to the whole process group,
+ * and once more by a parent that forwards it: npm, the WORKERS supervisor), not a person insisting.
+ */
+const SAME_STOP_MS = 1_000;
 const stderr = fdWriter(2);
 
 function fail(lines: string[]): never {
@@ -104,15 +109,6 @@ function urlOf(host: string, port: number): string {
   return `http://${name}:${port}`;
 }
 
-/** The generated admin token, once, on stderr and framed, apart from the log lines on stdout. */
-function printAdminToken(token: string): void {
-  const lines = ["ADMIN_TOKEN is unset: this run's admin token (shown once):", `export ADMIN_TOKEN=${token}`];
-  const width = Math.max(...lines.map((l) => l.length));
-  const rule = "─".repeat(width + 2);
-  const body = lines.map((l) => `│ ${l.padEnd(width)} │\n`).join("");
-  stderr.write(`\n┌${rule}┐\n${body}└${rule}┘\n\n`);
-}
-
 type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
 
 function stopOnSignals(options: {
@@ -144,11 +140,14 @@ function stopOnSignals(options: {
         process.exit(0);
       });
   };
+  let stoppingSince = 0;
   const stop = (signal: NodeJS.Signals): void => {
     if (readiness.phase() === "stopping") {
-      close(); // a second signal cuts the drain delay short
+      // A second signal cuts the drain delay short, unless it is the first one delivered again.
+      if (Date.now() - stoppingSince >= SAME_STOP_MS) close();
       return;
     }
+    stoppingSince = Date.now();
     readiness.markStopping();
     // SIGTERM comes from an orchestrator with a load balancer to warn; SIGINT from a person at a terminal.
     const delay = signal === "SIGTERM" ? options.drainDelayMs : 0;
@@ -245,7 +244,7 @@ async function main(): Promise<void> {
     },
     `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
   );
-  if (config.adminTokenGenerated) printAdminToken(config.adminToken);
+  if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));
 }
 
 main().catch((error: unknown) => {

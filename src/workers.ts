@@ -6,7 +6,7 @@ import cluster, { type Worker } from "node:cluster";
 import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "./config/env.js";
-import type { Logger } from "./logger.js";
+import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
 const METRICS_MESSAGE = "tollgate:metrics";
@@ -85,7 +85,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
   }
   if (config.adminTokenGenerated) {
     env.ADMIN_TOKEN = config.adminToken;
-    process.stderr.write(`tollgate: ADMIN_TOKEN is unset; this run's admin token is ${config.adminToken}\n`);
+    fdWriter(2).write(adminTokenNotice(config.adminToken));
   }
 
   const slots: Slot[] = Array.from({ length: config.workers }, () => ({

@@ -1,4 +1,5 @@
-// Entry point for the demo upstream: reads UPSTREAM_PORT/HOST, listens, and drains on SIGTERM/SIGINT.
+// Entry point for the demo upstream: reads UPSTREAM_PORT/HOST (or .env), listens, drains on SIGTERM/SIGINT.
+import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import { createUpstreamApp } from "./app.js";
 
@@ -24,8 +25,29 @@ function readPort(raw: string | undefined): number {
   return port;
 }
 
+/** Loads ENV_FILE (default `.env`) when it exists, as tollgate does; variables already set win. */
+function loadEnvFile(): void {
+  const given = process.env.ENV_FILE;
+  const file = given ?? ".env";
+  if (file === "") return;
+  if (!existsSync(file)) {
+    if (given === undefined) return;
+    process.stderr.write(`upstream: ENV_FILE: "${file}" does not exist\n`);
+    process.exit(1);
+  }
+  try {
+    process.loadEnvFile(file);
+  } catch (error) {
+    process.stderr.write(
+      `upstream: ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? "error"})\n`,
+    );
+    process.exit(1);
+  }
+}
+
 const HELP = `usage: npm run upstream  (or node dist/upstream/main.js)
-The demo application behind the proxy. Settings from the environment:
+The demo application behind the proxy. Settings from the environment, or from .env (ENV_FILE)
+for those the environment does not set:
   UPSTREAM_PORT  port to listen on (default ${DEFAULT_PORT})
   HOST           bind address (default ${DEFAULT_HOST})
 `;
@@ -40,6 +62,7 @@ if (args.length > 0) {
   process.exit(2);
 }
 
+loadEnvFile();
 const port = readPort(process.env.UPSTREAM_PORT);
 const host = process.env.HOST || DEFAULT_HOST;
 

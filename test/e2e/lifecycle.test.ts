@@ -236,9 +236,77 @@ describe("stopping", () => {
       2_000,
       "503",
     );
+    // Later than a repeat of the first signal could arrive (see the next test).
+    await new Promise((r) => setTimeout(r, 1_100));
     p.child.kill("SIGTERM");
     const exit = await exitWithin(p, 8_000);
     expect(exit.code).toBe(0);
+  });
+
+  it("takes a signal repeated at once (its process group, then a parent forwarding it) as one stop: the drain still runs", async () => {
+    const drainMs = 1_500;
+    const p = await spawnTollgate({ DRAIN_DELAY_MS: String(drainMs) });
+    await waitFor(() => ready(p), 15_000, "ready");
+    const sent = Date.now();
+    p.child.kill("SIGTERM");
+    // The first signal was handled; the repeat comes right after it, as npm's or the supervisor's would.
+    await waitFor(async () => p.stdout().includes('"event":"stopping"'), 2_000, "the stopping line");
+    p.child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await status(`http://127.0.0.1:${p.port}/health`)).status).toBe(200); // still draining
+    const exit = await exitWithin(p, drainMs + 8_000);
+    expect(exit.code).toBe(0);
+    expect(exit.at - sent).toBeGreaterThanOrEqual(drainMs);
+  });
+
+  it("stops when `npm start` itself is sent SIGTERM, leaving no tollgate behind", async () => {
+    const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+    const npm = spawn("npm", ["start"], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? tmpdir(),
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        CHECK_PORT: String(checkPort),
+        ADMIN_PORT: String(adminPort),
+        JWT_SECRET: TEST_JWT_SECRET,
+        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+        DRAIN_DELAY_MS: "0",
+        ENV_FILE: "",
+      },
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    let out = "";
+    npm.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const base = `http://127.0.0.1:${port}`;
+    let tollgatePid: number | undefined;
+    try {
+      await waitFor(async () => (await status(`${base}/ready`)).status === 200, 30_000, "ready");
+      await waitFor(async () => out.includes('"event":"ready"'), 5_000, "the ready line");
+      tollgatePid = JSON.parse(out.split("\n").find((l) => l.includes('"event":"ready"')) ?? "{}").pid;
+      npm.kill("SIGTERM"); // what `kill $!` after `npm start &` sends: to npm alone, not its group
+      await waitFor(
+        async () =>
+          !(await fetch(`${base}/health`).then(
+            () => true,
+            () => false,
+          )),
+        8_000,
+        "tollgate to stop",
+      );
+    } finally {
+      npm.kill("SIGKILL");
+      if (tollgatePid !== undefined) {
+        try {
+          process.kill(tollgatePid, "SIGKILL");
+        } catch {
+          // gone, as it should be
+        }
+      }
+    }
   });
 });
 

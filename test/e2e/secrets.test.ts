@@ -52,6 +52,7 @@ async function runToExit(env: Record<string, string>): Promise<Exit> {
       CHECK_PORT: String(checkPort),
       ADMIN_PORT: String(adminPort),
       NODE_ENV: "production",
+      ENV_FILE: "", // never a developer's .env: its secrets would hide the ones a test leaves out
       ...env,
     },
     stdio: ["ignore", "pipe", "pipe"],

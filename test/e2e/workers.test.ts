@@ -223,6 +223,86 @@ describe("the worker supervisor", () => {
     expect(restartDelayMs(1000)).toBe(RESTART_MAX_MS);
   });
 
+  it("prints a generated admin token once, framed apart from the log lines, and every worker accepts it", async () => {
+    const tollgate = await startTollgate(
+      { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), WORKERS: "2", ADMIN_TOKEN: "" },
+      45_000,
+    );
+    try {
+      await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
+      const token = /│ export ADMIN_TOKEN=(\S+) +│/.exec(tollgate.output())?.[1] ?? "";
+      expect(token.length, tollgate.output()).toBeGreaterThanOrEqual(32);
+      expect(tollgate.output().split(token)).toHaveLength(2); // exactly once, and in no JSON line
+      // New connections go to the workers in turn: each of them knows the primary's token.
+      for (let i = 0; i < 6; i += 1) {
+        const res = await fresh(`${tollgate.adminUrl}/admin/users/demo-alice/sessions`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(res.status, res.body).toBe(200);
+      }
+    } finally {
+      await tollgate.stop("SIGKILL");
+    }
+  }, 90_000);
+
+  it("keeps every worker's drain when SIGTERM reaches the whole process group and the primary forwards it too", async () => {
+    const drainMs = 1_500;
+    const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+    const child = spawn(process.execPath, ["dist/src/main.js"], {
+      cwd: fileURLToPath(new URL("../../", import.meta.url)),
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        CHECK_PORT: String(checkPort),
+        ADMIN_PORT: String(adminPort),
+        REDIS_URL: redisUrl(),
+        REDIS_KEY_PREFIX: testPrefix(),
+        JWT_SECRET: TEST_JWT_SECRET,
+        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+        WORKERS: "2",
+        DRAIN_DELAY_MS: String(drainMs),
+        ENV_FILE: "",
+      },
+      // A process group of its own, as a terminal job or a systemd unit has: the signal reaches all of it.
+      detached: true,
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const lines = () =>
+      out.split("\n").flatMap((line) => {
+        try {
+          return [JSON.parse(line) as { event?: string; pid: number; time: string }];
+        } catch {
+          return [];
+        }
+      });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    try {
+      await waitFor(
+        async () => lines().filter((l) => l.event === "ready").length === 2,
+        45_000,
+        "two workers",
+      );
+      process.kill(-(child.pid as number), "SIGTERM");
+      expect(await exited).toBe(0);
+      const workers = lines()
+        .filter((l) => l.event === "ready")
+        .map((l) => l.pid);
+      for (const pid of workers) {
+        const at = (event: string) =>
+          Date.parse(lines().find((l) => l.pid === pid && l.event === event)?.time ?? "");
+        // The second SIGTERM (the primary's) arrived during the drain and did not cut it short.
+        expect(at("stopped") - at("stopping"), `worker ${pid}`).toBeGreaterThanOrEqual(drainMs - 50);
+      }
+    } finally {
+      if (child.exitCode === null) process.kill(-(child.pid as number), "SIGKILL");
+    }
+  }, 90_000);
+
   it("exits 1 instead of restarting workers that cannot start at all (a port already in use)", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
@@ -241,6 +321,7 @@ describe("the worker supervisor", () => {
         JWT_SECRET: TEST_JWT_SECRET,
         ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         WORKERS: "2",
+        ENV_FILE: "",
       },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -47,6 +47,25 @@ function loggedEvents(): Set<string> {
   return events;
 }
 
+/**
+ * The level each event is logged at: `logger.warn({ event: "x", …` or, for a throttled log,
+ * `level: "warn", event: "x"`. An event logged at two levels gets both.
+ */
+function eventLevels(): Map<string, Set<string>> {
+  const levels = new Map<string, Set<string>>();
+  const call = /(?:\blogger\.(\w+)\(\s*\{\s*|\blevel: "(\w+)",\s*)event: ([^,}\n]+)/g;
+  for (const file of sourceFiles(join(ROOT, "src"))) {
+    for (const match of readFileSync(file, "utf8").matchAll(call)) {
+      for (const name of (match[3] as string).matchAll(/"([a-z_]+)"/g)) {
+        const seen = levels.get(name[1] as string) ?? new Set<string>();
+        seen.add((match[1] ?? match[2]) as string);
+        levels.set(name[1] as string, seen);
+      }
+    }
+  }
+  return levels;
+}
+
 describe("the README", () => {
   it("lists in its events table exactly the events the code logs", () => {
     const documented = new Set(tableAfter("### Logs").flatMap((row) => backticked(row[0] ?? "")));
@@ -54,6 +73,26 @@ describe("the README", () => {
     expect(logged.size).toBeGreaterThan(20); // the scan finds them
     expect([...logged].filter((e) => !documented.has(e)).sort()).toEqual([]);
     expect([...documented].filter((e) => !logged.has(e)).sort()).toEqual([]);
+  });
+
+  it("gives each event in its events table the level the code logs it at", () => {
+    const levels = eventLevels();
+    // Every logged event was found with its level, so none escapes the comparison below.
+    expect([...loggedEvents()].filter((e) => !levels.has(e)).sort()).toEqual([]);
+    const wrong: string[] = [];
+    for (const row of tableAfter("### Logs")) {
+      const events = backticked(row[0] ?? "");
+      // "info · warn" gives one level per event; a single level covers every event of the row.
+      const documented = (row[1] ?? "").split("·").map((level) => level.trim());
+      for (const [i, event] of events.entries()) {
+        const level = (documented.length === 1 ? documented[0] : documented[i]) ?? "";
+        // "warn/info": an event the code logs at either level, as the row's text explains.
+        const logged = [...(levels.get(event) ?? [])].sort();
+        if (logged.join("/") !== level.split("/").sort().join("/"))
+          wrong.push(`${event}: README ${level}, code ${logged.join("/") || "none"}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it("lists in its keys table every key shape the key builders write, and no other", () => {
@@ -127,6 +166,45 @@ describe("the repository", () => {
       }
     }
     expect(offending).toEqual([]);
+  });
+
+  it("names only repository files that exist (code comments included)", () => {
+    const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
+      .split("\n")
+      .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
+    // A path into one of the repository's own folders; dist/… and k6's module names are not such paths.
+    const cited =
+      /(?<![\w./-])((?:\.ci|src|test|scripts|nginx|bench|docs|envoy|upstream|prometheus)\/[\w./-]*\.(?:ts|mts|mjs|js|md|ya?ml|conf|template|lua|json))\b/g;
+    const exists = (path: string): boolean => {
+      try {
+        statSync(join(ROOT, path));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const missing: string[] = [];
+    let seen = 0;
+    for (const file of files) {
+      let text: string;
+      try {
+        text = readFileSync(join(ROOT, file), "utf8");
+      } catch {
+        continue;
+      }
+      for (const [i, line] of text.split("\n").entries()) {
+        for (const match of line.matchAll(cited)) {
+          const path = match[1] as string;
+          seen += 1;
+          // Written by a run, not kept in the repository; a compiled name stands for its source.
+          if (path.startsWith("bench/results/")) continue;
+          if (exists(path) || exists(path.replace(/\.js$/, ".ts"))) continue;
+          missing.push(`${file}:${i + 1}: ${path}`);
+        }
+      }
+    }
+    expect(seen).toBeGreaterThan(50); // the scan finds them
+    expect(missing).toEqual([]);
   });
 
   it("links from the README only to files that exist", () => {
