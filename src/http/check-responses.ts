@@ -82,7 +82,9 @@ function policyHeader(layers: readonly NamedRule[]): string {
 }
 
 function limitHeaders(limit: LimitState, prepared: PreparedWindow, nowMs: number): Record<string, string> {
-  const resetIn = Math.max(0, Math.ceil((limit.resetAtMs - nowMs) / 1000));
+  // Reset is in the store's clock (µs), now in this process's (whole ms): a millisecond of slack
+  // keeps a reset one window ahead from reading as one second more.
+  const resetIn = Math.max(0, Math.ceil((limit.resetAtMs - nowMs - 1) / 1000));
   const remaining = limit.shadow ? "0" : String(limit.remaining);
   const headers: Record<string, string> = {
     "x-ratelimit-limit": prepared.limitText,

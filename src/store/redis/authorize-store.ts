@@ -5,14 +5,15 @@ import { IP_LAYER, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { limitCall } from "./rate-limit-store.js";
-import { hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
+import { ANSWER_BYTES, hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
+import { hotScripts } from "./scripts.js";
 
 /** How many sliding-log lists a category's rules need at most, over every tier. */
 const logWindows = new WeakMap<TierRules, number>();
-function listsFor(rules: TierRules): number {
+function logListsOf(rules: TierRules): number {
   let n = logWindows.get(rules);
   if (n === undefined) {
-    n = 1;
+    n = 0;
     for (const rule of rules.values())
       if (rule.algorithm === "sliding-log") n = Math.max(n, rule.windows.length);
     logWindows.set(rules, n);
@@ -32,6 +33,7 @@ const isCluster = (redis: RedisClient): boolean => "isCluster" in redis && redis
 
 export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
+  const hot = hotScripts(redis);
   const split = isCluster(redis);
   const wider = new Map<string, number>();
   const ownRules = new Map<string, Rule>();
@@ -51,56 +53,50 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
     const { userId, sessionId, category, rules, ip, idleMs, dryRun } = request;
     const subject = userSubject(userId);
     const ipLayer = withIp ? ip : undefined;
-    const list = [
-      keys.session(userId, sessionId),
-      keys.sessionIndex(userId),
-      keys.user(userId),
-      // Always a key of the user's slot when there is no IP layer to read.
-      ipLayer === undefined ? keys.user(userId) : keys.record(ipLayer.subject),
+    const list = [keys.session(userId, sessionId), keys.sessionIndex(userId), keys.user(userId)];
+    const args: (string | Buffer)[] = [
+      sessionId,
+      String(idleMs),
+      category,
+      tierTable(rules),
+      dryRun ? "0" : "1",
     ];
-    let ipLists = 0;
-    if (ipLayer !== undefined && ipLayer.rule.algorithm === "sliding-log") {
-      ipLists = ipLayer.rule.windows.length;
-      for (let i = 0; i < ipLists; i += 1) list.push(keys.log(ipLayer.subject, IP_LAYER, i));
+    if (ipLayer !== undefined) {
+      list.push(keys.record(ipLayer.subject));
+      let ipLists = 0;
+      if (ipLayer.rule.algorithm === "sliding-log") {
+        ipLists = ipLayer.rule.windows.length;
+        for (let i = 0; i < ipLists; i += 1) list.push(keys.log(ipLayer.subject, IP_LAYER, i));
+      }
+      args.push(ruleSpec(ipLayer.rule), String(ipLists));
     }
-    let lists = Math.max(listsFor(rules), wider.get(userId) ?? 0);
+    let lists = Math.max(logListsOf(rules), wider.get(userId) ?? 0);
     for (let attempt = 0; attempt < 2; attempt += 1) {
       const keysNow = list.slice();
       for (let i = 0; i < lists; i += 1) keysNow.push(keys.log(subject, category, i));
-      const reply = await redis.authorize(
-        keysNow.length,
-        ...keysNow,
-        "",
-        sessionId,
-        String(idleMs),
-        category,
-        tierTable(rules),
-        ipLayer === undefined ? "" : ruleSpec(ipLayer.rule),
-        String(ipLists),
-        dryRun ? "0" : "1",
-      );
-      const status = reply[0] as number;
-      if (status === -1) return { kind: "no_session" };
-      if (status === -2) return { kind: "user_inactive" };
-      if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
-      if (status === -4) {
-        // The user's own rule has more windows than any tier's: ask again with enough lists.
-        lists = reply[1] as number;
+      const reply = await hot.authorize(keysNow, args);
+      if (!Buffer.isBuffer(reply)) {
+        const status = reply[0] as number;
+        if (status === -1) return { kind: "no_session" };
+        if (status === -2) return { kind: "user_inactive" };
+        if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
+        // -4: the user's own rule has more windows than any tier's: ask again with enough lists.
+        lists = Number(reply[1]);
         remember(wider, userId, lists);
         continue;
       }
       const hit = hitFromReply(reply);
-      if (ipLayer !== undefined && hit.layer === 0 && (reply[10] === "" || reply[10] === undefined)) {
-        return { kind: "ip_denied", hit };
-      }
-      const tier = String(reply[10]);
-      const own = String(reply[11] ?? "");
+      const rest = reply.toString("utf8", ANSWER_BYTES + 8);
+      const cut = rest.indexOf("\n");
+      const tier = cut === -1 ? rest : rest.slice(0, cut);
+      if (tier === "") return { kind: "ip_denied", hit };
+      const own = cut === -1 ? "" : rest.slice(cut + 1);
       return {
         kind: "ok",
         tier,
         hit,
         ownRule: own === "" ? undefined : ownRule(own, rules.get(tier)),
-        sessionExpiresAtMs: Number(reply[12]),
+        sessionExpiresAtMs: reply.readDoubleLE(ANSWER_BYTES),
       };
     }
     throw new Error("authorize: the user's own rule needs more sliding-log lists than it reported");
@@ -110,22 +106,15 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
   const clustered = async (request: AuthorizeRequest, ip: NonNullable<AuthorizeRequest["ip"]>) => {
     const layers = [{ category: IP_LAYER, rule: ip.rule }];
     const ipCall = limitCall(keys, ip.subject, layers);
-    const ipReply = await redis.limit(
-      ipCall.keys.length,
-      ...ipCall.keys,
-      "",
-      request.dryRun ? "0" : "1",
-      "1",
-      ...ipCall.rules,
-    );
+    const ipReply = await hot.limit(ipCall.keys, ["", request.dryRun ? "0" : "1", "1", ...ipCall.rules]);
     const ipHit = hitFromReply(ipReply);
     if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit } as const;
     const answer = await call(request, false);
     const refused = answer.kind !== "ok" || !answer.hit.allowed;
     if (refused && !request.dryRun) {
       // Fire and forget: a release that fails leaves one request counted, the safe side.
-      redis
-        .limitRelease(ipCall.keys.length, ...ipCall.keys, String(ipReply[9]), ...ipCall.rules)
+      hot
+        .limitRelease(ipCall.keys, [String(ipReply.readDoubleLE(72)), ...ipCall.rules])
         .catch(() => undefined);
     }
     if (answer.kind !== "ok") return answer;

@@ -3,6 +3,7 @@ import { type Clock, type Layer, MAX_WINDOWS, type RateLimitStore } from "../../
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
+import { hotScripts } from "./scripts.js";
 
 export type RedisRateLimitStoreOptions = {
   redis: RedisClient;
@@ -16,9 +17,9 @@ export function limitCall(
   keys: Keys,
   subject: string,
   layers: readonly Layer[],
-): { keys: string[]; rules: string[] } {
+): { keys: string[]; rules: (string | Buffer)[] } {
   const list = [keys.record(subject)];
-  const rules: string[] = [];
+  const rules: (string | Buffer)[] = [];
   for (const layer of layers) {
     if (layer.rule.algorithm === "sliding-log") {
       for (let i = 0; i < layer.rule.windows.length; i += 1) list.push(keys.log(subject, layer.category, i));
@@ -30,6 +31,7 @@ export function limitCall(
 
 export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): RateLimitStore {
   const { redis, keys, clock } = options;
+  const hot = hotScripts(redis);
   const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
   const expires = (subject: string): string => (subject.startsWith("u:") ? "0" : "1");
 
@@ -37,20 +39,13 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
     async hit(subject, layers, hitOptions) {
       const call = limitCall(keys, subject, layers);
       const mode = hitOptions?.dryRun === true ? "0" : "1";
-      const reply = await redis.limit(
-        call.keys.length,
-        ...call.keys,
-        nowArg(),
-        mode,
-        expires(subject),
-        ...call.rules,
-      );
+      const reply = await hot.limit(call.keys, [nowArg(), mode, expires(subject), ...call.rules]);
       return hitFromReply(reply);
     },
 
     async peek(subject, layer) {
       const call = limitCall(keys, subject, [layer]);
-      const reply = await redis.limit(
+      const reply = await redis.limitBuffer(
         call.keys.length,
         ...call.keys,
         nowArg(),

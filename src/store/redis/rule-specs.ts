@@ -1,32 +1,52 @@
 // Rules as the Lua scripts read them, built once per rule, and the scripts' replies as HitResults.
 import type { Algorithm, HitResult, Rule, Window, WindowState } from "../../ratelimit/types.js";
 
-const LETTER: Record<Algorithm, string> = { "sliding-log": "L", "sliding-counter": "C", gcra: "G" };
-const ALGORITHM_OF: Record<string, Algorithm> = { L: "sliding-log", C: "sliding-counter", G: "gcra" };
+const CODE: Record<Algorithm, number> = { "sliding-log": 1, "sliding-counter": 2, gcra: 3 };
 
 /** "<limit>/<window µs>" per window, comma-separated: a user's own windows as the user hash holds them. */
 export const windowsSpec = (windows: readonly Window[]): string =>
   windows.map((w) => `${w.limit}/${w.windowMs * 1000}`).join(",");
 
-const specs = new WeakMap<Rule, string>();
+const specs = new WeakMap<Rule, Buffer>();
 
-/** The algorithm's letter, then the windows (see lib/common.lua's parse_rule). */
-export function ruleSpec(rule: Rule): string {
+/** A rule packed for the scripts: algorithm and window count (a byte each), limit and µs per window. */
+export function ruleSpec(rule: Rule): Buffer {
   let spec = specs.get(rule);
   if (spec === undefined) {
-    spec = LETTER[rule.algorithm] + windowsSpec(rule.windows);
+    spec = Buffer.alloc(2 + 16 * rule.windows.length);
+    spec.writeUInt8(CODE[rule.algorithm], 0);
+    spec.writeUInt8(rule.windows.length, 1);
+    rule.windows.forEach((w, i) => {
+      (spec as Buffer).writeDoubleLE(w.limit, 2 + 16 * i);
+      (spec as Buffer).writeDoubleLE(w.windowMs * 1000, 10 + 16 * i);
+    });
     specs.set(rule, spec);
   }
   return spec;
 }
 
-const tables = new WeakMap<ReadonlyMap<string, Rule>, string>();
+const tables = new WeakMap<ReadonlyMap<string, Rule>, Buffer>();
 
-/** A category's rule for every tier in one argument: ";<tier>=<rule>" repeated. */
-export function tierTable(rules: ReadonlyMap<string, Rule>): string {
+/**
+ * A category's rule for every tier in one argument: ";<tier>=<4 hex digits>" per tier (the digits
+ * the 1-based position of its rule), "|", then the packed rules (lib/common.lua's rule_of_tier).
+ */
+export function tierTable(rules: ReadonlyMap<string, Rule>): Buffer {
   let table = tables.get(rules);
   if (table === undefined) {
-    table = [...rules].map(([tier, rule]) => `;${tier}=${ruleSpec(rule)}`).join("");
+    const entries = [...rules];
+    const headerLength = entries.reduce((sum, [tier]) => sum + tier.length + 6, 0);
+    let at = headerLength + 2;
+    const header: string[] = [];
+    const packed: Buffer[] = [];
+    for (const [tier, rule] of entries) {
+      const spec = ruleSpec(rule);
+      header.push(`;${tier}=${at.toString(16).padStart(4, "0")}`);
+      packed.push(spec);
+      at += spec.length;
+    }
+    if (at > 0xffff) throw new Error("a category's rules are too large to pack");
+    table = Buffer.concat([Buffer.from(`${header.join("")}|`, "latin1"), ...packed]);
     tables.set(rules, table);
   }
   return table;
@@ -43,37 +63,36 @@ export function parseWindowsSpec(text: string, algorithm: Algorithm): Rule | und
   return windows.length === 0 ? undefined : { algorithm, windows };
 }
 
-export const algorithmOfSpec = (spec: string): Algorithm => ALGORITHM_OF[spec.charAt(0)] ?? "sliding-log";
+/** The answer's size: ten doubles (lib/common.lua's `answer`). */
+export const ANSWER_BYTES = 80;
 
-/** A reply's first ten fields (lib/common.lua's `answer`) as a HitResult; layer and window from 0. */
-export function hitFromReply(reply: readonly (number | string)[]): HitResult {
-  const [allowed, layer, window, limit, used, remaining, windowUs, resetUs, retryUs, nowUs] =
-    reply as number[];
-  const ok = allowed === 1;
+/** An answer (ten little-endian doubles) as a HitResult; layer and window counted from 0. */
+export function hitFromReply(reply: Buffer, offset = 0): HitResult {
+  const at = (i: number) => reply.readDoubleLE(offset + 8 * i);
+  const ok = at(0) === 1;
   return {
     allowed: ok,
-    layer: (layer as number) - 1,
-    window: (window as number) - 1,
-    limit: limit as number,
-    windowMs: (windowUs as number) / 1000,
-    used: used as number,
-    remaining: remaining as number,
-    resetAtMs: (resetUs as number) / 1000,
-    retryAfterMs: ok ? 0 : Math.max(1, Math.ceil(((retryUs as number) - (nowUs as number)) / 1000)),
+    layer: at(1) - 1,
+    window: at(2) - 1,
+    limit: at(3),
+    windowMs: at(6) / 1000,
+    used: at(4),
+    remaining: at(5),
+    resetAtMs: at(7) / 1000,
+    retryAfterMs: ok ? 0 : Math.max(1, Math.ceil((at(8) - at(9)) / 1000)),
   };
 }
 
-/** limit.lua's per-window states after the answer (mode "2"). */
-export function windowStatesFromReply(reply: readonly (number | string)[]): WindowState[] {
+/** limit.lua's per-window states after the answer (mode "2"): five doubles each. */
+export function windowStatesFromReply(reply: Buffer): WindowState[] {
   const states: WindowState[] = [];
-  for (let i = 10; i + 5 <= reply.length; i += 5) {
-    const [limit, windowUs, used, remaining, resetUs] = reply.slice(i, i + 5) as number[];
+  for (let i = ANSWER_BYTES; i + 40 <= reply.length; i += 40) {
     states.push({
-      limit: limit as number,
-      windowMs: (windowUs as number) / 1000,
-      used: used as number,
-      remaining: remaining as number,
-      resetAtMs: (resetUs as number) / 1000,
+      limit: reply.readDoubleLE(i),
+      windowMs: reply.readDoubleLE(i + 8) / 1000,
+      used: reply.readDoubleLE(i + 16),
+      remaining: reply.readDoubleLE(i + 24),
+      resetAtMs: reply.readDoubleLE(i + 32) / 1000,
     });
   }
   return states;

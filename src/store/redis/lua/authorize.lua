@@ -1,85 +1,92 @@
 -- The check of an authenticated request in one call, atomically: the IP layer (when the policy has
--- one and the keys share a server), the session, the user's current tier (or the user's own rule)
--- and the user's windows; the request is counted in every layer or in none.
+-- one and its keys may share the call), the session, the user's current tier (or the user's own
+-- rule) and the user's windows; the request is counted in every layer or in none.
 -- KEYS[1]  the session hash                   {u:<id>}:s:<sid>
 -- KEYS[2]  the user's session index           {u:<id>}:sessions (sorted set: sid -> created ms)
 -- KEYS[3]  the user hash                      {u:<id>}:user (tier, disabled, o:<category> the user's
---          own rule, r:<category> counter and gcra state)
--- KEYS[4]  the client address's record hash   {ip:<addr>}:r (read only with an IP layer)
--- KEYS[5…] sliding-log lists, one per window: ARGV[7] of them the IP layer's, then the user's
--- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
--- ARGV[2]  session id
--- ARGV[3]  session idle lifetime in ms
--- ARGV[4]  the route's category
--- ARGV[5]  the category's rule per tier, ";<tier>=<rule>" repeated (rules as in parse_rule)
--- ARGV[6]  the IP layer's rule, or ""
--- ARGV[7]  how many of KEYS[5…] are the IP layer's
--- ARGV[8]  "1" count the request, "0" decide only (a dry run)
--- Reply    {allowed (1|0), layer, window, limit, used, remaining, window_us, reset_us, retry_us,
---          now_us, tier, own_rule, session_expiry_ms}: layer 1 is the IP layer when there is one.
+--          own windows, r:<category> counter and gcra state)
+-- KEYS[4]  with an IP layer: the client address's record hash {ip:<addr>}:r
+-- then     sliding-log lists, one per window: ARGV[7] of them the IP layer's, then the user's
+-- ARGV[1]  session id
+-- ARGV[2]  session idle lifetime in ms
+-- ARGV[3]  the route's category
+-- ARGV[4]  the category's rule per tier (a tier table, see rule_of_tier)
+-- ARGV[5]  "1" count the request, "0" decide only (a dry run)
+-- ARGV[6]  the IP layer's rule, or absent (or "") without one
+-- ARGV[7]  how many lists are the IP layer's (with ARGV[6])
+-- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
+-- Reply    the answer (see pack_answer; layer 1 is the IP layer when there is one), then a double:
+--          the session's absolute expiry (ms), then "<tier>\n<own windows>"; the tier is empty when
+--          the IP layer refused before the session was looked at.
 --          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
 --          {-4, n} the user's own rule needs n sliding-log lists, more than KEYS holds
-local now = clock_us(ARGV[1])
-local dry = ARGV[8] ~= '1'
-local layers = {}
-local ip_keys = tonumber(ARGV[7])
-local ip
-if ARGV[6] ~= '' then
-  ip = new_layer(parse_rule(ARGV[6], 1))
-  local state, deadline
-  if ip.rule.algo ~= 'L' then
+local now = clock_us(ARGV[8])
+local dry = ARGV[5] ~= '1'
+local ip_spec = ARGV[6]
+if ip_spec == '' then
+  ip_spec = nil
+end
+local category = ARGV[3]
+local field = 'r:' .. category
+local G, ip
+local first = 4
+if ip_spec then
+  G = general()
+  ip = G.layer_at(ip_spec, 1)
+  local state
+  if ip.algo ~= 1 then
     local v = redis.call('HMGET', KEYS[4], 'x', 'r:ip')
-    deadline, state = tonumber(v[1]), v[2] or nil
+    ip.deadline, state = tonumber(v[1]), v[2] or nil
   end
-  eval_layer(ip, 5, state, now, dry)
-  ip.deadline = deadline
-  layers[1] = ip
+  G.evaluate(ip, KEYS, 5, state, now, dry)
   -- The IP layer comes before identity: a full one refuses without looking at the session.
   if not ip.room then
-    local reply = answer(layers, false, now)
-    reply[11] = ''
-    return reply
+    return G.answer({ip}, false, now) .. struct.pack('<d', 0)
   end
+  first = 5 + tonumber(ARGV[7])
 end
-local category = ARGV[4]
-local field = 'r:' .. category
-local status, user, exp = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]),
+local status, user, exp = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2],
   math.floor(now / 1000), dry, 'o:' .. category, field)
 if status ~= 1 then
   return {status - 1}
 end
 local tier, own = user[1], user[3]
-local rule
+local rules = ARGV[4]
+local pos = rule_of_tier(rules, tier)
+if not pos and not own then
+  return {-3, tier}
+end
+local tail = struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
+if not ip and not own then
+  -- The usual check: one layer of one window, decided straight through.
+  local algo, n = struct.unpack('<BB', rules, pos)
+  if n == 1 and (algo ~= 1 or #KEYS >= first) then
+    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, user[4] or nil, now, dry)
+    if usual then
+      return reply .. tail
+    end
+  end
+end
+G = G or general()
+local mine
 if own then
   -- The user's own windows, counted with the tier's algorithm for the category.
-  local at = string.find(ARGV[5], ';' .. tier .. '=', 1, true)
-  local algo = at and string.sub(ARGV[5], at + #tier + 2, at + #tier + 2) or 'L'
-  rule = parse_rule(algo .. own, 1)
+  mine = G.layer_of_text(own, pos and struct.unpack('<B', rules, pos) or 1)
 else
-  local at = string.find(ARGV[5], ';' .. tier .. '=', 1, true)
-  if not at then
-    return {-3, tier}
-  end
-  rule = parse_rule(ARGV[5], at + #tier + 2)
+  mine = G.layer_at(rules, pos)
 end
-if rule.algo == 'L' and #rule.lim > #KEYS - 4 - ip_keys then
-  return {-4, #rule.lim}
+if mine.algo == 1 and mine.n > #KEYS - first + 1 then
+  return {-4, mine.n}
 end
-local mine = new_layer(rule)
-eval_layer(mine, 5 + ip_keys, user[4] or nil, now, dry)
-layers[#layers + 1] = mine
+G.evaluate(mine, KEYS, first, user[4] or nil, now, dry)
 local allowed = mine.room
 if allowed and not dry then
   if ip then
-    commit_layer(ip, now, KEYS[4], 'r:ip')
+    G.commit(ip, now, KEYS[4], 'r:ip')
     if ip.expires_us then
-      extend_record(KEYS[4], ip.deadline, ip.expires_us, ip.rule.win[#ip.rule.win], now)
+      extend_record(KEYS[4], ip.deadline, ip.expires_us, ip[10 * ip.n - 8], now)
     end
   end
-  commit_layer(mine, now, KEYS[3], field)
+  G.commit(mine, now, KEYS[3], field)
 end
-local reply = answer(layers, allowed, now)
-reply[11] = tier
-reply[12] = own or ''
-reply[13] = exp
-return reply
+return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. tail

@@ -1,5 +1,8 @@
 -- Shared functions, prepended by the loader to every script in this folder. The limiter's arithmetic
 -- mirrors src/ratelimit/algorithms.ts (the memory store's), which the contract tests hold both to.
+-- Every proxied request waits on these scripts, and in Redis every Lua step costs: a rule of one
+-- window (the usual case) is decided by straight-line code, rules arrive packed in binary, and the
+-- answer leaves as one packed string. Only rules of several windows, or several layers, build tables.
 
 -- Now in microseconds: ARGV "now" when a test pins the clock, otherwise Redis TIME (one clock for all).
 local function clock_us(pinned)
@@ -15,31 +18,33 @@ local function int(n)
   return string.format('%d', n)
 end
 
-local EPS = 1e-9
-local EPS_US = 1e-3
+-- Counts compare with a little slack (the counter's estimate is a float); gcra's durations too.
+local EPS, EPS_US = 1e-9, 1e-3
 
--- A rule is "<algorithm><limit>/<window µs>[,<limit>/<window µs>]…", windows shortest first, the
--- algorithm one letter: L sliding log, C sliding counter, G gcra. Starts at `pos` in `spec`.
-local function parse_rule(spec, pos)
-  local rule = {algo = string.sub(spec, pos, pos), lim = {}, win = {}}
-  pos = pos + 1
-  while true do
-    local l, w, nxt = string.match(spec, '^(%d+)/(%d+)()', pos)
-    rule.lim[#rule.lim + 1] = tonumber(l)
-    rule.win[#rule.win + 1] = tonumber(w)
-    if string.byte(spec, nxt) ~= 44 then
-      return rule
-    end
-    pos = nxt + 1
+-- A duration in µs rounded up to a whole µs, with a nanosecond's tolerance: offsets are computed
+-- from now (small numbers, exact enough), never from epoch times, whose doubles are coarser.
+local function ceil_us(x)
+  if x <= 0 then
+    return 0
   end
+  return math.ceil(x - 1e-3)
 end
 
--- A layer under evaluation: its rule, per window the outcome (as it stands, and with this request
--- counted), and what counting it writes. `room` is false once any window is full.
-local function new_layer(rule)
-  return {rule = rule, room = true, used_now = {}, rem_now = {}, reset_now = {}, used_after = {},
-    rem_after = {}, reset_after = {}, retry = {}}
+-- A rule, packed by src/store/redis/rule-specs.ts: a byte for the algorithm (1 sliding log,
+-- 2 sliding counter, 3 gcra), a byte for the number of windows, then per window two doubles:
+-- limit, length in µs (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier, "|",
+-- then the rules; the digits give the position of the tier's rule in the string.
+local function rule_of_tier(table_, tier)
+  local at = string.find(table_, ';' .. tier .. '=', 1, true)
+  if not at then
+    return nil
+  end
+  return tonumber(string.sub(table_, at + #tier + 2, at + #tier + 5), 16)
 end
+
+-- Each window's outcome: room, then used, remaining and reset as it stands, the same with this
+-- request counted, and when the request would be allowed (0: now). Counter and gcra also give
+-- their state entry for the window, packed, and until when it matters.
 
 -- Sliding log: one list of request times (µs, oldest first) per window. Counts the fresh entries
 -- and, unless dry, drops the stale ones; the first fresh one is found by galloping from the head,
@@ -89,86 +94,15 @@ local function log_fresh(key, w, now, dry)
   return len - hi, value, 0
 end
 
--- Evaluates a sliding-log layer whose lists are KEYS[first], KEYS[first + 1], …
-local function eval_log(layer, first, now, dry)
-  local rule = layer.rule
-  layer.keys = {}
-  for i = 1, #rule.lim do
-    local key = KEYS[first + i - 1]
-    local n, w = rule.lim[i], rule.win[i]
-    local used, oldest, at = log_fresh(key, w, now, dry)
-    layer.keys[i] = key
-    layer.used_now[i] = used
-    layer.rem_now[i] = math.max(0, n - used)
-    layer.reset_now[i] = used == 0 and now or oldest + w
-    layer.used_after[i] = used + 1
-    layer.rem_after[i] = n - used - 1
-    layer.reset_after[i] = oldest + w
-    if used < n then
-      layer.retry[i] = 0
-    else
-      layer.room = false
-      -- the (used - limit)-th oldest entry's departure makes room
-      local frees = used == n and oldest or tonumber(redis.call('LINDEX', key, at + used - n))
-      layer.retry[i] = frees + w
-    end
+local function log_window(key, n, w, now, dry)
+  local used, oldest, at = log_fresh(key, w, now, dry)
+  local rem = n - used
+  if rem > 0 then
+    return true, used, rem, used == 0 and now or oldest + w, used + 1, rem - 1, oldest + w, 0
   end
-end
-
--- Counter and gcra keep their state in one field of the subject's record hash: the algorithm's
--- letter, then per window length packed doubles (counter: w, fixed window start, count, previous
--- count; gcra: w, time of the last change, debt). A state of another algorithm is ignored; the
--- entries of window lengths the rule no longer has are kept while they matter (a policy reload may
--- bring them back), at most MAX_KEPT entries in all.
-local MAX_KEPT = 16
-
-local function stored_entries(layer, state, size)
-  local found, order = {}, {}
-  if state and string.sub(state, 1, 1) == layer.rule.algo then
-    local pos = 2
-    while pos + size - 1 <= #state do
-      local w, a, b, c
-      if size == 32 then
-        w, a, b, c = struct.unpack('<dddd', state, pos)
-      else
-        w, a, b = struct.unpack('<ddd', state, pos)
-      end
-      found[w] = {a, b, c}
-      order[#order + 1] = w
-      pos = pos + size
-    end
-  end
-  return found, order
-end
-
--- Appends to `parts` the stored entries of window lengths not in the rule that still matter
--- (counter: until two of its windows have passed; gcra: until its debt drains); returns the latest
--- time any of them matters.
-local function keep_others(layer, found, order, parts, now)
-  local mine = {}
-  for i = 1, #layer.rule.win do
-    mine[layer.rule.win[i]] = true
-  end
-  local latest = 0
-  for _, w in ipairs(order) do
-    local e = found[w]
-    local matters = layer.rule.algo == 'C' and e[1] + 2 * w or e[1] + e[2]
-    if not mine[w] and matters > now and #parts <= MAX_KEPT then
-      if layer.rule.algo == 'C' then
-        parts[#parts + 1] = struct.pack('<dddd', w, e[1], e[2], e[3])
-      else
-        parts[#parts + 1] = struct.pack('<ddd', w, e[1], e[2])
-      end
-      latest = math.max(latest, matters)
-    end
-  end
-  return latest
-end
-
--- A duration in µs rounded up to a whole µs, with a nanosecond's tolerance: offsets are computed
--- from now (small numbers, exact enough), never from epoch times, whose doubles are coarser.
-local function ceil_us(x)
-  return math.max(0, math.ceil(x - 1e-3))
+  -- the (used - limit)-th oldest entry's departure makes room
+  local frees = rem == 0 and oldest or tonumber(redis.call('LINDEX', key, at + used - n))
+  return false, used, 0, oldest + w, used + 1, 0, oldest + w, frees + w
 end
 
 -- How long (µs) until the weighted estimate falls to `target` or below, with no new requests:
@@ -183,101 +117,123 @@ local function counter_wait(p, c, elapsed, w, target)
   return ceil_us(2 * w - elapsed - w * target / c)
 end
 
-local function eval_counter(layer, state, now)
-  local rule = layer.rule
-  local found, order = stored_entries(layer, state, 32)
-  local parts = {'C'}
-  local expires = 0
-  for i = 1, #rule.lim do
-    local n, w = rule.lim[i], rule.win[i]
-    local cb = now - now % w
-    local c, p = 0, 0
-    local s = found[w]
-    if s and s[1] == cb then
-      c, p = s[2], s[3]
-    elseif s and s[1] == cb - w then
-      p = s[2]
+-- Sliding counter; `sb`, `sc`, `sp` the stored fixed window start, count and previous count.
+local function counter_window(n, w, sb, sc, sp, now)
+  local cb = now - now % w
+  local c, p = 0, 0
+  if sb == cb then
+    c, p = sc, sp
+  elseif sb == cb - w then
+    p = sc
+  end
+  local elapsed = now - cb
+  local estimate = p * (w - elapsed) / w + c
+  local rem_now = math.floor(n - estimate + EPS)
+  if rem_now < 0 then
+    rem_now = 0
+  end
+  local rem_after = rem_now > 0 and math.floor(n - estimate - 1 + EPS) or 0
+  local room = estimate + 1 <= n + EPS
+  local reset_now = now
+  if rem_now < n then
+    reset_now = now + counter_wait(p, c, elapsed, w, n - rem_now - 1)
+  end
+  return room, n - rem_now, rem_now, reset_now, n - rem_after, rem_after,
+    now + counter_wait(p, c + 1, elapsed, w, n - rem_after - 1),
+    room and 0 or now + counter_wait(p, c, elapsed, w, n - 1),
+    struct.pack('<dddd', w, cb, c + 1, p), cb + 2 * w
+end
+
+-- gcra; `sa`, `sd` the stored time of the last change and debt then.
+local function gcra_window(n, w, sa, sd, now)
+  local interval = w / n
+  local debt = 0
+  if sa then
+    debt = sd - (now - sa)
+    if debt < 0 then
+      debt = 0
     end
-    local elapsed = now - cb
-    local estimate = p * (w - elapsed) / w + c
-    local rem_now = math.max(0, math.floor(n - estimate + EPS))
-    local rem_after = math.max(0, math.floor(n - estimate - 1 + EPS))
-    layer.used_now[i] = n - rem_now
-    layer.rem_now[i] = rem_now
-    layer.reset_now[i] = now + (rem_now >= n and 0 or counter_wait(p, c, elapsed, w, n - rem_now - 1))
-    layer.used_after[i] = n - rem_after
-    layer.rem_after[i] = rem_after
-    layer.reset_after[i] = now + counter_wait(p, c + 1, elapsed, w, n - rem_after - 1)
-    if estimate + 1 <= n + EPS then
-      layer.retry[i] = 0
+  end
+  local after = debt + interval
+  local rem_now = math.floor((w - debt) / interval + EPS)
+  if rem_now < 0 then
+    rem_now = 0
+  end
+  local rem_after = math.floor((w - after) / interval + EPS)
+  if rem_after < 0 then
+    rem_after = 0
+  end
+  local room = after <= w + EPS_US
+  local reset_now = now
+  if rem_now < n then
+    reset_now = now + ceil_us(debt - w + (rem_now + 1) * interval)
+  end
+  return room, n - rem_now, rem_now, reset_now, n - rem_after, rem_after,
+    now + ceil_us(after - w + (rem_after + 1) * interval), room and 0 or now + ceil_us(after - w),
+    struct.pack('<ddd', w, now, after), now + after
+end
+
+-- Counter and gcra keep their state in one field of the subject's record hash: 'C' or 'G', then
+-- per window length packed doubles (counter: w, fixed window start, count, previous count; gcra:
+-- w, time of the last change, debt). The usual state, one entry for a rule of one window:
+-- returns its numbers when `state` is exactly that.
+local function single_entry(state, letter, w)
+  local size = letter == 'C' and 33 or 25
+  if state and #state == size and string.sub(state, 1, 1) == letter then
+    local sw, a, b, c
+    if size == 33 then
+      sw, a, b, c = struct.unpack('<dddd', state, 2)
     else
-      layer.room = false
-      layer.retry[i] = now + counter_wait(p, c, elapsed, w, n - 1)
+      sw, a, b = struct.unpack('<ddd', state, 2)
     end
-    parts[#parts + 1] = struct.pack('<dddd', w, cb, c + 1, p)
-    expires = math.max(expires, cb + 2 * w)
+    if sw == w then
+      return true, a, b, c
+    end
   end
-  expires = math.max(expires, keep_others(layer, found, order, parts, now))
-  layer.next_state = table.concat(parts)
-  layer.expires_us = expires
+  return false
 end
 
-local function eval_gcra(layer, state, now)
-  local rule = layer.rule
-  local found, order = stored_entries(layer, state, 24)
-  local parts = {'G'}
-  local expires = 0
-  for i = 1, #rule.lim do
-    local n, w = rule.lim[i], rule.win[i]
-    local interval = w / n
-    local s = found[w]
-    local debt = s and math.max(0, s[2] - (now - s[1])) or 0
-    local after = debt + interval
-    local rem_now = math.max(0, math.floor((w - debt) / interval + EPS))
-    local rem_after = math.max(0, math.floor((w - after) / interval + EPS))
-    layer.used_now[i] = n - rem_now
-    layer.rem_now[i] = rem_now
-    layer.reset_now[i] = now + (rem_now >= n and 0 or ceil_us(debt - w + (rem_now + 1) * interval))
-    layer.used_after[i] = n - rem_after
-    layer.rem_after[i] = rem_after
-    layer.reset_after[i] = now + ceil_us(after - w + (rem_after + 1) * interval)
-    if after <= w + EPS_US then
-      layer.retry[i] = 0
+-- The answer, one packed string: 10 little-endian doubles (allowed 1|0, layer, window, limit,
+-- used, remaining, window µs, reset µs, retry µs, now µs), then whatever the script appends.
+local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry, now)
+  return struct.pack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
+end
+
+-- Decides one layer of one window, straight through: returns the answer (layer number `layer`)
+-- and, when counted, writes it (sliding log: RPUSH and PEXPIRE on `key`; counter and gcra:
+-- the state into field `field` of `record`). `state` is the field's current value. The second
+-- result is false when the state was not the usual one (the caller takes the general way), the
+-- third when the window had room, the fourth until when the written state matters.
+local function single(spec, pos, layer, key, record, field, state, now, dry)
+  local algo, _, n, w = struct.unpack('<BBdd', spec, pos)
+  local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
+  if algo == 1 then
+    room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
+    if room and not dry then
+      redis.call('RPUSH', key, int(now))
+      redis.call('PEXPIRE', key, int(math.ceil(w / 1000)))
+    end
+  else
+    local letter = algo == 2 and 'C' or 'G'
+    local usual, a, b, c = single_entry(state, letter, w)
+    if state and not usual and string.sub(state, 1, 1) == letter then
+      return nil, false
+    end
+    if algo == 2 then
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires =
+        counter_window(n, w, a, b, c, now)
     else
-      layer.room = false
-      layer.retry[i] = now + ceil_us(after - w)
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires =
+        gcra_window(n, w, a, b, now)
     end
-    parts[#parts + 1] = struct.pack('<ddd', w, now, after)
-    expires = math.max(expires, now + after)
-  end
-  expires = math.max(expires, keep_others(layer, found, order, parts, now))
-  layer.next_state = table.concat(parts)
-  layer.expires_us = expires
-end
-
--- Evaluates any layer: sliding-log lists from KEYS[first], or the state string of its record field.
-local function eval_layer(layer, first, state, now, dry)
-  local algo = layer.rule.algo
-  if algo == 'L' then
-    eval_log(layer, first, now, dry)
-  elseif algo == 'C' then
-    eval_counter(layer, state, now)
-  else
-    eval_gcra(layer, state, now)
-  end
-end
-
--- Counts the request in a layer that had room. Sliding-log lists expire one window after their
--- newest entry; state fields are written to the record hash `record` as field `field`.
-local function commit_layer(layer, now, record, field)
-  if layer.rule.algo == 'L' then
-    for i = 1, #layer.keys do
-      redis.call('RPUSH', layer.keys[i], int(now))
-      redis.call('PEXPIRE', layer.keys[i], int(math.ceil(layer.rule.win[i] / 1000)))
+    if room and not dry then
+      redis.call('HSET', record, field, letter .. packed)
     end
-  else
-    redis.call('HSET', record, field, layer.next_state)
   end
+  if room then
+    return pack_answer(true, layer, 1, n, w, used_after, rem_after, reset_after, 0, now), true, true, expires, w
+  end
+  return pack_answer(false, layer, 1, n, w, used_now, rem_now, reset_now, retry, now), true, false, expires, w
 end
 
 -- A record hash of a subject other than a user expires once none of its states matter: `deadline`
@@ -292,43 +248,161 @@ local function extend_record(record, deadline, needed_us, slack_us, now)
   end
 end
 
--- The window an answer describes: allowed, the one with least room left after this request;
--- denied, the refusing one that frees last. Ties go to the last layer, then to its first window.
-local function describe(layers, allowed)
-  local best, bl, bi = nil, #layers, 1
-  for l = #layers, 1, -1 do
-    local layer = layers[l]
-    for i = 1, #layer.rule.lim do
-      local v
-      if allowed then
-        v = -layer.rem_after[i]
-      elseif layer.retry[i] > 0 then
-        v = layer.retry[i]
+-- The general way: layers of any number of windows, evaluated into tables, counted in all or none.
+-- Built on demand (its functions cost their creation on every call that defines them).
+local function general()
+  local MAX_KEPT = 16
+
+  -- A layer: `algo` (1 L, 2 C, 3 G), `n` windows, `room`; per window i, from b = 10(i-1): [b+1]
+  -- limit, [b+2] length, then the outcome (see log_window): [b+3] used, [b+4] remaining, [b+5]
+  -- reset as it stands; [b+6], [b+7], [b+8] the same with this request counted; [b+9] retry.
+  local function layer_at(spec, pos)
+    local algo, n = struct.unpack('<BB', spec, pos)
+    local layer = {algo = algo, n = n, room = true}
+    pos = pos + 2
+    for i = 1, n do
+      local l, w = struct.unpack('<dd', spec, pos)
+      layer[10 * i - 9], layer[10 * i - 8] = l, w
+      pos = pos + 16
+    end
+    return layer
+  end
+
+  -- A user's own windows as the user hash holds them: "<limit>/<window µs>[,…]", counted with
+  -- the algorithm `algo`.
+  local function layer_of_text(text, algo)
+    local layer = {algo = algo, n = 0, room = true}
+    local pos, b = 1, 0
+    while true do
+      local l, w, nxt = string.match(text, '^(%d+)/(%d+)()', pos)
+      if not l then
+        return layer
       end
-      if v and (not best or v > best) then
-        best, bl, bi = v, l, i
+      layer[b + 1], layer[b + 2] = tonumber(l), tonumber(w)
+      layer.n = layer.n + 1
+      if string.byte(text, nxt) ~= 44 then
+        return layer
       end
+      pos, b = nxt + 1, b + 10
     end
   end
-  return bl, bi
-end
 
--- {allowed, layer, window, limit, used, remaining, window_us, reset_us, retry_us, now_us}
-local function answer(layers, allowed, now)
-  local l, i = describe(layers, allowed)
-  local layer = layers[l]
-  if allowed then
-    return {1, l, i, layer.rule.lim[i], layer.used_after[i], layer.rem_after[i], layer.rule.win[i],
-      layer.reset_after[i], 0, now}
+  local function set(layer, i, room, ...)
+    local b = 10 * i - 8
+    local v = {...}
+    for k = 1, 8 do
+      layer[b + k] = v[k]
+    end
+    if not room then
+      layer.room = false
+    end
   end
-  return {0, l, i, layer.rule.lim[i], layer.used_now[i], layer.rem_now[i], layer.rule.win[i],
-    layer.reset_now[i], layer.retry[i], now}
+
+  -- The stored entries of a counter or gcra state: per window of the layer, its numbers; and the
+  -- packed entries of other window lengths that still matter (a reload may bring them back), with
+  -- the latest time one of them matters.
+  local function entries(layer, state, now)
+    local letter = layer.algo == 2 and 'C' or 'G'
+    local size = layer.algo == 2 and 32 or 24
+    local found, kept, latest = {}, {}, 0
+    if state and string.sub(state, 1, 1) == letter then
+      local fmt = size == 32 and '<dddd' or '<ddd'
+      for pos = 2, #state - size + 1, size do
+        local w, a, b, c = struct.unpack(fmt, state, pos)
+        local slot
+        for i = 1, layer.n do
+          if layer[10 * i - 8] == w then
+            slot = i
+          end
+        end
+        if slot then
+          found[slot] = {a, b, c}
+        else
+          local matters = layer.algo == 2 and a + 2 * w or a + b
+          if matters > now and #kept < MAX_KEPT - layer.n then
+            kept[#kept + 1] = string.sub(state, pos, pos + size - 1)
+            latest = math.max(latest, matters)
+          end
+        end
+      end
+    end
+    return found, table.concat(kept), latest
+  end
+
+  -- Evaluates a layer: sliding-log lists keys[first], keys[first + 1], …, or `state`, the record
+  -- field's value.
+  local function evaluate(layer, keys, first, state, now, dry)
+    if layer.algo == 1 then
+      layer.keys, layer.first = keys, first
+      for i = 1, layer.n do
+        set(layer, i, log_window(keys[first + i - 1], layer[10 * i - 9], layer[10 * i - 8], now, dry))
+      end
+      return
+    end
+    local found, kept, latest = entries(layer, state, now)
+    local parts, expires = {layer.algo == 2 and 'C' or 'G'}, latest
+    for i = 1, layer.n do
+      local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i] or {}
+      local r = layer.algo == 2 and {counter_window(n, w, s[1], s[2], s[3], now)} or
+        {gcra_window(n, w, s[1], s[2], now)}
+      set(layer, i, unpack(r, 1, 8))
+      parts[#parts + 1] = r[9]
+      expires = math.max(expires, r[10])
+    end
+    parts[#parts + 1] = kept
+    layer.next_state, layer.expires_us = table.concat(parts), expires
+  end
+
+  -- Counts the request in a layer that had room (see single).
+  local function commit(layer, now, record, field)
+    if layer.algo == 1 then
+      local stamp = int(now)
+      for i = 1, layer.n do
+        local key = layer.keys[layer.first + i - 1]
+        redis.call('RPUSH', key, stamp)
+        redis.call('PEXPIRE', key, int(math.ceil(layer[10 * i - 8] / 1000)))
+      end
+    else
+      redis.call('HSET', record, field, layer.next_state)
+    end
+  end
+
+  -- The window an answer describes: allowed, the one with least room left after this request;
+  -- denied, the refusing one that frees last. Ties go to the last layer, then its first window.
+  local function answer(layers, allowed, now)
+    local bl, bi, best = #layers, 1, nil
+    for l = #layers, 1, -1 do
+      local layer = layers[l]
+      for i = 1, layer.n do
+        local b = 10 * i - 10
+        local v
+        if allowed then
+          v = -layer[b + 7]
+        elseif layer[b + 9] > 0 then
+          v = layer[b + 9]
+        end
+        if v and (not best or v > best) then
+          best, bl, bi = v, l, i
+        end
+      end
+    end
+    local layer = layers[bl]
+    local b = 10 * bi - 10
+    if allowed then
+      return pack_answer(true, bl, bi, layer[b + 1], layer[b + 2], layer[b + 6], layer[b + 7], layer[b + 8], 0, now)
+    end
+    return pack_answer(false, bl, bi, layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5],
+      layer[b + 9], now)
+  end
+
+  return {layer_at = layer_at, layer_of_text = layer_of_text, evaluate = evaluate, commit = commit,
+    answer = answer}
 end
 
 -- Validates a session and renews its idle lifetime, and reads the user's fields. A session is
 -- valid while its hash exists, its absolute expiry is ahead and the user's index still lists it
 -- (revocation removes it there). The renewal (two writes) is skipped while the last one is younger
--- than a tenth of the idle lifetime (at most 1 s), and on a dry run.
+-- than a tenth of the idle lifetime (at most 1 s), and on a dry run. `idle_ms` may be a string.
 -- Returns status (1 ok, 0 no session, -1 user missing or disabled), the user's HMGET reply
 -- (tier, disabled, then the fields asked for) and the session's absolute expiry (ms).
 local function session_touch(session_key, index_key, user_key, sid, idle_ms, now_ms, dry, f1, f2)
@@ -350,9 +424,13 @@ local function session_touch(session_key, index_key, user_key, sid, idle_ms, now
   if not user[1] or user[2] == '1' then
     return -1
   end
-  if not dry and now_ms - (tonumber(s[2]) or 0) >= math.min(1000, idle_ms / 10) then
-    redis.call('HSET', session_key, 'last', int(now_ms))
-    redis.call('PEXPIRE', session_key, int(math.min(idle_ms, exp - now_ms)))
+  if not dry then
+    local since = now_ms - (tonumber(s[2]) or 0)
+    if since >= 1000 or since >= tonumber(idle_ms) / 10 then
+      idle_ms = tonumber(idle_ms)
+      redis.call('HSET', session_key, 'last', int(now_ms))
+      redis.call('PEXPIRE', session_key, int(math.min(idle_ms, exp - now_ms)))
+    end
   end
   return 1, user, exp
 end
