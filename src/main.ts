@@ -11,7 +11,7 @@ import { createHttpServer } from "./http/server.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store } from "./store/store.js";
-import { shouldSupervise, superviseWorkers } from "./workers.js";
+import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
@@ -215,7 +215,20 @@ async function main(): Promise<void> {
   }
 
   const readiness = createReadiness();
-  const tollgate = createTollgate({ config, policy, store, logger, readiness });
+  const tollgate = createTollgate({
+    config,
+    policy,
+    store,
+    logger,
+    readiness,
+    // A reload through one worker's admin port reaches the others through the primary.
+    onAdminReload: () => process.send?.(RELOAD_OTHERS),
+  });
+  // SIGHUP re-reads POLICY_FILE (under WORKERS the primary forwards it to every worker).
+  process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
+  process.on("message", (message: unknown) => {
+    if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
+  });
   const listeners: Listener[] = [
     { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port },
     { name: "check", server: tollgate.checkServer, port: config.checkPort },

@@ -41,7 +41,8 @@ export type AuthEvent =
 
 export type AuthServiceOptions = {
   config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
-  policy: Policy;
+  /** The policy in force (a reload may change it between two logins). */
+  policy: () => Policy;
   store: Store;
   tokens: TokenService;
   logger: Logger;
@@ -64,11 +65,19 @@ export function createAuthService(options: AuthServiceOptions) {
     maxAgeMs: config.sessionMaxAgeSeconds * 1000,
     maxPerUser: config.maxSessionsPerUser,
   };
-  const lockoutLayer: Layer = {
-    category: LOCKOUT_CATEGORY,
-    rule: options.policy.tiers.get(ANONYMOUS_TIER)?.get("login") ?? FALLBACK_LOCKOUT,
+  /** Failed logins per username follow the anonymous tier's login rule of the policy in force. */
+  const lockouts = new WeakMap<Policy, Layer>();
+  const lockoutOf = (policy: Policy): Layer => {
+    let layer = lockouts.get(policy);
+    if (layer === undefined) {
+      layer = {
+        category: LOCKOUT_CATEGORY,
+        rule: policy.tiers.get(ANONYMOUS_TIER)?.get("login") ?? FALLBACK_LOCKOUT,
+      };
+      lockouts.set(policy, layer);
+    }
+    return layer;
   };
-  const lockout = [lockoutLayer];
 
   /**
    * The login in progress per username. Attempts on one name run one at a time in this process:
@@ -89,6 +98,7 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
+    const lockoutLayer = lockoutOf(options.policy());
     const full = (await store.limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
     if (full.length > 0) {
       emit("lockout");
@@ -121,7 +131,7 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await store.limiter.hit(subject, lockout);
+      await store.limiter.hit(subject, [lockoutLayer]);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
@@ -200,7 +210,6 @@ export function createAuthService(options: AuthServiceOptions) {
     logoutAll,
     listSessions,
     revokeSession,
-    lockoutRule: lockoutLayer.rule,
   };
 }
 

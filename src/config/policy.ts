@@ -122,6 +122,13 @@ export const windowsSchema = z
   .unknown()
   .transform((value, ctx): Window[] => readWindows(value, ctx, []) ?? z.NEVER);
 
+/** The same, or null (a user's own limits: null follows the tier again). */
+export const windowsOrNullSchema = z
+  .unknown()
+  .transform((value, ctx): Window[] | null =>
+    value === null ? null : (readWindows(value, ctx, []) ?? z.NEVER),
+  );
+
 const algorithmSchema = z.enum(ALGORITHMS, { message: `algorithm must be one of ${ALGORITHMS.join(", ")}` });
 const modeSchema = z.enum(["enforce", "shadow"], { message: "mode must be enforce or shadow" });
 

@@ -13,6 +13,7 @@ export const STATUS = {
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  invalid_policy: 422,
   rate_limit_exceeded: 429,
   internal_error: 500,
   unavailable: 503,
@@ -23,11 +24,19 @@ export type ErrorCode = keyof typeof STATUS;
 export class HttpError extends Error {
   readonly code: ErrorCode;
   readonly headers: Record<string, string>;
-  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+  /** More fields of the JSON body (e.g. a policy's problems). */
+  readonly details: Record<string, unknown>;
+  constructor(
+    code: ErrorCode,
+    message: string,
+    headers: Record<string, string> = {},
+    details: Record<string, unknown> = {},
+  ) {
     super(message);
     this.name = "HttpError";
     this.code = code;
     this.headers = headers;
+    this.details = details;
   }
 }
 
@@ -40,7 +49,10 @@ export function bearerChallenge(description: string | undefined): string {
 }
 
 export function sendError(res: Response, error: HttpError): void {
-  res.status(STATUS[error.code]).set(error.headers).json(errorBody(error.code, error.message));
+  res
+    .status(STATUS[error.code])
+    .set(error.headers)
+    .json({ ...errorBody(error.code, error.message), ...error.details });
 }
 
 type BodyParserError = Error & { type?: string; status?: number };

@@ -7,46 +7,47 @@ const CODE: Record<Algorithm, number> = { "sliding-log": 1, "sliding-counter": 2
 export const windowsSpec = (windows: readonly Window[]): string =>
   windows.map((w) => `${w.limit}/${w.windowMs * 1000}`).join(",");
 
-const specs = new WeakMap<Rule, Buffer>();
+const specs = new WeakMap<Rule, string>();
+const hex = (n: number, width: number): string => n.toString(16).padStart(width, "0");
 
-/** A rule packed for the scripts: algorithm and window count (a byte each), limit and µs per window. */
-export function ruleSpec(rule: Rule): Buffer {
+/**
+ * A rule packed for the scripts, as text of fixed widths (lib/common.lua's rule_of_tier): the
+ * algorithm and the window count (a digit each), then per window the limit (6 hex digits) and the
+ * length in µs (10). Text, because ioredis writes binary arguments slower than strings.
+ */
+export function ruleSpec(rule: Rule): string {
   let spec = specs.get(rule);
   if (spec === undefined) {
-    spec = Buffer.alloc(2 + 16 * rule.windows.length);
-    spec.writeUInt8(CODE[rule.algorithm], 0);
-    spec.writeUInt8(rule.windows.length, 1);
-    rule.windows.forEach((w, i) => {
-      (spec as Buffer).writeDoubleLE(w.limit, 2 + 16 * i);
-      (spec as Buffer).writeDoubleLE(w.windowMs * 1000, 10 + 16 * i);
-    });
+    spec =
+      `${CODE[rule.algorithm]}${rule.windows.length}` +
+      rule.windows.map((w) => hex(w.limit, 6) + hex(w.windowMs * 1000, 10)).join("");
     specs.set(rule, spec);
   }
   return spec;
 }
 
-const tables = new WeakMap<ReadonlyMap<string, Rule>, Buffer>();
+const tables = new WeakMap<ReadonlyMap<string, Rule>, string>();
 
 /**
  * A category's rule for every tier in one argument: ";<tier>=<4 hex digits>" per tier (the digits
- * the 1-based position of its rule), "|", then the packed rules (lib/common.lua's rule_of_tier).
+ * the 1-based position of its rule), "|", then the packed rules.
  */
-export function tierTable(rules: ReadonlyMap<string, Rule>): Buffer {
+export function tierTable(rules: ReadonlyMap<string, Rule>): string {
   let table = tables.get(rules);
   if (table === undefined) {
     const entries = [...rules];
     const headerLength = entries.reduce((sum, [tier]) => sum + tier.length + 6, 0);
     let at = headerLength + 2;
     const header: string[] = [];
-    const packed: Buffer[] = [];
+    const packed: string[] = [];
     for (const [tier, rule] of entries) {
       const spec = ruleSpec(rule);
-      header.push(`;${tier}=${at.toString(16).padStart(4, "0")}`);
+      header.push(`;${tier}=${hex(at, 4)}`);
       packed.push(spec);
       at += spec.length;
     }
     if (at > 0xffff) throw new Error("a category's rules are too large to pack");
-    table = Buffer.concat([Buffer.from(`${header.join("")}|`, "latin1"), ...packed]);
+    table = `${header.join("")}|${packed.join("")}`;
     tables.set(rules, table);
   }
   return table;

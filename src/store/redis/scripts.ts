@@ -154,35 +154,46 @@ export function createHotScripts(redis: Redis | Cluster, options: { functions?: 
     return redis.limitRelease(keys.length, ...keys, ...args);
   };
 
-  const run = async (name: HotName, keys: string[], args: (string | Buffer)[]): Promise<unknown> => {
-    if (mode === "scripts") return viaScript(name, keys, args);
-    const call = () => redis.callBuffer("FCALL", library.functions[name], keys.length, ...keys, ...args);
-    try {
-      const reply = await call();
-      mode = "functions";
-      return reply;
-    } catch (error) {
-      const message = (error as Error).message ?? "";
-      if (!message.includes("Function not found") && !/unknown command/i.test(message)) throw error;
-      if (/unknown command/i.test(message)) {
-        mode = "scripts";
-        return viaScript(name, keys, args);
-      }
+  /** A call that failed: without functions, the scripts; with the library missing, load it and call again. */
+  const recover = async (
+    error: unknown,
+    name: HotName,
+    keys: string[],
+    args: (string | Buffer)[],
+  ): Promise<unknown> => {
+    const message = (error as Error).message ?? "";
+    if (/unknown command/i.test(message)) {
+      mode = "scripts";
+      return viaScript(name, keys, args);
     }
+    if (!message.includes("Function not found")) throw error;
     try {
       await load();
-    } catch (error) {
+    } catch (loadError) {
       // No functions here (before Redis 7, or not allowed to load them): the scripts do the same.
-      const message = (error as Error).message ?? "";
-      if (/unknown command|unknown subcommand|NOPERM|ERR Unknown/i.test(message)) {
+      if (/unknown command|unknown subcommand|NOPERM|ERR Unknown/i.test((loadError as Error).message ?? "")) {
         mode = "scripts";
         return viaScript(name, keys, args);
       }
-      throw error;
+      throw loadError;
     }
-    const reply = await call();
+    const reply = await redis.callBuffer("FCALL", library.functions[name], keys.length, ...keys, ...args);
     mode = "functions";
     return reply;
+  };
+
+  // Plain promise chains: this runs on every check.
+  const run = (name: HotName, keys: string[], args: (string | Buffer)[]): Promise<unknown> => {
+    if (mode === "scripts") return viaScript(name, keys, args);
+    const reply = redis.callBuffer("FCALL", library.functions[name], keys.length, ...keys, ...args);
+    if (mode === "functions") return reply.catch((error: unknown) => recover(error, name, keys, args));
+    return reply.then(
+      (value: unknown) => {
+        mode = "functions";
+        return value;
+      },
+      (error: unknown) => recover(error, name, keys, args),
+    );
   };
 
   return {

@@ -59,7 +59,7 @@ end
 local tail = struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
 if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
-  local algo, n = struct.unpack('<BB', rules, pos)
+  local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
     local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, user[4] or nil, now, dry)
     if usual then
@@ -71,7 +71,7 @@ G = G or general()
 local mine
 if own then
   -- The user's own windows, counted with the tier's algorithm for the category.
-  mine = G.layer_of_text(own, pos and struct.unpack('<B', rules, pos) or 1)
+  mine = G.layer_of_text(own, pos and string.byte(rules, pos) - 48 or 1)
 else
   mine = G.layer_at(rules, pos)
 end

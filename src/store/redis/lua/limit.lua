@@ -6,7 +6,7 @@
 -- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
 -- ARGV[2]  "1" count the request, "0" decide only, "2" decide only and add every window's state
 -- ARGV[3]  "1" when the record expires (any subject but a user)
--- ARGV[4…] per layer: its rule (packed, see rule_of_tier) and its category
+-- ARGV[4…] per layer: its rule (see rule_of_tier) and its category
 -- Reply    the answer (see pack_answer); with ARGV[2] "2", then per layer and window five doubles:
 --          limit, window µs, used, remaining, reset µs
 local now = clock_us(ARGV[1])
@@ -16,7 +16,7 @@ local expiring = ARGV[3] == '1'
 if #ARGV == 5 and mode ~= '2' then
   -- The usual request: one layer of one window, decided straight through.
   local spec = ARGV[4]
-  local algo, n = struct.unpack('<BB', spec, 1)
+  local algo, n = string.byte(spec, 1) - 48, string.byte(spec, 2) - 48
   if n == 1 then
     local field = 'r:' .. ARGV[5]
     local state, deadline

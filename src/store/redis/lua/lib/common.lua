@@ -30,10 +30,15 @@ local function ceil_us(x)
   return math.ceil(x - 1e-3)
 end
 
--- A rule, packed by src/store/redis/rule-specs.ts: a byte for the algorithm (1 sliding log,
--- 2 sliding counter, 3 gcra), a byte for the number of windows, then per window two doubles:
--- limit, length in µs (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier, "|",
--- then the rules; the digits give the position of the tier's rule in the string.
+-- A rule, packed by src/store/redis/rule-specs.ts as text of fixed widths (ioredis writes text
+-- arguments cheaper than binary ones): a digit for the algorithm (1 sliding log, 2 sliding
+-- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
+-- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,
+-- "|", then the rules; the digits give the position of the tier's rule in the string.
+local function window_at(spec, pos)
+  return tonumber(string.sub(spec, pos, pos + 5), 16), tonumber(string.sub(spec, pos + 6, pos + 15), 16)
+end
+
 local function rule_of_tier(table_, tier)
   local at = string.find(table_, ';' .. tier .. '=', 1, true)
   if not at then
@@ -205,7 +210,8 @@ end
 -- result is false when the state was not the usual one (the caller takes the general way), the
 -- third when the window had room, the fourth until when the written state matters.
 local function single(spec, pos, layer, key, record, field, state, now, dry)
-  local algo, _, n, w = struct.unpack('<BBdd', spec, pos)
+  local algo = string.byte(spec, pos) - 48
+  local n, w = window_at(spec, pos + 2)
   local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
   if algo == 1 then
     room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
@@ -257,12 +263,11 @@ local function general()
   -- limit, [b+2] length, then the outcome (see log_window): [b+3] used, [b+4] remaining, [b+5]
   -- reset as it stands; [b+6], [b+7], [b+8] the same with this request counted; [b+9] retry.
   local function layer_at(spec, pos)
-    local algo, n = struct.unpack('<BB', spec, pos)
-    local layer = {algo = algo, n = n, room = true}
+    local n = string.byte(spec, pos + 1) - 48
+    local layer = {algo = string.byte(spec, pos) - 48, n = n, room = true}
     pos = pos + 2
     for i = 1, n do
-      local l, w = struct.unpack('<dd', spec, pos)
-      layer[10 * i - 9], layer[10 * i - 8] = l, w
+      layer[10 * i - 9], layer[10 * i - 8] = window_at(spec, pos)
       pos = pos + 16
     end
     return layer
