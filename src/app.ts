@@ -55,7 +55,9 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const auth = createAuthService({
     config,
     policy: () => policy.current().policy,
-    store,
+    users: store.users,
+    sessions: store.sessions,
+    limiter: store.limiter,
     tokens,
     logger,
     onEvent: (event) => metrics.authEvents.inc({ event }),

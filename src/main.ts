@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
-import { demoUsers, loadUsers, readUsersFile, UsersFileError } from "./auth/users-file.js";
+import { demoUsers, loadUsers, readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
@@ -69,12 +69,11 @@ function listen(server: Server, port: number, host: string): Promise<void> {
  */
 async function bootstrapUsers(
   config: Config,
-  policy: Policy,
+  entries: UsersFileEntry[] | undefined,
   store: Store,
   logger: Logger,
   readiness: Readiness,
 ): Promise<void> {
-  const entries = config.usersFile !== undefined ? await readUsersFile(config.usersFile, policy) : undefined;
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
     try {
       if (config.production) await removeDemoUsers(store, logger);
@@ -187,13 +186,14 @@ async function main(): Promise<void> {
     format: config.logFormat,
     isTTY: isatty(1),
   });
-  if (config.usersFile !== undefined) {
-    // Validate before anything listens, so a bad file stops start-up with its own message.
-    await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
-      if (error instanceof UsersFileError) fail(error.message.split("\n"));
-      throw error;
-    });
-  }
+  // Read (and validated) once, before anything listens, so a bad file stops start-up with its own message.
+  const entries =
+    config.usersFile === undefined
+      ? undefined
+      : await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
+          if (error instanceof UsersFileError) fail(error.message.split("\n"));
+          throw error;
+        });
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -240,7 +240,7 @@ async function main(): Promise<void> {
   }
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
   await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
-  await bootstrapUsers(config, policy, store, logger, readiness).catch((error: unknown) => {
+  await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });

@@ -7,7 +7,6 @@ import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes 
 import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
-export const MEMORY_ENTRIES = 10_000;
 const MONITOR_REQUESTS = 2_000;
 
 const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text());

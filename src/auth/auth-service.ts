@@ -3,13 +3,11 @@ import type { Config } from "../config/env.js";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { sidPrefix } from "../logger.js";
-import { type Layer, logRule, type Rule, usernameSubject } from "../ratelimit/types.js";
-import type { Store } from "../store/store.js";
+import { type Layer, logRule, type RateLimitStore, type Rule, usernameSubject } from "../ratelimit/types.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
 import { verifyPassword } from "./passwords.js";
-import type { Session } from "./types.js";
+import type { Identity, Session, SessionStore, UserStore } from "./types.js";
 
-export type Identity = { userId: string; sessionId: string; tier: string };
 
 export type LoginInput = {
   username: string;
@@ -43,7 +41,10 @@ export type AuthServiceOptions = {
   config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
   /** The policy in force (a reload may change it between two logins). */
   policy: () => Policy;
-  store: Store;
+  /** The ports the service uses; their failures surface as StoreUnavailableError (503). */
+  users: UserStore;
+  sessions: SessionStore;
+  limiter: RateLimitStore;
   tokens: TokenService;
   logger: Logger;
   onEvent?: (event: AuthEvent) => void;
@@ -56,7 +57,7 @@ const LOCKOUT_CATEGORY = "login_failed";
 const FALLBACK_LOCKOUT: Rule = logRule(10, 15 * 60_000);
 
 export function createAuthService(options: AuthServiceOptions) {
-  const { config, store, tokens, logger } = options;
+  const { config, users, sessions, limiter, tokens, logger } = options;
   const emit = options.onEvent ?? (() => {});
   const refusedUserIds = options.refusedUserIds ?? new Set<string>();
   const idleMs = config.sessionIdleTtlSeconds * 1000;
@@ -99,7 +100,7 @@ export function createAuthService(options: AuthServiceOptions) {
 
   async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
     const lockoutLayer = lockoutOf(options.policy());
-    const full = (await store.limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
+    const full = (await limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
     if (full.length > 0) {
       emit("lockout");
       logger.warn(
@@ -109,7 +110,7 @@ export function createAuthService(options: AuthServiceOptions) {
       const freesAt = Math.max(...full.map((w) => w.resetAtMs));
       return { kind: "locked", retryAfterMs: Math.max(1000, freesAt - Date.now()) };
     }
-    const found = await store.users.findByUsername(input.username);
+    const found = await users.findByUsername(input.username);
     // Demo users never log in where they are refused (production), whatever the store holds.
     const user = found !== undefined && refusedUserIds.has(found.id) ? undefined : found;
     // Unknown users cost the same scrypt work as a wrong password, and get the same answer.
@@ -120,7 +121,7 @@ export function createAuthService(options: AuthServiceOptions) {
     const created =
       user === undefined || !valid || user.disabled
         ? "refused"
-        : await store.sessions.create(
+        : await sessions.create(
             {
               userId: user.id,
               deviceName: input.deviceName,
@@ -131,7 +132,7 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await store.limiter.hit(subject, [lockoutLayer]);
+      await limiter.hit(subject, [lockoutLayer]);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
@@ -163,7 +164,7 @@ export function createAuthService(options: AuthServiceOptions) {
     if (refusedUserIds.has(userId)) {
       return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
     }
-    const session = await store.sessions.touch(userId, sessionId, idleMs);
+    const session = await sessions.touch(userId, sessionId, idleMs);
     if (session.kind !== "ok") {
       return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
     }
@@ -171,7 +172,7 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function logout(identity: Identity): Promise<void> {
-    await store.sessions.revoke(identity.userId, identity.sessionId);
+    await sessions.revoke(identity.userId, identity.sessionId);
     emit("logout");
     logger.info(
       { event: "logout", userId: identity.userId, sid: sidPrefix(identity.sessionId) },
@@ -180,21 +181,21 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function logoutAll(identity: Identity): Promise<number> {
-    const revoked = await store.sessions.revokeAll(identity.userId);
+    const revoked = await sessions.revokeAll(identity.userId);
     emit("logout_all");
     logger.info({ event: "logout_all", userId: identity.userId, revoked }, "logged out from every device");
     return revoked;
   }
 
   async function listSessions(userId: string): Promise<Session[]> {
-    return store.sessions.list(userId);
+    return sessions.list(userId);
   }
 
   async function revokeSession(identity: Identity, sessionId: string): Promise<RevokeResult> {
     if (sessionId === identity.sessionId) return "current";
-    const own = await store.sessions.list(identity.userId);
+    const own = await sessions.list(identity.userId);
     if (!own.some((s) => s.sessionId === sessionId)) return "not_found";
-    await store.sessions.revoke(identity.userId, sessionId);
+    await sessions.revoke(identity.userId, sessionId);
     emit("session_revoked");
     logger.info(
       { event: "session_revoked", userId: identity.userId, sid: sidPrefix(sessionId) },

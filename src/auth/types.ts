@@ -1,6 +1,9 @@
 // The identity ports: users and revocable sessions, as every store (memory, Redis) offers them.
 import type { Window } from "../ratelimit/types.js";
 
+/** Who a request is: the user, the session it came with, and the user's tier then. */
+export type Identity = { userId: string; sessionId: string; tier: string };
+
 /** Where a user came from: the admin API, USERS_FILE, or the built-in demo list. */
 export type UserSource = "admin" | "file" | "demo";
 

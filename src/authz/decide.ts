@@ -1,12 +1,12 @@
 // The decision core: request facts and the store's answer in, a Decision out. No HTTP, no Redis.
 import type { TokenCheck } from "../auth/jwt.js";
+import type { Identity } from "../auth/types.js";
 import { ANONYMOUS_TIER, durationText, type Policy, type PolicyMode } from "../config/policy.js";
 import { canonicalTarget } from "../config/request-target.js";
 import { matchRoute, type RouteRule } from "../config/routes.js";
 import { type HitResult, IP_LAYER, ipSubject, type Layer, type Rule } from "../ratelimit/types.js";
 import type { AuthorizeResult, TierRules } from "./types.js";
 
-export type Identity = { userId: string; tier: string; sessionId: string };
 
 /**
  * A rule under the name the RateLimit headers give it: `"<tier>-<category>"`, or `"ip"` for the

@@ -29,7 +29,6 @@ export type Config = {
   checkPort: number;
   adminPort: number;
   host: string;
-  upstreamPort: number;
   /** Unset: the embedded memory store. */
   redis: RedisSettings | undefined;
   redisTimeoutMs: number;
@@ -224,7 +223,6 @@ export function loadConfig(env: Env = process.env): Config {
     checkPort: reader.port("CHECK_PORT", 9191),
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
-    upstreamPort: reader.port("UPSTREAM_PORT", 8000),
     redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,

@@ -2,10 +2,10 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "../ratelimit/types.js";
 import { ProblemsError, problemsOf } from "./problems.js";
 import { canonicalTarget } from "./request-target.js";
 import { normalizePath, type Route, type RouteRule } from "./routes.js";
+import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "./rules.js";
 
 export const ANONYMOUS_TIER = "anonymous";
 
@@ -118,11 +118,7 @@ function readWindows(value: unknown, ctx: Issues, path: PropertyKey[]): Window[]
   return windows;
 }
 
-export const windowsSchema = z
-  .unknown()
-  .transform((value, ctx): Window[] => readWindows(value, ctx, []) ?? z.NEVER);
-
-/** The same, or null (a user's own limits: null follows the tier again). */
+/** A limit or a list of them, or null (a user's own limits: null follows the tier again). */
 export const windowsOrNullSchema = z
   .unknown()
   .transform((value, ctx): Window[] | null =>

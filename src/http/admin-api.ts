@@ -11,15 +11,15 @@ import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { userSubject } from "../ratelimit/types.js";
 import type { Readiness } from "../readiness.js";
-import type { Store } from "../store/store.js";
 import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
+import type { ApiStore } from "./api-store.js";
 import { errorHandler, HttpError, notFound, requireJson } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
 import { healthRoutes, sessionJson } from "./public-api.js";
 
 export type AdminApiOptions = {
-  store: Store;
+  store: ApiStore;
   /** The policy in force: tiers and categories are read from it on every request. */
   policy: PolicyState;
   /** Re-reads POLICY_FILE (counted and logged by the caller). */

@@ -6,7 +6,7 @@ import type { PolicyState } from "../authz/policy-state.js";
 import { limitText, windowsOrNullSchema } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
-import type { Store } from "../store/store.js";
+import type { ApiStore } from "./api-store.js";
 import { HttpError } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
@@ -17,7 +17,7 @@ const ownLimitsSchema = z
 
 export function limitsRoutes(
   admin: Router,
-  options: { store: Store; policy: PolicyState; logger: Logger; userOf(req: Request): Promise<User> },
+  options: { store: ApiStore; policy: PolicyState; logger: Logger; userOf(req: Request): Promise<User> },
 ): void {
   const { store, policy, logger, userOf } = options;
   const texts = (windows: readonly Window[]) => windows.map(limitText);

@@ -1,7 +1,7 @@
 // Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
 import type { ErrorRequestHandler, RequestHandler, Response } from "express";
 import type { Logger } from "../logger.js";
-import { StoreUnavailableError } from "../store/errors.js";
+import { StoreUnavailableError } from "../unavailable.js";
 
 export const STATUS = {
   bad_request: 400,

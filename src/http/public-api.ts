@@ -1,12 +1,12 @@
 // The public API on PORT: login, logout, sessions and /me, each validating its own token and session.
 import express, { type Request, type RequestHandler, type Response } from "express";
 import { z } from "zod";
-import type { AuthService, Identity } from "../auth/auth-service.js";
+import type { AuthService } from "../auth/auth-service.js";
 import { ID_PATTERN } from "../auth/jwt.js";
-import type { Session } from "../auth/types.js";
+import type { Identity, Session } from "../auth/types.js";
 import type { Logger } from "../logger.js";
 import { createReadiness, type Readiness } from "../readiness.js";
-import type { Store } from "../store/store.js";
+import type { ApiStore } from "./api-store.js";
 import { type ClientIpOptions, clientIp } from "./client-ip.js";
 import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
 import { bearerToken, handle } from "./handlers.js";
@@ -14,7 +14,7 @@ import { cleanText } from "./sanitize.js";
 
 export type PublicApiOptions = {
   auth: AuthService;
-  store: Store;
+  store: ApiStore;
   logger: Logger;
   clientIp: ClientIpOptions;
   readyTimeoutMs: number;
@@ -62,7 +62,7 @@ function notReady(readiness: Readiness): HttpError | undefined {
 
 export function healthRoutes(
   router: express.Router,
-  options: { store: Store; readyTimeoutMs: number; readiness?: Readiness | undefined },
+  options: { store: ApiStore; readyTimeoutMs: number; readiness?: Readiness | undefined },
 ): void {
   const { store, readyTimeoutMs } = options;
   const readiness = options.readiness ?? ALWAYS_READY;

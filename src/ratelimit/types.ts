@@ -1,27 +1,16 @@
-// The limiter's port: rules, layers, what every store (memory, Redis) answers.
+// The limiter's port: subjects, what every store (memory, Redis) answers. Rules are the policy's (config/rules.ts).
 
-export const ALGORITHMS = ["sliding-log", "sliding-counter", "gcra"] as const;
-/**
- * `sliding-log`: an exact log of request times. `sliding-counter`: two fixed-window counters
- * weighted by their overlap with the sliding window (O(1) memory, approximate). `gcra`: the generic
- * cell rate algorithm, a token bucket held in one timestamp (O(1) memory, exact for its definition).
- */
-export type Algorithm = (typeof ALGORITHMS)[number];
+export {
+  ALGORITHMS,
+  type Algorithm,
+  IP_LAYER,
+  type Layer,
+  MAX_WINDOWS,
+  type Rule,
+  type Window,
+} from "../config/rules.js";
 
-/** At most `limit` requests in any `windowMs` milliseconds (gcra: a burst of `limit`, refilled over the window). */
-export type Window = { limit: number; windowMs: number };
-
-/** One algorithm over one or more windows, shortest first: a request needs room in all of them. */
-export type Rule = { algorithm: Algorithm; windows: readonly Window[] };
-
-/** The most windows one rule may have (each sliding-log window is one Redis key per subject). */
-export const MAX_WINDOWS = 4;
-
-/** A rule counted under a name: the route's category, or `ip` for the per-address layer. */
-export type Layer = { category: string; rule: Rule };
-
-/** The category name of the per-address layer; no route may use it. */
-export const IP_LAYER = "ip";
+import type { Layer, Rule } from "../config/rules.js";
 
 /**
  * A subject's hash-tag content: `u:<user id>` for a user, `ip:<address>` for a client address,
@@ -31,6 +20,8 @@ export const IP_LAYER = "ip";
 export type Subject = string;
 
 export const userSubject = (userId: string): Subject => `u:${userId}`;
+/** Whether a subject is a user's (whose record is the user hash, which never expires). */
+export const isUserSubject = (subject: Subject): boolean => subject.startsWith("u:");
 export const ipSubject = (address: string): Subject => `ip:${address}`;
 export const usernameSubject = (username: string): Subject =>
   `n:${Buffer.from(username, "utf8").toString("hex")}`;

@@ -40,8 +40,14 @@ export type Store = {
   close(): Promise<void>;
 };
 
-/** The public and admin APIs may wait longer on the store than a check. */
-const apiTimeout = (checkTimeoutMs: number): number => Math.max(1_000, checkTimeoutMs * 10);
+/**
+ * Every wait on the store, from REDIS_TIMEOUT_MS (a check's): the public and admin APIs, and a
+ * (re)connection, may take longer than a check.
+ */
+export const storeTimeouts = (checkTimeoutMs: number) => ({
+  apiMs: Math.max(1_000, checkTimeoutMs * 10),
+  connectMs: Math.max(1_000, checkTimeoutMs * 10),
+});
 
 /**
  * A session store whose `create` gives up after `timeoutMs`, and then revokes the session should its
@@ -72,7 +78,7 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
 
 export function createRedisStore(options: { redis: RedisClient; prefix: string; timeoutMs?: number }): Store {
   const { redis } = options;
-  const timeoutMs = apiTimeout(options.timeoutMs ?? 100);
+  const timeoutMs = storeTimeouts(options.timeoutMs ?? 100).apiMs;
   const keys = createKeys(options.prefix);
   const limiter = createRedisRateLimitStore({ redis, keys });
   const invalidations = createRedisInvalidations({ redis, channel: `${options.prefix}invalidations` });
@@ -129,7 +135,7 @@ export function createStore(options: {
   if (options.redis === undefined) return createMemoryStore();
   const redis = createRedisClient({
     settings: options.redis,
-    connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10),
+    connectTimeoutMs: storeTimeouts(options.timeoutMs).connectMs,
   });
   return createRedisStore({ redis, prefix: options.prefix, timeoutMs: options.timeoutMs });
 }

@@ -1,5 +1,5 @@
 // Redis key names. Every key of one subject shares a {hash tag}, so one script may touch them all.
-import type { Subject } from "../../ratelimit/types.js";
+import { isUserSubject, type Subject } from "../../ratelimit/types.js";
 
 export type Keys = {
   /** A sliding-log window's list of request times: window `index` of the subject's `category` rule. */
@@ -29,7 +29,7 @@ export function createKeys(prefix: string): Keys {
   return {
     log: (subject, category, index) => `${prefix}{${subject}}:l:${category}:${index}`,
     record: (subject) =>
-      subject.startsWith("u:") ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`,
+      isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`,
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,

@@ -1,5 +1,5 @@
 // The limiter on Redis: one atomic limit.lua call per request, time from Redis TIME.
-import { type Clock, type Layer, MAX_WINDOWS, type RateLimitStore } from "../../ratelimit/types.js";
+import { type Clock, isUserSubject, type Layer, MAX_WINDOWS, type RateLimitStore } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
@@ -33,7 +33,7 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
   const { redis, keys, clock } = options;
   const hot = hotScripts(redis);
   const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
-  const expires = (subject: string): string => (subject.startsWith("u:") ? "0" : "1");
+  const expires = (subject: string): string => (isUserSubject(subject) ? "0" : "1");
 
   return {
     async hit(subject, layers, hitOptions) {
