@@ -3,7 +3,13 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
-import { demoUsers, loadUsers, readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
+import {
+  demoUsers,
+  loadUsers,
+  readUsersFile,
+  type UsersFileEntry,
+  UsersFileError,
+} from "./auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";

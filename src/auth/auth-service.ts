@@ -8,7 +8,6 @@ import type { TokenCheck, TokenService } from "./jwt.js";
 import { verifyPassword } from "./passwords.js";
 import type { Identity, Session, SessionStore, UserStore } from "./types.js";
 
-
 export type LoginInput = {
   username: string;
   password: string;

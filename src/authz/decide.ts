@@ -7,7 +7,6 @@ import { matchRoute, type RouteRule } from "../config/routes.js";
 import { type HitResult, IP_LAYER, ipSubject, type Layer, type Rule } from "../ratelimit/types.js";
 import type { AuthorizeResult, TierRules } from "./types.js";
 
-
 /**
  * A rule under the name the RateLimit headers give it: `"<tier>-<category>"`, or `"ip"` for the
  * per-address layer. Built once per rule, so that answers built from it are prepared once.

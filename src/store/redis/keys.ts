@@ -28,8 +28,7 @@ export type Keys = {
 export function createKeys(prefix: string): Keys {
   return {
     log: (subject, category, index) => `${prefix}{${subject}}:l:${category}:${index}`,
-    record: (subject) =>
-      isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`,
+    record: (subject) => (isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`),
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,

@@ -1,5 +1,11 @@
 // The limiter on Redis: one atomic limit.lua call per request, time from Redis TIME.
-import { type Clock, isUserSubject, type Layer, MAX_WINDOWS, type RateLimitStore } from "../../ratelimit/types.js";
+import {
+  type Clock,
+  isUserSubject,
+  type Layer,
+  MAX_WINDOWS,
+  type RateLimitStore,
+} from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
