@@ -27,10 +27,13 @@ export type Store = {
   kind: "redis" | "memory";
   users: UserStore;
   sessions: SessionStore;
-  /** For the APIs: failures and slow answers surface as StoreUnavailableError. */
+  /** For the APIs (users, sessions and this limiter): failures and slow answers surface as StoreUnavailableError. */
   limiter: RateLimitStore;
-  /** For the check path, which puts its own REDIS_TIMEOUT_MS deadline on each call. */
-  checks: { limiter: RateLimitStore; authorizer: AuthorizeStore };
+  /**
+   * For the check path: raw ports, without the APIs' deadline or announcements; the checker puts
+   * its own REDIS_TIMEOUT_MS deadline on each call and degrades per FAILURE_MODE.
+   */
+  unguarded: { limiter: RateLimitStore; authorizer: AuthorizeStore };
   /** Announcements of subjects that may be freer than a cached refusal says. */
   invalidations: Invalidations;
   /** Whether the store answers within `timeoutMs`. */
@@ -88,7 +91,7 @@ export function createRedisStore(options: { redis: RedisClient; prefix: string; 
     users: guarded(announcingUsers(createRedisUserStore({ redis, keys }), invalidations), timeoutMs),
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
     limiter: guarded(announcingLimiter(limiter, invalidations), timeoutMs),
-    checks: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
+    unguarded: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
     invalidations,
     ping: (timeoutMs) =>
       withDeadline(redis.ping(), timeoutMs).then(
@@ -116,7 +119,7 @@ export function createMemoryStore(): Store {
     users: announcingUsers(identity.users, invalidations),
     sessions: announcingSessions(identity.sessions, invalidations),
     limiter: announcingLimiter(limiter, invalidations),
-    checks: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
+    unguarded: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
     invalidations,
     ping: async () => true,
     onConnectionError: () => {},
