@@ -1,22 +1,22 @@
-// Wires one tollgate from its parts: services, the three listeners' handlers, metrics and logs.
+// Wires one tollgate from its parts: the policy in force, services, the three listeners, the observer.
 import type { Server } from "node:http";
 import type { Express } from "express";
 import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
-import { compilePolicy, type Decision } from "./authz/decide.js";
+import { createDenialCache } from "./authz/denial-cache.js";
+import { createPolicyState, type PolicyState, type ReloadResult } from "./authz/policy-state.js";
 import type { Config } from "./config/env.js";
 import type { Policy } from "./config/policy.js";
 import { createAdminApi } from "./http/admin-api.js";
-import { type CheckProtocol, createCheckServer } from "./http/check-listener.js";
-import { retryAfterSeconds } from "./http/check-responses.js";
+import { createCheckServer } from "./http/check-listener.js";
 import { createPublicApi } from "./http/public-api.js";
 import type { Logger } from "./logger.js";
+import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import type { Readiness } from "./readiness.js";
 import type { Store } from "./store/store.js";
-import { createThrottledLog } from "./throttled-log.js";
 
 export type Tollgate = {
   publicApp: Express;
@@ -26,6 +26,9 @@ export type Tollgate = {
   auth: AuthService;
   tokens: TokenService;
   metrics: Metrics;
+  policy: PolicyState;
+  /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged. */
+  reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
 };
 
 export type TollgateOptions = {
@@ -36,155 +39,87 @@ export type TollgateOptions = {
   metrics?: Metrics;
   /** Start-up and stop phases; always ready when omitted (tests that build one in-process). */
   readiness?: Readiness;
+  /** Called after the admin endpoint reloaded the policy here (WORKERS: the other workers follow). */
+  onAdminReload?: () => void;
 };
 
-function decisionLabels(decision: Decision): {
-  decision: string;
-  reason: string;
-  tier: string;
-  category: string;
-} {
-  if (decision.kind === "allow") {
-    return {
-      decision: "allow",
-      reason: decision.degraded ? "degraded" : "ok",
-      tier: decision.identity?.tier || decision.limit?.tier || "anonymous",
-      category: decision.limit?.category ?? "none",
-    };
-  }
-  switch (decision.status) {
-    case 401:
-      return { decision: "deny", reason: "unauthenticated", tier: "anonymous", category: "none" };
-    case 429:
-      return {
-        decision: "deny",
-        reason: "rate_limited",
-        tier: decision.limit.tier,
-        category: decision.limit.category,
-      };
-    case 503:
-      return { decision: "deny", reason: "unavailable", tier: "unknown", category: "none" };
-    case 400:
-      return { decision: "deny", reason: "bad_request", tier: "unknown", category: "none" };
-  }
-}
-
 export function createTollgate(options: TollgateOptions): Tollgate {
-  const { config, policy, store, logger } = options;
+  const { config, store, logger } = options;
   const metrics = options.metrics ?? createMetrics();
   const tokens = createTokenService(config.jwt);
   const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
+  const policy = createPolicyState({ file: config.policyFile, initial: options.policy });
+  metrics.policyInfo.set({ version: policy.current().version }, 1);
   // Demo users never log in or pass a check in production, whatever the store holds.
   const refusedUserIds = config.production ? DEMO_USER_IDS : new Set<string>();
   const auth = createAuthService({
     config,
-    policy,
-    store,
+    policy: () => policy.current().policy,
+    users: store.users,
+    sessions: store.sessions,
+    limiter: store.limiter,
     tokens,
     logger,
     onEvent: (event) => metrics.authEvents.inc({ event }),
     refusedUserIds,
   });
 
-  let storeUp = true;
-  metrics.storeUp.set(1);
+  // Refusals answered without the store; only while announcements of freed subjects arrive.
+  const denials =
+    config.denialCacheSize > 0 ? createDenialCache({ maxEntries: config.denialCacheSize }) : undefined;
+  if (denials !== undefined) {
+    store.invalidations.subscribe({
+      message: (subject) => denials.invalidate(subject),
+      health: (healthy) => denials.setEnabled(healthy),
+    });
+  }
+  policy.onChange((active) => {
+    metrics.policyInfo.reset();
+    metrics.policyInfo.set({ version: active.version }, 1);
+    // Limits may have grown: no refusal of the old policy stands, here or on another instance.
+    store.invalidations.publish("*");
+  });
+
+  const observer = createCheckObserver({ metrics, logger, failureMode: config.failureMode });
+  store.onConnectionError((error) => observer.connectionFailed(error));
   const checker = createChecker({
-    compiled: compilePolicy(policy),
+    policy: () => policy.current().compiled,
+    denials,
     tokens,
-    authorizer: store.checks.authorizer,
-    limiter: store.checks.limiter,
+    authorizer: store.unguarded.authorizer,
+    limiter: store.unguarded.limiter,
     failureMode: config.failureMode,
     timeoutMs: config.redisTimeoutMs,
     idleMs: config.sessionIdleTtlSeconds * 1000,
     refusedUserIds,
-    onStoreError(operation, error) {
-      metrics.storeErrors.inc({ operation });
-      if (config.failureMode === "open") metrics.degraded.inc();
-      if (storeUp) {
-        storeUp = false;
-        metrics.storeUp.set(0);
-        logger.warn(
-          { event: "store_down", operation, err: (error as Error).message, failureMode: config.failureMode },
-          "store unavailable: checks degrade",
-        );
-      }
-    },
-    onStoreOk() {
-      if (!storeUp) {
-        storeUp = true;
-        metrics.storeUp.set(1);
-        logger.info({ event: "store_recovered" }, "store answers again: enforcement resumed");
-      }
-    },
-  });
-
-  // Label-bound metric children, resolved once per label set rather than hashed on every check.
-  const durations = new Map<CheckProtocol, ReturnType<typeof metrics.checkDuration.labels>>();
-  const durationChild = (protocol: CheckProtocol) => {
-    let child = durations.get(protocol);
-    if (child === undefined) {
-      child = metrics.checkDuration.labels({ protocol });
-      durations.set(protocol, child);
-    }
-    return child;
-  };
-  const decisionChildren = new Map<string, ReturnType<typeof metrics.decisions.labels>>();
-  const decisionChild = (decision: Decision) => {
-    const labels = decisionLabels(decision);
-    const key = `${labels.decision}|${labels.reason}|${labels.tier}|${labels.category}`;
-    let child = decisionChildren.get(key);
-    if (child === undefined) {
-      child = metrics.decisions.labels(labels);
-      decisionChildren.set(key, child);
-    }
-    return child;
-  };
-
-  // ioredis prints each failed (re)connect to stderr as plain text when nobody listens for "error".
-  const logConnectionError = createThrottledLog({
-    logger,
-    level: "warn",
-    event: "store_connection_error",
-    message: "cannot reach the store",
-  });
-  store.redis?.on("error", (error: Error) => logConnectionError("redis", { err: error.message }));
-  // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
-  store.redis?.on("node error", (error: Error) => logConnectionError("redis", { err: error.message }));
-
-  const logDenial = createThrottledLog({
-    logger,
-    level: "info",
-    event: "rate_limited",
-    message: "request denied: rate limit exceeded",
-  });
-  const logDegraded = createThrottledLog({
-    logger,
-    level: "warn",
-    event: "degraded",
-    message: "request allowed without the store (FAILURE_MODE=open)",
+    onStoreError: (operation, error) => observer.storeFailed(operation, error),
+    onStoreOk: () => observer.storeAnswered(),
   });
   const checkServer = createCheckServer({
     checker,
     clientIp,
     logger,
-    onDecision(protocol: CheckProtocol, decision, seconds, ip) {
-      durationChild(protocol).observe(seconds);
-      decisionChild(decision).inc();
-      if (decision.kind === "deny" && decision.status === 429) {
-        const subject = decision.identity === undefined ? `ip:${ip}` : `user:${decision.identity.userId}`;
-        const { limit } = decision;
-        // The fields are built only for the one line per subject and second that is written.
-        logDenial(`${subject}|${limit.category}`, () => ({
-          subject,
-          category: limit.category,
-          tier: limit.tier,
-          retryAfterSeconds: retryAfterSeconds(limit),
-        }));
-      } else if (decision.kind === "allow" && decision.degraded) {
-        logDegraded("degraded", { userId: decision.identity?.userId, failureMode: config.failureMode });
-      }
-    },
+    onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
   });
+
+  const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
+    const result = policy.reload();
+    const { version, source } = result.active;
+    if (!result.ok) {
+      metrics.policyReloads.inc({ result: "invalid" });
+      logger.error(
+        { event: "policy_invalid", trigger, source, problems: result.problems, version },
+        "policy reload refused: the policy in force stays",
+      );
+    } else {
+      metrics.policyReloads.inc({ result: result.changed ? "changed" : "unchanged" });
+      logger.info(
+        { event: "policy_reloaded", trigger, source, version, changed: result.changed },
+        result.changed ? "policy reloaded" : "policy reloaded: unchanged",
+      );
+    }
+    return result;
+  };
 
   const { readiness } = options;
   const publicApp = createPublicApi({
@@ -198,6 +133,12 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const adminApp = createAdminApi({
     store,
     policy,
+    reloadPolicy: () => {
+      const result = reloadPolicy("admin");
+      if (result.ok) options.onAdminReload?.();
+      return result;
+    },
+    checker,
     logger,
     metrics,
     adminToken: config.adminToken,
@@ -205,5 +146,5 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     readyTimeoutMs: config.redisTimeoutMs,
     readiness,
   });
-  return { publicApp, adminApp, checkServer, checker, auth, tokens, metrics };
+  return { publicApp, adminApp, checkServer, checker, auth, tokens, metrics, policy, reloadPolicy };
 }

@@ -3,7 +3,13 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
-import { demoUsers, loadUsers, readUsersFile, UsersFileError } from "./auth/users-file.js";
+import {
+  demoUsers,
+  loadUsers,
+  readUsersFile,
+  type UsersFileEntry,
+  UsersFileError,
+} from "./auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
@@ -11,7 +17,7 @@ import { createHttpServer } from "./http/server.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store } from "./store/store.js";
-import { shouldSupervise, superviseWorkers } from "./workers.js";
+import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
@@ -69,12 +75,11 @@ function listen(server: Server, port: number, host: string): Promise<void> {
  */
 async function bootstrapUsers(
   config: Config,
-  policy: Policy,
+  entries: UsersFileEntry[] | undefined,
   store: Store,
   logger: Logger,
   readiness: Readiness,
 ): Promise<void> {
-  const entries = config.usersFile !== undefined ? await readUsersFile(config.usersFile, policy) : undefined;
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
     try {
       if (config.production) await removeDemoUsers(store, logger);
@@ -187,13 +192,14 @@ async function main(): Promise<void> {
     format: config.logFormat,
     isTTY: isatty(1),
   });
-  if (config.usersFile !== undefined) {
-    // Validate before anything listens, so a bad file stops start-up with its own message.
-    await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
-      if (error instanceof UsersFileError) fail(error.message.split("\n"));
-      throw error;
-    });
-  }
+  // Read (and validated) once, before anything listens, so a bad file stops start-up with its own message.
+  const entries =
+    config.usersFile === undefined
+      ? undefined
+      : await readUsersFile(config.usersFile, policy).catch((error: unknown) => {
+          if (error instanceof UsersFileError) fail(error.message.split("\n"));
+          throw error;
+        });
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -215,7 +221,20 @@ async function main(): Promise<void> {
   }
 
   const readiness = createReadiness();
-  const tollgate = createTollgate({ config, policy, store, logger, readiness });
+  const tollgate = createTollgate({
+    config,
+    policy,
+    store,
+    logger,
+    readiness,
+    // A reload through one worker's admin port reaches the others through the primary.
+    onAdminReload: () => process.send?.(RELOAD_OTHERS),
+  });
+  // SIGHUP re-reads POLICY_FILE (under WORKERS the primary forwards it to every worker).
+  process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
+  process.on("message", (message: unknown) => {
+    if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
+  });
   const listeners: Listener[] = [
     { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port },
     { name: "check", server: tollgate.checkServer, port: config.checkPort },
@@ -227,7 +246,7 @@ async function main(): Promise<void> {
   }
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
   await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
-  await bootstrapUsers(config, policy, store, logger, readiness).catch((error: unknown) => {
+  await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });

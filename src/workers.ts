@@ -1,7 +1,8 @@
 // WORKERS=N: one primary process that runs N tollgate workers on the same three ports (node:cluster).
 // Each worker is a whole tollgate with its own Redis connection; the primary only supervises: it
-// restarts a worker that dies (with a backoff, so a crash loop does not spin), and on SIGTERM or
-// SIGINT it lets every worker drain and exits 0 once all are gone.
+// restarts a worker that dies (with a backoff, so a crash loop does not spin), on SIGTERM or SIGINT
+// it lets every worker drain and exits 0 once all are gone, and on SIGHUP every worker reloads its
+// policy (as after a reload through any one worker's admin port).
 import cluster, { type Worker } from "node:cluster";
 import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
@@ -48,6 +49,12 @@ export function metricsText(registry: Registry): () => Promise<string> {
       process.send?.({ type: METRICS_MESSAGE, id } satisfies MetricsMessage);
     });
 }
+
+/** The primary tells a worker to reload its policy; a worker asks the primary to tell the others. */
+const RELOAD_MESSAGE = "tollgate:reload-policy";
+export const RELOAD_OTHERS = { type: "tollgate:reload-others" } as const;
+export const isReloadMessage = (message: unknown): boolean =>
+  typeof message === "object" && message !== null && (message as { type?: unknown }).type === RELOAD_MESSAGE;
 
 /** Restart delays: doubled per death in a row of one worker slot, from the first to the last. */
 export const RESTART_FIRST_MS = 250;
@@ -104,7 +111,17 @@ export function superviseWorkers(config: Config, logger: Logger): void {
   // build check, for one), so they start as fast as the primary's own start-up allows.
   cluster.setupPrimary({ exec: fileURLToPath(new URL("./main.js", import.meta.url)) });
   const aggregator = new AggregatorRegistry();
+  const reload = (except?: Worker): void => {
+    for (const slot of slots) {
+      const w = slot.worker;
+      if (w !== undefined && w !== except && w.isConnected()) w.send({ type: RELOAD_MESSAGE });
+    }
+  };
   cluster.on("message", (worker, message: unknown) => {
+    if ((message as { type?: unknown } | null)?.type === RELOAD_OTHERS.type) {
+      reload(worker);
+      return;
+    }
     if (!isMetricsMessage(message)) return;
     const reply = (fields: Partial<MetricsMessage>) => {
       if (worker.isConnected()) worker.send({ type: METRICS_MESSAGE, id: message.id, ...fields });
@@ -181,6 +198,13 @@ export function superviseWorkers(config: Config, logger: Logger): void {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGHUP", () => {
+    logger.info(
+      { event: "policy_reload_requested", workers: config.workers },
+      "SIGHUP: every worker reloads its policy",
+    );
+    reload();
+  });
 
   for (const slot of slots) start(slot);
 }

@@ -12,10 +12,20 @@ import {
   rowsTable,
   targetsTable,
 } from "./report.mjs";
-import { fillWindow, MEMORY_ENTRIES, monitorSamples, runRows } from "./rows.mjs";
+import { memoryBySubject, monitorSamples, runRows } from "./rows.mjs";
 import { scaleOutRows } from "./scale-out.mjs";
 import { KEY_PREFIX, startCeiling, startNginx, startTollgate, startUpstream } from "./services.mjs";
-import { bearer, exhaust, expectStatus, HUGE, HUGE_RULE, machineInfo, POLICY, startCore } from "./setup.mjs";
+import {
+  BUILT_IN,
+  bearer,
+  exhaust,
+  expectStatus,
+  HUGE,
+  HUGE_RULE,
+  machineInfo,
+  POLICY,
+  startCore,
+} from "./setup.mjs";
 
 /** The proxies, the upstream and the ceilings, on top of the core (redis-server and tollgate). */
 async function startAround(core, { dir, options }) {
@@ -46,13 +56,29 @@ async function startAround(core, { dir, options }) {
   // The same build with WORKERS=2 on the same Redis, users and policy: the core's tokens work on it.
   const policyFile = join(dir, "policy.yaml");
   const shared = { redisUrl: core.redis.url, policyFile, main: options.tollgateMain };
-  const twoWorkers = await startTollgate({ ...shared, name: "tollgate (2 workers)", workers: 2 });
+  const twoWorkers = await startTollgate({
+    ...shared,
+    name: "tollgate (2 workers)",
+    workers: 2,
+    env: { DENIAL_CACHE_SIZE: "0" },
+  });
+  // The same build with its denial cache on (the default): refusals answered without Redis.
+  const cached = await startTollgate({ ...shared, name: "tollgate (denial cache)" });
   // --compare FILE: another build (e.g. main's, before a change) measured in the same run.
-  const compare =
-    options.compare === undefined
-      ? undefined
-      : await startTollgate({ ...shared, main: options.compare, name: "tollgate (compare build)" });
-  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling, fixedFloor, twoWorkers, compare };
+  // It gets the built-in policy alone: an older build may not know the bench's algorithm tiers.
+  let compare;
+  if (options.compare !== undefined) {
+    const comparePolicy = join(dir, "policy-compare.yaml");
+    writeFileSync(comparePolicy, `# Written by bench/run.mjs from the built-in policy.\n${BUILT_IN}`);
+    compare = await startTollgate({
+      ...shared,
+      policyFile: comparePolicy,
+      main: options.compare,
+      name: "tollgate (compare build)",
+      env: { DENIAL_CACHE_SIZE: "0" },
+    });
+  }
+  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling, fixedFloor, twoWorkers, cached, compare };
 }
 
 function rowSpecs(core, around, memory) {
@@ -98,7 +124,7 @@ function rowSpecs(core, around, memory) {
       headers: bearer(bob),
       expected: 200,
       after: async () => {
-        const w = await windowBytes(redisClient, `${KEY_PREFIX}{u:${bob.user_id}}:w:general`);
+        const w = await windowBytes(redisClient, `${KEY_PREFIX}{u:${bob.user_id}}:l:general:0`);
         memory.push({ id: "allowed-row", label: "the allowed row's window, right after the row", ...w });
       },
     },
@@ -110,6 +136,37 @@ function rowSpecs(core, around, memory) {
       url: checkUrl,
       headers: bearer(alice),
       expected: 429,
+    },
+    ...["counter", "gcra"].flatMap((name) => [
+      {
+        ...tollgateRow,
+        id: `allowed-${name}`,
+        short: `allowed, ${name}`,
+        label: `tollgate check, allowed, ${name === "gcra" ? "gcra" : "sliding-counter"}: Envoy, ${HUGE} → 200`,
+        url: checkUrl,
+        headers: bearer(core.byAlgorithm[`bench_${name}`]),
+        expected: 200,
+      },
+      {
+        ...tollgateRow,
+        id: `denied-${name}`,
+        short: `denied, ${name}`,
+        label: `tollgate check, denied, ${name === "gcra" ? "gcra" : "sliding-counter"}: Envoy, 1/1h spent → 429`,
+        url: checkUrl,
+        headers: bearer(core.byAlgorithm[`bench_${name}_low`]),
+        expected: 429,
+      },
+    ]),
+    {
+      ...tollgateRow,
+      id: "denied-cached",
+      short: "denied, cached",
+      label: "tollgate check, denied with the denial cache on (as the denied row) → 429",
+      url: `${around.cached.checkUrl}/ext_authz/api/products`,
+      headers: bearer(alice),
+      expected: 429,
+      server: around.cached,
+      servers: ["tollgate (denial cache)"],
     },
     {
       ...tollgateRow,
@@ -211,7 +268,7 @@ function render({ machine, rows, monitor, memory, targets }) {
     "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
     "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
     "(tollgate_decisions_total) or the requests a ceiling served (its GET /count); commands run inside a script count in",
-    "the cmds column. Script µs/call is commandstats' usec_per_call of EVALSHA/EVAL (the script's own time, its commands",
+    "the cmds column. Script µs/call is commandstats' usec_per_call of FCALL/EVALSHA/EVAL (the script's own time, its commands",
     "included); Redis µs/request is the time of the commands clients sent (the script, or INCR + PEXPIRE) per request;",
     "Redis CPU µs/request is the INFO cpu delta (used_cpu_sys + used_cpu_user) per request, networking and parsing included.",
     "Latencies are per response, measured by the load generator. Server CPU: the CPU time of the row's servers (tollgate",
@@ -235,6 +292,11 @@ export async function benchRun({ options, dir, resultsDir }) {
   try {
     const around = await startAround(core, { dir, options });
     await exhaust(core.checkUrl, bearer(core.alice));
+    for (const tier of ["bench_counter_low", "bench_gcra_low"])
+      await exhaust(core.checkUrl, bearer(core.byAlgorithm[tier]));
+    if (around.compare !== undefined) {
+      await exhaust(`${around.compare.checkUrl}/ext_authz/api/products`, bearer(core.alice));
+    }
     const memory = [];
     const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
     for (const spec of specs) await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
@@ -254,9 +316,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       ctx,
       specs.filter((s) => sampled.includes(s.id)),
     );
-    const fill = await fillWindow(core.redis.url, core.redisClient);
-    const fillLabel = `${MEMORY_ENTRIES.toLocaleString("en-US")} hits through windowHit (dist/), 1h window`;
-    memory.unshift({ id: "fill", label: fillLabel, ...fill });
+    memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
     const targets = evaluateTargets({ byId, monitor, memory });
     const report = render({ machine, rows, monitor, memory, targets });

@@ -1,11 +1,9 @@
 // The processes of one bench run: every child is tracked, and all of them are stopped on any way out.
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const INSTALL_HINT = "install it with: apt-get update && apt-get install -y redis-server nginx";
 
 /** @type {Set<RunningProcess>} */
 const running = new Set();
@@ -19,44 +17,7 @@ const running = new Set();
  * @property {(timeoutMs?: number) => Promise<void>} stop graceful signal, then SIGKILL after the timeout
  */
 
-export function findBinary(name, extraPaths = []) {
-  for (const path of extraPaths) if (existsSync(path)) return path;
-  try {
-    return execFileSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).trim();
-  } catch {
-    throw new Error(`${name} was not found on PATH; the bench runs a real ${name}: ${INSTALL_HINT}`);
-  }
-}
-
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
-    });
-  });
-}
-
-export async function waitFor(check, timeoutMs, what, proc) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (proc !== undefined && !proc.alive()) {
-      throw new Error(`${what}: the process exited during start-up\n${proc.output()}`);
-    }
-    try {
-      if (await check()) return;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${proc?.output() ?? ""}`);
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+export { findBinary, freePort, waitFor } from "../../test/support/local.mjs";
 
 export const portOpen = (port) =>
   new Promise((resolve) => {

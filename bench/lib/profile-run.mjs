@@ -4,14 +4,15 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { measure, summarizeLoad } from "./load.mjs";
 import { summarizeProfile } from "./profile.mjs";
-import { bearer, exhaust, startCore } from "./setup.mjs";
+import { BUILT_IN, bearer, exhaust, startCore } from "./setup.mjs";
 
 const pct = (share) => `${(share * 100).toFixed(1)}%`;
 
 export async function profileRun({ options, dir, resultsDir }) {
   const profileDir = join(dir, "profile");
   const nodeArgs = ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, "--cpu-prof-name=tollgate.cpuprofile"];
-  const core = await startCore({ dir, options, nodeArgs });
+  // The built-in policy alone, so that an older build (--tollgate) can be profiled as well.
+  const core = await startCore({ dir, options, nodeArgs, policy: BUILT_IN });
   try {
     const kind = options.profileRow;
     const headers = { allowed: bearer(core.bob), denied: bearer(core.alice), anonymous: {} }[kind];

@@ -30,7 +30,7 @@ export async function redisCpuSeconds(redis) {
 
 /**
  * Command counts since the last CONFIG RESETSTAT. Redis counts the commands that a script runs in
- * commandstats and in total_commands_processed as well, so `scriptCalls` (EVALSHA + EVAL) is the
+ * commandstats and in total_commands_processed as well, so `scriptCalls` (FCALL, EVALSHA, EVAL) is the
  * number of round trips that ran a script and `all` includes every command run inside them.
  */
 export async function commandCounts(redis) {
@@ -88,18 +88,19 @@ export async function monitorSample(url, work) {
   return counts;
 }
 
-/** Bytes of one sorted-set window divided by its entries (`MEMORY USAGE … SAMPLES 0`: every entry). */
+/** Bytes of one key (`MEMORY USAGE … SAMPLES 0`: every element), and per list entry for a sliding log. */
 export async function windowBytes(redis, key) {
-  const [bytes, entries, encoding] = await Promise.all([
+  const [bytes, type, encoding] = await Promise.all([
     redis.call("MEMORY", "USAGE", key, "SAMPLES", "0"),
-    redis.zcard(key),
+    redis.type(key),
     redis.object("ENCODING", key),
   ]);
+  const entries = type === "list" ? await redis.llen(key) : undefined;
   return {
     key,
     bytes: Number(bytes),
     entries,
     encoding,
-    bytesPerEntry: entries > 0 ? Number(bytes) / entries : Number.NaN,
+    bytesPerEntry: entries === undefined || entries === 0 ? Number.NaN : Number(bytes) / entries,
   };
 }

@@ -7,7 +7,6 @@ import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes 
 import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
-export const MEMORY_ENTRIES = 10_000;
 const MONITOR_REQUESTS = 2_000;
 
 const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text());
@@ -176,11 +175,16 @@ const loadDist = (path) =>
     throw new Error(`cannot load dist/${path} (npm run bench builds it first): ${error.message}`);
   });
 
+/** Requests counted in a subject's window for the memory figures. */
+export const MEMORY_COUNTS = [10, 1_000, 100_000];
+
 /**
- * Fills one window with MEMORY_ENTRIES hits through tollgate's own code (dist/): its client, key
- * names, request ids and windowHit script, so the entries are the ones production stores.
+ * Redis bytes per subject for each algorithm, with 10, 1,000 and 100,000 requests in its window,
+ * written through tollgate's own code (dist/: client, key names, scripts), so the keys are the ones
+ * production stores: a sliding log's list, a counter's or gcra's record hash (an address's; a user's
+ * state is a field of the user hash, the same bytes less the hash's own).
  */
-export async function fillWindow(redisUrl, redisClient) {
+export async function memoryBySubject(redisUrl, redisClient) {
   const { createRedisClient } = await loadDist("src/store/redis/client.js");
   const { createKeys } = await loadDist("src/store/redis/keys.js");
   const { createRedisRateLimitStore } = await loadDist("src/store/redis/rate-limit-store.js");
@@ -198,18 +202,33 @@ export async function fillWindow(redisUrl, redisClient) {
     }
     const keys = createKeys(KEY_PREFIX);
     const store = createRedisRateLimitStore({ redis: client, keys });
-    const rule = { limit: 1_000_000, windowMs: 3_600_000 };
-    let allowed = 0;
-    for (let done = 0; done < MEMORY_ENTRIES; done += 500) {
-      const batch = Math.min(500, MEMORY_ENTRIES - done);
-      const hits = await Promise.all(
-        Array.from({ length: batch }, () => store.hit("u:bench-memory", "general", rule)),
-      );
-      allowed += hits.filter((h) => h.allowed).length;
+    const rows = [];
+    for (const algorithm of ["sliding-log", "sliding-counter", "gcra"]) {
+      for (const count of MEMORY_COUNTS) {
+        const subject = `ip:bench-${algorithm}-${count}`;
+        const layers = [
+          { category: "general", rule: { algorithm, windows: [{ limit: 1_000_000, windowMs: 3_600_000 }] } },
+        ];
+        let allowed = 0;
+        for (let done = 0; done < count; done += 500) {
+          const batch = Math.min(500, count - done);
+          const hits = await Promise.all(Array.from({ length: batch }, () => store.hit(subject, layers)));
+          allowed += hits.filter((h) => h.allowed).length;
+        }
+        if (allowed !== count) throw new Error(`memory fill: ${allowed} of ${count} hits were allowed`);
+        const key = algorithm === "sliding-log" ? keys.log(subject, "general", 0) : keys.record(subject);
+        const w = await windowBytes(redisClient, key);
+        rows.push({
+          id: `memory-${algorithm}-${count}`,
+          algorithm,
+          count,
+          label: `${algorithm}, ${count.toLocaleString("en-US")} requests in the window`,
+          ...w,
+          bytesPerSubject: w.bytes,
+        });
+      }
     }
-    if (allowed !== MEMORY_ENTRIES)
-      throw new Error(`memory fill: ${allowed} of ${MEMORY_ENTRIES} hits were allowed`);
-    return await windowBytes(redisClient, keys.window("u:bench-memory", "general"));
+    return rows;
   } finally {
     client.disconnect();
   }

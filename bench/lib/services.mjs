@@ -46,6 +46,8 @@ export async function startTollgate({
   nodeArgs = [],
   name = "tollgate",
   workers,
+  /** More settings, e.g. DENIAL_CACHE_SIZE. */
+  env = {},
 }) {
   const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const proc = startProcess({
@@ -67,6 +69,7 @@ export async function startTollgate({
       ...(workers === undefined ? {} : { WORKERS: String(workers) }),
       DRAIN_DELAY_MS: "0",
       ENV_FILE: "",
+      ...env,
     },
   });
   const url = `http://127.0.0.1:${port}`;
@@ -159,6 +162,19 @@ export async function startNginx({ kind, dir, workers, checkPort, publicPort, up
 }
 
 /** POST /auth/login on tollgate's public port. */
+/** Creates a user through the admin API (the bench's admin token), for a tier of the bench's own. */
+export async function createUser(adminUrl, username, tier, password = "bench-password") {
+  const res = await fetch(`${adminUrl}/admin/users`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: JSON.stringify({ username, password, tier }),
+  });
+  const text = await res.text();
+  if (res.status !== 201 && res.status !== 409)
+    throw new Error(`creating ${username} failed: ${res.status} ${text}`);
+  return password;
+}
+
 export async function login(url, username, password = "secret") {
   const res = await fetch(`${url}/auth/login`, {
     method: "POST",

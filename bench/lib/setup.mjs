@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { DEFAULT_POLICY_YAML } from "../../dist/src/config/policy.js";
 import { findBinary, ROOT } from "./processes.mjs";
 import { connectRedis } from "./redis-stats.mjs";
-import { login, startRedis, startTollgate } from "./services.mjs";
+import { createUser, login, startRedis, startTollgate } from "./services.mjs";
 
 // A limit that the bench never fills (the policy caps counts at 1,000,000): a window never holds more
 // than `rate × 10 s` entries, so the allowed, anonymous and nginx rows really are all allowed.
@@ -16,9 +16,19 @@ export const HUGE_RULE = { limit: 1_000_000, windowMs: 10_000 };
  * The built-in policy (its routes and free's limits) with every other tier's limits made huge: free's
  * 100/1h stays, to be exhausted for the 429 row. Built from the default so the two cannot drift apart.
  */
-export const POLICY = `# Written by bench/run.mjs from the built-in policy.\n${DEFAULT_POLICY_YAML.replace(
-  /^(\s*(?:anonymous|pro|enterprise):.*)$/gm,
-  (line) => line.replace(/\d+\/\d+[smhd]/g, HUGE),
+export const BUILT_IN = DEFAULT_POLICY_YAML.replace(/^(\s*(?:anonymous|pro|enterprise):.*)$/gm, (line) =>
+  line.replace(/\d+\/\d+[smhd]/g, HUGE),
+);
+/** Tiers of the bench's own, one per algorithm: huge limits for the allowed rows, one an hour for the denied. */
+const ALGORITHM_TIERS = ["sliding-counter", "gcra"].flatMap((algorithm) => {
+  const name = algorithm === "gcra" ? "gcra" : "counter";
+  const all = (limit) =>
+    `{ algorithm: ${algorithm}, general: ${limit}, search: ${limit}, orders: ${limit}, account: ${limit} }`;
+  return [`  bench_${name}: ${all(HUGE)}`, `  bench_${name}_low: ${all("1/1h")}`];
+});
+export const POLICY = `# Written by bench/run.mjs from the built-in policy.\n${BUILT_IN.replace(
+  /^tiers:\n/m,
+  `tiers:\n${ALGORITHM_TIERS.join("\n")}\n`,
 )}`;
 
 export const bearer = (session) => ({ authorization: `Bearer ${session.access_token}` });
@@ -47,24 +57,34 @@ export function machineInfo(options) {
  * redis-server, a tollgate on the bench policy, and the demo users logged in: bob_pro (pro) for the
  * allowed row, ent_carol (enterprise) for nginx, alice (free) for the 429 row.
  */
-export async function startCore({ dir, options, nodeArgs = [] }) {
+export async function startCore({ dir, options, nodeArgs = [], policy = POLICY }) {
   const redis = await startRedis();
   const redisClient = connectRedis(redis.url);
   const policyFile = join(dir, "policy.yaml");
-  writeFileSync(policyFile, POLICY);
+  writeFileSync(policyFile, policy);
+  // Without the denial cache: every row measures the store call (a cached row has a tollgate of its own).
   const tollgate = await startTollgate({
     redisUrl: redis.url,
     policyFile,
     main: options.tollgateMain,
     nodeArgs,
+    env: { DENIAL_CACHE_SIZE: "0" },
   });
   const [bob, carol, alice] = [
     await login(tollgate.url, "bob_pro"),
     await login(tollgate.url, "ent_carol"),
     await login(tollgate.url, "alice"),
   ];
+  // One user per algorithm tier: huge limits (allowed rows) and one an hour (denied rows).
+  const byAlgorithm = {};
+  for (const tier of policy === POLICY
+    ? ["bench_counter", "bench_counter_low", "bench_gcra", "bench_gcra_low"]
+    : []) {
+    const password = await createUser(tollgate.adminUrl, tier, tier);
+    byAlgorithm[tier] = await login(tollgate.url, tier, password);
+  }
   const checkUrl = `${tollgate.checkUrl}/ext_authz/api/products`;
-  return { redis, redisClient, tollgate, bob, carol, alice, checkUrl };
+  return { redis, redisClient, tollgate, bob, carol, alice, byAlgorithm, checkUrl };
 }
 
 /** Spends the free user's 100/1h so that every later check of theirs is a 429. */

@@ -3,13 +3,10 @@ import type { Config } from "../config/env.js";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { sidPrefix } from "../logger.js";
-import type { Rule } from "../ratelimit/types.js";
-import type { Store } from "../store/store.js";
+import { type Layer, logRule, type RateLimitStore, type Rule, usernameSubject } from "../ratelimit/types.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
 import { verifyPassword } from "./passwords.js";
-import type { Session } from "./types.js";
-
-export type Identity = { userId: string; sessionId: string; tier: string };
+import type { Identity, Session, SessionStore, UserStore } from "./types.js";
 
 export type LoginInput = {
   username: string;
@@ -41,8 +38,12 @@ export type AuthEvent =
 
 export type AuthServiceOptions = {
   config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
-  policy: Policy;
-  store: Store;
+  /** The policy in force (a reload may change it between two logins). */
+  policy: () => Policy;
+  /** The ports the service uses; their failures surface as StoreUnavailableError (503). */
+  users: UserStore;
+  sessions: SessionStore;
+  limiter: RateLimitStore;
   tokens: TokenService;
   logger: Logger;
   onEvent?: (event: AuthEvent) => void;
@@ -50,14 +51,12 @@ export type AuthServiceOptions = {
   refusedUserIds?: ReadonlySet<string>;
 };
 
-/** Failed logins per username share the per-IP login limit of the anonymous tier. */
+/** Failed logins per username share the per-IP login rule of the anonymous tier. */
 const LOCKOUT_CATEGORY = "login_failed";
-const FALLBACK_LOCKOUT: Rule = { limit: 10, windowMs: 15 * 60_000 };
-
-const usernameSubject = (username: string): string => `n:${Buffer.from(username, "utf8").toString("hex")}`;
+const FALLBACK_LOCKOUT: Rule = logRule(10, 15 * 60_000);
 
 export function createAuthService(options: AuthServiceOptions) {
-  const { config, store, tokens, logger } = options;
+  const { config, users, sessions, limiter, tokens, logger } = options;
   const emit = options.onEvent ?? (() => {});
   const refusedUserIds = options.refusedUserIds ?? new Set<string>();
   const idleMs = config.sessionIdleTtlSeconds * 1000;
@@ -66,10 +65,19 @@ export function createAuthService(options: AuthServiceOptions) {
     maxAgeMs: config.sessionMaxAgeSeconds * 1000,
     maxPerUser: config.maxSessionsPerUser,
   };
-  const loginLimit = options.policy.tiers.get(ANONYMOUS_TIER)?.get("login");
-  const lockoutRule: Rule = loginLimit
-    ? { limit: loginLimit.count, windowMs: loginLimit.windowMs }
-    : FALLBACK_LOCKOUT;
+  /** Failed logins per username follow the anonymous tier's login rule of the policy in force. */
+  const lockouts = new WeakMap<Policy, Layer>();
+  const lockoutOf = (policy: Policy): Layer => {
+    let layer = lockouts.get(policy);
+    if (layer === undefined) {
+      layer = {
+        category: LOCKOUT_CATEGORY,
+        rule: policy.tiers.get(ANONYMOUS_TIER)?.get("login") ?? FALLBACK_LOCKOUT,
+      };
+      lockouts.set(policy, layer);
+    }
+    return layer;
+  };
 
   /**
    * The login in progress per username. Attempts on one name run one at a time in this process:
@@ -90,16 +98,18 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
-    const lockout = await store.limiter.peek(subject, LOCKOUT_CATEGORY, lockoutRule);
-    if (lockout.remaining === 0) {
+    const lockoutLayer = lockoutOf(options.policy());
+    const full = (await limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
+    if (full.length > 0) {
       emit("lockout");
       logger.warn(
         { event: "lockout", ip: input.ip },
         "login refused: too many failed attempts for this username",
       );
-      return { kind: "locked", retryAfterMs: Math.max(1000, lockout.resetAtMs - Date.now()) };
+      const freesAt = Math.max(...full.map((w) => w.resetAtMs));
+      return { kind: "locked", retryAfterMs: Math.max(1000, freesAt - Date.now()) };
     }
-    const found = await store.users.findByUsername(input.username);
+    const found = await users.findByUsername(input.username);
     // Demo users never log in where they are refused (production), whatever the store holds.
     const user = found !== undefined && refusedUserIds.has(found.id) ? undefined : found;
     // Unknown users cost the same scrypt work as a wrong password, and get the same answer.
@@ -110,7 +120,7 @@ export function createAuthService(options: AuthServiceOptions) {
     const created =
       user === undefined || !valid || user.disabled
         ? "refused"
-        : await store.sessions.create(
+        : await sessions.create(
             {
               userId: user.id,
               deviceName: input.deviceName,
@@ -121,7 +131,7 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await store.limiter.hit(subject, LOCKOUT_CATEGORY, lockoutRule);
+      await limiter.hit(subject, [lockoutLayer]);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
@@ -153,7 +163,7 @@ export function createAuthService(options: AuthServiceOptions) {
     if (refusedUserIds.has(userId)) {
       return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
     }
-    const session = await store.sessions.touch(userId, sessionId, idleMs);
+    const session = await sessions.touch(userId, sessionId, idleMs);
     if (session.kind !== "ok") {
       return { kind: "unauthorized", reason: "revoked", description: "session expired or revoked" };
     }
@@ -161,7 +171,7 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function logout(identity: Identity): Promise<void> {
-    await store.sessions.revoke(identity.userId, identity.sessionId);
+    await sessions.revoke(identity.userId, identity.sessionId);
     emit("logout");
     logger.info(
       { event: "logout", userId: identity.userId, sid: sidPrefix(identity.sessionId) },
@@ -170,21 +180,21 @@ export function createAuthService(options: AuthServiceOptions) {
   }
 
   async function logoutAll(identity: Identity): Promise<number> {
-    const revoked = await store.sessions.revokeAll(identity.userId);
+    const revoked = await sessions.revokeAll(identity.userId);
     emit("logout_all");
     logger.info({ event: "logout_all", userId: identity.userId, revoked }, "logged out from every device");
     return revoked;
   }
 
   async function listSessions(userId: string): Promise<Session[]> {
-    return store.sessions.list(userId);
+    return sessions.list(userId);
   }
 
   async function revokeSession(identity: Identity, sessionId: string): Promise<RevokeResult> {
     if (sessionId === identity.sessionId) return "current";
-    const own = await store.sessions.list(identity.userId);
+    const own = await sessions.list(identity.userId);
     if (!own.some((s) => s.sessionId === sessionId)) return "not_found";
-    await store.sessions.revoke(identity.userId, sessionId);
+    await sessions.revoke(identity.userId, sessionId);
     emit("session_revoked");
     logger.info(
       { event: "session_revoked", userId: identity.userId, sid: sidPrefix(sessionId) },
@@ -193,7 +203,14 @@ export function createAuthService(options: AuthServiceOptions) {
     return "revoked";
   }
 
-  return { login, authenticate, logout, logoutAll, listSessions, revokeSession, lockoutRule };
+  return {
+    login,
+    authenticate,
+    logout,
+    logoutAll,
+    listSessions,
+    revokeSession,
+  };
 }
 
 export type AuthService = ReturnType<typeof createAuthService>;

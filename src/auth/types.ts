@@ -1,5 +1,8 @@
 // The identity ports: users and revocable sessions, as every store (memory, Redis) offers them.
-import type { HitResult } from "../ratelimit/types.js";
+import type { Window } from "../ratelimit/types.js";
+
+/** Who a request is: the user, the session it came with, and the user's tier then. */
+export type Identity = { userId: string; sessionId: string; tier: string };
 
 /** Where a user came from: the admin API, USERS_FILE, or the built-in demo list. */
 export type UserSource = "admin" | "file" | "demo";
@@ -16,6 +19,8 @@ export type User = {
   disabled: boolean;
   source: UserSource;
   seed: Seed | undefined;
+  /** The user's own windows per category, set by an admin; the tier's apply to the others. */
+  limits: Readonly<Record<string, readonly Window[]>>;
 };
 
 export type NewUser = {
@@ -33,6 +38,8 @@ export type UserPatch = {
   disabled?: boolean;
   source?: UserSource;
   seed?: Seed;
+  /** Per category: the user's own windows, or null to follow the tier again. */
+  limits?: Readonly<Record<string, readonly Window[] | null>>;
 };
 
 /** One page of the user listing, in user-id order; `nextCursor` is undefined on the last page. */
@@ -63,15 +70,6 @@ export type SessionLifetimes = { idleMs: number; maxAgeMs: number; maxPerUser: n
 
 /** A session's validity: ok with the user's current tier, or why not. */
 export type SessionCheck = { kind: "ok"; tier: string } | { kind: "no_session" } | { kind: "user_inactive" };
-
-/** The category's limits per tier, as the check path hands them to the store. */
-export type TierLimits = ReadonlyMap<string, { limit: number; windowMs: number }>;
-
-export type AuthorizeResult =
-  | { kind: "no_session" }
-  | { kind: "user_inactive" }
-  | { kind: "unknown_tier"; tier: string }
-  | { kind: "ok"; tier: string; hit: HitResult };
 
 export type UserStore = {
   /** Inserts a user; "exists" when the username is taken. */
@@ -104,15 +102,4 @@ export type SessionStore = {
   list(userId: string): Promise<Session[]>;
   revoke(userId: string, sessionId: string): Promise<boolean>;
   revokeAll(userId: string): Promise<number>;
-};
-
-/** The check path's one store call: session, tier and sliding window together. */
-export type AuthorizeStore = {
-  authorize(options: {
-    userId: string;
-    sessionId: string;
-    category: string;
-    limits: TierLimits;
-    idleMs: number;
-  }): Promise<AuthorizeResult>;
 };

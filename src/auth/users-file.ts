@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
+import { ProblemsError, problemsOf } from "../config/problems.js";
 import { ID_PATTERN } from "./jwt.js";
 import { hashPassword, isPasswordHash } from "./passwords.js";
 import type { NewUser, UserStore } from "./types.js";
@@ -30,10 +31,9 @@ const entrySchema = z
 
 const fileSchema = z.union([z.array(entrySchema), z.strictObject({ users: z.array(entrySchema) })]);
 
-export class UsersFileError extends Error {
+export class UsersFileError extends ProblemsError {
   constructor(file: string, problems: string[]) {
-    super(`invalid USERS_FILE ${file}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
-    this.name = "UsersFileError";
+    super(`invalid USERS_FILE ${file}`, problems);
   }
 }
 
@@ -58,10 +58,7 @@ export async function readUsersFile(file: string, policy: Policy): Promise<Users
   }
   const parsed = fileSchema.safeParse(document);
   if (!parsed.success) {
-    throw new UsersFileError(
-      file,
-      parsed.error.issues.map((i) => `${i.path.join(".") || "(top level)"}: ${i.message}`),
-    );
+    throw new UsersFileError(file, problemsOf(parsed.error));
   }
   const entries = Array.isArray(parsed.data) ? parsed.data : parsed.data.users;
   const problems = entries.flatMap((u, i) =>

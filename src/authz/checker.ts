@@ -1,9 +1,8 @@
-// Runs one check: token, plan, the one store call, decision; store failures degrade per FAILURE_MODE.
+// Runs one check: token, plan, a cached refusal or the one store call, decision; store failures degrade.
 import type { TokenCheck, TokenService } from "../auth/jwt.js";
-import type { AuthorizeStore } from "../auth/types.js";
 import type { FailureMode } from "../config/env.js";
 import { createDeadline } from "../deadline.js";
-import type { RateLimitStore } from "../ratelimit/types.js";
+import { IP_LAYER, type RateLimitStore, userSubject } from "../ratelimit/types.js";
 import {
   type CompiledPolicy,
   type Decision,
@@ -12,11 +11,14 @@ import {
   decideUser,
   plan,
 } from "./decide.js";
+import type { DenialCache } from "./denial-cache.js";
+import type { AuthorizeStore } from "./types.js";
 
 export type CheckRequest = { method: string; path: string; authorization: string | undefined; ip: string };
 
 export type CheckerOptions = {
-  compiled: CompiledPolicy;
+  /** The policy in force, read once per check (a reload swaps it between checks). */
+  policy(): CompiledPolicy;
   tokens: TokenService;
   authorizer: AuthorizeStore;
   limiter: RateLimitStore;
@@ -24,6 +26,8 @@ export type CheckerOptions = {
   /** REDIS_TIMEOUT_MS: the longest a check waits on the store before it degrades. */
   timeoutMs: number;
   idleMs: number;
+  /** Refusals answered without the store until their window frees; none when undefined. */
+  denials?: DenialCache;
   /** Users refused whatever the store says (the demo users, in production), even when degraded. */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call. */
@@ -41,16 +45,21 @@ export function readToken(authorization: string | undefined, tokens: TokenServic
   return tokens.verify(authorization.slice(7).trim());
 }
 
-export type Checker = (request: CheckRequest) => Promise<Decision>;
+/** `dryRun`: the decision without counting, renewing or caching anything (the admin's check). */
+export type Checker = (request: CheckRequest, options?: { dryRun?: boolean }) => Promise<Decision>;
+
+type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
+const isDenial = (d: Decision): d is Denial => d.kind === "deny" && d.status === 429;
 
 export function createChecker(options: CheckerOptions): Checker {
-  const { compiled, tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } =
-    options;
+  const { tokens, authorizer, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk } = options;
   const { refusedUserIds } = options;
-
   const withDeadline = createDeadline(timeoutMs);
 
-  return async (request) => {
+  return async (request, checkOptions) => {
+    const dryRun = checkOptions?.dryRun === true;
+    const denials = dryRun ? undefined : options.denials;
+    const compiled = options.policy();
     const token = readToken(request.authorization, tokens);
     const p = plan(compiled, { method: request.method, path: request.path, token, ip: request.ip });
     if (p.kind === "done") return p.decision;
@@ -63,31 +72,78 @@ export function createChecker(options: CheckerOptions): Checker {
         tokenSent: true,
       };
     }
+    const now = Date.now();
+    const generation = denials?.generation() ?? 0;
+
     if (p.kind === "anonymous") {
+      if (denials !== undefined) {
+        for (const layer of p.layers) {
+          const cached = denials.lookup(p.subject, layer.category, undefined, now);
+          if (cached !== undefined) return cached;
+        }
+      }
+      let decision: Decision;
       try {
-        const hit = await withDeadline(limiter.hit(p.subject, p.category, p.rule));
+        const hit = await withDeadline(limiter.hit(p.subject, p.layers, { dryRun }));
         onStoreOk();
-        return decideAnonymous(p, hit);
+        decision = decideAnonymous(p, hit);
       } catch (error) {
         onStoreError("hit", error);
         return decideDegraded(p, failureMode);
       }
+      if (denials !== undefined && isDenial(decision)) {
+        const retryAtMs = now + decision.limit.retryAfterMs;
+        const times = { retryAtMs, untilMs: retryAtMs };
+        denials.remember(p.subject, decision.limit.category, undefined, decision, times, generation);
+      }
+      return decision;
     }
+
+    const subject = userSubject(p.userId);
+    if (denials !== undefined) {
+      const cached =
+        (p.ip === undefined ? undefined : denials.lookup(p.ip.subject, IP_LAYER, undefined, now)) ??
+        denials.lookup(subject, p.category, p.sessionId, now);
+      if (cached !== undefined) return cached;
+    }
+    let decision: Decision;
+    let sessionBound = Number.POSITIVE_INFINITY;
     try {
       const answer = await withDeadline(
         authorizer.authorize({
           userId: p.userId,
           sessionId: p.sessionId,
           category: p.category,
-          limits: p.limits,
+          rules: p.rules,
+          ip: p.ip,
           idleMs,
+          dryRun,
         }),
       );
       onStoreOk();
-      return decideUser(p, answer);
+      decision = decideUser(compiled, p, answer);
+      // A cached refusal must not outlive the session, nor keep its idle lifetime from renewing.
+      if (answer.kind === "ok") sessionBound = Math.min(answer.sessionExpiresAtMs, now + idleMs / 2);
     } catch (error) {
       onStoreError("authorize", error);
       return decideDegraded(p, failureMode);
     }
+    if (denials !== undefined && isDenial(decision)) {
+      const retryAtMs = now + decision.limit.retryAfterMs;
+      if (decision.limit.category === IP_LAYER && p.ip !== undefined) {
+        denials.remember(
+          p.ip.subject,
+          IP_LAYER,
+          undefined,
+          decision,
+          { retryAtMs, untilMs: retryAtMs },
+          generation,
+        );
+      } else if (sessionBound > now) {
+        const times = { retryAtMs, untilMs: Math.min(retryAtMs, sessionBound) };
+        denials.remember(subject, p.category, p.sessionId, decision, times, generation);
+      }
+    }
+    return decision;
   };
 }

@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import { weakSecretReason } from "./secrets.js";
 
@@ -28,7 +29,6 @@ export type Config = {
   checkPort: number;
   adminPort: number;
   host: string;
-  upstreamPort: number;
   /** Unset: the embedded memory store. */
   redis: RedisSettings | undefined;
   redisTimeoutMs: number;
@@ -51,16 +51,15 @@ export type Config = {
   logFormat: LogFormat;
   /** How long /ready answers 503 after SIGTERM before the listeners stop accepting. */
   drainDelayMs: number;
+  /** Refusals a process answers without the store until their window frees; 0 turns it off. */
+  denialCacheSize: number;
   production: boolean;
 };
 
 /** Every problem found in the environment, one line each, each naming its variable. */
-export class ConfigError extends Error {
-  readonly problems: string[];
+export class ConfigError extends ProblemsError {
   constructor(problems: string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
-    this.name = "ConfigError";
-    this.problems = problems;
+    super("invalid configuration", problems);
   }
 }
 
@@ -224,7 +223,6 @@ export function loadConfig(env: Env = process.env): Config {
     checkPort: reader.port("CHECK_PORT", 9191),
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
-    upstreamPort: reader.port("UPSTREAM_PORT", 8000),
     redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,
@@ -244,6 +242,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: reader.oneOf<LogLevel>("LOG_LEVEL", LOG_LEVELS, "info"),
     logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
+    denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
     production,
   };
   if (config.workers > 1 && config.redis === undefined) {

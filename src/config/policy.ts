@@ -1,52 +1,56 @@
-// The policy: tiers with per-category limits, and routes that map a request to a category.
+// The policy: tiers with per-category rules, an optional per-address layer, and routes to categories.
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { ProblemsError, problemsOf } from "./problems.js";
 import { canonicalTarget } from "./request-target.js";
-import { normalizePath } from "./routes.js";
+import { normalizePath, type Route, type RouteRule } from "./routes.js";
+import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "./rules.js";
 
 export const ANONYMOUS_TIER = "anonymous";
 
-export type Limit = { count: number; windowMs: number; text: string };
-export type TokenRule = "required" | "none";
-
-/** What a matched route asks of the check. `category` is undefined only when `limited` is false. */
-export type RouteRule = {
-  category: string;
-  token: TokenRule;
-  limited: boolean;
-};
-
-type Route = RouteRule & { method: string | undefined; path: string; prefix: boolean };
+/** `shadow`: over-limit requests pass, marked; `enforce`: they are refused. */
+export type PolicyMode = "enforce" | "shadow";
 
 export type Policy = {
-  tiers: ReadonlyMap<string, ReadonlyMap<string, Limit>>;
+  /** Per tier, per category: the rule. */
+  tiers: ReadonlyMap<string, ReadonlyMap<string, Rule>>;
+  /** Per tier: whether its limits are enforced or only watched. */
+  modes: ReadonlyMap<string, PolicyMode>;
+  /** The per-address layer, counted for every limited request before identity. */
+  ip: Rule | undefined;
+  ipMode: PolicyMode;
   routes: readonly Route[];
   defaultRule: RouteRule;
   /** Every category that some route can reach, in order of first appearance. */
   categories: readonly string[];
 };
 
-export class PolicyError extends Error {
-  readonly problems: string[];
+/** Each problem names the file (or "built-in policy") and the field. */
+export class PolicyError extends ProblemsError {
   constructor(source: string, problems: string[]) {
-    super(`invalid policy in ${source}:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
-    this.name = "PolicyError";
-    this.problems = problems.map((p) => `${source}: ${p}`);
+    super(
+      `invalid policy in ${source}`,
+      problems.map((p) => `${source}: ${p}`),
+    );
   }
 }
 
 export const DEFAULT_POLICY_YAML = `
 tiers:
-  anonymous:  { general: 100/1h,   search: 20/1h,   orders: 10/1h,   login: 10/15m }
-  free:       { general: 100/1h,   search: 20/1h,   orders: 10/1h }
-  pro:        { general: 1000/1h,  search: 200/1h,  orders: 100/1h }
-  enterprise: { general: 10000/1h, search: 2000/1h, orders: 1000/1h }
+  anonymous:  { general: 100/1h,   search: 20/1h,   orders: 10/1h,   login: 10/15m, account: 300/1h }
+  free:       { general: 100/1h,   search: 20/1h,   orders: 10/1h,   account: 300/1h }
+  pro:        { general: 1000/1h,  search: 200/1h,  orders: 100/1h,  account: 300/1h }
+  enterprise: { general: 10000/1h, search: 2000/1h, orders: 1000/1h, account: 300/1h }
 routes:
   - { method: GET,  path: /api/products, category: general }
   - { method: GET,  path: /api/search,   category: search }
   - { method: POST, path: /api/orders,   category: orders }
   - { method: POST, path: /auth/login,   category: login, token: none }
+  - { path: /auth/logout,     category: account }
+  - { path: /auth/logout-all, category: account }
+  - { path: /auth/sessions/*, category: account }
+  - { path: /me,              category: account }
   - { path: /health, token: none, limit: false }
   - { path: /ready,  token: none, limit: false }
 default: { category: general, token: required }
@@ -57,31 +61,129 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const MAX_COUNT = 1_000_000;
 const MAX_WINDOW_MS = 7 * UNIT_MS.d;
+/** Keys of a tier that are settings, not categories. */
+const TIER_SETTINGS = ["algorithm", "mode"];
 
 /** Parses "<count>/<duration>", for example "100/1h" or "10/15m". */
-export function parseLimit(text: string): Limit | undefined {
+export function parseLimit(text: string): Window | undefined {
   const match = /^(\d{1,7})\/(\d{1,6})([smhd])$/.exec(text.trim());
   if (match === null) return undefined;
-  const count = Number(match[1]);
+  const limit = Number(match[1]);
   const windowMs = Number(match[2]) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
-  if (count < 1 || count > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
-  return { count, windowMs, text: text.trim() };
+  if (limit < 1 || limit > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
+  return { limit, windowMs };
 }
 
-const limitSchema = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const limit = parseLimit(String(value));
-  if (limit === undefined) {
-    ctx.addIssue({
-      code: "custom",
-      message: `bad limit "${String(value)}": expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`,
-    });
-    return z.NEVER;
+/** A window length as a policy writes it: the largest unit that divides it, e.g. 3600000 → "1h". */
+export function durationText(ms: number): string {
+  for (const unit of ["d", "h", "m"] as const)
+    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  return `${Math.round(ms / 1000)}s`;
+}
+
+export const limitText = (w: Window): string => `${w.limit}/${durationText(w.windowMs)}`;
+
+const BAD_LIMIT = `expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`;
+
+type Issues = { addIssue(issue: { code: "custom"; message: string; path?: PropertyKey[] }): void };
+
+/** A limit or a list of them, as windows shortest first, one per length; undefined after an issue. */
+function readWindows(value: unknown, ctx: Issues, path: PropertyKey[]): Window[] | undefined {
+  const list = Array.isArray(value) ? value : [value];
+  if (list.length === 0 || list.length > MAX_WINDOWS) {
+    ctx.addIssue({ code: "custom", path, message: `give 1 to ${MAX_WINDOWS} limits` });
+    return undefined;
   }
-  return limit;
+  const windows: Window[] = [];
+  list.forEach((item, i) => {
+    const where = Array.isArray(value) ? [...path, i] : path;
+    const limit = typeof item === "string" ? parseLimit(item) : undefined;
+    if (limit === undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: where,
+        message: `bad limit ${JSON.stringify(item)}: ${BAD_LIMIT}`,
+      });
+    else windows.push(limit);
+  });
+  if (windows.length !== list.length) return undefined;
+  windows.sort((a, b) => a.windowMs - b.windowMs);
+  for (let i = 1; i < windows.length; i += 1) {
+    if ((windows[i] as Window).windowMs === (windows[i - 1] as Window).windowMs) {
+      const length = durationText((windows[i] as Window).windowMs);
+      ctx.addIssue({ code: "custom", path, message: `two limits over the same ${length} window: keep one` });
+      return undefined;
+    }
+  }
+  return windows;
+}
+
+/** A limit or a list of them, or null (a user's own limits: null follows the tier again). */
+export const windowsOrNullSchema = z
+  .unknown()
+  .transform((value, ctx): Window[] | null =>
+    value === null ? null : (readWindows(value, ctx, []) ?? z.NEVER),
+  );
+
+const algorithmSchema = z.enum(ALGORITHMS, { message: `algorithm must be one of ${ALGORITHMS.join(", ")}` });
+const modeSchema = z.enum(["enforce", "shadow"], { message: "mode must be enforce or shadow" });
+
+type ParsedRule = { windows: Window[]; algorithm: (typeof ALGORITHMS)[number] | undefined };
+
+/** A category's rule: a limit, a list, or { limit, algorithm }. */
+const ruleSchema = z.unknown().transform((value, ctx): ParsedRule => {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    const object = value as Record<string, unknown>;
+    const unknown = Object.keys(object).filter((k) => k !== "limit" && k !== "algorithm");
+    if (unknown.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        message: `unknown key${unknown.length > 1 ? "s" : ""} ${unknown.map((k) => `"${k}"`).join(", ")} (a rule takes limit and algorithm)`,
+      });
+      return z.NEVER;
+    }
+    let algorithm: ParsedRule["algorithm"];
+    if (object.algorithm !== undefined) {
+      const parsed = algorithmSchema.safeParse(object.algorithm);
+      if (!parsed.success) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["algorithm"],
+          message: parsed.error.issues[0]?.message ?? "bad algorithm",
+        });
+        return z.NEVER;
+      }
+      algorithm = parsed.data;
+    }
+    if (object.limit === undefined) {
+      ctx.addIssue({ code: "custom", path: ["limit"], message: "required" });
+      return z.NEVER;
+    }
+    const windows = readWindows(object.limit, ctx, ["limit"]);
+    return windows === undefined ? z.NEVER : { windows, algorithm };
+  }
+  const windows = readWindows(value, ctx, []);
+  return windows === undefined ? z.NEVER : { windows, algorithm: undefined };
 });
 
 const nameSchema = z.string().regex(NAME, "use a lower-case name of up to 32 characters: a-z 0-9 _ -");
+const categorySchema = nameSchema.refine(
+  (c) => c !== IP_LAYER,
+  `"${IP_LAYER}" is the per-address layer's name`,
+);
 const tokenSchema = z.enum(["required", "none"]);
+
+const tierSchema = z
+  .object({ algorithm: algorithmSchema.optional(), mode: modeSchema.optional() })
+  .catchall(ruleSchema)
+  .superRefine((tier, ctx) => {
+    for (const key of Object.keys(tier)) {
+      if (TIER_SETTINGS.includes(key)) continue;
+      const named = categorySchema.safeParse(key);
+      if (!named.success)
+        ctx.addIssue({ code: "custom", path: [key], message: named.error.issues[0]?.message ?? "" });
+    }
+  });
 
 const routeSchema = z.strictObject({
   method: z
@@ -97,39 +199,27 @@ const routeSchema = z.strictObject({
       (p) => canonicalTarget(p.endsWith("/*") ? p.slice(0, -2) || "/" : p).ok,
       "path must be one that requests can reach (no dot segments, ';', backslash or escaped delimiters)",
     ),
-  category: nameSchema.optional(),
+  category: categorySchema.optional(),
   token: tokenSchema.default("required"),
   limit: z.boolean().default(true),
 });
 
 const policySchema = z.strictObject({
-  tiers: z.record(nameSchema, z.record(nameSchema, limitSchema)),
+  mode: modeSchema.default("enforce"),
+  ip: ruleSchema.optional(),
+  tiers: z.record(nameSchema, tierSchema),
   routes: z.array(routeSchema).default([]),
   default: z.strictObject({
-    category: nameSchema,
+    category: categorySchema,
     token: tokenSchema.default("required"),
     limit: z.boolean().default(true),
   }),
 });
 
-function formatPath(path: readonly PropertyKey[]): string {
-  if (path.length === 0) return "(top level)";
-  return path
-    .map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
-    .join("");
-}
-
-function zodProblems(error: z.ZodError): string[] {
-  return error.issues.map((issue) => {
-    if (issue.code === "unrecognized_keys") {
-      const where = issue.path.length > 0 ? `${formatPath(issue.path)}: ` : "";
-      return `${where}unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
-    }
-    return `${formatPath(issue.path)}: ${issue.message}`;
-  });
-}
-
 type ParsedPolicy = z.output<typeof policySchema>;
+
+const isRule = (key: string, value: unknown): value is ParsedRule =>
+  !TIER_SETTINGS.includes(key) && value !== undefined;
 
 /** Every (tier, category) pair that a route can reach must be defined. */
 function reachabilityProblems(parsed: ParsedPolicy): string[] {
@@ -141,7 +231,7 @@ function reachabilityProblems(parsed: ParsedPolicy): string[] {
     );
     return problems;
   }
-  const rules: { where: string; category?: string | undefined; token: TokenRule; limit: boolean }[] = [
+  const rules: { where: string; category?: string | undefined; token: string; limit: boolean }[] = [
     ...parsed.routes.map((r, i) => ({ where: `routes[${i}]`, ...r })),
     { where: "default", ...parsed.default },
   ];
@@ -155,7 +245,8 @@ function reachabilityProblems(parsed: ParsedPolicy): string[] {
     // a route that requires one is reached by every named tier.
     const reachedBy = rule.token === "required" ? tierNames : [ANONYMOUS_TIER];
     for (const tier of reachedBy) {
-      if (parsed.tiers[tier]?.[rule.category] === undefined) {
+      const value = (parsed.tiers[tier] as Record<string, unknown> | undefined)?.[rule.category];
+      if (!isRule(rule.category, value)) {
         problems.push(
           `tiers.${tier}.${rule.category}: missing, but ${rule.where} can send ${tier === ANONYMOUS_TIER ? "anonymous requests" : `${tier} users`} to category "${rule.category}"`,
         );
@@ -166,9 +257,19 @@ function reachabilityProblems(parsed: ParsedPolicy): string[] {
 }
 
 function buildPolicy(parsed: ParsedPolicy): Policy {
-  const tiers = new Map<string, Map<string, Limit>>();
-  for (const [tier, limits] of Object.entries(parsed.tiers)) {
-    tiers.set(tier, new Map(Object.entries(limits)));
+  const tiers = new Map<string, Map<string, Rule>>();
+  const modes = new Map<string, PolicyMode>();
+  for (const [tier, entries] of Object.entries(parsed.tiers)) {
+    const rules = new Map<string, Rule>();
+    for (const [category, value] of Object.entries(entries)) {
+      if (!isRule(category, value)) continue;
+      rules.set(category, {
+        algorithm: value.algorithm ?? entries.algorithm ?? "sliding-log",
+        windows: value.windows,
+      });
+    }
+    tiers.set(tier, rules);
+    modes.set(tier, entries.mode ?? parsed.mode);
   }
   const routes: Route[] = parsed.routes.map((r) => {
     const prefix = r.path.endsWith("/*");
@@ -188,13 +289,17 @@ function buildPolicy(parsed: ParsedPolicy): Policy {
     limited: parsed.default.limit,
   };
   const categories = [...new Set([...routes, defaultRule].filter((r) => r.limited).map((r) => r.category))];
-  return { tiers, routes, defaultRule, categories };
+  const ip =
+    parsed.ip === undefined
+      ? undefined
+      : { algorithm: parsed.ip.algorithm ?? "sliding-log", windows: parsed.ip.windows };
+  return { tiers, modes, ip, ipMode: parsed.mode, routes, defaultRule, categories };
 }
 
 /** Validates a policy document (already parsed from YAML or JSON). */
 export function policyFromDocument(document: unknown, source: string): Policy {
   const result = policySchema.safeParse(document);
-  if (!result.success) throw new PolicyError(source, zodProblems(result.error));
+  if (!result.success) throw new PolicyError(source, problemsOf(result.error));
   const problems = reachabilityProblems(result.data);
   if (problems.length > 0) throw new PolicyError(source, problems);
   return buildPolicy(result.data);

@@ -4,8 +4,11 @@ export type CanonicalTarget = { ok: true; path: string } | { ok: false; problem:
 
 const refuse = (problem: string): CanonicalTarget => ({ ok: false, problem });
 
-/** Already canonical: lower-case segments of unreserved characters, none a dot segment, no query. */
-const CANONICAL = /^(?:\/[a-z0-9_~-][a-z0-9._~-]*)+$|^\/$/;
+/**
+ * Already canonical: lower-case segments of unreserved characters that neither start nor end with a
+ * dot (no dot segment, nothing a server may trim), no query.
+ */
+const CANONICAL = /^(?:\/[a-z0-9_~-](?:[a-z0-9._~-]*[a-z0-9_~-])?)+$|^\/$/;
 /** Unreserved characters (RFC 3986): their escapes mean the character itself everywhere. */
 const UNRESERVED = /^[A-Za-z0-9._~-]$/;
 /**
@@ -109,6 +112,8 @@ export function canonicalTarget(raw: string): CanonicalTarget {
   for (const segment of result.decoded.split("/")) {
     if (segment === "") continue;
     if (segment === "." || segment === "..") return refuse("a dot segment");
+    // Windows servers and some proxies drop a segment's trailing dots: /api/search. reads as /api/search.
+    if (segment.endsWith(".")) return refuse("a path segment ending in a dot");
     segments.push(segment);
   }
   return { ok: true, path: `/${segments.join("/")}` };

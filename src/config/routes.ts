@@ -1,6 +1,20 @@
-// Route matching: request method and path to the policy's category and token rule.
-import type { Policy, RouteRule } from "./policy.js";
+// Routes: what a matched request asks of the check, and matching a method and path to a route.
 import { canonicalTarget } from "./request-target.js";
+
+export type TokenRule = "required" | "none";
+
+/** What a matched route asks of the check. `category` is empty only when `limited` is false. */
+export type RouteRule = {
+  category: string;
+  token: TokenRule;
+  limited: boolean;
+};
+
+/** A policy route: exact, or a prefix (`path` then holds it without the trailing "/*"). */
+export type Route = RouteRule & { method: string | undefined; path: string; prefix: boolean };
+
+/** What matching needs of a policy. */
+export type RouteTable = { routes: readonly Route[]; defaultRule: RouteRule };
 
 /**
  * A path as the policy sees it (see canonicalTarget). Only for paths known to be acceptable, such as
@@ -12,10 +26,10 @@ export function normalizePath(raw: string): string {
 }
 
 /** The first route that matches wins; otherwise the policy's default. `path` must be normalized. */
-export function matchRoute(policy: Policy, method: string, path: string): RouteRule {
+export function matchRoute(table: RouteTable, method: string, path: string): RouteRule {
   // HEAD is answered by GET handlers upstream, so it is limited as GET.
   const m = method === "HEAD" ? "GET" : method;
-  for (const route of policy.routes) {
+  for (const route of table.routes) {
     if (route.method !== undefined && route.method !== m) continue;
     if (route.prefix) {
       if (path === route.path || (path.startsWith(route.path) && path.charCodeAt(route.path.length) === 47)) {
@@ -25,5 +39,5 @@ export function matchRoute(policy: Policy, method: string, path: string): RouteR
       return route;
     }
   }
-  return policy.defaultRule;
+  return table.defaultRule;
 }

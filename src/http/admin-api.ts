@@ -1,22 +1,31 @@
 // The admin and ops API on ADMIN_PORT: users, sessions, tiers, limits and /metrics, behind tokens.
-import { createHash, timingSafeEqual } from "node:crypto";
-import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import express, { type Request, type RequestHandler } from "express";
 import { z } from "zod";
 import { ID_PATTERN } from "../auth/jwt.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
-import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
+import type { Checker } from "../authz/checker.js";
+import type { PolicyState, ReloadResult } from "../authz/policy-state.js";
+import { ANONYMOUS_TIER } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { userSubject } from "../ratelimit/types.js";
 import type { Readiness } from "../readiness.js";
-import type { Store } from "../store/store.js";
-import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
-import { bearerToken, healthRoutes, sessionJson } from "./public-api.js";
+import { limitsRoutes } from "./admin-limits.js";
+import { policyRoutes } from "./admin-policy.js";
+import type { ApiStore } from "./api-store.js";
+import { errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { handle, parse, requireBearer } from "./handlers.js";
+import { healthRoutes, sessionJson } from "./public-api.js";
 
 export type AdminApiOptions = {
-  store: Store;
-  policy: Policy;
+  store: ApiStore;
+  /** The policy in force: tiers and categories are read from it on every request. */
+  policy: PolicyState;
+  /** Re-reads POLICY_FILE (counted and logged by the caller). */
+  reloadPolicy(): ReloadResult;
+  /** The check, for dry runs. */
+  checker: Checker;
   logger: Logger;
   metrics: Metrics;
   adminToken: string;
@@ -37,31 +46,14 @@ const userJson = (user: User) => ({
   created_at: new Date(user.createdAt).toISOString(),
 });
 
-const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
-
-/** Constant-time bearer check: both sides are hashed to one length before comparing. */
-export function requireBearer(expected: string, realm: string): RequestHandler {
-  const wanted = digest(expected);
-  return (req, _res, next) => {
-    const given = bearerToken(req.headers.authorization);
-    if (given !== undefined && timingSafeEqual(digest(given), wanted)) return next();
-    next(
-      new HttpError("unauthorized", `A valid ${realm} bearer token is required`, {
-        "WWW-Authenticate": bearerChallenge(given === undefined ? undefined : "wrong token"),
-      }),
-    );
-  };
-}
-
-const handle =
-  (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
-  (req, res, next: NextFunction) =>
-    fn(req, res).catch(next);
-
 export function createAdminApi(options: AdminApiOptions): express.Express {
   const { store, policy, logger, metrics } = options;
-  const tiers = [...policy.tiers.keys()].filter((t) => t !== ANONYMOUS_TIER);
-  const tierSchema = z.string().refine((t) => tiers.includes(t), `tier must be one of ${tiers.join(", ")}`);
+  const tiersNow = () => [...policy.current().policy.tiers.keys()].filter((t) => t !== ANONYMOUS_TIER);
+  const tierSchema = z.string().superRefine((t, ctx) => {
+    const tiers = tiersNow();
+    if (!tiers.includes(t))
+      ctx.addIssue({ code: "custom", message: `tier must be one of ${tiers.join(", ")}` });
+  });
   const createSchema = z.strictObject({
     username: z
       .string()
@@ -105,16 +97,6 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     if (user === undefined) throw new HttpError("not_found", "No such user");
     return user;
   };
-  const parse = <T>(schema: z.ZodType<T>, body: unknown): T => {
-    const result = schema.safeParse(body);
-    if (!result.success) {
-      const issue = result.error.issues[0];
-      const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
-      throw new HttpError("bad_request", `${where}${issue?.message ?? "invalid body"}`);
-    }
-    return result.data;
-  };
-
   admin.post(
     "/users",
     handle(async (req, res) => {
@@ -166,7 +148,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const user = await userOf(req);
       await store.users.remove(user.id);
       const revoked = await store.sessions.revokeAll(user.id);
-      await store.limiter.reset(userSubject(user.id), policy.categories);
+      await store.limiter.reset(userSubject(user.id), policy.current().policy.categories);
       logger.info({ event: "user_deleted", userId: user.id, revoked }, "user deleted");
       res.json({ message: "User deleted; every session revoked", user_id: user.id, revoked });
     }),
@@ -223,32 +205,8 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
-  admin.get(
-    "/users/:id/limits",
-    handle(async (req, res) => {
-      const user = await userOf(req);
-      const limits: Record<string, { limit: number; used: number; remaining: number; reset: number }> = {};
-      for (const [category, limit] of policy.tiers.get(user.tier) ?? []) {
-        const state = await store.limiter.peek(userSubject(user.id), category, {
-          limit: limit.count,
-          windowMs: limit.windowMs,
-        });
-        const { used, remaining } = state;
-        limits[category] = { limit: state.limit, used, remaining, reset: Math.ceil(state.resetAtMs / 1000) };
-      }
-      res.json({ user_id: user.id, tier: user.tier, limits });
-    }),
-  );
-
-  admin.delete(
-    "/users/:id/limits",
-    handle(async (req, res) => {
-      const user = await userOf(req);
-      await store.limiter.reset(userSubject(user.id), policy.categories);
-      logger.info({ event: "limits_reset", userId: user.id }, "rate-limit windows cleared");
-      res.json({ message: "Rate-limit windows cleared", user_id: user.id });
-    }),
-  );
+  limitsRoutes(admin, { store, policy, logger, userOf });
+  policyRoutes(admin, { policy, reloadPolicy: options.reloadPolicy, checker: options.checker });
 
   router.use("/admin", admin);
   app.use(router);

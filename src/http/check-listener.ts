@@ -4,11 +4,10 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Checker } from "../authz/checker.js";
 import type { Decision } from "../authz/decide.js";
 import type { Logger } from "../logger.js";
+import type { CheckProtocol } from "../metrics/check-observer.js";
 import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./check-responses.js";
 import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
 import { createHttpServer } from "./server.js";
-
-export type CheckProtocol = "envoy" | "nginx";
 
 export type CheckListenerOptions = {
   checker: Checker;

@@ -1,5 +1,6 @@
 // Renders a Decision as the check listener's answer: status, headers and body, for Envoy and nginx.
-import type { Decision, LimitState } from "../authz/decide.js";
+import type { Decision, LimitState, NamedRule } from "../authz/decide.js";
+import { IP_LAYER } from "../ratelimit/types.js";
 import { bearerChallenge } from "./errors.js";
 
 export type CheckResponse = { status: number; headers: Record<string, string>; body: string };
@@ -7,73 +8,95 @@ export type CheckResponse = { status: number; headers: Record<string, string>; b
 const EMPTY_IDENTITY = { "x-user-id": "", "x-user-tier": "", "x-session-id": "" };
 
 /**
- * What a limit's answers share, prepared once per rule (tier, category, limit, window) instead of on
- * every check: the header values that do not change and the constant parts of the 429 body, which
- * then only needs its retry seconds spliced in. A denial is the traffic a limiter must absorb
- * cheaply (a client hammering after its 429), so its answer costs no more to build than an allow's.
+ * What a window's answers share, prepared once per (rule, window, tier) instead of on every check:
+ * the header values that do not change and the constant parts of the 429 body, which then only
+ * needs its retry seconds spliced in. A denial is the traffic a limiter must absorb cheaply (a
+ * client hammering after its 429), so its answer costs no more to build than an allow's.
  */
-type PreparedRule = {
-  limit: number;
-  windowMs: number;
+type PreparedWindow = {
   limitText: string;
-  /** `"tier-category"`, the quoted policy name of the RateLimit headers. */
+  /** The window's quoted name in the RateLimit headers. */
   name: string;
-  policy: string;
-  deniedUsed: string;
   /** The 429 body is head + seconds + middle + seconds + tail. */
   head: string;
   middle: string;
   tail: string;
 };
 
-/** Bounded: rules come from the policy, so this only matters if tiers or categories ever churn. */
-const MAX_PREPARED = 1024;
-const prepared = new Map<string, Map<string, PreparedRule>>();
+/** Bounded: rules come from the policy (and users' own rules), so this only matters if they churn. */
+const MAX_PREPARED = 4096;
+const preparedWindows = new WeakMap<NamedRule, Map<string, PreparedWindow>>();
+const policies = new WeakMap<NamedRule, Map<NamedRule | undefined, string>>();
 
-function prepare(limit: LimitState): PreparedRule {
-  let byCategory = prepared.get(limit.tier);
-  const cached = byCategory?.get(limit.category);
-  if (cached !== undefined && cached.limit === limit.limit && cached.windowMs === limit.windowMs)
-    return cached;
-  const { tier, category } = limit;
+function prepareWindow(limit: LimitState): PreparedWindow {
+  const rule = limit.described;
+  let byKey = preparedWindows.get(rule);
+  if (byKey === undefined) {
+    byKey = new Map();
+    preparedWindows.set(rule, byKey);
+  }
+  const key = `${limit.window}|${limit.tier}`;
+  let prepared = byKey.get(key);
+  if (prepared !== undefined) return prepared;
   const windowSeconds = Math.ceil(limit.windowMs / 1000);
-  const name = `"${tier}-${category}"`;
+  const { tier, category } = limit;
   // Built as text: tier and category are policy names ([a-z0-9_-]) and the rest are numbers.
-  const rule: PreparedRule = {
-    limit: limit.limit,
-    windowMs: limit.windowMs,
+  const what =
+    category === IP_LAYER
+      ? `${limit.limit} requests per ${windowSeconds} seconds from this address`
+      : `${limit.limit} ${category} requests per ${windowSeconds} seconds for tier ${tier}`;
+  prepared = {
     limitText: String(limit.limit),
-    name,
-    policy: `${name};q=${limit.limit};w=${windowSeconds}`,
-    deniedUsed: String(limit.limit),
-    head:
-      `{"error":"rate_limit_exceeded","message":"Rate limit exceeded: ${limit.limit} ${category} requests per ` +
-      `${windowSeconds} seconds for tier ${tier}. Retry in `,
+    name: rule.windowNames[limit.window] ?? `"${rule.name}"`,
+    head: `{"error":"rate_limit_exceeded","message":"Rate limit exceeded: ${what}. Retry in `,
     middle: ' seconds.","retry_after_seconds":',
     tail: `,"category":"${category}","tier":"${tier}","limit":${limit.limit},"window_seconds":${windowSeconds}}`,
   };
-  if (byCategory === undefined) {
-    if (prepared.size >= MAX_PREPARED) prepared.clear();
-    byCategory = new Map();
-    prepared.set(tier, byCategory);
-  }
-  if (byCategory.size >= MAX_PREPARED) byCategory.clear();
-  byCategory.set(category, rule);
-  return rule;
+  if (byKey.size >= MAX_PREPARED) byKey.clear();
+  byKey.set(key, prepared);
+  return prepared;
 }
 
-function limitHeaders(limit: LimitState, rule: PreparedRule, nowMs: number): Record<string, string> {
-  const resetIn = Math.max(0, Math.ceil((limit.resetAtMs - nowMs) / 1000));
-  const remaining = String(limit.remaining);
-  return {
-    "x-ratelimit-limit": rule.limitText,
+/** RateLimit-Policy: every window of every layer the request was counted against. */
+function policyHeader(layers: readonly NamedRule[]): string {
+  const last = layers[layers.length - 1] as NamedRule;
+  const first = layers.length > 1 ? layers[0] : undefined;
+  let byFirst = policies.get(last);
+  if (byFirst === undefined) {
+    byFirst = new Map();
+    policies.set(last, byFirst);
+  }
+  let header = byFirst.get(first);
+  if (header === undefined) {
+    header = layers
+      .flatMap((layer) =>
+        layer.rule.windows.map(
+          (w, i) => `${layer.windowNames[i]};q=${w.limit};w=${Math.ceil(w.windowMs / 1000)}`,
+        ),
+      )
+      .join(", ");
+    if (byFirst.size >= MAX_PREPARED) byFirst.clear();
+    byFirst.set(first, header);
+  }
+  return header;
+}
+
+function limitHeaders(limit: LimitState, prepared: PreparedWindow, nowMs: number): Record<string, string> {
+  // Reset is in the store's clock (µs), now in this process's (whole ms): a millisecond of slack
+  // keeps a reset one window ahead from reading as one second more.
+  const resetIn = Math.max(0, Math.ceil((limit.resetAtMs - nowMs - 1) / 1000));
+  const remaining = limit.shadow ? "0" : String(limit.remaining);
+  const headers: Record<string, string> = {
+    "x-ratelimit-limit": prepared.limitText,
     "x-ratelimit-remaining": remaining,
-    "x-ratelimit-used": limit.used === rule.limit ? rule.deniedUsed : String(limit.used),
+    "x-ratelimit-used": String(limit.used),
     "x-ratelimit-reset": String(Math.ceil(limit.resetAtMs / 1000)),
     "x-ratelimit-resource": limit.category,
-    "ratelimit-policy": rule.policy,
-    ratelimit: `${rule.name};r=${remaining};t=${resetIn}`,
+    "ratelimit-policy": policyHeader(limit.layers),
+    ratelimit: `${prepared.name};r=${remaining};t=${resetIn}`,
   };
+  if (limit.shadow) headers["x-ratelimit-shadow"] = "deny";
+  return headers;
 }
 
 export function retryAfterSeconds(limit: LimitState): number {
@@ -93,7 +116,7 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
               "x-session-id": decision.identity.sessionId,
             };
       if (decision.limit !== undefined) {
-        Object.assign(headers, limitHeaders(decision.limit, prepare(decision.limit), nowMs));
+        Object.assign(headers, limitHeaders(decision.limit, prepareWindow(decision.limit), nowMs));
       }
       if (decision.degraded) headers["x-ratelimit-degraded"] = "true";
       return { status: 200, headers, body: "" };
@@ -110,7 +133,7 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
             body: JSON.stringify({ error: "unauthorized", message: decision.description }),
           };
         case 429: {
-          const rule = prepare(decision.limit);
+          const rule = prepareWindow(decision.limit);
           const headers = limitHeaders(decision.limit, rule, nowMs);
           const seconds = String(retryAfterSeconds(decision.limit));
           headers["content-type"] = "application/json";

@@ -1,7 +1,7 @@
 // Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
 import type { ErrorRequestHandler, RequestHandler, Response } from "express";
 import type { Logger } from "../logger.js";
-import { StoreUnavailableError } from "../store/errors.js";
+import { StoreUnavailableError } from "../unavailable.js";
 
 export const STATUS = {
   bad_request: 400,
@@ -13,6 +13,7 @@ export const STATUS = {
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  invalid_policy: 422,
   rate_limit_exceeded: 429,
   internal_error: 500,
   unavailable: 503,
@@ -23,11 +24,19 @@ export type ErrorCode = keyof typeof STATUS;
 export class HttpError extends Error {
   readonly code: ErrorCode;
   readonly headers: Record<string, string>;
-  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
+  /** More fields of the JSON body (e.g. a policy's problems). */
+  readonly details: Record<string, unknown>;
+  constructor(
+    code: ErrorCode,
+    message: string,
+    headers: Record<string, string> = {},
+    details: Record<string, unknown> = {},
+  ) {
     super(message);
     this.name = "HttpError";
     this.code = code;
     this.headers = headers;
+    this.details = details;
   }
 }
 
@@ -40,7 +49,10 @@ export function bearerChallenge(description: string | undefined): string {
 }
 
 export function sendError(res: Response, error: HttpError): void {
-  res.status(STATUS[error.code]).set(error.headers).json(errorBody(error.code, error.message));
+  res
+    .status(STATUS[error.code])
+    .set(error.headers)
+    .json({ ...errorBody(error.code, error.message), ...error.details });
 }
 
 type BodyParserError = Error & { type?: string; status?: number };

@@ -1,19 +1,20 @@
 // The public API on PORT: login, logout, sessions and /me, each validating its own token and session.
-import express, { type NextFunction, type Request, type RequestHandler, type Response } from "express";
+import express, { type Request, type RequestHandler, type Response } from "express";
 import { z } from "zod";
-import type { AuthService, Identity } from "../auth/auth-service.js";
+import type { AuthService } from "../auth/auth-service.js";
 import { ID_PATTERN } from "../auth/jwt.js";
-import type { Session } from "../auth/types.js";
+import type { Identity, Session } from "../auth/types.js";
 import type { Logger } from "../logger.js";
 import { createReadiness, type Readiness } from "../readiness.js";
-import type { Store } from "../store/store.js";
+import type { ApiStore } from "./api-store.js";
 import { type ClientIpOptions, clientIp } from "./client-ip.js";
 import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { bearerToken, handle } from "./handlers.js";
 import { cleanText } from "./sanitize.js";
 
 export type PublicApiOptions = {
   auth: AuthService;
-  store: Store;
+  store: ApiStore;
   logger: Logger;
   clientIp: ClientIpOptions;
   readyTimeoutMs: number;
@@ -29,20 +30,7 @@ const loginSchema = z.object({
 export const DEVICE_NAME_MAX = 100;
 export const USER_AGENT_MAX = 256;
 
-type Handler = (req: Request, res: Response) => Promise<void>;
 type AuthedHandler = (req: Request, res: Response, identity: Identity) => Promise<void>;
-
-/** Express 5 forwards rejected promises to the error handler; this keeps handlers typed. */
-const handle =
-  (fn: Handler): RequestHandler =>
-  (req, res, next: NextFunction) =>
-    fn(req, res).catch(next);
-
-export function bearerToken(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(header);
-  return match?.[1];
-}
 
 export function sessionJson(session: Session, currentSessionId?: string) {
   return {
@@ -74,7 +62,7 @@ function notReady(readiness: Readiness): HttpError | undefined {
 
 export function healthRoutes(
   router: express.Router,
-  options: { store: Store; readyTimeoutMs: number; readiness?: Readiness | undefined },
+  options: { store: ApiStore; readyTimeoutMs: number; readiness?: Readiness | undefined },
 ): void {
   const { store, readyTimeoutMs } = options;
   const readiness = options.readiness ?? ALWAYS_READY;

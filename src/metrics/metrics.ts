@@ -40,6 +40,18 @@ export function createMetrics() {
       help: "Checks allowed without the store (FAILURE_MODE=open)",
       registers: [registry],
     }),
+    policyInfo: new Gauge({
+      name: "tollgate_policy_info",
+      help: "1 for the version (a hash of its meaning) of the policy in force",
+      labelNames: ["version"] as const,
+      registers: [registry],
+    }),
+    policyReloads: new Counter({
+      name: "tollgate_policy_reloads_total",
+      help: "Policy reloads by result: changed, unchanged, or invalid (the old policy stays)",
+      labelNames: ["result"] as const,
+      registers: [registry],
+    }),
     authEvents: new Counter({
       name: "tollgate_auth_events_total",
       help: "Authentication events",

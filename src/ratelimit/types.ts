@@ -1,58 +1,81 @@
-// The sliding-window limiter's port: what every store (memory, Redis) offers and answers.
+// The limiter's port: subjects, what every store (memory, Redis) answers. Rules are the policy's (config/rules.ts).
 
-/** A limit: at most `limit` requests in any `windowMs` milliseconds. */
-export type Rule = { limit: number; windowMs: number };
+export {
+  ALGORITHMS,
+  type Algorithm,
+  IP_LAYER,
+  type Layer,
+  MAX_WINDOWS,
+  type Rule,
+  type Window,
+} from "../config/rules.js";
+
+import type { Layer, Rule } from "../config/rules.js";
 
 /**
- * A subject's hash-tag content: `u:<user id>` for a user, `ip:<address>` for an anonymous client.
- * Every key of one subject carries it, so one script can touch them all on Redis Cluster.
+ * A subject's hash-tag content: `u:<user id>` for a user, `ip:<address>` for a client address,
+ * `n:<hex>` for a username's failed logins. Every key of one subject carries it, so one script can
+ * touch them all on Redis Cluster.
  */
 export type Subject = string;
 
-export type HitResult = {
-  allowed: boolean;
+export const userSubject = (userId: string): Subject => `u:${userId}`;
+/** Whether a subject is a user's (whose record is the user hash, which never expires). */
+export const isUserSubject = (subject: Subject): boolean => subject.startsWith("u:");
+export const ipSubject = (address: string): Subject => `ip:${address}`;
+export const usernameSubject = (username: string): Subject =>
+  `n:${Buffer.from(username, "utf8").toString("hex")}`;
+
+/** One window's state, as an admin sees it. */
+export type WindowState = {
   limit: number;
-  /** Requests counted in the window, this one included when it was allowed. */
+  windowMs: number;
   used: number;
   remaining: number;
-  /** Unix ms when the oldest counted request leaves the window (Remaining next grows). */
+  /** Unix ms when Remaining next grows (now, when nothing is counted). */
   resetAtMs: number;
-  /** 0 when allowed; otherwise ms until a request would be allowed again (≥ 1). */
+};
+
+export type HitResult = {
+  allowed: boolean;
+  /**
+   * Which layer (index into the request's layers) and window (index into its rule) the numbers
+   * describe: on a denial the refusing window that frees last, otherwise the one with least room.
+   */
+  layer: number;
+  window: number;
+  limit: number;
+  windowMs: number;
+  /** Requests counted in that window, this one included when it was allowed. */
+  used: number;
+  remaining: number;
+  /** Unix ms when Remaining next grows. */
+  resetAtMs: number;
+  /** 0 when allowed; otherwise ms until this request would be allowed (≥ 1). */
   retryAfterMs: number;
 };
 
-export type WindowState = { limit: number; used: number; remaining: number; resetAtMs: number };
+export type HitOptions = {
+  /** Decide without counting anything (a dry run, or an admin's look at a window). */
+  dryRun?: boolean;
+};
 
 export type RateLimitStore = {
-  /** Counts a request when the window has room; a denied request leaves no trace. */
-  hit(subject: Subject, category: string, rule: Rule): Promise<HitResult>;
-  /** The window as it stands, without counting anything. */
-  peek(subject: Subject, category: string, rule: Rule): Promise<WindowState>;
+  /**
+   * Counts a request in all of the subject's layers when every window of every layer has room, and
+   * in none otherwise: a denied request leaves no trace.
+   */
+  hit(subject: Subject, layers: readonly Layer[], options?: HitOptions): Promise<HitResult>;
+  /** Every window of one layer as it stands, without counting anything. */
+  peek(subject: Subject, layer: Layer): Promise<WindowState[]>;
   /** Forgets the subject's windows for these categories. */
   reset(subject: Subject, categories: readonly string[]): Promise<void>;
 };
 
 export type Clock = () => number;
 
-export const userSubject = (userId: string): Subject => `u:${userId}`;
-export const ipSubject = (address: string): Subject => `ip:${address}`;
-
-/** Builds a result from a window's count and its relevant timestamps, all in ms. */
-export function hitResult(options: {
-  allowed: boolean;
-  rule: Rule;
-  used: number;
-  oldestMs: number;
-  freeAtMs: number;
-  nowMs: number;
-}): HitResult {
-  const { allowed, rule, used, oldestMs, freeAtMs, nowMs } = options;
-  return {
-    allowed,
-    limit: rule.limit,
-    used,
-    remaining: Math.max(0, rule.limit - used),
-    resetAtMs: used === 0 ? nowMs : oldestMs + rule.windowMs,
-    retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil(freeAtMs + rule.windowMs - nowMs)),
-  };
-}
+/** A rule of one sliding-log window: what the login lockout and simple callers use. */
+export const logRule = (limit: number, windowMs: number): Rule => ({
+  algorithm: "sliding-log",
+  windows: [{ limit, windowMs }],
+});

@@ -1,13 +1,6 @@
+// Ports whose every failure, or slowness past a deadline, surfaces as the one StoreUnavailableError.
 import { withDeadline } from "../deadline.js";
-
-// The store's one failure as the rest of tollgate sees it: unreachable or too slow.
-
-export class StoreUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super("the store is unavailable", { cause });
-    this.name = "StoreUnavailableError";
-  }
-}
+import { StoreUnavailableError } from "../unavailable.js";
 
 /**
  * Wraps every method of a port so that any store failure, or an answer slower than `timeoutMs`,

@@ -1,16 +1,25 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
 
-import type { AuthorizeStore, SessionStore, UserStore } from "../auth/types.js";
+import type { SessionStore, UserStore } from "../auth/types.js";
+import type { AuthorizeStore } from "../authz/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
 import { withDeadline } from "../deadline.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
 import { guarded } from "./errors.js";
+import {
+  announcingLimiter,
+  announcingSessions,
+  announcingUsers,
+  createLocalInvalidations,
+  type Invalidations,
+} from "./invalidations.js";
 import { createMemoryAuthorizeStore } from "./memory/authorize-store.js";
 import { createMemoryIdentityStore } from "./memory/identity-store.js";
 import { createMemoryRateLimitStore } from "./memory/rate-limit-store.js";
 import { createRedisAuthorizeStore } from "./redis/authorize-store.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
+import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
 
@@ -18,19 +27,30 @@ export type Store = {
   kind: "redis" | "memory";
   users: UserStore;
   sessions: SessionStore;
-  /** For the APIs: failures and slow answers surface as StoreUnavailableError. */
+  /** For the APIs (users, sessions and this limiter): failures and slow answers surface as StoreUnavailableError. */
   limiter: RateLimitStore;
-  /** For the check path, which puts its own REDIS_TIMEOUT_MS deadline on each call. */
-  checks: { limiter: RateLimitStore; authorizer: AuthorizeStore };
+  /**
+   * For the check path: raw ports, without the APIs' deadline or announcements; the checker puts
+   * its own REDIS_TIMEOUT_MS deadline on each call and degrades per FAILURE_MODE.
+   */
+  unguarded: { limiter: RateLimitStore; authorizer: AuthorizeStore };
+  /** Announcements of subjects that may be freer than a cached refusal says. */
+  invalidations: Invalidations;
   /** Whether the store answers within `timeoutMs`. */
   ping(timeoutMs: number): Promise<boolean>;
+  /** Failed (re)connections, for the log; never called on the memory store. */
+  onConnectionError(listener: (error: Error) => void): void;
   close(): Promise<void>;
-  /** The Redis connection, for the store's own events (up/down); absent on the memory store. */
-  redis: RedisClient | undefined;
 };
 
-/** The public and admin APIs may wait longer on the store than a check. */
-const apiTimeout = (checkTimeoutMs: number): number => Math.max(1_000, checkTimeoutMs * 10);
+/**
+ * Every wait on the store, from REDIS_TIMEOUT_MS (a check's): the public and admin APIs, and a
+ * (re)connection, may take longer than a check.
+ */
+export const storeTimeouts = (checkTimeoutMs: number) => ({
+  apiMs: Math.max(1_000, checkTimeoutMs * 10),
+  connectMs: Math.max(1_000, checkTimeoutMs * 10),
+});
 
 /**
  * A session store whose `create` gives up after `timeoutMs`, and then revokes the session should its
@@ -61,50 +81,52 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
 
 export function createRedisStore(options: { redis: RedisClient; prefix: string; timeoutMs?: number }): Store {
   const { redis } = options;
-  const timeoutMs = apiTimeout(options.timeoutMs ?? 100);
+  const timeoutMs = storeTimeouts(options.timeoutMs ?? 100).apiMs;
   const keys = createKeys(options.prefix);
   const limiter = createRedisRateLimitStore({ redis, keys });
+  const invalidations = createRedisInvalidations({ redis, channel: `${options.prefix}invalidations` });
+  const sessions = revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs);
   return {
     kind: "redis",
-    users: guarded(createRedisUserStore({ redis, keys }), timeoutMs),
-    sessions: guarded(revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs), timeoutMs),
-    limiter: guarded(limiter, timeoutMs),
-    checks: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
-    async ping(timeoutMs) {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), timeoutMs);
-      });
-      const pong = redis.ping().then(
+    users: guarded(announcingUsers(createRedisUserStore({ redis, keys }), invalidations), timeoutMs),
+    sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
+    limiter: guarded(announcingLimiter(limiter, invalidations), timeoutMs),
+    unguarded: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
+    invalidations,
+    ping: (timeoutMs) =>
+      withDeadline(redis.ping(), timeoutMs).then(
         (reply) => reply === "PONG",
         () => false,
-      );
-      const answer = await Promise.race([pong, timeout]);
-      clearTimeout(timer);
-      return answer;
+      ),
+    onConnectionError(listener) {
+      redis.on("error", listener);
+      // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
+      redis.on("node error", listener);
     },
     async close() {
+      await invalidations.close();
       await redis.quit().catch(() => redis.disconnect());
     },
-    redis,
   };
 }
 
 export function createMemoryStore(): Store {
   const limiter = createMemoryRateLimitStore();
   const identity = createMemoryIdentityStore();
+  const invalidations = createLocalInvalidations();
   return {
     kind: "memory",
-    users: identity.users,
-    sessions: identity.sessions,
-    limiter,
-    checks: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
+    users: announcingUsers(identity.users, invalidations),
+    sessions: announcingSessions(identity.sessions, invalidations),
+    limiter: announcingLimiter(limiter, invalidations),
+    unguarded: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
+    invalidations,
     ping: async () => true,
+    onConnectionError: () => {},
     async close() {
       limiter.close();
       identity.close();
     },
-    redis: undefined,
   };
 }
 
@@ -116,7 +138,7 @@ export function createStore(options: {
   if (options.redis === undefined) return createMemoryStore();
   const redis = createRedisClient({
     settings: options.redis,
-    connectTimeoutMs: Math.max(1_000, options.timeoutMs * 10),
+    connectTimeoutMs: storeTimeouts(options.timeoutMs).connectMs,
   });
   return createRedisStore({ redis, prefix: options.prefix, timeoutMs: options.timeoutMs });
 }

@@ -570,7 +570,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
         const limits = await admin<LimitsBody>("GET", `/admin/users/${user.id}/limits`);
         expect(limits.status).toBe(200);
         expect(limits.body).toMatchObject({ user_id: user.id, tier: "free" });
-        expect(Object.keys(limits.body.limits).sort()).toEqual(["general", "orders", "search"]);
+        expect(Object.keys(limits.body.limits).sort()).toEqual(["account", "general", "orders", "search"]);
         expect(limits.body.limits.search).toMatchObject({ limit: 20, used: 3, remaining: 17 });
         expect(limits.body.limits.general).toMatchObject({ limit: 100, used: 1, remaining: 99 });
         expect(limits.body.limits.orders).toMatchObject({ limit: 10, used: 0, remaining: 10 });

@@ -1,6 +1,13 @@
-// The contract every rate-limit store honours; run unchanged against the memory and Redis stores.
+// The contract every rate-limit store honours; run unchanged against the memory store, one Redis, a
+// Redis Cluster and Sentinel: each algorithm, windows in lists, layers counted in all or none.
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import type { RateLimitStore, Rule } from "../../src/ratelimit/types.js";
+import {
+  ALGORITHMS,
+  type Algorithm,
+  type Layer,
+  type RateLimitStore,
+  type Rule,
+} from "../../src/ratelimit/types.js";
 
 export type ContractHarness = {
   /** A store whose clock is `now()` in ms. */
@@ -8,6 +15,12 @@ export type ContractHarness = {
 };
 
 const T0 = 1_700_000_000_000;
+
+const rule = (algorithm: Algorithm, ...windows: [number, number][]): Rule => ({
+  algorithm,
+  windows: windows.map(([limit, windowMs]) => ({ limit, windowMs })),
+});
+const layer = (category: string, r: Rule): Layer[] => [{ category, rule: r }];
 
 export function describeRateLimitContract(name: string, harness: ContractHarness): void {
   describe(`rate-limit store contract: ${name}`, () => {
@@ -20,7 +33,7 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
     beforeEach(async () => {
       now = T0;
       subjectCounter += 1;
-      subject = `u:contract-${subjectCounter}-${Math.random().toString(36).slice(2, 8)}`;
+      subject = `ip:contract-${subjectCounter}-${Math.random().toString(36).slice(2, 8)}`;
       const created = await harness.create(() => now);
       store = created.store;
       closers.push(created.close);
@@ -29,116 +42,243 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
       for (const close of closers) await close();
     });
 
-    const rule: Rule = { limit: 3, windowMs: 10_000 };
+    const log = rule("sliding-log", [3, 10_000]);
+    const general = layer("general", log);
 
-    it("allows exactly `limit` requests, then denies with the window's state", async () => {
-      const results = [];
-      for (let i = 0; i < 5; i += 1) {
-        now = T0 + i * 100;
-        results.push(await store.hit(subject, "general", rule));
-      }
-      expect(results.map((r) => r.allowed)).toEqual([true, true, true, false, false]);
-      expect(results.map((r) => r.used)).toEqual([1, 2, 3, 3, 3]);
-      expect(results.map((r) => r.remaining)).toEqual([2, 1, 0, 0, 0]);
-      expect(results[0]).toMatchObject({ limit: 3, resetAtMs: T0 + 10_000, retryAfterMs: 0 });
-      expect(results[3]).toMatchObject({ resetAtMs: T0 + 10_000, retryAfterMs: 10_000 - 300 });
-      expect(results[4]?.retryAfterMs).toBe(10_000 - 400);
-    });
-
-    it("lets one more request in when the oldest entry leaves, and only one", async () => {
-      for (let i = 0; i < 3; i += 1) {
-        now = T0 + i * 1000;
-        await store.hit(subject, "general", rule);
-      }
-      now = T0 + 9_999;
-      expect((await store.hit(subject, "general", rule)).allowed).toBe(false);
-      now = T0 + 10_000;
-      const freed = await store.hit(subject, "general", rule);
-      expect(freed).toMatchObject({ allowed: true, used: 3, remaining: 0, resetAtMs: T0 + 11_000 });
-      const next = await store.hit(subject, "general", rule);
-      expect(next).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
-    });
-
-    it("does not record denied requests", async () => {
-      for (let i = 0; i < 3; i += 1) await store.hit(subject, "general", rule);
-      for (let i = 0; i < 50; i += 1) {
-        now = T0 + 1 + i * 100;
-        expect((await store.hit(subject, "general", rule)).allowed).toBe(false);
-      }
-      now = T0 + 10_000;
-      const after = await Promise.all([1, 2, 3, 4].map(() => store.hit(subject, "general", rule)));
-      expect(after.filter((r) => r.allowed)).toHaveLength(3);
-    });
-
-    it("refuses the double-window burst that a fixed window would let through", async () => {
-      // Fill the limit late in one fixed window, then try again just after the boundary.
-      now = T0 + 9_000;
-      for (let i = 0; i < 3; i += 1) expect((await store.hit(subject, "general", rule)).allowed).toBe(true);
-      now = T0 + 11_000;
-      for (let i = 0; i < 3; i += 1) expect((await store.hit(subject, "general", rule)).allowed).toBe(false);
-      now = T0 + 14_000; // half a window after filling
-      expect((await store.hit(subject, "general", rule)).allowed).toBe(false);
-    });
-
-    it("keeps separate windows per subject and per category", async () => {
-      for (let i = 0; i < 3; i += 1) await store.hit(subject, "general", rule);
-      expect((await store.hit(subject, "general", rule)).allowed).toBe(false);
-      expect((await store.hit(subject, "search", rule)).allowed).toBe(true);
-      expect((await store.hit(`${subject}-other`, "general", rule)).allowed).toBe(true);
-    });
-
-    it("answers peek without counting", async () => {
-      now = T0 + 500;
-      await store.hit(subject, "general", rule);
-      now = T0 + 700;
-      await store.hit(subject, "general", rule);
-      for (let i = 0; i < 5; i += 1) {
-        expect(await store.peek(subject, "general", rule)).toEqual({
+    describe("sliding-log", () => {
+      it("allows exactly `limit` requests, then denies with the window's state", async () => {
+        const results = [];
+        for (let i = 0; i < 5; i += 1) {
+          now = T0 + i * 100;
+          results.push(await store.hit(subject, general));
+        }
+        expect(results.map((r) => r.allowed)).toEqual([true, true, true, false, false]);
+        expect(results.map((r) => r.used)).toEqual([1, 2, 3, 3, 3]);
+        expect(results.map((r) => r.remaining)).toEqual([2, 1, 0, 0, 0]);
+        expect(results[0]).toMatchObject({
           limit: 3,
-          used: 2,
-          remaining: 1,
-          resetAtMs: T0 + 10_500,
+          windowMs: 10_000,
+          resetAtMs: T0 + 10_000,
+          retryAfterMs: 0,
         });
-      }
-      now = T0 + 10_600;
-      expect(await store.peek(subject, "general", rule)).toMatchObject({ used: 1, resetAtMs: T0 + 10_700 });
-      expect(await store.peek(subject, "never-used", rule)).toEqual({
-        limit: 3,
-        used: 0,
-        remaining: 3,
-        resetAtMs: now,
+        expect(results[3]).toMatchObject({ resetAtMs: T0 + 10_000, retryAfterMs: 10_000 - 300 });
+        expect(results[4]?.retryAfterMs).toBe(10_000 - 400);
+      });
+
+      it("lets one more request in when the oldest entry leaves, and only one", async () => {
+        for (let i = 0; i < 3; i += 1) {
+          now = T0 + i * 1000;
+          await store.hit(subject, general);
+        }
+        now = T0 + 9_999;
+        expect((await store.hit(subject, general)).allowed).toBe(false);
+        now = T0 + 10_000;
+        const freed = await store.hit(subject, general);
+        expect(freed).toMatchObject({ allowed: true, used: 3, remaining: 0, resetAtMs: T0 + 11_000 });
+        const next = await store.hit(subject, general);
+        expect(next).toMatchObject({ allowed: false, retryAfterMs: 1_000 });
+      });
+
+      it("refuses the double-window burst that a fixed window would let through", async () => {
+        now = T0 + 9_000;
+        for (let i = 0; i < 3; i += 1) expect((await store.hit(subject, general)).allowed).toBe(true);
+        now = T0 + 11_000;
+        for (let i = 0; i < 3; i += 1) expect((await store.hit(subject, general)).allowed).toBe(false);
+        now = T0 + 14_000;
+        expect((await store.hit(subject, general)).allowed).toBe(false);
+        now = T0 + 19_000;
+        expect((await store.hit(subject, general)).allowed).toBe(true);
+      });
+
+      it("forgets a window that went idle for longer than its length", async () => {
+        for (let i = 0; i < 3; i += 1) await store.hit(subject, general);
+        now = T0 + 60_000;
+        const results = await Promise.all([1, 2, 3, 4].map(() => store.hit(subject, general)));
+        expect(results.filter((r) => r.allowed)).toHaveLength(3);
+      });
+
+      it("applies a lowered limit at once and waits for enough entries to leave", async () => {
+        const big = layer("general", rule("sliding-log", [5, 10_000]));
+        for (let i = 0; i < 5; i += 1) {
+          now = T0 + i * 1000;
+          await store.hit(subject, big);
+        }
+        now = T0 + 5_000;
+        const denied = await store.hit(subject, layer("general", rule("sliding-log", [2, 10_000])));
+        // 5 counted, limit 2: the 4th oldest (t = 3 s) must leave first.
+        expect(denied).toMatchObject({ allowed: false, used: 5, remaining: 0, retryAfterMs: 8_000 });
       });
     });
 
-    it("resets only the categories it is given", async () => {
-      for (let i = 0; i < 3; i += 1) {
-        await store.hit(subject, "general", rule);
-        await store.hit(subject, "search", rule);
-      }
-      await store.reset(subject, ["general"]);
-      expect((await store.hit(subject, "general", rule)).allowed).toBe(true);
-      expect((await store.hit(subject, "search", rule)).allowed).toBe(false);
+    describe("sliding-counter", () => {
+      const counter = layer("general", rule("sliding-counter", [4, 10_000]));
+
+      it("admits `limit` in an empty window, then weighs the previous window by its overlap", async () => {
+        // Aligned to a fixed window's start so the weights are easy to follow.
+        now = Math.ceil(T0 / 10_000) * 10_000;
+        const start = now;
+        for (let i = 0; i < 4; i += 1) expect((await store.hit(subject, counter)).allowed).toBe(true);
+        expect(await store.hit(subject, counter)).toMatchObject({ allowed: false, remaining: 0, used: 4 });
+        // Half-way into the next fixed window the previous 4 weigh 2: two more fit.
+        now = start + 15_000;
+        const a = await store.hit(subject, counter);
+        const b = await store.hit(subject, counter);
+        const c = await store.hit(subject, counter);
+        expect([a.allowed, b.allowed, c.allowed]).toEqual([true, true, false]);
+        expect(a).toMatchObject({ used: 3, remaining: 1 });
+        // Denied at 2 + 2 = 4: it fits once the previous window's weight falls to 1, at 3/4.
+        expect(c.retryAfterMs).toBe(2_500);
+        now = start + 17_499;
+        expect((await store.hit(subject, counter)).allowed).toBe(false);
+        now = start + 17_500;
+        expect((await store.hit(subject, counter)).allowed).toBe(true);
+      });
     });
 
-    it("applies a lowered limit at once and waits for enough entries to leave", async () => {
-      const big: Rule = { limit: 5, windowMs: 10_000 };
-      for (let i = 0; i < 5; i += 1) {
-        now = T0 + i * 1000;
-        await store.hit(subject, "general", big);
-      }
-      now = T0 + 5_000;
-      const denied = await store.hit(subject, "general", { limit: 2, windowMs: 10_000 });
-      // 5 counted, limit 2: the 4th oldest (t = 3 s) must leave first.
-      expect(denied).toMatchObject({ allowed: false, used: 5, remaining: 0, retryAfterMs: 8_000 });
+    describe("gcra", () => {
+      const gcra = layer("general", rule("gcra", [5, 1_000]));
+
+      it("lets a burst of `limit` through, then one request per emission interval", async () => {
+        const burst = [];
+        for (let i = 0; i < 6; i += 1) burst.push(await store.hit(subject, gcra));
+        expect(burst.map((r) => r.allowed)).toEqual([true, true, true, true, true, false]);
+        expect(burst.map((r) => r.remaining)).toEqual([4, 3, 2, 1, 0, 0]);
+        expect(burst[0]).toMatchObject({ resetAtMs: T0 + 200 });
+        expect(burst[5]).toMatchObject({ retryAfterMs: 200, resetAtMs: T0 + 200 });
+        now = T0 + 199;
+        expect((await store.hit(subject, gcra)).allowed).toBe(false);
+        now = T0 + 200;
+        expect(await store.hit(subject, gcra)).toMatchObject({ allowed: true, remaining: 0 });
+        expect((await store.hit(subject, gcra)).allowed).toBe(false);
+        // A full window later the bucket is full again.
+        now = T0 + 1_200;
+        expect(await store.hit(subject, gcra)).toMatchObject({ allowed: true, remaining: 4 });
+      });
     });
 
-    it("admits exactly `limit` of many concurrent requests", async () => {
-      const big: Rule = { limit: 100, windowMs: 60_000 };
-      const results = await Promise.all(
-        Array.from({ length: 300 }, () => store.hit(subject, "general", big)),
-      );
-      expect(results.filter((r) => r.allowed)).toHaveLength(100);
-      expect(Math.max(...results.map((r) => r.used))).toBe(100);
+    describe.each(ALGORITHMS)("every algorithm: %s", (algorithm) => {
+      const one = layer("general", rule(algorithm, [3, 10_000]));
+
+      it("denies with a Retry-After at which the same request is allowed, and not a millisecond before", async () => {
+        for (let i = 0; i < 3; i += 1) {
+          now = T0 + i * 700;
+          expect((await store.hit(subject, one)).allowed).toBe(true);
+        }
+        now = T0 + 2_500;
+        const denied = await store.hit(subject, one);
+        expect(denied.allowed).toBe(false);
+        expect(denied.retryAfterMs).toBeGreaterThan(0);
+        const at = now + denied.retryAfterMs;
+        now = at - 1;
+        expect((await store.hit(subject, one)).allowed).toBe(false);
+        now = at;
+        expect((await store.hit(subject, one)).allowed).toBe(true);
+      });
+
+      it("does not record denied requests", async () => {
+        for (let i = 0; i < 3; i += 1) await store.hit(subject, one);
+        for (let i = 0; i < 50; i += 1) {
+          now = T0 + 1 + i * 10;
+          expect((await store.hit(subject, one)).allowed).toBe(false);
+        }
+        now = T0 + 30_000;
+        const after = await Promise.all([1, 2, 3, 4].map(() => store.hit(subject, one)));
+        expect(after.filter((r) => r.allowed)).toHaveLength(3);
+      });
+
+      it("keeps separate windows per subject and per category", async () => {
+        for (let i = 0; i < 3; i += 1) await store.hit(subject, one);
+        expect((await store.hit(subject, one)).allowed).toBe(false);
+        expect((await store.hit(subject, layer("search", one[0]?.rule as Rule))).allowed).toBe(true);
+        expect((await store.hit(`${subject}-other`, one)).allowed).toBe(true);
+      });
+
+      it("decides without counting on a dry run, and peeks every window without counting", async () => {
+        const two = layer("general", rule(algorithm, [2, 1_000], [5, 10_000]));
+        await store.hit(subject, two);
+        for (let i = 0; i < 5; i += 1) {
+          expect(await store.hit(subject, two, { dryRun: true })).toMatchObject({ allowed: true });
+        }
+        const windows = await store.peek(subject, two[0] as Layer);
+        expect(windows.map((w) => [w.limit, w.windowMs, w.used, w.remaining])).toEqual([
+          [2, 1_000, 1, 1],
+          [5, 10_000, 1, 4],
+        ]);
+        expect((await store.hit(subject, two)).allowed).toBe(true);
+        expect((await store.hit(subject, two)).allowed).toBe(false);
+        expect(await store.peek(`${subject}-never`, two[0] as Layer)).toEqual([
+          { limit: 2, windowMs: 1_000, used: 0, remaining: 2, resetAtMs: now },
+          { limit: 5, windowMs: 10_000, used: 0, remaining: 5, resetAtMs: now },
+        ]);
+      });
+
+      it("resets only the categories it is given", async () => {
+        const search = layer("search", one[0]?.rule as Rule);
+        for (let i = 0; i < 3; i += 1) {
+          await store.hit(subject, one);
+          await store.hit(subject, search);
+        }
+        await store.reset(subject, ["general"]);
+        expect((await store.hit(subject, one)).allowed).toBe(true);
+        expect((await store.hit(subject, search)).allowed).toBe(false);
+      });
+
+      it("counts a request in every window of a list or in none", async () => {
+        const two = layer("general", rule(algorithm, [2, 1_000], [3, 60_000]));
+        // The short window refuses the third request of the second: the long one must not count it.
+        const first = [
+          await store.hit(subject, two),
+          await store.hit(subject, two),
+          await store.hit(subject, two),
+        ];
+        expect(first.map((r) => r.allowed)).toEqual([true, true, false]);
+        expect(first[2]).toMatchObject({ window: 0, limit: 2 });
+        now = T0 + 2_000;
+        expect(await store.hit(subject, two)).toMatchObject({ allowed: true, window: 1, remaining: 0 });
+        expect(await store.hit(subject, two)).toMatchObject({ allowed: false, window: 1, limit: 3 });
+      });
+
+      it("describes the window with least room left, and on a denial the one that frees last", async () => {
+        const two = layer("general", rule(algorithm, [5, 1_000], [6, 60_000]));
+        expect(await store.hit(subject, two)).toMatchObject({ window: 0, remaining: 4, limit: 5 });
+        for (let i = 0; i < 4; i += 1) await store.hit(subject, two);
+        // The short window is free again; the long one has room for one.
+        now = T0 + 2_000;
+        expect(await store.hit(subject, two)).toMatchObject({ allowed: true, window: 1, remaining: 0 });
+        const denied = await store.hit(subject, two);
+        expect(denied).toMatchObject({ allowed: false, window: 1, limit: 6 });
+        expect(denied.retryAfterMs).toBeGreaterThan(1_000);
+      });
+
+      it("counts layers of one subject in all of them or in none", async () => {
+        const ip: Layer = { category: "ip", rule: rule(algorithm, [4, 60_000]) };
+        const general: Layer = { category: "general", rule: rule(algorithm, [2, 1_000]) };
+        const results = [];
+        for (let i = 0; i < 4; i += 1) results.push(await store.hit(subject, [ip, general]));
+        expect(results.map((r) => [r.allowed, r.layer])).toEqual([
+          [true, 1],
+          [true, 1],
+          [false, 1],
+          [false, 1],
+        ]);
+        // The refused requests left no trace in the first layer: two more fit there alone.
+        expect((await store.hit(subject, [ip])).allowed).toBe(true);
+        expect((await store.hit(subject, [ip])).allowed).toBe(true);
+        expect(await store.hit(subject, [ip])).toMatchObject({ allowed: false, layer: 0 });
+        // Now the first layer refuses, and the second does not count it either.
+        now = T0 + 2_000;
+        expect(await store.hit(subject, [ip, general])).toMatchObject({ allowed: false, layer: 0 });
+        expect((await store.hit(subject, [general])).allowed).toBe(true);
+        expect((await store.hit(subject, [general])).allowed).toBe(true);
+        expect((await store.hit(subject, [general])).allowed).toBe(false);
+      });
+
+      it("admits exactly `limit` of many concurrent requests", async () => {
+        const big = layer("general", rule(algorithm, [100, 60_000]));
+        const results = await Promise.all(Array.from({ length: 300 }, () => store.hit(subject, big)));
+        expect(results.filter((r) => r.allowed)).toHaveLength(100);
+        expect(Math.min(...results.map((r) => r.remaining))).toBe(0);
+      });
     });
   });
 }

@@ -2,11 +2,14 @@
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/workers.js";
 import { freePort, waitFor } from "../support/ports.js";
 import {
@@ -86,6 +89,10 @@ const logLines = (proc: TollgateProcess): Array<Record<string, unknown>> =>
 const listeningPids = (proc: TollgateProcess): Set<number> =>
   new Set(logLines(proc).flatMap((l) => (l.event === "ready" ? [Number(l.pid)] : [])));
 
+const policyDir = mkdtempSync(join(tmpdir(), "tollgate-workers-policy-"));
+const policyFile = join(policyDir, "policy.yaml");
+writeFileSync(policyFile, DEFAULT_POLICY_YAML);
+
 describe("WORKERS=2 with real Redis", () => {
   let tollgate: TollgateProcess;
   let primary: number;
@@ -98,6 +105,7 @@ describe("WORKERS=2 with real Redis", () => {
         WORKERS: "2",
         // The bursts below must not degrade on a loaded machine: exactness is the point, not speed.
         REDIS_TIMEOUT_MS: "2000",
+        POLICY_FILE: policyFile,
       },
       45_000,
     );
@@ -161,6 +169,52 @@ describe("WORKERS=2 with real Redis", () => {
     expect(counts).toEqual({ 200: 100, 429: 200 });
     // GET /metrics lands on one worker but reports the checks of both.
     expect((await allowedFreeGeneral(tollgate)) - allowedBefore).toBe(100);
+  });
+
+  it("reloads the policy on every worker, through one worker's admin port or by SIGHUP to the primary", async () => {
+    /** The versions that 20 new connections were answered with: the workers take turns with them. */
+    const only = async (): Promise<Set<string>> => {
+      const seen = new Set<string>();
+      for (let i = 0; i < 20; i += 1) {
+        const res = await fresh(`${tollgate.adminUrl}/admin/policy`, {
+          headers: { authorization: `Bearer ${tollgate.adminToken}` },
+        });
+        expect(res.status).toBe(200);
+        seen.add((JSON.parse(res.body) as { version: string }).version);
+      }
+      return seen;
+    };
+    const start = await only();
+    expect(start.size).toBe(1);
+    writeFileSync(policyFile, DEFAULT_POLICY_YAML.replace("search: 200/1h", "search: 250/1h"));
+    const reload = await fresh(`${tollgate.adminUrl}/admin/policy/reload`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    expect(reload.status, reload.body).toBe(200);
+    const changed = (JSON.parse(reload.body) as { version: string }).version;
+    await waitFor(
+      async () => logLines(tollgate).filter((l) => l.event === "policy_reloaded").length >= 2,
+      5_000,
+      "both workers reloaded",
+    );
+    expect(await only()).toEqual(new Set([changed]));
+    writeFileSync(policyFile, DEFAULT_POLICY_YAML);
+    const before = logLines(tollgate).filter((l) => l.event === "policy_reloaded").length;
+    process.kill(primary, "SIGHUP");
+    await waitFor(
+      async () => logLines(tollgate).filter((l) => l.event === "policy_reloaded").length >= before + 2,
+      5_000,
+      "both workers reloaded after SIGHUP",
+    );
+    expect(await only()).toEqual(start);
+    expect(
+      new Set(
+        logLines(tollgate)
+          .filter((l) => l.event === "policy_reloaded")
+          .map((l) => Number(l.pid)),
+      ),
+    ).toEqual(new Set(childrenOf(primary)));
   });
 
   it("replaces a worker that dies, and keeps answering", async () => {

@@ -4,6 +4,8 @@ import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/logger.js";
+import { logRule, userSubject } from "../../src/ratelimit/types.js";
+import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
@@ -62,15 +64,57 @@ describe("tollgate on a redis cluster", () => {
     const keys = createKeys(testPrefix());
     const store = createRedisRateLimitStore({ redis: cluster, keys });
     const subjects = Array.from({ length: 30 }, (_, i) => `u:flush-${i}`);
-    const rule = { limit: 2, windowMs: 60_000 };
-    for (const subject of subjects) expect((await store.hit(subject, "general", rule)).allowed).toBe(true);
+    const rule = [{ category: "general", rule: logRule(2, 60_000) }];
+    for (const subject of subjects) expect((await store.hit(subject, rule)).allowed).toBe(true);
     const masters = cluster.nodes("master");
     expect(masters).toHaveLength(3);
     await Promise.all(masters.map((node) => node.script("FLUSH")));
-    const replies = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    const replies = await Promise.all(subjects.map((subject) => store.hit(subject, rule)));
     expect(replies.map((r) => [r.allowed, r.remaining])).toEqual(subjects.map(() => [true, 0]));
-    const third = await Promise.all(subjects.map((subject) => store.hit(subject, "general", rule)));
+    const third = await Promise.all(subjects.map((subject) => store.hit(subject, rule)));
     expect(third.every((r) => !r.allowed)).toBe(true);
+  });
+
+  it("counts the IP layer and a user's window, in two slots, in both or in neither", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
+    const limiter = createRedisRateLimitStore({ redis: cluster, keys });
+    const session = async (username: string) => {
+      const user = await store.users.create({ username, tier: "free", passwordHash: "h" });
+      if (user === "exists") throw new Error("exists");
+      const created = await store.sessions.create(
+        { userId: user.id, deviceName: "d", ip: "198.51.100.1", userAgent: "u", passwordHash: "h" },
+        { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
+      );
+      if (created === "refused") throw new Error("refused");
+      return { userId: user.id, sessionId: created.session.sessionId };
+    };
+    const ipRule = logRule(3, 60_000);
+    const ip = { subject: "ip:198.51.100.99", rule: ipRule };
+    const rules = new Map([["free", logRule(2, 60_000)]]);
+    const ask = (who: { userId: string; sessionId: string }) =>
+      authorizer.authorize({ ...who, category: "general", rules, ip, idleMs: 60_000, dryRun: false });
+    const one = await session("layers-one");
+    // Different masters, or the test would not show the split.
+    const slot = (key: string) => cluster.call("CLUSTER", "KEYSLOT", key);
+    expect(await slot(keys.user(one.userId))).not.toBe(await slot(keys.record(ip.subject)));
+    expect((await ask(one)).kind === "ok" && (await ask(one)).kind === "ok").toBe(true);
+    const refused = await ask(one);
+    expect(refused).toMatchObject({ kind: "ok", hit: { allowed: false, layer: 1 } });
+    // The refused request was taken back from the IP layer: two counted there, not three.
+    await new Promise((r) => setTimeout(r, 50));
+    const ipLayer = { category: "ip", rule: ipRule };
+    expect((await limiter.peek(ip.subject, ipLayer))[0]).toMatchObject({ used: 2, remaining: 1 });
+    const two = await session("layers-two");
+    expect(await ask(two)).toMatchObject({ kind: "ok", hit: { allowed: true } });
+    expect(await ask(two)).toMatchObject({ kind: "ip_denied", hit: { allowed: false, layer: 0, limit: 3 } });
+    expect(
+      (await limiter.peek(userSubject(two.userId), { category: "general", rule: logRule(2, 60_000) }))[0],
+    ).toMatchObject({
+      used: 1,
+    });
   });
 
   it("creates a user whose name was left claimed for good by a user that no longer exists", async () => {

@@ -72,7 +72,7 @@ describe("identity on redis", () => {
     await t.check(login.access_token);
     const tag = `${prefix}{u:${user.id}}`;
     expect(await scanAll(`${tag}*`)).toEqual(
-      [`${tag}:s:${login.session_id}`, `${tag}:sessions`, `${tag}:user`, `${tag}:w:search`].sort(),
+      [`${tag}:s:${login.session_id}`, `${tag}:sessions`, `${tag}:user`, `${tag}:l:search:0`].sort(),
     );
     const session = await redis.hgetall(`${tag}:s:${login.session_id}`);
     expect(session).toMatchObject({ dev: "phone", ip: "198.51.100.7", ua: "identity-contract/1.0" });
@@ -84,8 +84,8 @@ describe("identity on redis", () => {
     const indexTtl = await redis.pttl(`${tag}:sessions`);
     expect(indexTtl).toBeGreaterThan(86_400_000 - 5_000);
     expect(indexTtl).toBeLessThanOrEqual(86_400_000);
-    expect(await redis.pttl(`${tag}:w:search`)).toBeLessThanOrEqual(3_600_000);
-    expect(await redis.pttl(`${tag}:w:search`)).toBeGreaterThan(3_600_000 - 5_000);
+    expect(await redis.pttl(`${tag}:l:search:0`)).toBeLessThanOrEqual(3_600_000);
+    expect(await redis.pttl(`${tag}:l:search:0`)).toBeGreaterThan(3_600_000 - 5_000);
     expect(await redis.pttl(`${tag}:user`)).toBe(-1);
   });
 

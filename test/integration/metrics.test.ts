@@ -286,9 +286,10 @@ describe("/metrics after a known mix of requests", () => {
   it("never uses a user id, session id, username, token or IP as a label value", () => {
     const bounded: Record<string, readonly string[]> = {
       decision: ["allow", "deny"],
-      reason: ["ok", "rate_limited", "unauthenticated", "degraded", "unavailable"],
+      reason: ["ok", "rate_limited", "unauthenticated", "degraded", "unavailable", "shadow", "bad_request"],
       tier: ["anonymous", "free", "pro", "enterprise", "unknown"],
-      category: ["general", "search", "orders", "login", "none"],
+      category: ["general", "search", "orders", "login", "account", "ip", "none"],
+      result: ["changed", "unchanged", "invalid"],
       protocol: ["envoy", "nginx"],
       event: ["login", "login_failed", "logout", "logout_all", "session_revoked", "session_evicted"].concat([
         "admin_revoke",
@@ -299,6 +300,8 @@ describe("/metrics after a known mix of requests", () => {
     for (const sample of samples.filter((s) => s.name.startsWith("tollgate_"))) {
       for (const [label, value] of Object.entries(sample.labels)) {
         if (label === "le") expect(value).toMatch(/^(\d+(\.\d+)?|\+Inf)$/);
+        // The policy's version: a hash of the policy, one label value at a time.
+        else if (label === "version") expect(value).toMatch(/^[0-9a-f]{12}$/);
         else expect(bounded[label], `${sample.name} ${label}="${value}"`).toContain(value);
       }
     }

@@ -1,9 +1,9 @@
-// The sliding window on a real Redis in real time: concurrency, many processes, sliding, TTLs.
+// The limiter on a real Redis in real time: concurrency, many processes, sliding, TTLs, hash tags.
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import type { HitResult, Rule } from "../../src/ratelimit/types.js";
+import { ALGORITHMS, type HitResult, type Layer, logRule } from "../../src/ratelimit/types.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
@@ -15,27 +15,34 @@ const stores = clients.map((redis) => createRedisRateLimitStore({ redis, keys })
 const store = stores[0] as (typeof stores)[number];
 const redis = clients[0] as Redis;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const general = (limit: number, windowMs: number): Layer[] => [
+  { category: "general", rule: logRule(limit, windowMs) },
+];
 
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.quit()));
 });
 
-describe("sliding window on Redis under concurrency", () => {
+describe.each(ALGORITHMS)("%s on Redis under concurrency", (algorithm) => {
+  const layers: Layer[] = [
+    { category: "general", rule: { algorithm, windows: [{ limit: 100, windowMs: 60_000 }] } },
+  ];
+
   it("admits exactly 100 of 500 concurrent hits spread over 8 connections", async () => {
-    const rule: Rule = { limit: 100, windowMs: 60_000 };
+    const subject = `u:burst-${algorithm}`;
     const results = await Promise.all(
-      Array.from({ length: 500 }, (_, i) => stores[i % stores.length]?.hit("u:burst", "general", rule)),
+      Array.from({ length: 500 }, (_, i) => stores[i % stores.length]?.hit(subject, layers)),
     );
-    const allowed = results.filter((r) => r?.allowed).length;
-    expect(allowed).toBe(100);
+    expect(results.filter((r) => r?.allowed)).toHaveLength(100);
     expect(results.filter((r) => r?.allowed === false)).toHaveLength(400);
-    expect(await redis.zcard(keys.window("u:burst", "general"))).toBe(100);
   });
 
   it("admits exactly 100 in total across 4 separate Node processes sharing one Redis", async () => {
     const worker = fileURLToPath(new URL("../support/hit-worker.mjs", import.meta.url));
     const children = Array.from({ length: 4 }, () =>
-      fork(worker, [redisUrl(), prefix, "u:multi", "150", "100", "60000"], { stdio: "inherit" }),
+      fork(worker, [redisUrl(), prefix, `u:multi-${algorithm}`, "150", "100", "60000", algorithm], {
+        stdio: "inherit",
+      }),
     );
     await Promise.all(
       children.map((child) => new Promise<void>((resolve) => child.once("message", () => resolve()))),
@@ -54,16 +61,16 @@ describe("sliding window on Redis under concurrency", () => {
   });
 });
 
-describe("sliding window on Redis in real time", () => {
+describe("sliding log on Redis in real time", () => {
   it("slides: 5 per 2 s, the 6th waits ~2 s, then exactly one more passes", async () => {
-    const rule: Rule = { limit: 5, windowMs: 2_000 };
+    const rule = general(5, 2_000);
     const first: HitResult[] = [];
     for (let i = 0; i < 5; i += 1) {
-      first.push(await store.hit("u:slide", "general", rule));
+      first.push(await store.hit("u:slide", rule));
       if (i < 4) await sleep(150);
     }
     expect(first.every((r) => r.allowed)).toBe(true);
-    const sixth = await store.hit("u:slide", "general", rule);
+    const sixth = await store.hit("u:slide", rule);
     expect(sixth.allowed).toBe(false);
     // The oldest entry is ~600 ms old, so about 1.4 s remain of its window.
     expect(sixth.retryAfterMs).toBeGreaterThan(1_200);
@@ -71,41 +78,94 @@ describe("sliding window on Redis in real time", () => {
     expect(sixth.resetAtMs).toBe((first[0] as HitResult).resetAtMs);
 
     await sleep(sixth.retryAfterMs + 30);
-    const after = await Promise.all([1, 2, 3].map(() => store.hit("u:slide", "general", rule)));
+    const after = await Promise.all([1, 2, 3].map(() => store.hit("u:slide", rule)));
     expect(after.filter((r) => r.allowed)).toHaveLength(1);
   });
 
   it("a 6th request right after 5 waits close to the whole window", async () => {
-    const rule: Rule = { limit: 5, windowMs: 2_000 };
-    for (let i = 0; i < 5; i += 1) await store.hit("u:sixth", "general", rule);
-    const sixth = await store.hit("u:sixth", "general", rule);
+    const rule = general(5, 2_000);
+    for (let i = 0; i < 5; i += 1) await store.hit("u:sixth", rule);
+    const sixth = await store.hit("u:sixth", rule);
     expect(sixth.allowed).toBe(false);
     expect(sixth.retryAfterMs).toBeGreaterThan(1_800);
     expect(sixth.retryAfterMs).toBeLessThanOrEqual(2_000);
   });
 
   it("gets nothing through with the double-window attack: fill, wait half a window, retry", async () => {
-    const rule: Rule = { limit: 5, windowMs: 2_000 };
-    const fill = await Promise.all([1, 2, 3, 4, 5].map(() => store.hit("u:double", "general", rule)));
+    const rule = general(5, 2_000);
+    const fill = await Promise.all([1, 2, 3, 4, 5].map(() => store.hit("u:double", rule)));
     expect(fill.every((r) => r.allowed)).toBe(true);
     await sleep(1_000);
-    const retry = await Promise.all([1, 2, 3, 4, 5].map(() => store.hit("u:double", "general", rule)));
+    const retry = await Promise.all([1, 2, 3, 4, 5].map(() => store.hit("u:double", rule)));
     expect(retry.filter((r) => r.allowed)).toHaveLength(0);
   });
 
-  it("gives window keys a TTL of at most one window, and denied hits add nothing", async () => {
-    const rule: Rule = { limit: 3, windowMs: 5_000 };
-    const key = keys.window("ip:192.0.2.1", "search");
-    for (let i = 0; i < 10; i += 1) await store.hit("ip:192.0.2.1", "search", rule);
-    const ttl = await redis.pttl(key);
-    expect(ttl).toBeGreaterThan(4_000);
-    expect(ttl).toBeLessThanOrEqual(5_000 + 50);
-    expect(await redis.zcard(key)).toBe(3);
+  it("keeps one list per window with a TTL of at most that window; denied hits add nothing", async () => {
+    const layers: Layer[] = [
+      {
+        category: "search",
+        rule: {
+          algorithm: "sliding-log",
+          windows: [
+            { limit: 3, windowMs: 5_000 },
+            { limit: 5, windowMs: 60_000 },
+          ],
+        },
+      },
+    ];
+    for (let i = 0; i < 10; i += 1) await store.hit("ip:192.0.2.1", layers);
+    const short = keys.log("ip:192.0.2.1", "search", 0);
+    const long = keys.log("ip:192.0.2.1", "search", 1);
+    expect(await redis.pttl(short)).toBeGreaterThan(4_000);
+    expect(await redis.pttl(short)).toBeLessThanOrEqual(5_000 + 50);
+    expect(await redis.pttl(long)).toBeGreaterThan(59_000);
+    expect(await redis.llen(short)).toBe(3);
+    expect(await redis.llen(long)).toBe(3);
   });
 
+  it("drops the entries that left the window when it is next used", async () => {
+    const rule = general(50, 1_000);
+    for (let i = 0; i < 40; i += 1) await store.hit("u:trim", rule);
+    await sleep(600);
+    for (let i = 0; i < 5; i += 1) await store.hit("u:trim", rule);
+    await sleep(500);
+    expect((await store.hit("u:trim", rule)).used).toBe(6);
+    expect(await redis.llen(keys.log("u:trim", "general", 0))).toBe(6);
+  });
+});
+
+describe("counter and gcra state on Redis", () => {
+  it("lives in one field of an address's record, which expires once the state no longer matters", async () => {
+    for (const algorithm of ["sliding-counter", "gcra"] as const) {
+      const subject = `ip:198.51.100.${algorithm.length}`;
+      const layers: Layer[] = [
+        { category: "general", rule: { algorithm, windows: [{ limit: 5, windowMs: 2_000 }] } },
+      ];
+      await store.hit(subject, layers);
+      const record = keys.record(subject);
+      expect(await redis.hkeys(record)).toEqual(expect.arrayContaining(["r:general", "x"]));
+      const ttl = await redis.pttl(record);
+      // counter: two windows (its fixed window and the next); gcra: its debt; plus one window of slack.
+      expect(ttl).toBeGreaterThan(1_000);
+      expect(ttl).toBeLessThanOrEqual(3 * 2_000 + 50);
+    }
+  });
+
+  it("keeps a user's state in the user hash, which never expires", async () => {
+    const layers: Layer[] = [
+      { category: "orders", rule: { algorithm: "gcra", windows: [{ limit: 5, windowMs: 2_000 }] } },
+    ];
+    await redis.hset(keys.user("stateful"), "tier", "free");
+    await store.hit("u:stateful", layers);
+    expect(await redis.hkeys(keys.user("stateful"))).toEqual(["tier", "r:orders"]);
+    expect(await redis.pttl(keys.user("stateful"))).toBe(-1);
+  });
+});
+
+describe("key layout", () => {
   it("keeps every key of a subject under one hash tag", async () => {
-    await store.hit("u:tagged", "orders", { limit: 1, windowMs: 1_000 });
+    await store.hit("u:tagged", [{ category: "orders", rule: logRule(1, 1_000) }]);
     const found = await redis.keys(`${prefix}*tagged*`);
-    expect(found).toEqual([`${prefix}{u:tagged}:w:orders`]);
+    expect(found).toEqual([`${prefix}{u:tagged}:l:orders:0`]);
   });
 });

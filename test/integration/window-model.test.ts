@@ -1,79 +1,158 @@
-// Model-based: the Redis and memory sliding windows answer exactly as a plain log does, on random timelines.
+// Model-based: the Redis and memory limiters answer exactly as plain references of each algorithm do,
+// on random timelines with policy changes between requests.
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HitResult, RateLimitStore, Rule, WindowState } from "../../src/ratelimit/types.js";
+import type { Algorithm, HitResult, Layer, RateLimitStore, Rule, Window } from "../../src/ratelimit/types.js";
 import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 /**
- * The reference: a list of request times per window, pruned and counted the obvious way. A request
- * leaves the window once `now - time >= windowMs`; a denied request is not recorded.
+ * A reference of one window: whether a request fits at `t` and how much room is left, from the
+ * algorithm's definition, with the requests counted so far. Nothing here is shared with the code.
  */
-function createModel() {
-  const logs = new Map<string, number[]>();
-  const logOf = (key: string): number[] => {
-    let log = logs.get(key);
-    if (log === undefined) {
-      log = [];
-      logs.set(key, log);
-    }
-    return log;
+type WindowModel = {
+  fits(t: number): boolean;
+  remaining(t: number): number;
+  count(t: number): void;
+};
+
+/** The log: every counted request's time; a request leaves once `t - time >= window`. */
+function logModel(w: Window, times: number[]): WindowModel {
+  const inWindow = (t: number) => times.filter((x) => x > t - w.windowMs).length;
+  return {
+    fits: (t) => inWindow(t) < w.limit,
+    remaining: (t) => Math.max(0, w.limit - inWindow(t)),
+    count: (t) => times.push(t),
+  };
+}
+
+/** Cloudflare's sliding counter: fixed windows' counts, the previous weighted by its overlap. */
+function counterModel(w: Window, counts: Map<number, number>): WindowModel {
+  const estimate = (t: number) => {
+    const start = t - (t % w.windowMs);
+    const previous = counts.get(start - w.windowMs) ?? 0;
+    return (previous * (w.windowMs - (t - start))) / w.windowMs + (counts.get(start) ?? 0);
   };
   return {
-    hit(key: string, rule: Rule, now: number): HitResult {
-      const log = logOf(key).filter((t) => t > now - rule.windowMs);
-      logs.set(key, log);
-      const allowed = log.length < rule.limit;
-      if (allowed) log.push(now);
-      const used = log.length;
-      const oldest = log[0] as number;
-      // Denied: requests must leave until fewer than `limit` remain; the one that makes room is
-      // the (used - limit)-th oldest.
-      const makesRoom = allowed ? oldest : (log[used - rule.limit] as number);
-      return {
-        allowed,
-        limit: rule.limit,
-        used,
-        remaining: Math.max(0, rule.limit - used),
-        resetAtMs: oldest + rule.windowMs,
-        retryAfterMs: allowed ? 0 : Math.max(1, makesRoom + rule.windowMs - now),
-      };
-    },
-    peek(key: string, rule: Rule, now: number): WindowState {
-      const counted = (logs.get(key) ?? []).filter((t) => t > now - rule.windowMs);
-      const used = counted.length;
-      return {
-        limit: rule.limit,
-        used,
-        remaining: Math.max(0, rule.limit - used),
-        resetAtMs: used === 0 ? now : (counted[0] as number) + rule.windowMs,
-      };
+    fits: (t) => estimate(t) + 1 <= w.limit + 1e-9,
+    remaining: (t) => Math.max(0, Math.floor(w.limit - estimate(t) + 1e-9)),
+    count: (t) => {
+      const start = t - (t % w.windowMs);
+      counts.set(start, (counts.get(start) ?? 0) + 1);
     },
   };
 }
 
-type Step = {
-  op: "hit" | "peek";
-  subject: number;
-  category: number;
-  /** Milliseconds the clock moves before this step. */
-  advance: number;
-  /** Replaces the key's rule from this step on (a policy reload), when present. */
-  rule: Rule | undefined;
-};
+/**
+ * GCRA as usually written: a theoretical arrival time, emission interval window/limit, burst `limit`.
+ * Its times are absolute ms, whose doubles are coarse (about 2e-4 ms): compared with that slack.
+ */
+function gcraModel(w: Window, state: { tat: number }): WindowModel {
+  const interval = w.windowMs / w.limit;
+  const tat = (t: number) => Math.max(state.tat, t);
+  return {
+    fits: (t) => tat(t) + interval - t <= w.windowMs + 1e-3,
+    remaining: (t) => Math.max(0, Math.floor((w.windowMs - (tat(t) - t)) / interval + 1e-6)),
+    count: (t) => {
+      state.tat = tat(t) + interval;
+    },
+  };
+}
 
-const SUBJECTS = ["u:model-a", "u:model-b", "ip:192.0.2.1"];
+/** The earliest whole ms from `from` on at which `ok` holds (it holds from then on: time only frees). */
+function earliest(from: number, ok: (t: number) => boolean, horizon: number): number {
+  let lo = from;
+  let hi = from + horizon;
+  if (ok(lo)) return lo;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (ok(mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/** Per key and algorithm: each window's requests, kept as the stores keep them across policy changes. */
+function createModel() {
+  const logs = new Map<string, number[]>();
+  const counters = new Map<string, Map<number, number>>();
+  const gcras = new Map<string, { tat: number }>();
+  const windowsOf = (key: string, rule: Rule): WindowModel[] =>
+    rule.windows.map((w, i) => {
+      if (rule.algorithm === "sliding-log") {
+        // One list per window position, trimmed when used: a window made longer keeps what it held.
+        const k = `${key}|${i}`;
+        let kept = logs.get(k);
+        if (kept === undefined) {
+          kept = [];
+          logs.set(k, kept);
+        }
+        return logModel(w, kept);
+      }
+      const k = `${key}|${w.windowMs}`;
+      if (rule.algorithm === "sliding-counter") {
+        if (!counters.has(k)) counters.set(k, new Map());
+        return counterModel(w, counters.get(k) as Map<number, number>);
+      }
+      if (!gcras.has(k)) gcras.set(k, { tat: 0 });
+      return gcraModel(w, gcras.get(k) as { tat: number });
+    });
+  const trim = (key: string, rule: Rule, now: number) => {
+    if (rule.algorithm !== "sliding-log") return;
+    rule.windows.forEach((w, i) => {
+      const k = `${key}|${i}`;
+      logs.set(
+        k,
+        (logs.get(k) ?? []).filter((x) => x > now - w.windowMs),
+      );
+    });
+  };
+  return {
+    /** The request's answer, compared on: allowed, which window is described, its numbers, Retry-After. */
+    hit(key: string, rule: Rule, now: number) {
+      trim(key, rule, now);
+      const windows = windowsOf(key, rule);
+      const allowed = windows.every((m) => m.fits(now));
+      if (allowed) for (const m of windows) m.count(now);
+      const horizon = 3 * Math.max(...rule.windows.map((w) => w.windowMs));
+      if (allowed) {
+        const remaining = windows.map((m) => m.remaining(now));
+        const least = Math.min(...remaining);
+        return { allowed, window: remaining.indexOf(least), remaining: least, retryAfterMs: 0 };
+      }
+      const frees = windows.map((m) => (m.fits(now) ? 0 : earliest(now, (t) => m.fits(t), horizon)));
+      const last = Math.max(...frees);
+      return { allowed, window: frees.indexOf(last), remaining: 0, retryAfterMs: Math.max(1, last - now) };
+    },
+    peek(key: string, rule: Rule, now: number) {
+      return windowsOf(key, rule).map((m) => m.remaining(now));
+    },
+  };
+}
+
+const SUBJECTS = ["u:model-a", "ip:192.0.2.1"];
 const CATEGORIES = ["general", "search"];
-// Windows of 10 s and more: Redis expires window keys in real time (PEXPIRE), and a run must never
-// last long enough for a key to vanish while the pinned clock still counts its entries.
+// Windows of 10 s and more: Redis expires keys in real time, and a run must never last long enough
+// for a key to vanish while the pinned clock still counts its entries.
 const WINDOWS = [10_000, 15_000, 60_000, 3_600_000];
-const ruleArb = fc.record({
-  limit: fc.integer({ min: 1, max: 6 }),
-  windowMs: fc.oneof(fc.constantFrom(...WINDOWS), fc.integer({ min: 10_000, max: 20_000 })),
-});
+
+const ruleArb = (algorithm: Algorithm) =>
+  fc
+    .uniqueArray(
+      fc.record({
+        limit: fc.integer({ min: 1, max: 6 }),
+        windowMs: fc.oneof(
+          fc.constantFrom(...WINDOWS),
+          fc.integer({ min: 10, max: 20 }).map((s) => s * 1000),
+        ),
+      }),
+      { minLength: 1, maxLength: 2, selector: (w) => w.windowMs },
+    )
+    .map((windows): Rule => ({ algorithm, windows: [...windows].sort((a, b) => a.windowMs - b.windowMs) }));
+
 /** Steps that often land exactly on a window's edge, where an off-by-one would show. */
 const advanceArb = fc.oneof(
   fc.constant(0),
@@ -83,10 +162,11 @@ const advanceArb = fc.oneof(
   fc.integer({ min: 20_000, max: 4_000_000 }),
 );
 
-const timelineArb = (withRuleChanges: boolean) =>
+const timelineArb = (algorithm: Algorithm, withRuleChanges: boolean) =>
   fc.record({
-    start: fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }),
-    rules: fc.array(ruleArb, {
+    // Whole seconds, so that fixed windows start where the model expects them.
+    start: fc.integer({ min: 1_600_000_000, max: 1_900_000_000 }).map((s) => s * 1000),
+    rules: fc.array(ruleArb(algorithm), {
       minLength: SUBJECTS.length * CATEGORIES.length,
       maxLength: SUBJECTS.length * CATEGORIES.length,
     }),
@@ -96,24 +176,29 @@ const timelineArb = (withRuleChanges: boolean) =>
         subject: fc.integer({ min: 0, max: SUBJECTS.length - 1 }),
         category: fc.integer({ min: 0, max: CATEGORIES.length - 1 }),
         advance: advanceArb,
-        rule: withRuleChanges ? fc.option(ruleArb, { freq: 4, nil: undefined }) : fc.constant(undefined),
+        rule: withRuleChanges
+          ? fc.option(ruleArb(algorithm), { freq: 4, nil: undefined })
+          : fc.constant(undefined),
       }),
-      { minLength: 1, maxLength: 60 },
+      { minLength: 1, maxLength: 50 },
     ),
   });
 
-let redis: Redis;
+type Timeline = {
+  start: number;
+  rules: Rule[];
+  steps: { op: "hit" | "peek"; subject: number; category: number; advance: number; rule: Rule | undefined }[];
+};
 
+let redis: Redis;
 beforeAll(() => {
   redis = connectRedis();
 });
-
 afterAll(() => {
   redis?.disconnect();
 });
 
 type StoreFactory = (clock: () => number) => { store: RateLimitStore; close(): void };
-
 const stores: Array<[string, StoreFactory]> = [
   [
     "the Redis store",
@@ -131,7 +216,14 @@ const stores: Array<[string, StoreFactory]> = [
   ],
 ];
 
-async function replay(factory: StoreFactory, timeline: { start: number; rules: Rule[]; steps: Step[] }) {
+const compared = (hit: HitResult) => ({
+  allowed: hit.allowed,
+  window: hit.window,
+  remaining: hit.remaining,
+  retryAfterMs: hit.retryAfterMs,
+});
+
+async function replay(factory: StoreFactory, timeline: Timeline) {
   let now = timeline.start;
   const { store, close } = factory(() => now);
   const model = createModel();
@@ -145,52 +237,58 @@ async function replay(factory: StoreFactory, timeline: { start: number; rules: R
       const subject = SUBJECTS[step.subject] as string;
       const category = CATEGORIES[step.category] as string;
       const key = `${subject}|${category}`;
-      const [actual, expected] =
-        step.op === "hit"
-          ? [await store.hit(subject, category, rule), model.hit(key, rule, now)]
-          : [await store.peek(subject, category, rule), model.peek(key, rule, now)];
-      expect(
-        actual,
-        `step ${i} (${step.op} ${key} ${JSON.stringify(rule)} at +${now - timeline.start} ms)`,
-      ).toEqual(expected);
+      const layer: Layer = { category, rule };
+      const where = `step ${i} (${step.op} ${key} ${JSON.stringify(rule)} at +${now - timeline.start} ms)`;
+      if (step.op === "hit") {
+        expect(compared(await store.hit(subject, [layer])), where).toEqual(model.hit(key, rule, now));
+      } else {
+        expect(
+          (await store.peek(subject, layer)).map((w) => w.remaining),
+          where,
+        ).toEqual(model.peek(key, rule, now));
+      }
     }
   } finally {
     close();
   }
 }
 
-describe.each(stores)("%s against the reference log", (_name, factory) => {
-  it("gives identical decisions, remaining, resetAtMs and retryAfterMs on random timelines", async () => {
-    await fc.assert(
-      fc.asyncProperty(timelineArb(false), (timeline) => replay(factory, timeline)),
-      { numRuns: 150 },
-    );
-  });
-
-  it("stays identical when limits and windows change between hits (policy reloads)", async () => {
-    await fc.assert(
-      fc.asyncProperty(timelineArb(true), (timeline) => replay(factory, timeline)),
-      { numRuns: 100 },
-    );
-  });
-
-  it("agrees with the reference on a hand-written timeline (the model itself is checked)", async () => {
-    const model = createModel();
-    const rule = { limit: 2, windowMs: 10_000 };
-    expect(model.hit("k", rule, 0)).toMatchObject({ allowed: true, remaining: 1, resetAtMs: 10_000 });
-    expect(model.hit("k", rule, 4_000)).toMatchObject({ allowed: true, remaining: 0, resetAtMs: 10_000 });
-    expect(model.hit("k", rule, 9_999)).toMatchObject({ allowed: false, retryAfterMs: 1 });
-    expect(model.hit("k", rule, 10_000)).toMatchObject({ allowed: true, used: 2, resetAtMs: 14_000 });
-    await replay(factory, {
-      start: 1_700_000_000_000,
-      rules: Array(SUBJECTS.length * CATEGORIES.length).fill(rule),
-      steps: [0, 4_000, 5_999, 1, 0, 9_999].map((advance) => ({
-        op: "hit" as const,
-        subject: 0,
-        category: 0,
-        advance,
-        rule: undefined,
-      })),
+describe.each(stores)("%s against plain references", (_name, factory) => {
+  describe.each(["sliding-log", "sliding-counter", "gcra"] as const)("%s", (algorithm) => {
+    it("gives identical decisions, remaining and Retry-After on random timelines", async () => {
+      await fc.assert(
+        fc.asyncProperty(timelineArb(algorithm, false), (timeline) => replay(factory, timeline)),
+        { numRuns: 80 },
+      );
     });
+
+    it("stays identical when limits and windows change between hits (policy reloads)", async () => {
+      await fc.assert(
+        fc.asyncProperty(timelineArb(algorithm, true), (timeline) => replay(factory, timeline)),
+        { numRuns: 50 },
+      );
+    });
+  });
+});
+
+describe("the references themselves", () => {
+  it("count as the algorithms are defined, on hand-written timelines", () => {
+    const model = createModel();
+    const log: Rule = { algorithm: "sliding-log", windows: [{ limit: 2, windowMs: 10_000 }] };
+    expect(model.hit("k", log, 0)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(model.hit("k", log, 4_000)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(model.hit("k", log, 9_999)).toMatchObject({ allowed: false, retryAfterMs: 1 });
+    expect(model.hit("k", log, 10_000)).toMatchObject({ allowed: true, remaining: 0 });
+
+    const gcra: Rule = { algorithm: "gcra", windows: [{ limit: 5, windowMs: 1_000 }] };
+    const burst = Array.from({ length: 6 }, () => model.hit("g", gcra, 0));
+    expect(burst.map((r) => r.allowed)).toEqual([true, true, true, true, true, false]);
+    expect(burst[5]).toMatchObject({ retryAfterMs: 200 });
+
+    const counter: Rule = { algorithm: "sliding-counter", windows: [{ limit: 4, windowMs: 10_000 }] };
+    for (let i = 0; i < 4; i += 1) expect(model.hit("c", counter, 0).allowed).toBe(true);
+    expect(model.hit("c", counter, 15_000)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(model.hit("c", counter, 15_000)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(model.hit("c", counter, 15_000)).toMatchObject({ allowed: false, retryAfterMs: 2_500 });
   });
 });

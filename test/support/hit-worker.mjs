@@ -5,16 +5,19 @@ import { createRedisClient } from "../../dist/src/store/redis/client.js";
 import { createKeys } from "../../dist/src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../dist/src/store/redis/rate-limit-store.js";
 
-const [url, prefix, subject, hits, limit, windowMs] = process.argv.slice(2);
+const [url, prefix, subject, hits, limit, windowMs, algorithm = "sliding-log"] = process.argv.slice(2);
 const redis = createRedisClient({ url, commandTimeoutMs: 10_000, offlineQueue: true });
 await redis.ping();
 const store = createRedisRateLimitStore({ redis, keys: createKeys(prefix) });
-const rule = { limit: Number(limit), windowMs: Number(windowMs) };
+const layers = [
+  {
+    category: "general",
+    rule: { algorithm, windows: [{ limit: Number(limit), windowMs: Number(windowMs) }] },
+  },
+];
 
 process.on("message", async () => {
-  const results = await Promise.all(
-    Array.from({ length: Number(hits) }, () => store.hit(subject, "general", rule)),
-  );
+  const results = await Promise.all(Array.from({ length: Number(hits) }, () => store.hit(subject, layers)));
   process.send({
     allowed: results.filter((r) => r.allowed).length,
     denied: results.filter((r) => !r.allowed).length,

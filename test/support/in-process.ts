@@ -33,6 +33,8 @@ export type InProcessOptions = {
   env?: Record<string, string>;
   /** Share a store (and its key prefix) with another instance instead of a fresh one. */
   shareWith?: InProcess;
+  /** Another tollgate on the same Redis and key prefix, with connections of its own (another host). */
+  peerOf?: InProcess;
   /** Load alice, bob_pro and ent_carol (password "secret"); default true. */
   demoUsers?: boolean;
 };
@@ -56,7 +58,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const config = loadConfig(env);
   const shared = options.shareWith;
   const redis = shared?.redis ?? connectRedis();
-  const prefix = shared?.prefix ?? testPrefix();
+  const prefix = shared?.prefix ?? options.peerOf?.prefix ?? testPrefix();
   const store = shared?.store ?? createRedisStore({ redis, prefix, timeoutMs: 1000 });
   const writes: string[] = [];
   const logger = createLogger(config.logLevel, {
@@ -64,7 +66,9 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
       writes.push(line);
     },
   });
-  if (shared === undefined && options.demoUsers !== false) await loadUsers(store.users, await demoUsers());
+  if (shared === undefined && options.peerOf === undefined && options.demoUsers !== false) {
+    await loadUsers(store.users, await demoUsers());
+  }
   const tollgate = createTollgate({ config, policy: loadPolicy(config.policyFile), store, logger });
   const servers = [
     tollgate.checkServer,
@@ -96,7 +100,8 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
             }),
         ),
       );
-      if (shared === undefined) redis.disconnect();
+      // Its subscriber connection too (store.close), unless another instance still uses the store.
+      if (shared === undefined) await store.close().catch(() => redis.disconnect());
     },
   };
 }

@@ -2,14 +2,15 @@
 import { describe, expect, it } from "vitest";
 import type { TokenCheck } from "../../src/auth/jwt.js";
 import {
+  type CompiledPolicy,
   compilePolicy,
-  type Decision,
   decideAnonymous,
   decideDegraded,
   decideUser,
   plan,
 } from "../../src/authz/decide.js";
-import { loadPolicy } from "../../src/config/policy.js";
+import type { AuthorizeResult } from "../../src/authz/types.js";
+import { DEFAULT_POLICY_YAML, loadPolicy, parsePolicy } from "../../src/config/policy.js";
 import { renderDecision, renderForNginx } from "../../src/http/check-responses.js";
 import type { HitResult } from "../../src/ratelimit/types.js";
 
@@ -17,13 +18,23 @@ const compiled = compilePolicy(loadPolicy(undefined));
 const valid: TokenCheck = { ok: true, claims: { sub: "u1", sid: "s1", tier: "pro", exp: 2e9 } };
 const expired: TokenCheck = { ok: false, reason: "expired", description: "token expired" };
 const NOW = 1_700_000_000_000;
-const hit = (allowed: boolean, used: number, limit: number, retryAfterMs = 0): HitResult => ({
+const hit = (allowed: boolean, used: number, limit: number, retryAfterMs = 0, layer = 0): HitResult => ({
   allowed,
+  layer,
+  window: 0,
   limit,
+  windowMs: 3_600_000,
   used,
   remaining: Math.max(0, limit - used),
   resetAtMs: NOW + 3_600_000,
   retryAfterMs,
+});
+const ok = (tier: string, h: HitResult): AuthorizeResult => ({
+  kind: "ok",
+  tier,
+  hit: h,
+  ownRule: undefined,
+  sessionExpiresAtMs: NOW + 86_400_000,
 });
 
 describe("planning a check", () => {
@@ -39,11 +50,9 @@ describe("planning a check", () => {
     const p = plan(compiled, { method: "GET", path: "/api/search?q=x", token: valid, ip: "192.0.2.1" });
     expect(p).toMatchObject({ kind: "user", userId: "u1", sessionId: "s1", category: "search" });
     if (p.kind !== "user") throw new Error("expected a user plan");
-    expect(Object.fromEntries(p.limits)).toEqual({
-      free: { limit: 20, windowMs: 3_600_000 },
-      pro: { limit: 200, windowMs: 3_600_000 },
-      enterprise: { limit: 2000, windowMs: 3_600_000 },
-    });
+    const one = (limit: number) => ({ algorithm: "sliding-log", windows: [{ limit, windowMs: 3_600_000 }] });
+    expect(Object.fromEntries(p.rules)).toEqual({ free: one(20), pro: one(200), enterprise: one(2000) });
+    expect(p.ip).toBeUndefined();
   });
 
   it("counts requests without a valid token against the client's address", () => {
@@ -53,7 +62,12 @@ describe("planning a check", () => {
         kind: "anonymous",
         subject: "ip:192.0.2.1",
         category: "orders",
-        rule: { limit: 10, windowMs: 3_600_000 },
+        layers: [
+          {
+            category: "orders",
+            rule: { algorithm: "sliding-log", windows: [{ limit: 10, windowMs: 3_600_000 }] },
+          },
+        ],
         tokenRequired: true,
       });
     }
@@ -80,14 +94,20 @@ describe("deciding", () => {
   });
 
   it("maps the store's answers for a user", () => {
-    expect(decideUser(user, { kind: "no_session" })).toMatchObject({ status: 401, reason: "revoked" });
-    expect(decideUser(user, { kind: "user_inactive" })).toMatchObject({ status: 401, reason: "inactive" });
-    expect(decideUser(user, { kind: "ok", tier: "pro", hit: hit(true, 1, 1000) })).toMatchObject({
+    expect(decideUser(compiled, user, { kind: "no_session" })).toMatchObject({
+      status: 401,
+      reason: "revoked",
+    });
+    expect(decideUser(compiled, user, { kind: "user_inactive" })).toMatchObject({
+      status: 401,
+      reason: "inactive",
+    });
+    expect(decideUser(compiled, user, ok("pro", hit(true, 1, 1000)))).toMatchObject({
       kind: "allow",
       identity: { userId: "u1", tier: "pro", sessionId: "s1" },
       limit: { tier: "pro", category: "general", limit: 1000, remaining: 999, windowMs: 3_600_000 },
     });
-    expect(decideUser(user, { kind: "ok", tier: "free", hit: hit(false, 100, 100, 1) })).toMatchObject({
+    expect(decideUser(compiled, user, ok("free", hit(false, 100, 100, 1)))).toMatchObject({
       status: 429,
       limit: { tier: "free" },
     });
@@ -106,8 +126,9 @@ describe("deciding", () => {
 });
 
 describe("rendering", () => {
-  const limit = { ...hit(false, 20, 20, 1_500), tier: "free", category: "search", windowMs: 3_600_000 };
-  const denied: Decision = { kind: "deny", status: 429, limit, identity: undefined };
+  const searcher = plan(compiled, { method: "GET", path: "/api/search", token: valid, ip: "192.0.2.1" });
+  if (searcher.kind !== "user") throw new Error("unexpected plan");
+  const denied = decideUser(compiled, searcher, ok("free", hit(false, 20, 20, 1_500)));
 
   it("answers Envoy's 429 with limit headers, Retry-After rounded up and the JSON body", () => {
     const r = renderDecision(denied, NOW);
@@ -143,22 +164,35 @@ describe("rendering", () => {
         limit: l,
         window_seconds: w,
       });
+    const policyOf = (yaml: string) => compilePolicy(parsePolicy(yaml, "test"));
     const deny = (
+      c: CompiledPolicy,
+      tier: string,
+      path: string,
       l: number,
       windowMs: number,
       retryMs: number,
-      tier = "free",
-      category = "search",
-    ): Decision => ({
-      kind: "deny",
-      status: 429,
-      limit: { ...hit(false, l, l, retryMs), tier, category, windowMs },
-      identity: undefined,
-    });
-    expect(renderDecision(deny(20, 3_600_000, 1_500), NOW).body).toBe(body(20, 3600, 2, "free", "search"));
-    expect(renderDecision(deny(20, 3_600_000, 59_001), NOW).body).toBe(body(20, 3600, 60, "free", "search"));
-    // The same tier and category with another limit and window (a changed policy) is a new rule.
-    const changed = renderDecision(deny(5, 60_000, 10_000), NOW);
+    ) => {
+      const p = plan(c, {
+        method: path === "/api/orders" ? "POST" : "GET",
+        path,
+        token: valid,
+        ip: "192.0.2.1",
+      });
+      if (p.kind !== "user") throw new Error("unexpected plan");
+      return decideUser(c, p, ok(tier, { ...hit(false, l, l, retryMs), windowMs }));
+    };
+    expect(renderDecision(deny(compiled, "free", "/api/search", 20, 3_600_000, 1_500), NOW).body).toBe(
+      body(20, 3600, 2, "free", "search"),
+    );
+    expect(renderDecision(deny(compiled, "free", "/api/search", 20, 3_600_000, 59_001), NOW).body).toBe(
+      body(20, 3600, 60, "free", "search"),
+    );
+    // The same tier and category under another policy (a reload) is a new rule.
+    const reloaded = policyOf(
+      DEFAULT_POLICY_YAML.replace(/(free: +\{ general: 100\/1h, +)search: 20\/1h/, "$1search: 5/1m"),
+    );
+    const changed = renderDecision(deny(reloaded, "free", "/api/search", 5, 60_000, 10_000), NOW);
     expect(changed.body).toBe(body(5, 60, 10, "free", "search"));
     expect(changed.headers).toMatchObject({
       "x-ratelimit-limit": "5",
@@ -166,12 +200,109 @@ describe("rendering", () => {
       "ratelimit-policy": '"free-search";q=5;w=60',
       "retry-after": "10",
     });
-    expect(renderDecision(deny(7, 60_000, 1_000, "pro", "orders"), NOW).body).toBe(
-      body(7, 60, 1, "pro", "orders"),
+    expect(renderDecision(deny(compiled, "pro", "/api/orders", 100, 3_600_000, 1_000), NOW).body).toBe(
+      body(100, 3600, 1, "pro", "orders"),
     );
     // nginx's copy of the headers never changes what the next Envoy answer carries.
-    renderForNginx(deny(20, 3_600_000, 1_500), NOW);
-    expect(renderDecision(deny(20, 3_600_000, 1_500), NOW).headers["x-authz-status"]).toBeUndefined();
+    renderForNginx(deny(compiled, "free", "/api/search", 20, 3_600_000, 1_500), NOW);
+    expect(
+      renderDecision(deny(compiled, "free", "/api/search", 20, 3_600_000, 1_500), NOW).headers[
+        "x-authz-status"
+      ],
+    ).toBeUndefined();
+  });
+
+  describe("with layers and lists of windows", () => {
+    const layered = compilePolicy(
+      parsePolicy(
+        `
+ip: [20/1s, 600/1m]
+tiers:
+  anonymous: { general: 100/1h, login: 10/15m }
+  free: { general: [5/1s, 100/1h] }
+default: { category: general }
+`,
+        "test",
+      ),
+    );
+    const p = plan(layered, {
+      method: "GET",
+      path: "/api/products",
+      token: { ...valid, claims: { ...valid.claims, tier: "free" } },
+      ip: "192.0.2.7",
+    });
+    if (p.kind !== "user") throw new Error("unexpected plan");
+
+    it("plans the IP layer with the user's windows", () => {
+      expect(p.ip).toEqual({
+        subject: "ip:192.0.2.7",
+        rule: {
+          algorithm: "sliding-log",
+          windows: [
+            { limit: 20, windowMs: 1_000 },
+            { limit: 600, windowMs: 60_000 },
+          ],
+        },
+      });
+    });
+
+    it("lists every window in RateLimit-Policy and names the described one in RateLimit", () => {
+      const described: HitResult = {
+        ...hit(true, 3, 5),
+        layer: 1,
+        window: 0,
+        windowMs: 1_000,
+        resetAtMs: NOW + 1_000,
+      };
+      const r = renderDecision(decideUser(layered, p, ok("free", described)), NOW);
+      expect(r.headers).toMatchObject({
+        "x-ratelimit-limit": "5",
+        "x-ratelimit-remaining": "2",
+        "x-ratelimit-resource": "general",
+        "ratelimit-policy":
+          '"ip";q=20;w=1, "ip-1m";q=600;w=60, "free-general";q=5;w=1, "free-general-1h";q=100;w=3600',
+        ratelimit: '"free-general";r=2;t=1',
+      });
+    });
+
+    it("refuses with category ip before identity when the IP layer is full", () => {
+      const full: HitResult = { ...hit(false, 600, 600, 30_000), layer: 0, window: 1, windowMs: 60_000 };
+      const d = decideUser(layered, p, { kind: "ip_denied", hit: full });
+      expect(d).toMatchObject({
+        kind: "deny",
+        status: 429,
+        identity: undefined,
+        limit: { category: "ip", tier: "free" },
+      });
+      const r = renderDecision(d, NOW);
+      expect(r.headers).toMatchObject({
+        "x-ratelimit-resource": "ip",
+        ratelimit: '"ip-1m";r=0;t=3600',
+        "retry-after": "30",
+      });
+      expect(JSON.parse(r.body)).toMatchObject({
+        message: "Rate limit exceeded: 600 requests per 60 seconds from this address. Retry in 30 seconds.",
+        category: "ip",
+        limit: 600,
+        window_seconds: 60,
+      });
+    });
+  });
+
+  it("lets an over-limit request through in shadow mode, marked", () => {
+    const shadowed = compilePolicy(
+      parsePolicy(DEFAULT_POLICY_YAML.replace("  free:       {", "  free:       { mode: shadow,"), "test"),
+    );
+    const p = plan(shadowed, { method: "GET", path: "/api/search", token: valid, ip: "192.0.2.1" });
+    if (p.kind !== "user") throw new Error("unexpected plan");
+    const d = decideUser(shadowed, p, ok("free", hit(false, 20, 20, 1_500)));
+    expect(d).toMatchObject({ kind: "allow", limit: { shadow: true } });
+    expect(renderDecision(d, NOW).headers).toMatchObject({
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-shadow": "deny",
+    });
+    // Other tiers stay enforced.
+    expect(decideUser(shadowed, p, ok("pro", hit(false, 200, 200, 1_500)))).toMatchObject({ status: 429 });
   });
 
   it("always sets the identity headers on allow, empty for anonymous requests", () => {

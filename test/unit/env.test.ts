@@ -26,7 +26,6 @@ describe("settings", () => {
       checkPort: 9191,
       adminPort: 9090,
       host: "127.0.0.1",
-      upstreamPort: 8000,
       redis: undefined,
       redisTimeoutMs: 100,
       redisKeyPrefix: "tg:",
@@ -40,6 +39,7 @@ describe("settings", () => {
       logLevel: "info",
       logFormat: "auto",
       drainDelayMs: 5_000,
+      denialCacheSize: 100_000,
       production: false,
       adminTokenGenerated: true,
     });

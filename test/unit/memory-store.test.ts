@@ -1,5 +1,6 @@
 // The memory store: the shared contract, plus the bounded memory that the embedded default needs.
 import { describe, expect, it } from "vitest";
+import { logRule } from "../../src/ratelimit/types.js";
 import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 
@@ -14,11 +15,11 @@ describe("memory store housekeeping", () => {
   it("forgets windows once their last request has left them", async () => {
     let now = 0;
     const store = createMemoryRateLimitStore({ clock: () => now });
-    const rule = { limit: 10, windowMs: 1_000 };
-    for (let i = 0; i < 1_000; i += 1) await store.hit(`ip:10.0.${i >> 8}.${i & 255}`, "general", rule);
+    const layers = [{ category: "general", rule: logRule(10, 1_000) }];
+    for (let i = 0; i < 1_000; i += 1) await store.hit(`ip:10.0.${i >> 8}.${i & 255}`, layers);
     expect(store.size()).toBe(1_000);
     now = 500;
-    await store.hit("ip:10.9.9.9", "general", rule);
+    await store.hit("ip:10.9.9.9", layers);
     store.sweep();
     expect(store.size()).toBe(1_001);
     now = 1_000;
@@ -33,15 +34,15 @@ describe("memory store housekeeping", () => {
   it("keeps a long-lived busy window compact", async () => {
     let now = 0;
     const store = createMemoryRateLimitStore({ clock: () => now });
-    const rule = { limit: 5, windowMs: 1_000 };
+    const layer = { category: "general", rule: logRule(5, 1_000) };
     let allowed = 0;
     for (let i = 0; i < 100_000; i += 1) {
       now = i * 10;
-      if ((await store.hit("u:busy", "general", rule)).allowed) allowed += 1;
+      if ((await store.hit("u:busy", [layer])).allowed) allowed += 1;
     }
     // 5 per second over 1,000 seconds.
     expect(allowed).toBe(5_000);
-    expect((await store.peek("u:busy", "general", rule)).used).toBe(5);
+    expect((await store.peek("u:busy", layer))[0]?.used).toBe(5);
     store.close();
   });
 });

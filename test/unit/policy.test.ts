@@ -20,11 +20,19 @@ describe("the built-in policy", () => {
 
   it("holds the limits of the specification", () => {
     const limit = (tier: string, category: string) => policy.tiers.get(tier)?.get(category);
-    expect(limit("anonymous", "login")).toMatchObject({ count: 10, windowMs: 15 * 60_000 });
-    expect(limit("free", "search")).toMatchObject({ count: 20, windowMs: 3_600_000 });
-    expect(limit("pro", "orders")).toMatchObject({ count: 100, windowMs: 3_600_000 });
-    expect(limit("enterprise", "general")).toMatchObject({ count: 10_000, windowMs: 3_600_000 });
-    expect(policy.categories).toEqual(["general", "search", "orders", "login"]);
+    const log = (limit: number, windowMs: number) => ({
+      algorithm: "sliding-log",
+      windows: [{ limit, windowMs }],
+    });
+    expect(limit("anonymous", "login")).toEqual(log(10, 15 * 60_000));
+    expect(limit("free", "search")).toEqual(log(20, 3_600_000));
+    expect(limit("pro", "orders")).toEqual(log(100, 3_600_000));
+    expect(limit("enterprise", "general")).toEqual(log(10_000, 3_600_000));
+    for (const tier of ["anonymous", "free", "pro", "enterprise"])
+      expect(limit(tier, "account")).toEqual(log(300, 3_600_000));
+    expect(policy.categories).toEqual(["general", "search", "orders", "login", "account"]);
+    expect(policy.ip).toBeUndefined();
+    expect([...policy.modes.values()]).toEqual(["enforce", "enforce", "enforce", "enforce"]);
   });
 
   it("maps the specified routes to their categories and token rules", () => {
@@ -36,6 +44,18 @@ describe("the built-in policy", () => {
     expect(match("GET", "/health")).toMatchObject({ limited: false, token: "none" });
     expect(match("GET", "/ready")).toMatchObject({ limited: false, token: "none" });
     expect(match("GET", "/api/orders")).toMatchObject({ category: "general", token: "required" });
+    for (const path of [
+      "/auth/logout",
+      "/auth/logout-all",
+      "/auth/sessions",
+      "/auth/sessions/abc/revoke",
+      "/me",
+    ]) {
+      expect(match(path === "/auth/sessions" || path === "/me" ? "GET" : "POST", path), path).toMatchObject({
+        category: "account",
+        token: "required",
+      });
+    }
     expect(match("DELETE", "/anything/else")).toMatchObject({ category: "general", token: "required" });
     expect(match("GET", "/auth/login")).toMatchObject({ category: "general", token: "required" });
   });
@@ -57,7 +77,52 @@ describe("a policy file", () => {
     expect(matchRoute(policy, "GET", "/reports")).toMatchObject({ category: "reports" });
     expect(matchRoute(policy, "GET", "/reportsx")).toMatchObject({ category: "general" });
     expect(matchRoute(policy, "GET", "/public/a")).toMatchObject({ limited: false, token: "none" });
-    expect(policy.tiers.get("gold")?.get("reports")).toMatchObject({ count: 2, windowMs: 86_400_000 });
+    expect(policy.tiers.get("gold")?.get("reports")).toEqual({
+      algorithm: "sliding-log",
+      windows: [{ limit: 2, windowMs: 86_400_000 }],
+    });
+  });
+
+  it("reads layers, lists of windows, algorithms and modes", () => {
+    const policy = loadPolicy(fixture("layered.yaml"));
+    expect(policy.ip).toEqual({
+      algorithm: "sliding-log",
+      windows: [
+        { limit: 20, windowMs: 1_000 },
+        { limit: 600, windowMs: 60_000 },
+      ],
+    });
+    // Windows come sorted, shortest first; a category's algorithm wins over its tier's.
+    expect(policy.tiers.get("free")?.get("general")).toEqual({
+      algorithm: "sliding-log",
+      windows: [
+        { limit: 5, windowMs: 1_000 },
+        { limit: 100, windowMs: 3_600_000 },
+      ],
+    });
+    expect(policy.tiers.get("free")?.get("search")).toMatchObject({ algorithm: "gcra" });
+    expect(policy.tiers.get("enterprise")?.get("general")).toMatchObject({ algorithm: "sliding-counter" });
+    expect(policy.tiers.get("enterprise")?.has("algorithm")).toBe(false);
+    expect(Object.fromEntries(policy.modes)).toEqual({
+      anonymous: "enforce",
+      free: "enforce",
+      enterprise: "shadow",
+    });
+  });
+
+  it.each([
+    [
+      "bad-algorithm.yaml",
+      /tiers\.enterprise\.algorithm: algorithm must be one of sliding-log, sliding-counter, gcra/,
+    ],
+    ["same-window-twice.yaml", /tiers\.free\.general: two limits over the same 1s window/],
+    ["too-many-windows.yaml", /tiers\.anonymous\.general: give 1 to 4 limits/],
+    ["ip-as-category.yaml", /routes\[0\]\.category: "ip" is the per-address layer's name/],
+    ["bad-ip-layer.yaml", /ip: unknown key "burst"/],
+    ["bad-list-entry.yaml", /tiers\.anonymous\.general\[1\]: bad limit "5 a second"/],
+    ["bad-mode.yaml", /mode: mode must be enforce or shadow/],
+  ])("refuses %s, naming the field", (file, problem) => {
+    expect(problemsOf(file)[0]).toMatch(problem);
   });
 
   it("names the file and the field of an unknown key in a route", () => {
@@ -111,9 +176,9 @@ describe("a policy file", () => {
 
 describe("limits", () => {
   it("parse counts and durations in s, m, h and d", () => {
-    expect(parseLimit("10/15m")).toMatchObject({ count: 10, windowMs: 900_000 });
-    expect(parseLimit("1/1s")).toMatchObject({ count: 1, windowMs: 1_000 });
-    expect(parseLimit("5/2d")).toMatchObject({ count: 5, windowMs: 172_800_000 });
+    expect(parseLimit("10/15m")).toEqual({ limit: 10, windowMs: 900_000 });
+    expect(parseLimit("1/1s")).toEqual({ limit: 1, windowMs: 1_000 });
+    expect(parseLimit("5/2d")).toEqual({ limit: 5, windowMs: 172_800_000 });
     for (const bad of ["10", "10/", "/1h", "10/1w", "-1/1h", "10/0s", "1.5/1h", "10/8d"]) {
       expect(parseLimit(bad), bad).toBeUndefined();
     }

@@ -1,23 +1,50 @@
-// The check's store call on the memory stores: session, tier and window in one synchronous step.
-
-import type { AuthorizeStore } from "../../auth/types.js";
-import type { RateLimitStore } from "../../ratelimit/types.js";
+// The check's store call on the memory stores: IP layer, session, tier and windows in one synchronous step.
+import type { AuthorizeStore } from "../../authz/types.js";
+import { IP_LAYER, type Rule, userSubject, type Window } from "../../ratelimit/types.js";
 import type { MemoryIdentity } from "./identity-store.js";
+import type { MemoryRateLimitStore, SubjectLayer } from "./rate-limit-store.js";
 
 export function createMemoryAuthorizeStore(options: {
   identity: MemoryIdentity;
-  limiter: RateLimitStore;
+  limiter: MemoryRateLimitStore;
 }): AuthorizeStore {
   const { identity, limiter } = options;
+  /** One Rule object per user's own windows, so that answers built from it are prepared once. */
+  const ownRules = new WeakMap<readonly Window[], Rule>();
+  const ownRule = (windows: readonly Window[], tierRule: Rule | undefined): Rule => {
+    const algorithm = tierRule?.algorithm ?? "sliding-log";
+    let rule = ownRules.get(windows);
+    if (rule === undefined || rule.algorithm !== algorithm) {
+      rule = { algorithm, windows };
+      ownRules.set(windows, rule);
+    }
+    return rule;
+  };
   return {
-    async authorize({ userId, sessionId, category, limits, idleMs }) {
-      const check = identity.touchNow(userId, sessionId, idleMs);
+    async authorize({ userId, sessionId, category, rules, ip, idleMs, dryRun }) {
+      const layers: SubjectLayer[] = [];
+      if (ip !== undefined) {
+        layers.push({ subject: ip.subject, category: IP_LAYER, rule: ip.rule });
+        // The IP layer comes before identity: a full one refuses without looking at the session.
+        const ipHit = limiter.hitNow(layers, true);
+        if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit };
+      }
+      const check = identity.touchNow(userId, sessionId, idleMs, !dryRun);
       if (check.kind !== "ok") return check;
-      const rule = limits.get(check.tier);
+      const tierRule = rules.get(check.tier);
+      const own = check.limits[category];
+      const rule = own === undefined ? tierRule : ownRule(own, tierRule);
       if (rule === undefined) return { kind: "unknown_tier", tier: check.tier };
-      // The memory limiter settles synchronously, so nothing runs between the session and the hit.
-      const hit = await limiter.hit(`u:${userId}`, category, rule);
-      return { kind: "ok", tier: check.tier, hit };
+      layers.push({ subject: userSubject(userId), category, rule });
+      // Nothing runs between the session check and the count: both are synchronous.
+      const hit = limiter.hitNow(layers, dryRun);
+      return {
+        kind: "ok",
+        tier: check.tier,
+        hit,
+        ownRule: own === undefined ? undefined : rule,
+        sessionExpiresAtMs: check.expiresAt,
+      };
     },
   };
 }

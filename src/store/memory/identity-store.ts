@@ -2,15 +2,26 @@
 
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionCheck, SessionStore, User, UserStore } from "../../auth/types.js";
-import type { Clock } from "../../ratelimit/types.js";
+import type { Clock, Window } from "../../ratelimit/types.js";
 
 type StoredSession = Session & { idleDeadline: number };
+
+/** A valid session's user, as the memory check reads it. */
+export type TouchResult =
+  | {
+      kind: "ok";
+      tier: string;
+      expiresAt: number;
+      limits: Readonly<Record<string, readonly Window[]>>;
+    }
+  | { kind: "no_session" }
+  | { kind: "user_inactive" };
 
 export type MemoryIdentity = {
   users: UserStore;
   sessions: SessionStore;
-  /** The synchronous session check that the memory authorize store builds on. */
-  touchNow(userId: string, sessionId: string, idleMs: number): SessionCheck;
+  /** The synchronous session check that the memory authorize store builds on; renews unless `renew` is false. */
+  touchNow(userId: string, sessionId: string, idleMs: number, renew?: boolean): TouchResult;
   close(): void;
 };
 
@@ -39,6 +50,7 @@ export function createMemoryIdentityStore(
         disabled: false,
         source: input.source ?? "admin",
         seed: input.seed,
+        limits: {},
       };
       users.set(user.id, user);
       idsByName.set(user.username, user.id);
@@ -61,6 +73,14 @@ export function createMemoryIdentityStore(
       if (patch.disabled !== undefined) user.disabled = patch.disabled;
       if (patch.source !== undefined) user.source = patch.source;
       if (patch.seed !== undefined) user.seed = { ...patch.seed };
+      if (patch.limits !== undefined) {
+        const limits = { ...user.limits };
+        for (const [category, windows] of Object.entries(patch.limits)) {
+          if (windows === null) delete limits[category];
+          else limits[category] = windows.map((w) => ({ ...w }));
+        }
+        user.limits = limits;
+      }
       return true;
     },
     async remove(userId) {
@@ -89,19 +109,21 @@ export function createMemoryIdentityStore(
     },
   };
 
-  const touchNow = (userId: string, sessionId: string, idleMs: number): SessionCheck => {
+  const touchNow = (userId: string, sessionId: string, idleMs: number, renew = true): TouchResult => {
     const now = clock();
     const own = sessions.get(userId);
     const session = own?.get(sessionId);
     if (session === undefined || !alive(session, now)) {
-      own?.delete(sessionId);
+      if (renew) own?.delete(sessionId);
       return { kind: "no_session" };
     }
     const user = users.get(userId);
     if (user === undefined || user.disabled) return { kind: "user_inactive" };
-    session.lastAccessed = now;
-    session.idleDeadline = now + idleMs;
-    return { kind: "ok", tier: user.tier };
+    if (renew) {
+      session.lastAccessed = now;
+      session.idleDeadline = now + idleMs;
+    }
+    return { kind: "ok", tier: user.tier, expiresAt: session.expiresAt, limits: user.limits };
   };
 
   const sessionStore: SessionStore = {
@@ -138,8 +160,9 @@ export function createMemoryIdentityStore(
       const { idleDeadline: _, ...plain } = session;
       return { session: plain, evicted };
     },
-    async touch(userId, sessionId, idleMs) {
-      return touchNow(userId, sessionId, idleMs);
+    async touch(userId, sessionId, idleMs): Promise<SessionCheck> {
+      const check = touchNow(userId, sessionId, idleMs);
+      return check.kind === "ok" ? { kind: "ok", tier: check.tier } : check;
     },
     async list(userId) {
       const now = clock();

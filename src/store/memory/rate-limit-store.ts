@@ -1,20 +1,33 @@
-// The sliding window in process memory: the embedded default for a single instance without Redis.
+// The limiter in process memory: the embedded default for a single instance without Redis.
 import {
-  type Clock,
-  hitResult,
-  type RateLimitStore,
-  type Rule,
-  type Subject,
-  type WindowState,
+  describedWindow,
+  evaluateLayer,
+  hitResultOf,
+  type LayerEvaluation,
+  type LayerState,
+} from "../../ratelimit/algorithms.js";
+import type {
+  Clock,
+  HitResult,
+  Layer,
+  RateLimitStore,
+  Rule,
+  Subject,
+  WindowState,
 } from "../../ratelimit/types.js";
 
-/** A window's log of request times (ms, ascending); entries before `head` have left it. */
-type Log = { times: number[]; head: number; windowMs: number };
+/** A layer's state and the time after which it holds nothing worth keeping. */
+type Entry = { state: LayerState; expiresAtMs: number };
+
+/** One layer of one subject, as the memory authorize store hands several subjects to `hitNow`. */
+export type SubjectLayer = { subject: Subject; category: string; rule: Rule };
 
 export type MemoryRateLimitStore = RateLimitStore & {
-  /** Drops every window with no request left in it; runs by itself every `sweepIntervalMs`. */
+  /** `hit` across subjects, synchronously: the memory check's session and windows are one step. */
+  hitNow(layers: readonly SubjectLayer[], dryRun: boolean): HitResult;
+  /** Drops every layer with nothing left in it; runs by itself every `sweepIntervalMs`. */
   sweep(): void;
-  /** How many windows are held. */
+  /** How many layers are held. */
   size(): number;
   close(): void;
 };
@@ -23,87 +36,80 @@ export type MemoryRateLimitStoreOptions = { clock?: Clock; sweepIntervalMs?: num
 
 const keyOf = (subject: Subject, category: string): string => `${subject}\u0000${category}`;
 
-function expire(log: Log, nowMs: number): void {
-  const cutoff = nowMs - log.windowMs;
-  const { times } = log;
-  let head = log.head;
-  while (head < times.length && (times[head] as number) <= cutoff) head += 1;
-  if (head > 64 && head * 2 > times.length) {
-    log.times = times.slice(head);
-    log.head = 0;
-  } else {
-    log.head = head;
+/** A layer's state matters until its longest window has passed since the last count (gcra: its debt drains). */
+function expiryOf(state: LayerState, nowMs: number, rule: Rule): number {
+  const longest = Math.max(...rule.windows.map((w) => w.windowMs));
+  switch (state.algorithm) {
+    case "sliding-log":
+      return nowMs + longest;
+    case "sliding-counter":
+      return Math.max(nowMs + 2 * longest, ...state.entries.map((e) => (e.b + 2 * e.w) / 1000));
+    case "gcra":
+      return Math.max(nowMs + longest, ...state.entries.map((e) => (e.at + e.debt) / 1000));
   }
 }
 
 export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}): MemoryRateLimitStore {
   const clock = options.clock ?? Date.now;
-  const logs = new Map<string, Log>();
+  const layers = new Map<string, Entry>();
+
+  const hitNow = (request: readonly SubjectLayer[], dryRun: boolean): HitResult => {
+    const nowMs = clock();
+    const nowUs = nowMs * 1000;
+    const evaluations: LayerEvaluation[] = request.map((l) =>
+      evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.state, nowUs, dryRun),
+    );
+    const allowed = evaluations.every((e) => e.room);
+    if (allowed && !dryRun) {
+      request.forEach((l, i) => {
+        const state = (evaluations[i] as LayerEvaluation).commit();
+        layers.set(keyOf(l.subject, l.category), { state, expiresAtMs: expiryOf(state, nowMs, l.rule) });
+      });
+    }
+    const at = describedWindow(evaluations, allowed);
+    const outcome = (evaluations[at.layer] as LayerEvaluation).outcomes[at.window];
+    if (outcome === undefined) throw new Error("a layer without windows");
+    return hitResultOf(allowed, at, outcome, nowUs);
+  };
 
   const store: MemoryRateLimitStore = {
-    hit(subject, category, rule: Rule) {
-      const now = clock();
-      const key = keyOf(subject, category);
-      let log = logs.get(key);
-      if (log === undefined) {
-        log = { times: [], head: 0, windowMs: rule.windowMs };
-        logs.set(key, log);
-      }
-      log.windowMs = rule.windowMs;
-      expire(log, now);
-      let used = log.times.length - log.head;
-      const allowed = used < rule.limit;
-      if (allowed) {
-        // A clock that steps back must not unsort the log.
-        const last = log.times[log.times.length - 1];
-        log.times.push(last !== undefined && last > now ? last : now);
-        used += 1;
-      }
-      const oldestMs = log.times[log.head] ?? now;
-      const freeAtMs = allowed ? oldestMs : (log.times[log.head + used - rule.limit] ?? oldestMs);
-      return Promise.resolve(hitResult({ allowed, rule, used, oldestMs, freeAtMs, nowMs: now }));
+    hit(subject, request, hitOptions) {
+      const own = request.map((l) => ({ subject, category: l.category, rule: l.rule }));
+      return Promise.resolve(hitNow(own, hitOptions?.dryRun === true));
     },
 
-    peek(subject, category, rule): Promise<WindowState> {
-      const now = clock();
-      const log = logs.get(keyOf(subject, category));
-      let used = 0;
-      let oldestMs = now;
-      if (log !== undefined) {
-        const cutoff = now - rule.windowMs;
-        for (let i = log.head; i < log.times.length; i += 1) {
-          const t = log.times[i] as number;
-          if (t > cutoff) {
-            if (used === 0) oldestMs = t;
-            used += 1;
-          }
-        }
-      }
-      const { limit, remaining, resetAtMs } = hitResult({
-        allowed: true,
-        rule,
-        used,
-        oldestMs,
-        freeAtMs: oldestMs,
-        nowMs: now,
-      });
-      return Promise.resolve({ limit, used, remaining, resetAtMs });
+    peek(subject, layer: Layer): Promise<WindowState[]> {
+      const nowUs = clock() * 1000;
+      const evaluation = evaluateLayer(
+        layer.rule,
+        layers.get(keyOf(subject, layer.category))?.state,
+        nowUs,
+        true,
+      );
+      return Promise.resolve(
+        evaluation.outcomes.map((o) => ({
+          limit: o.limit,
+          windowMs: o.windowUs / 1000,
+          used: o.usedNow,
+          remaining: o.remainingNow,
+          resetAtMs: o.resetNowUs / 1000,
+        })),
+      );
     },
 
     reset(subject, categories) {
-      for (const category of categories) logs.delete(keyOf(subject, category));
+      for (const category of categories) layers.delete(keyOf(subject, category));
       return Promise.resolve();
     },
 
+    hitNow,
+
     sweep() {
       const now = clock();
-      for (const [key, log] of logs) {
-        const newest = log.times[log.times.length - 1];
-        if (newest === undefined || newest <= now - log.windowMs) logs.delete(key);
-      }
+      for (const [key, entry] of layers) if (entry.expiresAtMs <= now) layers.delete(key);
     },
 
-    size: () => logs.size,
+    size: () => layers.size,
 
     close() {
       clearInterval(timer);

@@ -1,60 +1,139 @@
-// The check's one Redis call: session validity, the user's current tier and the window, atomically.
-import type { AuthorizeStore, TierLimits } from "../../auth/types.js";
-import { hitResult } from "../../ratelimit/types.js";
+// The check's Redis call: the IP layer, session validity, the user's current tier and windows, atomically.
+import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore, TierRules } from "../../authz/types.js";
+import type { HitResult, Rule } from "../../ratelimit/types.js";
+import { IP_LAYER, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
-import { createMemberIds } from "./rate-limit-store.js";
+import { limitCall } from "./rate-limit-store.js";
+import { ANSWER_BYTES, hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
+import { hotScripts } from "./scripts.js";
+
+/** How many sliding-log lists a category's rules need at most, over every tier. */
+const logWindows = new WeakMap<TierRules, number>();
+function logListsOf(rules: TierRules): number {
+  let n = logWindows.get(rules);
+  if (n === undefined) {
+    n = 0;
+    for (const rule of rules.values())
+      if (rule.algorithm === "sliding-log") n = Math.max(n, rule.windows.length);
+    logWindows.set(rules, n);
+  }
+  return n;
+}
+
+/** Bounded caches: users whose own rule needs more lists than their tier's, and parsed own rules. */
+const MAX_CACHED = 10_000;
+function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
+  if (map.size >= MAX_CACHED) map.clear();
+  map.set(key, value);
+}
+
+/** On Redis Cluster the IP layer's keys and the user's live in different slots: two calls. */
+const isCluster = (redis: RedisClient): boolean => "isCluster" in redis && redis.isCluster === true;
 
 export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
-  const nextMember = createMemberIds();
-  // The script's limit argument for each category's table, built once: one string, not 3 per tier.
-  const specs = new WeakMap<TierLimits, string>();
-  const limitSpec = (limits: TierLimits): string => {
-    let spec = specs.get(limits);
-    if (spec === undefined) {
-      spec = [...limits].map(([tier, rule]) => `;${tier}=${rule.limit}/${rule.windowMs * 1000}`).join("");
-      specs.set(limits, spec);
+  const hot = hotScripts(redis);
+  const split = isCluster(redis);
+  const wider = new Map<string, number>();
+  const ownRules = new Map<string, Rule>();
+
+  const ownRule = (text: string, tierRule: Rule | undefined): Rule | undefined => {
+    const key = `${tierRule?.algorithm ?? "sliding-log"}|${text}`;
+    let rule = ownRules.get(key);
+    if (rule === undefined) {
+      rule = parseWindowsSpec(text, tierRule?.algorithm ?? "sliding-log");
+      if (rule !== undefined) remember(ownRules, key, rule);
     }
-    return spec;
+    return rule;
+  };
+
+  /** One authorize.lua call; `ip` only when its keys may share the call (not on a cluster). */
+  const call = async (request: AuthorizeRequest, withIp: boolean): Promise<AuthorizeResult> => {
+    const { userId, sessionId, category, rules, ip, idleMs, dryRun } = request;
+    const subject = userSubject(userId);
+    const ipLayer = withIp ? ip : undefined;
+    const list = [keys.session(userId, sessionId), keys.sessionIndex(userId), keys.user(userId)];
+    const args: (string | Buffer)[] = [
+      sessionId,
+      String(idleMs),
+      category,
+      tierTable(rules),
+      dryRun ? "0" : "1",
+    ];
+    if (ipLayer !== undefined) {
+      list.push(keys.record(ipLayer.subject));
+      let ipLists = 0;
+      if (ipLayer.rule.algorithm === "sliding-log") {
+        ipLists = ipLayer.rule.windows.length;
+        for (let i = 0; i < ipLists; i += 1) list.push(keys.log(ipLayer.subject, IP_LAYER, i));
+      }
+      args.push(ruleSpec(ipLayer.rule), String(ipLists));
+    }
+    let lists = Math.max(logListsOf(rules), wider.get(userId) ?? 0);
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const keysNow = list.slice();
+      for (let i = 0; i < lists; i += 1) keysNow.push(keys.log(subject, category, i));
+      const reply = await hot.authorize(keysNow, args);
+      if (!Buffer.isBuffer(reply)) {
+        const status = reply[0] as number;
+        if (status === -1) return { kind: "no_session" };
+        if (status === -2) return { kind: "user_inactive" };
+        if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
+        // -4: the user's own rule has more windows than any tier's: ask again with enough lists.
+        lists = Number(reply[1]);
+        remember(wider, userId, lists);
+        continue;
+      }
+      const hit = hitFromReply(reply);
+      const rest = reply.toString("utf8", ANSWER_BYTES + 8);
+      const cut = rest.indexOf("\n");
+      const tier = cut === -1 ? rest : rest.slice(0, cut);
+      if (tier === "") return { kind: "ip_denied", hit };
+      const own = cut === -1 ? "" : rest.slice(cut + 1);
+      return {
+        kind: "ok",
+        tier,
+        hit,
+        ownRule: own === "" ? undefined : ownRule(own, rules.get(tier)),
+        sessionExpiresAtMs: reply.readDoubleLE(ANSWER_BYTES),
+      };
+    }
+    throw new Error("authorize: the user's own rule needs more sliding-log lists than it reported");
+  };
+
+  /** Redis Cluster: the IP layer first, in its own slot; taken back if the user's layer refuses. */
+  const clustered = async (request: AuthorizeRequest, ip: NonNullable<AuthorizeRequest["ip"]>) => {
+    const layers = [{ category: IP_LAYER, rule: ip.rule }];
+    const ipCall = limitCall(keys, ip.subject, layers);
+    const ipReply = await hot.limit(ipCall.keys, ["", request.dryRun ? "0" : "1", "1", ...ipCall.rules]);
+    const ipHit = hitFromReply(ipReply);
+    if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit } as const;
+    const answer = await call(request, false);
+    const refused = answer.kind !== "ok" || !answer.hit.allowed;
+    if (refused && !request.dryRun) {
+      // Fire and forget: a release that fails leaves one request counted, the safe side.
+      hot
+        .limitRelease(ipCall.keys, [String(ipReply.readDoubleLE(72)), ...ipCall.rules])
+        .catch(() => undefined);
+    }
+    if (answer.kind !== "ok") return answer;
+    return { ...answer, hit: combine(ipHit, answer.hit) };
   };
 
   return {
-    async authorize({ userId, sessionId, category, limits, idleMs }) {
-      const reply = await redis.authorize(
-        keys.session(userId, sessionId),
-        keys.sessionIndex(userId),
-        keys.user(userId),
-        keys.window(`u:${userId}`, category),
-        sessionId,
-        idleMs,
-        nextMember(),
-        "",
-        limitSpec(limits),
-      );
-      const status = reply[0] as number;
-      if (status === -1) return { kind: "no_session" };
-      if (status === -2) return { kind: "user_inactive" };
-      if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
-      const [allowed, used, oldestUs, nowUs, freeAtUs, tier, limit, windowUs] = reply as [
-        number,
-        number,
-        number,
-        number,
-        number,
-        string,
-        number,
-        number,
-      ];
-      const hit = hitResult({
-        allowed: allowed === 1,
-        rule: { limit, windowMs: windowUs / 1000 },
-        used,
-        oldestMs: oldestUs / 1000,
-        freeAtMs: freeAtUs / 1000,
-        nowMs: nowUs / 1000,
-      });
-      return { kind: "ok", tier, hit };
+    authorize(request) {
+      if (split && request.ip !== undefined) return clustered(request, request.ip);
+      return call(request, true);
     },
   };
+}
+
+/**
+ * The user's answer with the IP layer as layer 0, described as one call would: a denial by the
+ * user's layer, or the window with least room left (ties to the user's).
+ */
+function combine(ip: HitResult, user: HitResult): HitResult {
+  if (user.allowed && ip.remaining < user.remaining) return { ...ip, layer: 0 };
+  return { ...user, layer: 1 };
 }

@@ -1,75 +1,8 @@
 // The Redis connection: fail-fast options for the check path and the Lua scripts as commands.
-import { readdirSync, readFileSync } from "node:fs";
-import type { RedisOptions, Result } from "ioredis";
+import type { RedisOptions } from "ioredis";
 import { Cluster, Redis } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
-
-declare module "ioredis" {
-  interface RedisCommander<Context> {
-    windowHit(
-      key: string,
-      limit: number,
-      windowUs: number,
-      member: string,
-      nowUs: string,
-    ): Result<[number, number, number, number, number], Context>;
-    windowPeek(key: string, windowUs: number, nowUs: string): Result<[number, number, number], Context>;
-    authorize(
-      sessionKey: string,
-      indexKey: string,
-      userKey: string,
-      windowKey: string,
-      sessionId: string,
-      idleMs: number,
-      member: string,
-      nowUs: string,
-      limitSpec: string,
-    ): Result<(number | string)[], Context>;
-    sessionTouch(
-      sessionKey: string,
-      indexKey: string,
-      userKey: string,
-      sessionId: string,
-      idleMs: number,
-      nowUs: string,
-    ): Result<[number, string?], Context>;
-    sessionCreate(
-      sessionKey: string,
-      indexKey: string,
-      userKey: string,
-      sessionId: string,
-      idleMs: number,
-      maxAgeMs: number,
-      maxSessions: number,
-      passwordHash: string,
-      ...fields: string[]
-    ): Result<[number, ...string[]], Context>;
-    sessionsRevokeAll(indexKey: string): Result<string[], Context>;
-    userUpdate(userKey: string, ...fields: string[]): Result<number, Context>;
-    usernameRelease(usernameKey: string, goneKey: string, userId: string): Result<number, Context>;
-    nameClaim(usernameKey: string, userId: string, leaseMs: number): Result<[number, string?], Context>;
-    nameConfirm(usernameKey: string, userId: string): Result<number, Context>;
-    nameTakeover(usernameKey: string, fromId: string, toId: string, leaseMs: number): Result<number, Context>;
-  }
-}
-
-const LUA_DIR = new URL("./lua/", import.meta.url);
-
-/**
- * Registers every `lua/<name>-<numberOfKeys>.lua` as the command `<name>` (EVALSHA, EVAL only on
- * NOSCRIPT), with `lua/lib/common.lua` prepended so that the scripts share one window and session code.
- */
-export function defineScripts(redis: Redis | Cluster): void {
-  const common = readFileSync(new URL("lib/common.lua", LUA_DIR), "utf8");
-  for (const file of readdirSync(LUA_DIR)) {
-    const match = /^([A-Za-z]+)-(\d+)\.lua$/.exec(file);
-    if (match === null) continue;
-    redis.defineCommand(match[1] as string, {
-      numberOfKeys: Number(match[2]),
-      lua: `${common}\n${readFileSync(new URL(file, LUA_DIR), "utf8")}`,
-    });
-  }
-}
+import { defineScripts } from "./scripts.js";
 
 /** One Redis, a Redis Cluster or a Sentinel-managed master: the store's code is the same for all. */
 export type RedisClient = Redis | Cluster;

@@ -1,8 +1,10 @@
 // Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
+import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
+import { parseWindowsSpec, windowsSpec } from "./rule-specs.js";
 
 /**
  * How long a creation's claim on a username holds before it is confirmed: far above a creation's
@@ -26,11 +28,23 @@ function toUser(fields: Record<string, string>): User | undefined {
       fields.seed_tier === undefined || fields.seed_pw === undefined
         ? undefined
         : { tier: fields.seed_tier, passwordHash: fields.seed_pw },
+    limits: ownLimits(fields),
   };
 }
 
-/** The hash fields of a patch (or of a whole user). */
-function userFields(patch: UserPatch & Partial<User>): Record<string, string> {
+/** The user's own windows: fields o:<category> (the check script reads them in the same call). */
+function ownLimits(fields: Record<string, string>): Record<string, readonly Window[]> {
+  const limits: Record<string, readonly Window[]> = {};
+  for (const [field, value] of Object.entries(fields)) {
+    if (!field.startsWith("o:")) continue;
+    const rule = parseWindowsSpec(value, "sliding-log");
+    if (rule !== undefined) limits[field.slice(2)] = rule.windows;
+  }
+  return limits;
+}
+
+/** The hash fields of a patch (or of a whole user); an empty value removes the field. */
+function userFields(patch: UserPatch & Partial<Omit<User, "limits">>): Record<string, string> {
   const f: Record<string, string> = {};
   if (patch.id !== undefined) f.id = patch.id;
   if (patch.username !== undefined) f.username = patch.username;
@@ -42,6 +56,9 @@ function userFields(patch: UserPatch & Partial<User>): Record<string, string> {
   if (patch.seed !== undefined) {
     f.seed_tier = patch.seed.tier;
     f.seed_pw = patch.seed.passwordHash;
+  }
+  for (const [category, windows] of Object.entries(patch.limits ?? {})) {
+    f[`o:${category}`] = windows === null ? "" : windowsSpec(windows);
   }
   return f;
 }
@@ -104,11 +121,13 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
         disabled: false,
         source: input.source ?? "admin",
         seed: input.seed,
+        limits: {},
       };
       await redis.set(marker, "1");
       if (!(await claim(input.username, user.id))) return "exists";
       await redis.zadd(keys.userIndex, 0, user.id);
-      await redis.hset(keys.user(user.id), userFields(user));
+      const { limits: _, ...fields } = user;
+      await redis.hset(keys.user(user.id), userFields(fields));
       if ((await redis.nameConfirm(keys.username(input.username), user.id)) !== 1) {
         if (input.id === undefined) {
           await redis.del(keys.user(user.id));

@@ -1,8 +1,14 @@
 // Redis key names. Every key of one subject shares a {hash tag}, so one script may touch them all.
-import type { Subject } from "../../ratelimit/types.js";
+import { isUserSubject, type Subject } from "../../ratelimit/types.js";
 
 export type Keys = {
-  window(subject: Subject, category: string): string;
+  /** A sliding-log window's list of request times: window `index` of the subject's `category` rule. */
+  log(subject: Subject, category: string, index: number): string;
+  /**
+   * A subject's record hash, where counter and gcra states live (fields r:<category>): a user's is
+   * the user hash; any other subject's is its own and expires when no state in it matters.
+   */
+  record(subject: Subject): string;
   user(userId: string): string;
   session(userId: string, sessionId: string): string;
   sessionIndex(userId: string): string;
@@ -21,7 +27,8 @@ export type Keys = {
  */
 export function createKeys(prefix: string): Keys {
   return {
-    window: (subject, category) => `${prefix}{${subject}}:w:${category}`,
+    log: (subject, category, index) => `${prefix}{${subject}}:l:${category}:${index}`,
+    record: (subject) => (isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`),
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,

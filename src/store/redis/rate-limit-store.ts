@@ -1,24 +1,15 @@
-// The sliding window on Redis: one atomic Lua script call per hit, time from Redis TIME.
-import { randomBytes } from "node:crypto";
+// The limiter on Redis: one atomic limit.lua call per request, time from Redis TIME.
 import {
   type Clock,
-  hitResult,
+  isUserSubject,
+  type Layer,
+  MAX_WINDOWS,
   type RateLimitStore,
-  type Rule,
-  type WindowState,
 } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
-
-/** Request ids unique across processes: a counter plus a random per-process suffix, kept short. */
-export function createMemberIds(): () => string {
-  const instance = randomBytes(4).readUInt32BE().toString(36);
-  let counter = 0;
-  return () => {
-    counter += 1;
-    return `${counter.toString(36)}.${instance}`;
-  };
-}
+import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
+import { hotScripts } from "./scripts.js";
 
 export type RedisRateLimitStoreOptions = {
   redis: RedisClient;
@@ -27,50 +18,57 @@ export type RedisRateLimitStoreOptions = {
   clock?: Clock;
 };
 
+/** The keys and arguments of limit.lua (and limitRelease.lua) for one subject's layers. */
+export function limitCall(
+  keys: Keys,
+  subject: string,
+  layers: readonly Layer[],
+): { keys: string[]; rules: (string | Buffer)[] } {
+  const list = [keys.record(subject)];
+  const rules: (string | Buffer)[] = [];
+  for (const layer of layers) {
+    if (layer.rule.algorithm === "sliding-log") {
+      for (let i = 0; i < layer.rule.windows.length; i += 1) list.push(keys.log(subject, layer.category, i));
+    }
+    rules.push(ruleSpec(layer.rule), layer.category);
+  }
+  return { keys: list, rules };
+}
+
 export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): RateLimitStore {
   const { redis, keys, clock } = options;
-  const nextMember = createMemberIds();
+  const hot = hotScripts(redis);
   const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
+  const expires = (subject: string): string => (isUserSubject(subject) ? "0" : "1");
 
   return {
-    async hit(subject, category, rule: Rule) {
-      const [allowed, used, oldestUs, nowUs, freeAtUs] = await redis.windowHit(
-        keys.window(subject, category),
-        rule.limit,
-        rule.windowMs * 1000,
-        nextMember(),
-        nowArg(),
-      );
-      return hitResult({
-        allowed: allowed === 1,
-        rule,
-        used,
-        oldestMs: oldestUs / 1000,
-        freeAtMs: freeAtUs / 1000,
-        nowMs: nowUs / 1000,
-      });
+    async hit(subject, layers, hitOptions) {
+      const call = limitCall(keys, subject, layers);
+      const mode = hitOptions?.dryRun === true ? "0" : "1";
+      const reply = await hot.limit(call.keys, [nowArg(), mode, expires(subject), ...call.rules]);
+      return hitFromReply(reply);
     },
 
-    async peek(subject, category, rule): Promise<WindowState> {
-      const [used, oldestUs, nowUs] = await redis.windowPeek(
-        keys.window(subject, category),
-        rule.windowMs * 1000,
+    async peek(subject, layer) {
+      const call = limitCall(keys, subject, [layer]);
+      const reply = await redis.limitBuffer(
+        call.keys.length,
+        ...call.keys,
         nowArg(),
+        "2",
+        expires(subject),
+        ...call.rules,
       );
-      const { limit, remaining, resetAtMs } = hitResult({
-        allowed: true,
-        rule,
-        used,
-        oldestMs: oldestUs / 1000,
-        freeAtMs: oldestUs / 1000,
-        nowMs: nowUs / 1000,
-      });
-      return { limit, used, remaining, resetAtMs };
+      return windowStatesFromReply(reply);
     },
 
     async reset(subject, categories) {
       if (categories.length === 0) return;
-      await redis.del(...categories.map((c) => keys.window(subject, c)));
+      const lists = categories.flatMap((c) =>
+        Array.from({ length: MAX_WINDOWS }, (_, i) => keys.log(subject, c, i)),
+      );
+      await redis.del(...lists);
+      await redis.hdel(keys.record(subject), ...categories.map((c) => `r:${c}`));
     },
   };
 }

@@ -1,4 +1,8 @@
--- Shared functions, prepended by the loader to every script in this folder.
+-- Shared functions, prepended by the loader to every script in this folder. The limiter's arithmetic
+-- mirrors src/ratelimit/algorithms.ts (the memory store's), which the contract tests hold both to.
+-- Every proxied request waits on these scripts, and in Redis every Lua step costs: a rule of one
+-- window (the usual case) is decided by straight-line code, rules arrive packed in binary, and the
+-- answer leaves as one packed string. Only rules of several windows, or several layers, build tables.
 
 -- Now in microseconds: ARGV "now" when a test pins the clock, otherwise Redis TIME (one clock for all).
 local function clock_us(pinned)
@@ -14,50 +18,424 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Sliding-window log. Counts the request (id `member`) when the window has room.
--- Returns allowed (1|0), used, oldest_us, free_at_us: free_at_us is the entry whose departure lets
--- the next request in (the oldest, unless the limit was lowered below the count).
-local function window_hit(key, limit, window_us, member, now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now - window_us))
-  local used = redis.call('ZCARD', key)
-  local allowed = 0
-  if used < limit then
-    redis.call('ZADD', key, int(now), member)
-    redis.call('PEXPIRE', key, int(math.ceil(window_us / 1000)))
-    used = used + 1
-    allowed = 1
+-- Counts compare with a little slack (the counter's estimate is a float); gcra's durations too.
+local EPS, EPS_US = 1e-9, 1e-3
+
+-- A duration in µs rounded up to a whole µs, with a nanosecond's tolerance: offsets are computed
+-- from now (small numbers, exact enough), never from epoch times, whose doubles are coarser.
+local function ceil_us(x)
+  if x <= 0 then
+    return 0
   end
-  if used == 0 then
-    return allowed, 0, now, now
-  end
-  local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
-  local free_at = oldest
-  if allowed == 0 and used > limit then
-    free_at = tonumber(redis.call('ZRANGE', key, used - limit, used - limit, 'WITHSCORES')[2])
-  end
-  return allowed, used, oldest, free_at
+  return math.ceil(x - 1e-3)
 end
 
--- Validates a session and renews its idle lifetime. A session is valid while its hash exists,
--- its absolute expiry is ahead and the user's index still lists it (revocation removes it there).
--- The renewal (two writes) is skipped while the last one is younger than a tenth of the idle
--- lifetime (at most 1 s): a busy session costs reads only, and expires at most that much early.
--- Returns status (1 ok, 0 no session, -1 user missing or disabled) and the user's tier.
-local function session_touch(session_key, index_key, user_key, sid, idle_ms, now_ms)
+-- A rule, packed by src/store/redis/rule-specs.ts as text of fixed widths (ioredis writes text
+-- arguments cheaper than binary ones): a digit for the algorithm (1 sliding log, 2 sliding
+-- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
+-- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,
+-- "|", then the rules; the digits give the position of the tier's rule in the string.
+local function window_at(spec, pos)
+  return tonumber(string.sub(spec, pos, pos + 5), 16), tonumber(string.sub(spec, pos + 6, pos + 15), 16)
+end
+
+local function rule_of_tier(table_, tier)
+  local at = string.find(table_, ';' .. tier .. '=', 1, true)
+  if not at then
+    return nil
+  end
+  return tonumber(string.sub(table_, at + #tier + 2, at + #tier + 5), 16)
+end
+
+-- Each window's outcome: room, then used, remaining and reset as it stands, the same with this
+-- request counted, and when the request would be allowed (0: now). Counter and gcra also give
+-- their state entry for the window, packed, and until when it matters.
+
+-- Sliding log: one list of request times (µs, oldest first) per window. Counts the fresh entries
+-- and, unless dry, drops the stale ones; the first fresh one is found by galloping from the head,
+-- so a busy window costs one extra read. Returns count, oldest fresh entry, its index in the list.
+local function log_fresh(key, w, now, dry)
+  local head = tonumber(redis.call('LINDEX', key, 0))
+  if not head then
+    return 0, now, 0
+  end
+  local len = redis.call('LLEN', key)
+  local cutoff = now - w
+  if head > cutoff then
+    return len, head, 0
+  end
+  local lo, hi, value = 0, 1, nil
+  while true do
+    if hi >= len - 1 then
+      hi = len - 1
+      value = tonumber(redis.call('LINDEX', key, hi))
+      if value <= cutoff then
+        if not dry then
+          redis.call('DEL', key)
+        end
+        return 0, now, len
+      end
+      break
+    end
+    value = tonumber(redis.call('LINDEX', key, hi))
+    if value > cutoff then
+      break
+    end
+    lo, hi = hi, hi * 2
+  end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    local v = tonumber(redis.call('LINDEX', key, mid))
+    if v > cutoff then
+      hi, value = mid, v
+    else
+      lo = mid
+    end
+  end
+  if dry then
+    return len - hi, value, hi
+  end
+  redis.call('LTRIM', key, hi, -1)
+  return len - hi, value, 0
+end
+
+local function log_window(key, n, w, now, dry)
+  local used, oldest, at = log_fresh(key, w, now, dry)
+  local rem = n - used
+  if rem > 0 then
+    return true, used, rem, used == 0 and now or oldest + w, used + 1, rem - 1, oldest + w, 0
+  end
+  -- the (used - limit)-th oldest entry's departure makes room
+  local frees = rem == 0 and oldest or tonumber(redis.call('LINDEX', key, at + used - n))
+  return false, used, 0, oldest + w, used + 1, 0, oldest + w, frees + w
+end
+
+-- How long (µs) until the weighted estimate falls to `target` or below, with no new requests:
+-- `elapsed` into the current fixed window of length `w`, `c` its count, `p` the previous one's.
+local function counter_wait(p, c, elapsed, w, target)
+  if p * (w - elapsed) / w + c <= target + EPS then
+    return 0
+  end
+  if c <= target + EPS and p > 0 then
+    return ceil_us(w * (1 - (target - c) / p) - elapsed)
+  end
+  return ceil_us(2 * w - elapsed - w * target / c)
+end
+
+-- Sliding counter; `sb`, `sc`, `sp` the stored fixed window start, count and previous count.
+local function counter_window(n, w, sb, sc, sp, now)
+  local cb = now - now % w
+  local c, p = 0, 0
+  if sb == cb then
+    c, p = sc, sp
+  elseif sb == cb - w then
+    p = sc
+  end
+  local elapsed = now - cb
+  local estimate = p * (w - elapsed) / w + c
+  local rem_now = math.floor(n - estimate + EPS)
+  if rem_now < 0 then
+    rem_now = 0
+  end
+  local rem_after = rem_now > 0 and math.floor(n - estimate - 1 + EPS) or 0
+  local room = estimate + 1 <= n + EPS
+  local reset_now = now
+  if rem_now < n then
+    reset_now = now + counter_wait(p, c, elapsed, w, n - rem_now - 1)
+  end
+  return room, n - rem_now, rem_now, reset_now, n - rem_after, rem_after,
+    now + counter_wait(p, c + 1, elapsed, w, n - rem_after - 1),
+    room and 0 or now + counter_wait(p, c, elapsed, w, n - 1),
+    struct.pack('<dddd', w, cb, c + 1, p), cb + 2 * w
+end
+
+-- gcra; `sa`, `sd` the stored time of the last change and debt then.
+local function gcra_window(n, w, sa, sd, now)
+  local interval = w / n
+  local debt = 0
+  if sa then
+    debt = sd - (now - sa)
+    if debt < 0 then
+      debt = 0
+    end
+  end
+  local after = debt + interval
+  local rem_now = math.floor((w - debt) / interval + EPS)
+  if rem_now < 0 then
+    rem_now = 0
+  end
+  local rem_after = math.floor((w - after) / interval + EPS)
+  if rem_after < 0 then
+    rem_after = 0
+  end
+  local room = after <= w + EPS_US
+  local reset_now = now
+  if rem_now < n then
+    reset_now = now + ceil_us(debt - w + (rem_now + 1) * interval)
+  end
+  return room, n - rem_now, rem_now, reset_now, n - rem_after, rem_after,
+    now + ceil_us(after - w + (rem_after + 1) * interval), room and 0 or now + ceil_us(after - w),
+    struct.pack('<ddd', w, now, after), now + after
+end
+
+-- Counter and gcra keep their state in one field of the subject's record hash: 'C' or 'G', then
+-- per window length packed doubles (counter: w, fixed window start, count, previous count; gcra:
+-- w, time of the last change, debt). The usual state, one entry for a rule of one window:
+-- returns its numbers when `state` is exactly that.
+local function single_entry(state, letter, w)
+  local size = letter == 'C' and 33 or 25
+  if state and #state == size and string.sub(state, 1, 1) == letter then
+    local sw, a, b, c
+    if size == 33 then
+      sw, a, b, c = struct.unpack('<dddd', state, 2)
+    else
+      sw, a, b = struct.unpack('<ddd', state, 2)
+    end
+    if sw == w then
+      return true, a, b, c
+    end
+  end
+  return false
+end
+
+-- The answer, one packed string: 10 little-endian doubles (allowed 1|0, layer, window, limit,
+-- used, remaining, window µs, reset µs, retry µs, now µs), then whatever the script appends.
+local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry, now)
+  return struct.pack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
+end
+
+-- Decides one layer of one window, straight through: returns the answer (layer number `layer`)
+-- and, when counted, writes it (sliding log: RPUSH and PEXPIRE on `key`; counter and gcra:
+-- the state into field `field` of `record`). `state` is the field's current value. The second
+-- result is false when the state was not the usual one (the caller takes the general way), the
+-- third when the window had room, the fourth until when the written state matters.
+local function single(spec, pos, layer, key, record, field, state, now, dry)
+  local algo = string.byte(spec, pos) - 48
+  local n, w = window_at(spec, pos + 2)
+  local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
+  if algo == 1 then
+    room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
+    if room and not dry then
+      redis.call('RPUSH', key, int(now))
+      redis.call('PEXPIRE', key, int(math.ceil(w / 1000)))
+    end
+  else
+    local letter = algo == 2 and 'C' or 'G'
+    local usual, a, b, c = single_entry(state, letter, w)
+    if state and not usual and string.sub(state, 1, 1) == letter then
+      return nil, false
+    end
+    if algo == 2 then
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires =
+        counter_window(n, w, a, b, c, now)
+    else
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires =
+        gcra_window(n, w, a, b, now)
+    end
+    if room and not dry then
+      redis.call('HSET', record, field, letter .. packed)
+    end
+  end
+  if room then
+    return pack_answer(true, layer, 1, n, w, used_after, rem_after, reset_after, 0, now), true, true, expires, w
+  end
+  return pack_answer(false, layer, 1, n, w, used_now, rem_now, reset_now, retry, now), true, false, expires, w
+end
+
+-- A record hash of a subject other than a user expires once none of its states matter: `deadline`
+-- is its current expiry (field x, ms of the script's clock), moved a window past what is needed so
+-- that it moves rarely. The expiry is set relative to now, so a pinned test clock works too.
+local function extend_record(record, deadline, needed_us, slack_us, now)
+  local needed = math.ceil(needed_us / 1000)
+  if not deadline or needed > deadline then
+    local at = needed + math.ceil(slack_us / 1000)
+    redis.call('HSET', record, 'x', int(at))
+    redis.call('PEXPIRE', record, int(at - math.floor(now / 1000)))
+  end
+end
+
+-- The general way: layers of any number of windows, evaluated into tables, counted in all or none.
+-- Built on demand (its functions cost their creation on every call that defines them).
+local function general()
+  local MAX_KEPT = 16
+
+  -- A layer: `algo` (1 L, 2 C, 3 G), `n` windows, `room`; per window i, from b = 10(i-1): [b+1]
+  -- limit, [b+2] length, then the outcome (see log_window): [b+3] used, [b+4] remaining, [b+5]
+  -- reset as it stands; [b+6], [b+7], [b+8] the same with this request counted; [b+9] retry.
+  local function layer_at(spec, pos)
+    local n = string.byte(spec, pos + 1) - 48
+    local layer = {algo = string.byte(spec, pos) - 48, n = n, room = true}
+    pos = pos + 2
+    for i = 1, n do
+      layer[10 * i - 9], layer[10 * i - 8] = window_at(spec, pos)
+      pos = pos + 16
+    end
+    return layer
+  end
+
+  -- A user's own windows as the user hash holds them: "<limit>/<window µs>[,…]", counted with
+  -- the algorithm `algo`.
+  local function layer_of_text(text, algo)
+    local layer = {algo = algo, n = 0, room = true}
+    local pos, b = 1, 0
+    while true do
+      local l, w, nxt = string.match(text, '^(%d+)/(%d+)()', pos)
+      if not l then
+        return layer
+      end
+      layer[b + 1], layer[b + 2] = tonumber(l), tonumber(w)
+      layer.n = layer.n + 1
+      if string.byte(text, nxt) ~= 44 then
+        return layer
+      end
+      pos, b = nxt + 1, b + 10
+    end
+  end
+
+  local function set(layer, i, room, ...)
+    local b = 10 * i - 8
+    local v = {...}
+    for k = 1, 8 do
+      layer[b + k] = v[k]
+    end
+    if not room then
+      layer.room = false
+    end
+  end
+
+  -- The stored entries of a counter or gcra state: per window of the layer, its numbers; and the
+  -- packed entries of other window lengths that still matter (a reload may bring them back), with
+  -- the latest time one of them matters.
+  local function entries(layer, state, now)
+    local letter = layer.algo == 2 and 'C' or 'G'
+    local size = layer.algo == 2 and 32 or 24
+    local found, kept, latest = {}, {}, 0
+    if state and string.sub(state, 1, 1) == letter then
+      local fmt = size == 32 and '<dddd' or '<ddd'
+      for pos = 2, #state - size + 1, size do
+        local w, a, b, c = struct.unpack(fmt, state, pos)
+        local slot
+        for i = 1, layer.n do
+          if layer[10 * i - 8] == w then
+            slot = i
+          end
+        end
+        if slot then
+          found[slot] = {a, b, c}
+        else
+          local matters = layer.algo == 2 and a + 2 * w or a + b
+          if matters > now and #kept < MAX_KEPT - layer.n then
+            kept[#kept + 1] = string.sub(state, pos, pos + size - 1)
+            latest = math.max(latest, matters)
+          end
+        end
+      end
+    end
+    return found, table.concat(kept), latest
+  end
+
+  -- Evaluates a layer: sliding-log lists keys[first], keys[first + 1], …, or `state`, the record
+  -- field's value.
+  local function evaluate(layer, keys, first, state, now, dry)
+    if layer.algo == 1 then
+      layer.keys, layer.first = keys, first
+      for i = 1, layer.n do
+        set(layer, i, log_window(keys[first + i - 1], layer[10 * i - 9], layer[10 * i - 8], now, dry))
+      end
+      return
+    end
+    local found, kept, latest = entries(layer, state, now)
+    local parts, expires = {layer.algo == 2 and 'C' or 'G'}, latest
+    for i = 1, layer.n do
+      local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i] or {}
+      local r = layer.algo == 2 and {counter_window(n, w, s[1], s[2], s[3], now)} or
+        {gcra_window(n, w, s[1], s[2], now)}
+      set(layer, i, unpack(r, 1, 8))
+      parts[#parts + 1] = r[9]
+      expires = math.max(expires, r[10])
+    end
+    parts[#parts + 1] = kept
+    layer.next_state, layer.expires_us = table.concat(parts), expires
+  end
+
+  -- Counts the request in a layer that had room (see single).
+  local function commit(layer, now, record, field)
+    if layer.algo == 1 then
+      local stamp = int(now)
+      for i = 1, layer.n do
+        local key = layer.keys[layer.first + i - 1]
+        redis.call('RPUSH', key, stamp)
+        redis.call('PEXPIRE', key, int(math.ceil(layer[10 * i - 8] / 1000)))
+      end
+    else
+      redis.call('HSET', record, field, layer.next_state)
+    end
+  end
+
+  -- The window an answer describes: allowed, the one with least room left after this request;
+  -- denied, the refusing one that frees last. Ties go to the last layer, then its first window.
+  local function answer(layers, allowed, now)
+    local bl, bi, best = #layers, 1, nil
+    for l = #layers, 1, -1 do
+      local layer = layers[l]
+      for i = 1, layer.n do
+        local b = 10 * i - 10
+        local v
+        if allowed then
+          v = -layer[b + 7]
+        elseif layer[b + 9] > 0 then
+          v = layer[b + 9]
+        end
+        if v and (not best or v > best) then
+          best, bl, bi = v, l, i
+        end
+      end
+    end
+    local layer = layers[bl]
+    local b = 10 * bi - 10
+    if allowed then
+      return pack_answer(true, bl, bi, layer[b + 1], layer[b + 2], layer[b + 6], layer[b + 7], layer[b + 8], 0, now)
+    end
+    return pack_answer(false, bl, bi, layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5],
+      layer[b + 9], now)
+  end
+
+  return {layer_at = layer_at, layer_of_text = layer_of_text, evaluate = evaluate, commit = commit,
+    answer = answer}
+end
+
+-- Validates a session and renews its idle lifetime, and reads the user's fields. A session is
+-- valid while its hash exists, its absolute expiry is ahead and the user's index still lists it
+-- (revocation removes it there). The renewal (two writes) is skipped while the last one is younger
+-- than a tenth of the idle lifetime (at most 1 s), and on a dry run. `idle_ms` may be a string.
+-- Returns status (1 ok, 0 no session, -1 user missing or disabled), the user's HMGET reply
+-- (tier, disabled, then the fields asked for) and the session's absolute expiry (ms).
+local function session_touch(session_key, index_key, user_key, sid, idle_ms, now_ms, dry, f1, f2)
   local s = redis.call('HMGET', session_key, 'exp', 'last')
   local exp = tonumber(s[1])
-  if not exp or exp <= now_ms or not redis.call('ZSCORE', index_key, sid) then
-    redis.call('DEL', session_key)
-    redis.call('ZREM', index_key, sid)
-    return 0, false
+  if not exp or exp <= now_ms or not redis.call('ZRANK', index_key, sid) then
+    if not dry then
+      redis.call('DEL', session_key)
+      redis.call('ZREM', index_key, sid)
+    end
+    return 0
   end
-  local user = redis.call('HMGET', user_key, 'tier', 'disabled')
+  local user
+  if f1 then
+    user = redis.call('HMGET', user_key, 'tier', 'disabled', f1, f2)
+  else
+    user = redis.call('HMGET', user_key, 'tier', 'disabled')
+  end
   if not user[1] or user[2] == '1' then
-    return -1, false
+    return -1
   end
-  if now_ms - (tonumber(s[2]) or 0) >= math.min(1000, idle_ms / 10) then
-    redis.call('HSET', session_key, 'last', int(now_ms))
-    redis.call('PEXPIRE', session_key, int(math.min(idle_ms, exp - now_ms)))
+  if not dry then
+    local since = now_ms - (tonumber(s[2]) or 0)
+    if since >= 1000 or since >= tonumber(idle_ms) / 10 then
+      idle_ms = tonumber(idle_ms)
+      redis.call('HSET', session_key, 'last', int(now_ms))
+      redis.call('PEXPIRE', session_key, int(math.min(idle_ms, exp - now_ms)))
+    end
   end
-  return 1, user[1]
+  return 1, user, exp
 end

@@ -1,0 +1,128 @@
+// Refusals answered without the store: a subject whose window is full stays refused until it frees.
+import type { Decision, LimitState } from "./decide.js";
+
+type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
+
+type Entry = {
+  /** Local clock (ms) until which this entry answers (at most `retryAtMs`). */
+  untilMs: number;
+  /** Local clock (ms) at which the same request would be allowed: what Retry-After counts down to. */
+  retryAtMs: number;
+  decision: Denial;
+  /** Sessions seen valid by the store answer that refused (users only): another must be checked. */
+  sessionIds: string[] | undefined;
+};
+
+/** How many sessions of one user a cached refusal remembers as valid. */
+const MAX_SESSIONS = 8;
+
+export type DenialCache = {
+  /** The refusal of `subject`'s `category` with Retry-After counted down, or undefined. */
+  lookup(subject: string, category: string, sessionId: string | undefined, nowMs: number): Denial | undefined;
+  /**
+   * Remembers a refusal whose request would pass at `retryAtMs`, answering it until `untilMs` (no
+   * later), unless an invalidation arrived since `generation` was read (the store may have
+   * answered from before it) or the cache is off.
+   */
+  remember(
+    subject: string,
+    category: string,
+    sessionId: string | undefined,
+    decision: Denial,
+    times: { retryAtMs: number; untilMs: number },
+    generation: number,
+  ): void;
+  /** Bumped by every invalidation: read it before asking the store. */
+  generation(): number;
+  /** Forgets a subject's refusals (`u:<id>`, `ip:<address>`), or every refusal for "*". */
+  invalidate(subject: string): void;
+  /** Off: nothing is remembered or answered (while invalidations cannot be received). */
+  setEnabled(enabled: boolean): void;
+  size(): number;
+};
+
+export function createDenialCache(options: { maxEntries?: number } = {}): DenialCache {
+  const maxEntries = options.maxEntries ?? 100_000;
+  const bySubject = new Map<string, Map<string, Entry>>();
+  let entries = 0;
+  let generation = 0;
+  let enabled = true;
+
+  const drop = (subject: string): void => {
+    const own = bySubject.get(subject);
+    if (own === undefined) return;
+    entries -= own.size;
+    bySubject.delete(subject);
+  };
+
+  return {
+    lookup(subject, category, sessionId, nowMs) {
+      if (!enabled) return undefined;
+      const own = bySubject.get(subject);
+      const entry = own?.get(category);
+      if (entry === undefined || own === undefined) return undefined;
+      if (entry.untilMs <= nowMs) {
+        own.delete(category);
+        entries -= 1;
+        if (own.size === 0) bySubject.delete(subject);
+        return undefined;
+      }
+      if (
+        entry.sessionIds !== undefined &&
+        (sessionId === undefined || !entry.sessionIds.includes(sessionId))
+      ) {
+        return undefined;
+      }
+      const limit: LimitState = {
+        ...entry.decision.limit,
+        retryAfterMs: Math.max(1, entry.retryAtMs - nowMs),
+      };
+      return { kind: "deny", status: 429, limit, identity: entry.decision.identity };
+    },
+
+    remember(subject, category, sessionId, decision, times, seen) {
+      if (!enabled || seen !== generation) return;
+      const { retryAtMs } = times;
+      const untilMs = Math.min(times.untilMs, retryAtMs);
+      let own = bySubject.get(subject);
+      if (own === undefined) {
+        // Bounded: the oldest subjects go first.
+        while (entries >= maxEntries && bySubject.size > 0) drop(bySubject.keys().next().value as string);
+        own = new Map();
+        bySubject.set(subject, own);
+      }
+      const previous = own.get(category);
+      let sessionIds: string[] | undefined;
+      if (sessionId !== undefined) {
+        // Sessions seen valid earlier stay so: a revocation since would have dropped the subject.
+        const known = previous?.sessionIds ?? [];
+        sessionIds = known.includes(sessionId) ? known : [...known.slice(-(MAX_SESSIONS - 1)), sessionId];
+      }
+      if (previous === undefined) entries += 1;
+      own.set(category, { untilMs, retryAtMs, decision, sessionIds });
+    },
+
+    generation: () => generation,
+
+    invalidate(subject) {
+      generation += 1;
+      if (subject === "*") {
+        bySubject.clear();
+        entries = 0;
+      } else {
+        drop(subject);
+      }
+    },
+
+    setEnabled(on) {
+      generation += 1;
+      enabled = on;
+      if (!on) {
+        bySubject.clear();
+        entries = 0;
+      }
+    },
+
+    size: () => entries,
+  };
+}

@@ -1,0 +1,97 @@
+// The policy in force, swapped whole on a reload: a check reads it once, so none sees half of two.
+import { createHash } from "node:crypto";
+import { limitText, loadPolicy, type Policy, PolicyError } from "../config/policy.js";
+import type { Rule } from "../ratelimit/types.js";
+import { type CompiledPolicy, compilePolicy } from "./decide.js";
+
+export type ActivePolicy = {
+  policy: Policy;
+  compiled: CompiledPolicy;
+  /** A hash of the policy's meaning (not of the file's spelling): the same limits, the same version. */
+  version: string;
+  /** "built-in policy" or "POLICY_FILE <path>". */
+  source: string;
+  loadedAt: Date;
+};
+
+export type ReloadResult =
+  | { ok: true; changed: boolean; active: ActivePolicy }
+  | { ok: false; problems: string[]; active: ActivePolicy };
+
+export type PolicyState = {
+  current(): ActivePolicy;
+  /** Re-reads POLICY_FILE (the built-in policy when unset): a valid one replaces the policy at once, an invalid one changes nothing. */
+  reload(): ReloadResult;
+  /** Called after every reload that changed the policy. */
+  onChange(listener: (active: ActivePolicy) => void): void;
+};
+
+const ruleDocument = (rule: Rule) => ({
+  algorithm: rule.algorithm,
+  limits: rule.windows.map(limitText),
+});
+
+/** The policy as JSON, the same whatever the file's spelling: what GET /admin/policy shows and the version hashes. */
+export function policyDocument(policy: Policy) {
+  return {
+    mode: policy.ipMode,
+    ip: policy.ip === undefined ? null : ruleDocument(policy.ip),
+    tiers: Object.fromEntries(
+      [...policy.tiers].map(([tier, rules]) => [
+        tier,
+        {
+          mode: policy.modes.get(tier) ?? "enforce",
+          categories: Object.fromEntries(
+            [...rules].map(([category, rule]) => [category, ruleDocument(rule)]),
+          ),
+        },
+      ]),
+    ),
+    routes: policy.routes.map((r) => ({
+      method: r.method ?? null,
+      path: r.prefix ? `${r.path}/*` : r.path,
+      category: r.limited ? r.category : null,
+      token: r.token,
+      limit: r.limited,
+    })),
+    default: {
+      category: policy.defaultRule.category,
+      token: policy.defaultRule.token,
+      limit: policy.defaultRule.limited,
+    },
+  };
+}
+
+function activate(policy: Policy, source: string): ActivePolicy {
+  const version = createHash("sha256")
+    .update(JSON.stringify(policyDocument(policy)))
+    .digest("hex")
+    .slice(0, 12);
+  return { policy, compiled: compilePolicy(policy), version, source, loadedAt: new Date() };
+}
+
+export function createPolicyState(options: { file: string | undefined; initial: Policy }): PolicyState {
+  const source = options.file === undefined ? "built-in policy" : `POLICY_FILE ${options.file}`;
+  let active = activate(options.initial, source);
+  const listeners: ((active: ActivePolicy) => void)[] = [];
+  return {
+    current: () => active,
+    reload() {
+      let policy: Policy;
+      try {
+        policy = loadPolicy(options.file);
+      } catch (error) {
+        if (error instanceof PolicyError) return { ok: false, problems: error.problems, active };
+        throw error;
+      }
+      const next = activate(policy, source);
+      if (next.version === active.version) return { ok: true, changed: false, active };
+      active = next;
+      for (const listener of listeners) listener(active);
+      return { ok: true, changed: true, active };
+    },
+    onChange(listener) {
+      listeners.push(listener);
+    },
+  };
+}

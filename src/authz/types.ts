@@ -1,0 +1,39 @@
+// The check's port to the store: one call that validates the session and counts the request.
+import type { HitResult, Rule, Subject } from "../ratelimit/types.js";
+
+/** A category's rule for every named tier, as the check hands it to the store. */
+export type TierRules = ReadonlyMap<string, Rule>;
+
+export type AuthorizeRequest = {
+  userId: string;
+  sessionId: string;
+  category: string;
+  rules: TierRules;
+  /** The per-address layer, counted with the user's (layer 0 of the answer's hit when present). */
+  ip: { subject: Subject; rule: Rule } | undefined;
+  idleMs: number;
+  /** Decide without counting or renewing anything. */
+  dryRun: boolean;
+};
+
+export type AuthorizeResult =
+  | { kind: "no_session" }
+  | { kind: "user_inactive" }
+  | { kind: "unknown_tier"; tier: string }
+  /** The IP layer is full: refused before the session was looked at. */
+  | { kind: "ip_denied"; hit: HitResult }
+  | {
+      kind: "ok";
+      tier: string;
+      /** Layer 0 is the IP layer when the request had one; the user's layer is the last. */
+      hit: HitResult;
+      /** The user's own rule for the category, when an admin set one. */
+      ownRule: Rule | undefined;
+      /** The session's absolute expiry (ms). */
+      sessionExpiresAtMs: number;
+    };
+
+/** The check path's one store call for an authenticated request. */
+export type AuthorizeStore = {
+  authorize(request: AuthorizeRequest): Promise<AuthorizeResult>;
+};

@@ -1,0 +1,111 @@
+// Admin: the policy in force and its reload, and a dry-run check (the decision, nothing counted).
+import type { Router } from "express";
+import { z } from "zod";
+import type { Checker } from "../authz/checker.js";
+import type { Decision } from "../authz/decide.js";
+import { type PolicyState, policyDocument, type ReloadResult } from "../authz/policy-state.js";
+import { renderDecision } from "./check-responses.js";
+import { normalizeIp } from "./client-ip.js";
+import { HttpError } from "./errors.js";
+import { handle, parse } from "./handlers.js";
+
+const checkSchema = z.strictObject({
+  method: z.string().min(1).max(16),
+  path: z.string().min(1).max(8192),
+  authorization: z.string().max(65_536).optional(),
+  ip: z.string().max(64).optional(),
+});
+
+/** The decision as an admin reads it: what the proxy would answer, and why. */
+function explain(decision: Decision, nowMs: number) {
+  const rendered = renderDecision(decision, nowMs);
+  const base = { status: rendered.status, decision: decision.kind, headers: rendered.headers };
+  if (decision.kind === "allow") {
+    const { limit } = decision;
+    return {
+      ...base,
+      reason: decision.degraded ? "degraded" : limit?.shadow === true ? "shadow" : "ok",
+      tier: decision.identity?.tier ?? limit?.tier ?? "anonymous",
+      user_id: decision.identity?.userId ?? null,
+      ...(limit === undefined
+        ? { category: null }
+        : { category: limit.category, limit: limit.limit, remaining: limit.remaining, used: limit.used }),
+    };
+  }
+  switch (decision.status) {
+    case 429:
+      return {
+        ...base,
+        reason: "rate_limited",
+        tier: decision.limit.tier,
+        category: decision.limit.category,
+        limit: decision.limit.limit,
+        remaining: decision.limit.remaining,
+        used: decision.limit.used,
+        retry_after_seconds: Math.max(1, Math.ceil(decision.limit.retryAfterMs / 1000)),
+      };
+    case 401:
+      return { ...base, reason: decision.reason, message: decision.description };
+    case 400:
+      return { ...base, reason: "bad_request", message: decision.description };
+    case 503:
+      return { ...base, reason: "unavailable" };
+  }
+}
+
+export function policyRoutes(
+  admin: Router,
+  options: { policy: PolicyState; reloadPolicy(): ReloadResult; checker: Checker; ipv6Subnet?: number },
+): void {
+  const { policy, checker } = options;
+
+  admin.get(
+    "/policy",
+    handle(async (_req, res) => {
+      const active = policy.current();
+      res.json({
+        version: active.version,
+        source: active.source,
+        loaded_at: active.loadedAt.toISOString(),
+        policy: policyDocument(active.policy),
+      });
+    }),
+  );
+
+  admin.post(
+    "/policy/reload",
+    handle(async (_req, res) => {
+      const result = options.reloadPolicy();
+      const { version, source } = result.active;
+      if (!result.ok) {
+        throw new HttpError(
+          "invalid_policy",
+          "The policy file is invalid; the policy in force stays",
+          {},
+          { problems: result.problems, version },
+        );
+      }
+      res.json({
+        message: result.changed ? "Policy reloaded" : "Policy unchanged",
+        changed: result.changed,
+        version,
+        source,
+      });
+    }),
+  );
+
+  admin.post(
+    "/check",
+    handle(async (req, res) => {
+      const body = parse(checkSchema, req.body);
+      const raw = body.ip ?? req.socket.remoteAddress ?? "127.0.0.1";
+      const ip = normalizeIp(raw, options.ipv6Subnet ?? 64);
+      if (ip === undefined) throw new HttpError("bad_request", "ip: not an IP address");
+      const decision = await checker(
+        { method: body.method.toUpperCase(), path: body.path, authorization: body.authorization, ip },
+        { dryRun: true },
+      );
+      res.json(explain(decision, Date.now()));
+    }),
+  );
+}

@@ -1,0 +1,157 @@
+// What every check and store event leaves behind: metric counts (label children resolved once per
+// label set), the store's up/down state, and throttled log lines.
+import type { Decision } from "../authz/decide.js";
+import type { Logger } from "../logger.js";
+import { ipSubject, userSubject } from "../ratelimit/types.js";
+import { createThrottledLog } from "../throttled-log.js";
+import type { Metrics } from "./metrics.js";
+
+export type CheckProtocol = "envoy" | "nginx";
+
+export type CheckObserver = {
+  /** One answered check: its protocol, decision, time taken and client address. */
+  decided(protocol: CheckProtocol, decision: Decision, seconds: number, ip: string): void;
+  /** A store call of a check failed: the check degraded. */
+  storeFailed(operation: "authorize" | "hit", error: unknown): void;
+  /** A store call of a check succeeded. */
+  storeAnswered(): void;
+  /** The store's connection failed (ioredis's "error", a cluster's "node error"). */
+  connectionFailed(error: Error): void;
+};
+
+type Labels = { decision: string; reason: string; tier: string; category: string };
+
+/** A decision's metric labels: bounded values only (never an id, address or key). */
+export function decisionLabels(decision: Decision): Labels {
+  if (decision.kind === "allow") {
+    return {
+      decision: "allow",
+      reason: decision.degraded ? "degraded" : decision.limit?.shadow === true ? "shadow" : "ok",
+      tier: decision.identity?.tier || decision.limit?.tier || "anonymous",
+      category: decision.limit?.category ?? "none",
+    };
+  }
+  switch (decision.status) {
+    case 401:
+      return { decision: "deny", reason: "unauthenticated", tier: "anonymous", category: "none" };
+    case 429:
+      return {
+        decision: "deny",
+        reason: "rate_limited",
+        tier: decision.limit.tier,
+        category: decision.limit.category,
+      };
+    case 503:
+      return { decision: "deny", reason: "unavailable", tier: "unknown", category: "none" };
+    case 400:
+      return { decision: "deny", reason: "bad_request", tier: "unknown", category: "none" };
+  }
+}
+
+export function createCheckObserver(options: {
+  metrics: Metrics;
+  logger: Logger;
+  failureMode: "open" | "closed";
+}): CheckObserver {
+  const { metrics, logger, failureMode } = options;
+  let storeUp = true;
+  metrics.storeUp.set(1);
+
+  const durations = new Map<CheckProtocol, ReturnType<typeof metrics.checkDuration.labels>>();
+  const durationChild = (protocol: CheckProtocol) => {
+    let child = durations.get(protocol);
+    if (child === undefined) {
+      child = metrics.checkDuration.labels({ protocol });
+      durations.set(protocol, child);
+    }
+    return child;
+  };
+  const decisionChildren = new Map<string, ReturnType<typeof metrics.decisions.labels>>();
+  const decisionChild = (decision: Decision) => {
+    const labels = decisionLabels(decision);
+    const key = `${labels.decision}|${labels.reason}|${labels.tier}|${labels.category}`;
+    let child = decisionChildren.get(key);
+    if (child === undefined) {
+      child = metrics.decisions.labels(labels);
+      decisionChildren.set(key, child);
+    }
+    return child;
+  };
+
+  // ioredis prints each failed (re)connect to stderr as plain text when nobody listens for "error".
+  const logConnectionError = createThrottledLog({
+    logger,
+    level: "warn",
+    event: "store_connection_error",
+    message: "cannot reach the store",
+  });
+  const logDenial = createThrottledLog({
+    logger,
+    level: "info",
+    event: "rate_limited",
+    message: "request denied: rate limit exceeded",
+  });
+  const logShadow = createThrottledLog({
+    logger,
+    level: "info",
+    event: "shadow_denied",
+    message: "request over a shadow-mode limit allowed (it would have been denied)",
+  });
+  const logDegraded = createThrottledLog({
+    logger,
+    level: "warn",
+    event: "degraded",
+    message: "request allowed without the store (FAILURE_MODE=open)",
+  });
+
+  return {
+    decided(protocol, decision, seconds, ip) {
+      durationChild(protocol).observe(seconds);
+      decisionChild(decision).inc();
+      const over =
+        decision.kind === "deny" && decision.status === 429
+          ? { log: logDenial, limit: decision.limit, identity: decision.identity }
+          : decision.kind === "allow" && decision.limit?.shadow === true
+            ? { log: logShadow, limit: decision.limit, identity: decision.identity }
+            : undefined;
+      if (over !== undefined) {
+        const { limit, identity } = over;
+        const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
+        // The fields are built only for the one line per subject and second that is written.
+        over.log(`${subject}|${limit.category}`, () => ({
+          subject,
+          category: limit.category,
+          tier: limit.tier,
+          retryAfterSeconds: Math.max(1, Math.ceil(limit.retryAfterMs / 1000)),
+        }));
+      } else if (decision.kind === "allow" && decision.degraded) {
+        logDegraded("degraded", { userId: decision.identity?.userId, failureMode });
+      }
+    },
+
+    storeFailed(operation, error) {
+      metrics.storeErrors.inc({ operation });
+      if (failureMode === "open") metrics.degraded.inc();
+      if (storeUp) {
+        storeUp = false;
+        metrics.storeUp.set(0);
+        logger.warn(
+          { event: "store_down", operation, err: (error as Error).message, failureMode },
+          "store unavailable: checks degrade",
+        );
+      }
+    },
+
+    storeAnswered() {
+      if (!storeUp) {
+        storeUp = true;
+        metrics.storeUp.set(1);
+        logger.info({ event: "store_recovered" }, "store answers again: enforcement resumed");
+      }
+    },
+
+    connectionFailed(error) {
+      logConnectionError("redis", { err: error.message });
+    },
+  };
+}

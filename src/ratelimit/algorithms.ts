@@ -1,0 +1,284 @@
+// The three algorithms' arithmetic, in microseconds: the memory store runs it, the Lua scripts mirror it.
+import type { Algorithm, HitResult, Rule, Window } from "./types.js";
+
+/** Counts are compared with a little slack: the weighted counter's estimate is a float. */
+const EPS = 1e-9;
+/** gcra compares durations of up to days in µs: well above a double's rounding at that size. */
+const EPS_US = 1e-3;
+/** Entries of window lengths a rule no longer has are kept while they matter, this many at most. */
+const MAX_KEPT = 16;
+
+/** The stored entries of other window lengths that still matter at `now` (a reload may bring them back). */
+function keptOthers<E extends { w: number }>(
+  entries: readonly E[] | undefined,
+  windows: readonly Window[],
+  now: number,
+  mattersUntil: (e: E) => number,
+  room: number,
+): E[] {
+  const mine = new Set(windows.map((w) => w.windowMs * 1000));
+  return (entries ?? []).filter((e) => !mine.has(e.w) && mattersUntil(e) > now).slice(0, Math.max(0, room));
+}
+
+/** One window's answer: as it stands, and as it would stand if this request were counted. */
+export type WindowOutcome = {
+  room: boolean;
+  limit: number;
+  windowUs: number;
+  usedNow: number;
+  remainingNow: number;
+  resetNowUs: number;
+  usedAfter: number;
+  remainingAfter: number;
+  resetAfterUs: number;
+  /** When this request would be allowed (0 when there is room now). */
+  retryAtUs: number;
+};
+
+/** The sliding log: per window, request times in µs, oldest first; entries before `head` are gone. */
+export type LogState = { algorithm: "sliding-log"; lists: { times: number[]; head: number }[] };
+/** The sliding counter per window length: the current fixed window's start and count, the previous count. */
+export type CounterState = {
+  algorithm: "sliding-counter";
+  entries: { w: number; b: number; c: number; p: number }[];
+};
+/** gcra per window length: the debt (how far the bucket is ahead of now) as of time `at`. */
+export type GcraState = { algorithm: "gcra"; entries: { w: number; at: number; debt: number }[] };
+export type LayerState = LogState | CounterState | GcraState;
+
+export type LayerEvaluation = {
+  outcomes: WindowOutcome[];
+  room: boolean;
+  /** The state with this request counted. */
+  commit(): LayerState;
+};
+
+function firstFresh(times: number[], head: number, cutoff: number): number {
+  let lo = head;
+  let hi = times.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((times[mid] as number) <= cutoff) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Entries that left a window are dropped as Redis drops them: when the window is used, not peeked. */
+function evaluateLog(
+  windows: readonly Window[],
+  state: LogState | undefined,
+  now: number,
+  dry: boolean,
+): LayerEvaluation {
+  const lists = windows.map((_, i) => state?.lists[i] ?? { times: [], head: 0 });
+  const outcomes = windows.map((window, i): WindowOutcome => {
+    const n = window.limit;
+    const w = window.windowMs * 1000;
+    const list = lists[i] as { times: number[]; head: number };
+    const fresh = firstFresh(list.times, list.head, now - w);
+    if (!dry) {
+      list.head = fresh;
+      if (list.head > 64 && list.head * 2 > list.times.length) {
+        list.times = list.times.slice(list.head);
+        list.head = 0;
+      }
+    }
+    const first = dry ? fresh : list.head;
+    const used = list.times.length - first;
+    const oldest = used === 0 ? now : (list.times[first] as number);
+    const room = used < n;
+    return {
+      room,
+      limit: n,
+      windowUs: w,
+      usedNow: used,
+      remainingNow: Math.max(0, n - used),
+      resetNowUs: oldest + (used === 0 ? 0 : w),
+      usedAfter: used + 1,
+      remainingAfter: n - used - 1,
+      resetAfterUs: oldest + w,
+      // Denied: the (used - limit)-th oldest entry's departure makes room.
+      retryAtUs: room ? 0 : (list.times[first + used - n] as number) + w,
+    };
+  });
+  return {
+    outcomes,
+    room: outcomes.every((o) => o.room),
+    commit() {
+      for (const list of lists) {
+        // A clock that steps back must not unsort the log.
+        const last = list.times[list.times.length - 1];
+        list.times.push(last !== undefined && last > now ? last : now);
+      }
+      // Lists past this rule's windows stay, as Redis keeps their keys: a reload may bring them back.
+      return { algorithm: "sliding-log", lists: [...lists, ...(state?.lists.slice(lists.length) ?? [])] };
+    },
+  };
+}
+
+/**
+ * A duration in µs rounded up to a whole µs, with a nanosecond's tolerance: offsets are computed
+ * from now (small numbers, exact enough), never from epoch times, whose doubles are coarser.
+ */
+const ceilUs = (x: number): number => Math.max(0, Math.ceil(x - 1e-3));
+
+/**
+ * How long (µs) until the weighted estimate falls to `target` or below, with no new requests:
+ * `elapsed` into the current fixed window of length `w`, `c` its count, `p` the previous one's.
+ */
+export function counterWait(p: number, c: number, elapsed: number, w: number, target: number): number {
+  if ((p * (w - elapsed)) / w + c <= target + EPS) return 0;
+  if (c <= target + EPS && p > 0) return ceilUs(w * (1 - (target - c) / p) - elapsed);
+  return ceilUs(2 * w - elapsed - (w * target) / c);
+}
+
+function evaluateCounter(
+  windows: readonly Window[],
+  state: CounterState | undefined,
+  now: number,
+): LayerEvaluation {
+  const next: CounterState["entries"] = [];
+  const outcomes = windows.map((window): WindowOutcome => {
+    const n = window.limit;
+    const w = window.windowMs * 1000;
+    const stored = state?.entries.find((e) => e.w === w);
+    const cb = now - (now % w);
+    let c = 0;
+    let p = 0;
+    if (stored?.b === cb) {
+      c = stored.c;
+      p = stored.p;
+    } else if (stored?.b === cb - w) {
+      p = stored.c;
+    }
+    const elapsed = now - cb;
+    const estimate = (p * (w - elapsed)) / w + c;
+    const remainingNow = Math.max(0, Math.floor(n - estimate + EPS));
+    const remainingAfter = Math.max(0, Math.floor(n - estimate - 1 + EPS));
+    const room = estimate + 1 <= n + EPS;
+    next.push({ w, b: cb, c: c + 1, p });
+    return {
+      room,
+      limit: n,
+      windowUs: w,
+      usedNow: n - remainingNow,
+      remainingNow,
+      resetNowUs: now + (remainingNow >= n ? 0 : counterWait(p, c, elapsed, w, n - remainingNow - 1)),
+      usedAfter: n - remainingAfter,
+      remainingAfter,
+      resetAfterUs: now + counterWait(p, c + 1, elapsed, w, n - remainingAfter - 1),
+      retryAtUs: room ? 0 : now + counterWait(p, c, elapsed, w, n - 1),
+    };
+  });
+  const others = keptOthers(state?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
+  return {
+    outcomes,
+    room: outcomes.every((o) => o.room),
+    commit: () => ({ algorithm: "sliding-counter", entries: [...next, ...others] }),
+  };
+}
+
+function evaluateGcra(
+  windows: readonly Window[],
+  state: GcraState | undefined,
+  now: number,
+): LayerEvaluation {
+  const next: GcraState["entries"] = [];
+  const outcomes = windows.map((window): WindowOutcome => {
+    const n = window.limit;
+    const w = window.windowMs * 1000;
+    const interval = w / n;
+    const stored = state?.entries.find((e) => e.w === w);
+    const debt = stored === undefined ? 0 : Math.max(0, stored.debt - (now - stored.at));
+    const room = debt + interval <= w + EPS_US;
+    const remainingNow = Math.max(0, Math.floor((w - debt) / interval + EPS));
+    const after = debt + interval;
+    const remainingAfter = Math.max(0, Math.floor((w - after) / interval + EPS));
+    next.push({ w, at: now, debt: after });
+    return {
+      room,
+      limit: n,
+      windowUs: w,
+      usedNow: n - remainingNow,
+      remainingNow,
+      resetNowUs: now + (remainingNow >= n ? 0 : ceilUs(debt - w + (remainingNow + 1) * interval)),
+      usedAfter: n - remainingAfter,
+      remainingAfter,
+      resetAfterUs: now + ceilUs(after - w + (remainingAfter + 1) * interval),
+      retryAtUs: room ? 0 : now + ceilUs(after - w),
+    };
+  });
+  const others = keptOthers(state?.entries, windows, now, (e) => e.at + e.debt, MAX_KEPT - next.length);
+  return {
+    outcomes,
+    room: outcomes.every((o) => o.room),
+    commit: () => ({ algorithm: "gcra", entries: [...next, ...others] }),
+  };
+}
+
+/** One layer's windows against its state (of the same algorithm, or none). */
+export function evaluateLayer(
+  rule: Rule,
+  state: LayerState | undefined,
+  nowUs: number,
+  dry = false,
+): LayerEvaluation {
+  const same = <A extends Algorithm>(a: A) =>
+    state?.algorithm === a ? (state as Extract<LayerState, { algorithm: A }>) : undefined;
+  switch (rule.algorithm) {
+    case "sliding-log":
+      return evaluateLog(rule.windows, same("sliding-log"), nowUs, dry);
+    case "sliding-counter":
+      return evaluateCounter(rule.windows, same("sliding-counter"), nowUs);
+    case "gcra":
+      return evaluateGcra(rule.windows, same("gcra"), nowUs);
+  }
+}
+
+/**
+ * The window an answer describes: allowed, the one with least room left after this request;
+ * denied, the refusing one that frees last. Ties go to the last layer (the most specific, the
+ * route's category after the IP layer) and, within it, to the first (shortest) window.
+ */
+export function describedWindow(
+  evaluations: readonly LayerEvaluation[],
+  allowed: boolean,
+): { layer: number; window: number } {
+  let best = Number.NEGATIVE_INFINITY;
+  let layer = evaluations.length - 1;
+  let window = 0;
+  for (let l = evaluations.length - 1; l >= 0; l -= 1) {
+    const outcomes = (evaluations[l] as LayerEvaluation).outcomes;
+    for (let i = 0; i < outcomes.length; i += 1) {
+      const o = outcomes[i] as WindowOutcome;
+      const value = allowed ? -o.remainingAfter : o.room ? undefined : o.retryAtUs;
+      if (value !== undefined && value > best) {
+        best = value;
+        layer = l;
+        window = i;
+      }
+    }
+  }
+  return { layer, window };
+}
+
+/** The answer in ms, from the described window of a decided request. */
+export function hitResultOf(
+  allowed: boolean,
+  at: { layer: number; window: number },
+  o: WindowOutcome,
+  nowUs: number,
+): HitResult {
+  return {
+    allowed,
+    layer: at.layer,
+    window: at.window,
+    limit: o.limit,
+    windowMs: o.windowUs / 1000,
+    used: allowed ? o.usedAfter : o.usedNow,
+    remaining: allowed ? o.remainingAfter : o.remainingNow,
+    resetAtMs: (allowed ? o.resetAfterUs : o.resetNowUs) / 1000,
+    retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil((o.retryAtUs - nowUs) / 1000)),
+  };
+}

@@ -1,0 +1,92 @@
+-- The check of an authenticated request in one call, atomically: the IP layer (when the policy has
+-- one and its keys may share the call), the session, the user's current tier (or the user's own
+-- rule) and the user's windows; the request is counted in every layer or in none.
+-- KEYS[1]  the session hash                   {u:<id>}:s:<sid>
+-- KEYS[2]  the user's session index           {u:<id>}:sessions (sorted set: sid -> created ms)
+-- KEYS[3]  the user hash                      {u:<id>}:user (tier, disabled, o:<category> the user's
+--          own windows, r:<category> counter and gcra state)
+-- KEYS[4]  with an IP layer: the client address's record hash {ip:<addr>}:r
+-- then     sliding-log lists, one per window: ARGV[7] of them the IP layer's, then the user's
+-- ARGV[1]  session id
+-- ARGV[2]  session idle lifetime in ms
+-- ARGV[3]  the route's category
+-- ARGV[4]  the category's rule per tier (a tier table, see rule_of_tier)
+-- ARGV[5]  "1" count the request, "0" decide only (a dry run)
+-- ARGV[6]  the IP layer's rule, or absent (or "") without one
+-- ARGV[7]  how many lists are the IP layer's (with ARGV[6])
+-- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
+-- Reply    the answer (see pack_answer; layer 1 is the IP layer when there is one), then a double:
+--          the session's absolute expiry (ms), then "<tier>\n<own windows>"; the tier is empty when
+--          the IP layer refused before the session was looked at.
+--          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
+--          {-4, n} the user's own rule needs n sliding-log lists, more than KEYS holds
+local now = clock_us(ARGV[8])
+local dry = ARGV[5] ~= '1'
+local ip_spec = ARGV[6]
+if ip_spec == '' then
+  ip_spec = nil
+end
+local category = ARGV[3]
+local field = 'r:' .. category
+local G, ip
+local first = 4
+if ip_spec then
+  G = general()
+  ip = G.layer_at(ip_spec, 1)
+  local state
+  if ip.algo ~= 1 then
+    local v = redis.call('HMGET', KEYS[4], 'x', 'r:ip')
+    ip.deadline, state = tonumber(v[1]), v[2] or nil
+  end
+  G.evaluate(ip, KEYS, 5, state, now, dry)
+  -- The IP layer comes before identity: a full one refuses without looking at the session.
+  if not ip.room then
+    return G.answer({ip}, false, now) .. struct.pack('<d', 0)
+  end
+  first = 5 + tonumber(ARGV[7])
+end
+local status, user, exp = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2],
+  math.floor(now / 1000), dry, 'o:' .. category, field)
+if status ~= 1 then
+  return {status - 1}
+end
+local tier, own = user[1], user[3]
+local rules = ARGV[4]
+local pos = rule_of_tier(rules, tier)
+if not pos and not own then
+  return {-3, tier}
+end
+local tail = struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
+if not ip and not own then
+  -- The usual check: one layer of one window, decided straight through.
+  local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
+  if n == 1 and (algo ~= 1 or #KEYS >= first) then
+    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, user[4] or nil, now, dry)
+    if usual then
+      return reply .. tail
+    end
+  end
+end
+G = G or general()
+local mine
+if own then
+  -- The user's own windows, counted with the tier's algorithm for the category.
+  mine = G.layer_of_text(own, pos and string.byte(rules, pos) - 48 or 1)
+else
+  mine = G.layer_at(rules, pos)
+end
+if mine.algo == 1 and mine.n > #KEYS - first + 1 then
+  return {-4, mine.n}
+end
+G.evaluate(mine, KEYS, first, user[4] or nil, now, dry)
+local allowed = mine.room
+if allowed and not dry then
+  if ip then
+    G.commit(ip, now, KEYS[4], 'r:ip')
+    if ip.expires_us then
+      extend_record(KEYS[4], ip.deadline, ip.expires_us, ip[10 * ip.n - 8], now)
+    end
+  end
+  G.commit(mine, now, KEYS[3], field)
+end
+return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. tail

@@ -1,0 +1,92 @@
+-- Counts a request in a subject's layers (a client address's IP layer and category, a username's
+-- failed logins, …) when every window of every layer has room, and in none otherwise, atomically.
+-- KEYS[1]  the subject's record hash: counter and gcra states in fields r:<category> (a user's
+--          record is the user hash; any other subject's expires, its deadline in field x)
+-- KEYS[2…] the sliding-log layers' lists, one per window, layer after layer
+-- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
+-- ARGV[2]  "1" count the request, "0" decide only, "2" decide only and add every window's state
+-- ARGV[3]  "1" when the record expires (any subject but a user)
+-- ARGV[4…] per layer: its rule (see rule_of_tier) and its category
+-- Reply    the answer (see pack_answer); with ARGV[2] "2", then per layer and window five doubles:
+--          limit, window µs, used, remaining, reset µs
+local now = clock_us(ARGV[1])
+local mode = ARGV[2]
+local dry = mode ~= '1'
+local expiring = ARGV[3] == '1'
+if #ARGV == 5 and mode ~= '2' then
+  -- The usual request: one layer of one window, decided straight through.
+  local spec = ARGV[4]
+  local algo, n = string.byte(spec, 1) - 48, string.byte(spec, 2) - 48
+  if n == 1 then
+    local field = 'r:' .. ARGV[5]
+    local state, deadline
+    if algo ~= 1 then
+      local v = redis.call('HMGET', KEYS[1], 'x', field)
+      deadline, state = tonumber(v[1]), v[2] or nil
+    end
+    local reply, usual, room, expires, w = single(spec, 1, 1, KEYS[2], KEYS[1], field, state, now, dry)
+    if usual then
+      if room and not dry and expires and expiring then
+        extend_record(KEYS[1], deadline, expires, w, now)
+      end
+      return reply
+    end
+  end
+end
+local G = general()
+local layers = {}
+local fields = {'x'}
+for a = 4, #ARGV, 2 do
+  local layer = G.layer_at(ARGV[a], 1)
+  layer.field = 'r:' .. ARGV[a + 1]
+  layers[#layers + 1] = layer
+  if layer.algo ~= 1 then
+    fields[#fields + 1] = layer.field
+  end
+end
+local states = {}
+local deadline
+if #fields > 1 then
+  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  for f = 2, #fields do
+    states[fields[f]] = values[f] or nil
+  end
+  deadline = tonumber(values[1])
+end
+local first = 2
+local allowed = true
+for l = 1, #layers do
+  local layer = layers[l]
+  G.evaluate(layer, KEYS, first, states[layer.field], now, dry)
+  if layer.algo == 1 then
+    first = first + layer.n
+  end
+  allowed = allowed and layer.room
+end
+if allowed and not dry then
+  local needed, slack = 0, 0
+  for l = 1, #layers do
+    local layer = layers[l]
+    G.commit(layer, now, KEYS[1], layer.field)
+    if layer.expires_us then
+      needed = math.max(needed, layer.expires_us)
+      slack = math.max(slack, layer[10 * layer.n - 8])
+    end
+  end
+  if needed > 0 and expiring then
+    extend_record(KEYS[1], deadline, needed, slack, now)
+  end
+end
+local reply = G.answer(layers, allowed, now)
+if mode == '2' then
+  local parts = {reply}
+  for l = 1, #layers do
+    local layer = layers[l]
+    for i = 1, layer.n do
+      local b = 10 * i - 10
+      parts[#parts + 1] = struct.pack('<ddddd', layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5])
+    end
+  end
+  reply = table.concat(parts)
+end
+return reply

@@ -1,0 +1,292 @@
+// Refusals without Redis: a full window answers its 429 from memory, with no Redis command, until
+// it frees; whatever frees a subject sooner (reset, tier change, revocation) reaches every instance.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Decision } from "../../src/authz/decide.js";
+import { createDenialCache } from "../../src/authz/denial-cache.js";
+import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { connectRedis } from "../support/redis.js";
+
+const dir = mkdtempSync(join(tmpdir(), "tollgate-denials-"));
+const policyFile = join(dir, "policy.yaml");
+// Three searches an hour for free users; everything else as built in.
+writeFileSync(
+  policyFile,
+  DEFAULT_POLICY_YAML.replace(/(free: +\{ general: 100\/1h, +)search: 20\/1h/, "$1search: 3/1h"),
+);
+
+let a: InProcess;
+let b: InProcess;
+
+beforeAll(async () => {
+  a = await startInProcess({ env: { POLICY_FILE: policyFile } });
+  b = await startInProcess({ env: { POLICY_FILE: policyFile }, peerOf: a });
+});
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+});
+
+const check = (instance: InProcess, token: string, path = "/api/search") =>
+  instance.tollgate.checker({ method: "GET", path, authorization: `Bearer ${token}`, ip: "198.51.100.20" });
+
+/** Redis commands executed since the last call (INFO itself excluded). */
+async function commandsSince(redis: Redis, before: Map<string, number> | undefined) {
+  const info = await redis.info("commandstats");
+  const now = new Map<string, number>();
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) now.set(m[1] as string, Number(m[2]));
+  let delta = 0;
+  for (const [command, calls] of now) if (command !== "info") delta += calls - (before?.get(command) ?? 0);
+  return { now, delta };
+}
+
+/** Polls until the decision matches, for at most `ms`: announcements cross Redis, not in this call. */
+async function eventually(run: () => Promise<Decision>, ok: (d: Decision) => boolean, ms = 2_000) {
+  const until = Date.now() + ms;
+  let last = await run();
+  while (!ok(last) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 10));
+    last = await run();
+  }
+  return last;
+}
+
+async function spendSearches(instance: InProcess, token: string): Promise<Decision> {
+  for (let i = 0; i < 3; i += 1) expect(await check(instance, token)).toMatchObject({ kind: "allow" });
+  return check(instance, token);
+}
+
+describe("cached refusals", () => {
+  it("answers a hammering client's 429s with no Redis command, Retry-After counting down", async () => {
+    const token = await demoToken(a.tollgate.auth, "alice");
+    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search:0`);
+    const first = await spendSearches(a, token);
+    expect(first).toMatchObject({ kind: "deny", status: 429 });
+    const { now: before } = await commandsSince(a.redis, undefined);
+    const answers = await Promise.all(Array.from({ length: 200 }, () => check(a, token)));
+    const { delta } = await commandsSince(a.redis, before);
+    expect(delta).toBe(0);
+    for (const answer of answers) {
+      expect(answer).toMatchObject({
+        kind: "deny",
+        status: 429,
+        limit: { category: "search", remaining: 0 },
+      });
+      if (answer.kind === "deny" && answer.status === 429 && first.kind === "deny" && first.status === 429) {
+        expect(answer.limit.retryAfterMs).toBeLessThanOrEqual(first.limit.retryAfterMs);
+        expect(answer.limit.retryAfterMs).toBeGreaterThan(first.limit.retryAfterMs - 5_000);
+      }
+    }
+    // Another category of the same user still asks the store.
+    expect((await check(a, token, "/api/products")).kind).toBe("allow");
+  });
+
+  it("answers 401, not a cached 429, once the session is revoked, on this instance and another", async () => {
+    const token = await demoToken(a.tollgate.auth, "bob_pro");
+    // bob_pro is pro (200 searches): make him free for this test, then spend them.
+    await a.store.users.update("demo-bob", { tier: "free" });
+    await a.redis.del(`${a.prefix}{u:demo-bob}:l:search:0`);
+    expect(await spendSearches(a, token)).toMatchObject({ status: 429 });
+    expect(await check(b, token)).toMatchObject({ status: 429 });
+    const logout = await fetch(`${a.publicUrl}/auth/logout`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(logout.status).toBe(200);
+    expect(await check(a, token)).toMatchObject({ kind: "deny", status: 401, reason: "revoked" });
+    expect(
+      await eventually(
+        () => check(b, token),
+        (d) => d.kind === "deny" && d.status === 401,
+      ),
+    ).toMatchObject({
+      status: 401,
+    });
+    await a.store.users.update("demo-bob", { tier: "pro" });
+  });
+
+  it("frees a cached subject on every instance when an admin resets its windows or changes its tier", async () => {
+    const token = await demoToken(a.tollgate.auth, "alice");
+    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search:0`);
+    expect(await spendSearches(b, token)).toMatchObject({ status: 429 });
+    expect(await check(b, token)).toMatchObject({ status: 429 });
+    const reset = await fetch(`${a.adminUrl}/admin/users/demo-alice/limits`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${a.adminToken}` },
+    });
+    expect(reset.status).toBe(200);
+    expect(
+      await eventually(
+        () => check(b, token),
+        (d) => d.kind === "allow",
+      ),
+    ).toMatchObject({ kind: "allow" });
+    // That was the first of three again.
+    for (let i = 0; i < 2; i += 1) expect(await check(b, token)).toMatchObject({ kind: "allow" });
+    expect(await check(b, token)).toMatchObject({ status: 429 });
+    const upgrade = await fetch(`${a.adminUrl}/admin/users/demo-alice/tier`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${a.adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ tier: "pro" }),
+    });
+    expect(upgrade.status).toBe(200);
+    expect(
+      await eventually(
+        () => check(b, token),
+        (d) => d.kind === "allow",
+      ),
+    ).toMatchObject({
+      kind: "allow",
+      identity: { tier: "pro" },
+    });
+    await a.store.users.update("demo-alice", { tier: "free" });
+  });
+
+  it("caches an address's refusal too, and not a dry run's", async () => {
+    const ip = "203.0.113.77";
+    const login = () =>
+      a.tollgate.checker({ method: "POST", path: "/auth/login", authorization: undefined, ip });
+    for (let i = 0; i < 10; i += 1) expect((await login()).kind).toBe("allow");
+    expect(await login()).toMatchObject({ status: 429, limit: { category: "login", tier: "anonymous" } });
+    const { now: before } = await commandsSince(a.redis, undefined);
+    expect(await login()).toMatchObject({ status: 429 });
+    expect((await commandsSince(a.redis, before)).delta).toBe(0);
+    // The admin's dry run always asks the store.
+    const dry = await a.tollgate.checker(
+      { method: "POST", path: "/auth/login", authorization: undefined, ip },
+      { dryRun: true },
+    );
+    expect(dry).toMatchObject({ status: 429 });
+    expect((await commandsSince(a.redis, before)).delta).toBeGreaterThan(0);
+  });
+});
+
+describe("the cache itself", () => {
+  const denial = (retryAfterMs: number) =>
+    ({ kind: "deny", status: 429, identity: undefined, limit: { retryAfterMs } }) as unknown as Extract<
+      Decision,
+      { status: 429 }
+    >;
+
+  it("answers until the window frees, for the sessions it saw, and forgets a subject on an announcement", () => {
+    const cache = createDenialCache();
+    cache.remember(
+      "u:1",
+      "search",
+      "s1",
+      denial(5_000),
+      { retryAtMs: 5_000, untilMs: 4_000 },
+      cache.generation(),
+    );
+    expect(cache.lookup("u:1", "search", "s1", 1_000)?.limit.retryAfterMs).toBe(4_000);
+    expect(cache.lookup("u:1", "search", "s2", 1_000)).toBeUndefined();
+    expect(cache.lookup("u:1", "general", "s1", 1_000)).toBeUndefined();
+    expect(cache.lookup("u:1", "search", "s1", 4_000)).toBeUndefined();
+    cache.remember(
+      "u:1",
+      "search",
+      "s1",
+      denial(5_000),
+      { retryAtMs: 5_000, untilMs: 5_000 },
+      cache.generation(),
+    );
+    cache.remember(
+      "u:1",
+      "search",
+      "s2",
+      denial(5_000),
+      { retryAtMs: 5_000, untilMs: 5_000 },
+      cache.generation(),
+    );
+    expect(cache.lookup("u:1", "search", "s1", 1_000)).toBeDefined();
+    expect(cache.lookup("u:1", "search", "s2", 1_000)).toBeDefined();
+    cache.invalidate("u:1");
+    expect(cache.lookup("u:1", "search", "s1", 1_000)).toBeUndefined();
+    expect(cache.size()).toBe(0);
+  });
+
+  it("does not remember a store answer older than an announcement, nor anything while it is off", () => {
+    const cache = createDenialCache();
+    const seen = cache.generation();
+    cache.invalidate("u:other");
+    cache.remember("ip:1", "login", undefined, denial(1_000), { retryAtMs: 1_000, untilMs: 1_000 }, seen);
+    expect(cache.lookup("ip:1", "login", undefined, 0)).toBeUndefined();
+    cache.setEnabled(false);
+    cache.remember(
+      "ip:1",
+      "login",
+      undefined,
+      denial(1_000),
+      { retryAtMs: 1_000, untilMs: 1_000 },
+      cache.generation(),
+    );
+    expect(cache.lookup("ip:1", "login", undefined, 0)).toBeUndefined();
+    cache.setEnabled(true);
+    cache.remember(
+      "ip:1",
+      "login",
+      undefined,
+      denial(1_000),
+      { retryAtMs: 1_000, untilMs: 1_000 },
+      cache.generation(),
+    );
+    expect(cache.lookup("ip:1", "login", undefined, 0)).toBeDefined();
+  });
+
+  it("stays within its size, dropping the oldest subjects first", () => {
+    const cache = createDenialCache({ maxEntries: 100 });
+    for (let i = 0; i < 1_000; i += 1) {
+      cache.remember(
+        `ip:${i}`,
+        "login",
+        undefined,
+        denial(1_000),
+        { retryAtMs: 9e9, untilMs: 9e9 },
+        cache.generation(),
+      );
+    }
+    expect(cache.size()).toBeLessThanOrEqual(100);
+    expect(cache.lookup("ip:999", "login", undefined, 0)).toBeDefined();
+    expect(cache.lookup("ip:0", "login", undefined, 0)).toBeUndefined();
+  });
+});
+
+describe("announcements over Redis", () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = connectRedis();
+  });
+  afterAll(() => redis.disconnect());
+
+  it("reach another process's listener, and report the listener unhealthy while its connection is down", async () => {
+    const channel = `test-announcements-${Math.random().toString(36).slice(2)}`;
+    const sender = createRedisInvalidations({ redis, channel });
+    const receiver = createRedisInvalidations({ redis: connectRedis(), channel });
+    const got: string[] = [];
+    const health: boolean[] = [];
+    receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
+    await eventuallyTrue(() => health.at(-1) === true);
+    sender.publish("u:42");
+    await eventuallyTrue(() => got.includes("u:42"));
+    // The receiver's connection is cut: it must say so, then come back by itself.
+    await redis.client("KILL", "TYPE", "pubsub");
+    await eventuallyTrue(() => health.includes(false));
+    await eventuallyTrue(() => health.at(-1) === true);
+    sender.publish("u:43");
+    await eventuallyTrue(() => got.includes("u:43"));
+    await receiver.close();
+  });
+});
+
+async function eventuallyTrue(ok: () => boolean, ms = 5_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > until) throw new Error("condition not reached in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

@@ -1,0 +1,46 @@
+// Without Redis functions (before Redis 7, or not allowed to load them) the hot scripts run as
+// EVALSHA scripts: the same contract holds, and the switch is made by itself.
+import { afterAll, describe, expect, it } from "vitest";
+import { logRule } from "../../src/ratelimit/types.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
+import { hitFromReply, ruleSpec } from "../../src/store/redis/rule-specs.js";
+import { createHotScripts } from "../../src/store/redis/scripts.js";
+import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { connectRedis, testPrefix } from "../support/redis.js";
+
+// Every store of this file runs its hot scripts as scripts, as on a Redis without functions.
+process.env.TOLLGATE_REDIS_FUNCTIONS = "off";
+
+const redis = connectRedis();
+afterAll(async () => {
+  await redis.quit();
+});
+
+describeRateLimitContract("redis, as scripts", {
+  create: async (now) => ({
+    store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock: now }),
+    close: async () => {},
+  }),
+});
+
+describe("the hot scripts", () => {
+  it("load their function library where a call finds it missing, and use it from then on", async () => {
+    const own = connectRedis();
+    const hot = createHotScripts(own, { functions: true });
+    const keys = createKeys(testPrefix());
+    const call = (subject: string) => [keys.record(subject), keys.log(subject, "general", 0)];
+    const args = ["", "1", "1", ruleSpec(logRule(2, 60_000)), "general"];
+    expect(hot.mode()).toBe("unknown");
+    await own.function("FLUSH");
+    expect(hitFromReply(await hot.limit(call("ip:192.0.2.80"), args)).allowed).toBe(true);
+    expect(hot.mode()).toBe("functions");
+    // A server that lost its functions (a restart without persistence) gets them again.
+    await own.function("FLUSH");
+    expect(hitFromReply(await hot.limit(call("ip:192.0.2.80"), args)).allowed).toBe(true);
+    expect(hitFromReply(await hot.limit(call("ip:192.0.2.80"), args)).allowed).toBe(false);
+    const listed = (await own.function("LIST")) as unknown[][];
+    expect(listed.flat().some((v) => String(v).startsWith("tollgate_"))).toBe(true);
+    own.disconnect();
+  });
+});

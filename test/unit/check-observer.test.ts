@@ -1,0 +1,115 @@
+// The check observer: what each decision and store event leaves in the metrics and the log.
+import { describe, expect, it } from "vitest";
+import { compilePolicy, decideUser, plan } from "../../src/authz/decide.js";
+import { parsePolicy } from "../../src/config/policy.js";
+import { createLogger } from "../../src/logger.js";
+import { createCheckObserver, decisionLabels } from "../../src/metrics/check-observer.js";
+import { createMetrics } from "../../src/metrics/metrics.js";
+
+const compiled = compilePolicy(
+  parsePolicy(
+    `
+tiers:
+  anonymous: { general: 100/1h }
+  free: { general: 100/1h }
+  gold: { mode: shadow, general: 1/1h }
+default: { category: general }
+`,
+    "test",
+  ),
+);
+const token = (tier: string) => ({ ok: true as const, claims: { sub: "u1", sid: "s1", tier, exp: 2e9 } });
+const userPlan = (tier: string) => {
+  const p = plan(compiled, { method: "GET", path: "/x", token: token(tier), ip: "192.0.2.1" });
+  if (p.kind !== "user") throw new Error("unexpected plan");
+  return p;
+};
+const hit = (allowed: boolean) => ({
+  allowed,
+  layer: 0,
+  window: 0,
+  limit: 100,
+  windowMs: 3_600_000,
+  used: allowed ? 1 : 100,
+  remaining: allowed ? 99 : 0,
+  resetAtMs: 0,
+  retryAfterMs: allowed ? 0 : 1_500,
+});
+const ok = (tier: string, allowed: boolean) =>
+  decideUser(compiled, userPlan(tier), {
+    kind: "ok",
+    tier,
+    hit: hit(allowed),
+    ownRule: undefined,
+    sessionExpiresAtMs: 2e12,
+  });
+
+function setup() {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger("info", { write: (text: string) => void lines.push(JSON.parse(text)) });
+  const metrics = createMetrics();
+  const observer = createCheckObserver({ metrics, logger, failureMode: "open" });
+  const value = async (name: string, labels: Record<string, string>) => {
+    const metric = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === name);
+    const entry = metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+    return entry?.value ?? 0;
+  };
+  return { lines, metrics, observer, value };
+}
+
+describe("the check observer", () => {
+  it("labels decisions with bounded values only", () => {
+    expect(decisionLabels(ok("free", true))).toEqual({
+      decision: "allow",
+      reason: "ok",
+      tier: "free",
+      category: "general",
+    });
+    expect(decisionLabels(ok("free", false))).toEqual({
+      decision: "deny",
+      reason: "rate_limited",
+      tier: "free",
+      category: "general",
+    });
+    expect(decisionLabels(ok("gold", false))).toMatchObject({ decision: "allow", reason: "shadow" });
+    expect(decisionLabels({ kind: "deny", status: 503 })).toMatchObject({
+      reason: "unavailable",
+      tier: "unknown",
+    });
+  });
+
+  it("counts every decision and writes one throttled line per refused subject and category", async () => {
+    const { lines, observer, value } = setup();
+    for (let i = 0; i < 5; i += 1) observer.decided("envoy", ok("free", true), 0.001, "192.0.2.1");
+    for (let i = 0; i < 20; i += 1) observer.decided("nginx", ok("free", false), 0.001, "192.0.2.1");
+    observer.decided("envoy", ok("gold", false), 0.001, "192.0.2.1");
+    expect(await value("tollgate_decisions_total", { decision: "allow", reason: "ok" })).toBe(5);
+    expect(await value("tollgate_decisions_total", { decision: "deny", reason: "rate_limited" })).toBe(20);
+    expect(await value("tollgate_decisions_total", { decision: "allow", reason: "shadow" })).toBe(1);
+    const denied = lines.filter((l) => l.event === "rate_limited");
+    expect(denied).toHaveLength(1);
+    expect(denied[0]).toMatchObject({
+      subject: "u:u1",
+      category: "general",
+      tier: "free",
+      retryAfterSeconds: 2,
+    });
+    expect(lines.filter((l) => l.event === "shadow_denied")).toHaveLength(1);
+  });
+
+  it("tracks the store going down and coming back, logging each change once", async () => {
+    const { lines, observer, value } = setup();
+    expect(await value("tollgate_store_up", {})).toBe(1);
+    for (let i = 0; i < 3; i += 1) observer.storeFailed("authorize", new Error("timeout"));
+    expect(await value("tollgate_store_up", {})).toBe(0);
+    expect(await value("tollgate_store_errors_total", { operation: "authorize" })).toBe(3);
+    expect(await value("tollgate_degraded_total", {})).toBe(3);
+    observer.storeAnswered();
+    observer.storeAnswered();
+    expect(await value("tollgate_store_up", {})).toBe(1);
+    expect(lines.filter((l) => l.event === "store_down")).toHaveLength(1);
+    expect(lines.filter((l) => l.event === "store_recovered")).toHaveLength(1);
+    for (let i = 0; i < 10; i += 1) observer.connectionFailed(new Error("ECONNREFUSED"));
+    expect(lines.filter((l) => l.event === "store_connection_error")).toHaveLength(1);
+  });
+});
