@@ -1,21 +1,12 @@
 // Forged identity and client-address headers through real nginx and the Envoy harness: none takes effect.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
-import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { type Nginx, startNginx } from "../support/nginx.js";
-import {
-  startTollgate,
-  startUpstream,
-  type TollgateProcess,
-  type UpstreamProcess,
-} from "../support/processes.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import type { EnvoyHarness } from "../support/envoy-harness.js";
+import { type Reply, send } from "../support/http-client.js";
+import type { Nginx } from "../support/nginx.js";
+import type { TollgateProcess, UpstreamProcess } from "../support/processes.js";
+import { type Stack, startStack } from "../support/stack.js";
 
 const PASSWORD = "forgery-test-password";
 const FORGED_IDENTITY = { "x-user-id": "demo-carol", "x-user-tier": "enterprise", "x-session-id": "forged" };
@@ -24,7 +15,7 @@ let tollgate: TollgateProcess;
 let upstream: UpstreamProcess;
 let nginx: Nginx;
 let envoy: EnvoyHarness;
-let policyDir: string;
+let stack: Stack;
 
 /** Every proxy sees its clients on loopback: each test takes source addresses of its own. */
 let hostCounter = 0;
@@ -36,42 +27,16 @@ const newAddress = (): string => {
 beforeAll(async () => {
   // The default policy, except that GET /api/search takes no token: an anonymous request that the
   // check ALLOWS reaches the upstream, which is where a forged identity would do harm.
-  policyDir = mkdtempSync(join(tmpdir(), "tollgate-policy-"));
   const policy = DEFAULT_POLICY_YAML.replace(
     "path: /api/search,   category: search }",
     "path: /api/search,   category: search, token: none }",
   );
   expect(policy).toContain("category: search, token: none");
-  writeFileSync(join(policyDir, "policy.yaml"), policy);
-  [tollgate, upstream] = await Promise.all([
-    startTollgate({
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      LOG_LEVEL: "warn",
-      POLICY_FILE: join(policyDir, "policy.yaml"),
-    }),
-    startUpstream(),
-  ]);
-  nginx = await startNginx({
-    checkPort: tollgate.checkPort,
-    publicPort: tollgate.port,
-    upstreamPort: upstream.port,
-  });
-  // The repository's envoy.yaml; only the check timeout is relaxed for a loaded test machine.
-  const yaml = readFileSync(fileURLToPath(new URL("../../envoy/envoy.yaml", import.meta.url)), "utf8");
-  envoy = await startEnvoyHarness({
-    yaml: yaml.replace("timeout: 0.25s", "timeout: 5s"),
-    clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
-  });
+  stack = await startStack({ policy });
+  ({ tollgate, upstream, nginx, envoy } = stack);
 });
 
-afterAll(async () => {
-  await envoy?.close();
-  await nginx?.stop();
-  await Promise.all([tollgate?.stop(), upstream?.stop()]);
-  closeClient();
-  rmSync(policyDir, { recursive: true, force: true });
-});
+afterAll(() => stack?.stop());
 
 async function freshUser(): Promise<{ token: string; userId: string }> {
   const username = `forgery_${randomBytes(5).toString("hex")}`;

@@ -2,21 +2,12 @@
 // list, the per-address layer for anonymous and authenticated floods, each algorithm, the account
 // category that a spent general quota never blocks.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { type Nginx, startNginx } from "../support/nginx.js";
-import {
-  startTollgate,
-  startUpstream,
-  type TollgateProcess,
-  type UpstreamProcess,
-} from "../support/processes.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import type { EnvoyHarness } from "../support/envoy-harness.js";
+import { type Reply, send } from "../support/http-client.js";
+import type { Nginx } from "../support/nginx.js";
+import type { TollgateProcess } from "../support/processes.js";
+import { type Stack, startStack } from "../support/stack.js";
 
 const PASSWORD = "layers-test-password";
 const POLICY = `
@@ -41,10 +32,9 @@ default: { category: general, token: required }
 `;
 
 let tollgate: TollgateProcess;
-let upstream: UpstreamProcess;
 let nginx: Nginx;
 let envoy: EnvoyHarness;
-let dir: string;
+let stack: Stack;
 
 /** Every test and proxy takes loopback source addresses of its own: the IP layer keys by them. */
 let hostCounter = 0;
@@ -54,38 +44,11 @@ const newAddress = (): string => {
 };
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "tollgate-layers-"));
-  writeFileSync(join(dir, "policy.yaml"), POLICY);
-  [tollgate, upstream] = await Promise.all([
-    startTollgate({
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      LOG_LEVEL: "warn",
-      POLICY_FILE: join(dir, "policy.yaml"),
-      // A loaded two-core test machine must not turn exact counts into degraded allows.
-      REDIS_TIMEOUT_MS: "2000",
-    }),
-    startUpstream(),
-  ]);
-  nginx = await startNginx({
-    checkPort: tollgate.checkPort,
-    publicPort: tollgate.port,
-    upstreamPort: upstream.port,
-  });
-  const yaml = readFileSync(fileURLToPath(new URL("../../envoy/envoy.yaml", import.meta.url)), "utf8");
-  envoy = await startEnvoyHarness({
-    yaml: yaml.replace("timeout: 0.25s", "timeout: 5s"),
-    clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
-  });
+  stack = await startStack({ policy: POLICY });
+  ({ tollgate, nginx, envoy } = stack);
 });
 
-afterAll(async () => {
-  await envoy?.close();
-  await nginx?.stop();
-  await Promise.all([tollgate?.stop(), upstream?.stop()]);
-  closeClient();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stack?.stop());
 
 async function freshUser(tier = "free"): Promise<string> {
   const username = `layers_${randomBytes(5).toString("hex")}`;

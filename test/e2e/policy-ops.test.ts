@@ -1,22 +1,13 @@
 // Policy operations end to end, through real nginx and the Envoy harness: reloads (SIGHUP and the
 // admin endpoint) while a load runs, shadow mode's marks, a user's own limits, the dry run.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
-import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { type Nginx, startNginx } from "../support/nginx.js";
-import {
-  login,
-  startTollgate,
-  startUpstream,
-  type TollgateProcess,
-  type UpstreamProcess,
-} from "../support/processes.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import type { EnvoyHarness } from "../support/envoy-harness.js";
+import { type Reply, send } from "../support/http-client.js";
+import type { Nginx } from "../support/nginx.js";
+import { login, type TollgateProcess } from "../support/processes.js";
+import { type Stack, startStack } from "../support/stack.js";
 
 const withTier = (tier: string, row: string) =>
   DEFAULT_POLICY_YAML.replace(new RegExp(`^ {2}${tier}: .*$`, "m"), `  ${tier}: ${row}`);
@@ -25,45 +16,18 @@ const POLICY_A = withTier("pro", PRO("500000/1h"));
 const POLICY_B = withTier("pro", PRO("400000/1h"));
 
 let tollgate: TollgateProcess;
-let upstream: UpstreamProcess;
 let nginx: Nginx;
 let envoy: EnvoyHarness;
-let dir: string;
+let stack: Stack;
 let file: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "tollgate-policy-ops-"));
-  file = join(dir, "policy.yaml");
-  writeFileSync(file, POLICY_A);
-  [tollgate, upstream] = await Promise.all([
-    startTollgate({
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      LOG_LEVEL: "info",
-      POLICY_FILE: file,
-      REDIS_TIMEOUT_MS: "2000",
-    }),
-    startUpstream(),
-  ]);
-  nginx = await startNginx({
-    checkPort: tollgate.checkPort,
-    publicPort: tollgate.port,
-    upstreamPort: upstream.port,
-  });
-  const yaml = readFileSync(fileURLToPath(new URL("../../envoy/envoy.yaml", import.meta.url)), "utf8");
-  envoy = await startEnvoyHarness({
-    yaml: yaml.replace("timeout: 0.25s", "timeout: 5s"),
-    clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
-  });
+  // Reload events are logged at info.
+  stack = await startStack({ policy: POLICY_A, env: { LOG_LEVEL: "info" } });
+  ({ tollgate, nginx, envoy, policyFile: file } = stack);
 });
 
-afterAll(async () => {
-  await envoy?.close();
-  await nginx?.stop();
-  await Promise.all([tollgate?.stop(), upstream?.stop()]);
-  closeClient();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => stack?.stop());
 
 const admin = (method: string, path: string, body?: object) =>
   send(`${tollgate.adminUrl}${path}`, {

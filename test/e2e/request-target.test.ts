@@ -1,61 +1,29 @@
 // Differential test of request targets: through a real nginx in front of the real upstream and
 // tollgate, every request is refused at the check or served by the route whose category was charged.
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
-import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { type Nginx, startNginx } from "../support/nginx.js";
-import {
-  login,
-  startTollgate,
-  startUpstream,
-  type TollgateProcess,
-  type UpstreamProcess,
-} from "../support/processes.js";
+import type { EnvoyHarness } from "../support/envoy-harness.js";
+import type { Nginx } from "../support/nginx.js";
+import { login, type TollgateProcess } from "../support/processes.js";
 import { type RawReply, rawRequest } from "../support/raw-http.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import { type Stack, startStack } from "../support/stack.js";
 
 let tollgate: TollgateProcess;
-let upstream: UpstreamProcess;
 let nginx: Nginx;
 let envoy: EnvoyHarness;
-let policyDir: string;
+let stack: Stack;
 let token: string;
 
 beforeAll(async () => {
   // The default routes with limits no run can spend, so every answer shows a route, never a 429.
-  policyDir = mkdtempSync(join(tmpdir(), "tollgate-target-"));
   const policy = DEFAULT_POLICY_YAML.replace(/\d+\/1h|10\/15m/g, "1000000/1h");
-  writeFileSync(join(policyDir, "policy.yaml"), policy);
-  [tollgate, upstream] = await Promise.all([
-    startTollgate({
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      LOG_LEVEL: "warn",
-      REDIS_TIMEOUT_MS: "2000",
-      POLICY_FILE: join(policyDir, "policy.yaml"),
-    }),
-    startUpstream(),
-  ]);
-  nginx = await startNginx({
-    checkPort: tollgate.checkPort,
-    publicPort: tollgate.port,
-    upstreamPort: upstream.port,
-  });
-  envoy = await startEnvoyHarness({
-    clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
-  });
+  stack = await startStack({ policy });
+  ({ tollgate, nginx, envoy } = stack);
   token = (await login(tollgate.url, "ent_carol")).access_token;
 });
 
-afterAll(async () => {
-  await Promise.all([nginx?.stop(), envoy?.close()]);
-  await Promise.all([tollgate?.stop(), upstream?.stop()]);
-  if (policyDir !== undefined) rmSync(policyDir, { recursive: true, force: true });
-});
+afterAll(() => stack?.stop());
 
 /** Sends the target byte for byte (no client-side URL parsing), with a token and an empty JSON body. */
 function sendRaw(base: string, method: string, target: string): Promise<RawReply> {
