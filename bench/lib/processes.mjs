@@ -17,7 +17,7 @@ const running = new Set();
  * @property {(timeoutMs?: number) => Promise<void>} stop graceful signal, then SIGKILL after the timeout
  */
 
-export { findBinary, freePort, waitFor } from "../../test/support/local.mjs";
+export { findBinary, freePort, redisServerArgs, waitFor } from "../../test/support/local.mjs";
 
 export const portOpen = (port) =>
   new Promise((resolve) => {

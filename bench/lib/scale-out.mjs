@@ -3,7 +3,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { findBinary, freePort, portOpen, startProcess, waitFor } from "./processes.mjs";
+import { findBinary, freePort, portOpen, redisServerArgs, startProcess, waitFor } from "./processes.mjs";
 import { login, startTollgate } from "./services.mjs";
 
 const run = promisify(execFile);
@@ -21,16 +21,7 @@ export async function startCluster(dir) {
       name: "redis cluster node",
       command: findBinary("redis-server"),
       args: [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--loglevel",
-        "warning",
+        ...redisServerArgs(port),
         "--cluster-enabled",
         "yes",
         // Replicas write the RDB they sync from into --dir: the bench's temp dir, not the checkout.

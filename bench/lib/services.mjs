@@ -2,7 +2,16 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeNginxConfig } from "../../nginx/render.mjs";
-import { findBinary, freePort, httpOk, portOpen, ROOT, startProcess, waitFor } from "./processes.mjs";
+import {
+  findBinary,
+  freePort,
+  httpOk,
+  portOpen,
+  ROOT,
+  redisServerArgs,
+  startProcess,
+  waitFor,
+} from "./processes.mjs";
 
 const BENCH_DIR = join(ROOT, "bench");
 
@@ -15,18 +24,7 @@ export async function startRedis() {
   const proc = startProcess({
     name: "redis-server",
     command: findBinary("redis-server"),
-    args: [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--loglevel",
-      "warning",
-    ],
+    args: redisServerArgs(port),
     emergencySignal: "SIGTERM",
   });
   await waitFor(() => portOpen(port), 10_000, `redis-server on ${port}`, proc);

@@ -19,6 +19,25 @@ export function findBinary(name, extraPaths = []) {
   }
 }
 
+/**
+ * The arguments of a throwaway redis-server on loopback `port`: nothing written to disk, warnings
+ * only in its log. A cluster node or a replica adds its own after these.
+ */
+export function redisServerArgs(port) {
+  return [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--loglevel",
+    "warning",
+  ];
+}
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();

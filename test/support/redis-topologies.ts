@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { findBinary } from "./binaries.js";
-import { freePort, waitFor } from "./ports.js";
+import { freePort, redisServerArgs, waitFor } from "./ports.js";
 
 const run = promisify(execFile);
 
@@ -36,19 +36,8 @@ export async function redisCli(port: number, ...args: string[]): Promise<string>
   return stdout.trim();
 }
 
-const DATA_NODE_ARGS = [
-  "--bind",
-  "127.0.0.1",
-  "--save",
-  "",
-  "--appendonly",
-  "no",
-  "--loglevel",
-  "warning",
-  // A replica's first sync starts at once instead of after the default 5 s wait for more replicas.
-  "--repl-diskless-sync-delay",
-  "0",
-];
+// A replica's first sync starts at once instead of after the default 5 s wait for more replicas.
+const DATA_NODE_ARGS = ["--repl-diskless-sync-delay", "0"];
 
 /** Whether the node on `port` is a replica whose link to its master is up (it can be promoted). */
 async function replicaInSync(port: number): Promise<boolean> {
@@ -59,7 +48,7 @@ async function startNode(dir: string, args: string[] = []): Promise<Launched> {
   const port = await freePort();
   const node = launch(
     findBinary("redis-server"),
-    ["--port", String(port), ...DATA_NODE_ARGS, ...args],
+    [...redisServerArgs(port), ...DATA_NODE_ARGS, ...args],
     port,
     dir,
   );
