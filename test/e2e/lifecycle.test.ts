@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../support/ports.js";
-import { TEST_ADMIN_TOKEN, TEST_JWT_SECRET } from "../support/processes.js";
+import { freeTollgatePorts, testTollgateEnv } from "../support/processes.js";
 
 const MAIN = fileURLToPath(new URL("../../dist/src/main.js", import.meta.url));
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -23,21 +23,11 @@ type Started = {
 
 /** Spawns tollgate on free ports with the memory store; nothing waits for it to be ready. */
 async function spawnTollgate(env: Record<string, string> = {}, cwd = ROOT): Promise<Started> {
-  const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const ports = await freeTollgatePorts();
+  const { port, checkPort, adminPort } = ports;
   const child = spawn(process.execPath, [MAIN], {
     cwd,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      CHECK_PORT: String(checkPort),
-      ADMIN_PORT: String(adminPort),
-      JWT_SECRET: TEST_JWT_SECRET,
-      ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-      DRAIN_DELAY_MS: "0",
-      ENV_FILE: "",
-      ...env,
-    },
+    env: { ...testTollgateEnv(ports), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -260,21 +250,11 @@ describe("stopping", () => {
   });
 
   it("stops when `npm start` itself is sent SIGTERM, leaving no tollgate behind", async () => {
-    const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+    const ports = await freeTollgatePorts();
+    const { port } = ports;
     const npm = spawn("npm", ["start"], {
       cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: process.env.HOME ?? tmpdir(),
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        CHECK_PORT: String(checkPort),
-        ADMIN_PORT: String(adminPort),
-        JWT_SECRET: TEST_JWT_SECRET,
-        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-        DRAIN_DELAY_MS: "0",
-        ENV_FILE: "",
-      },
+      env: { ...testTollgateEnv(ports), HOME: process.env.HOME ?? tmpdir() },
       stdio: ["ignore", "pipe", "ignore"],
     });
     let out = "";

@@ -11,13 +11,13 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/workers.js";
-import { freePort, waitFor } from "../support/ports.js";
+import { waitFor } from "../support/ports.js";
 import {
+  freeTollgatePorts,
   login,
   startTollgate,
-  TEST_ADMIN_TOKEN,
-  TEST_JWT_SECRET,
   type TollgateProcess,
+  testTollgateEnv,
 } from "../support/processes.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
@@ -301,22 +301,14 @@ describe("the worker supervisor", () => {
 
   it("keeps every worker's drain when SIGTERM reaches the whole process group and the primary forwards it too", async () => {
     const drainMs = 1_500;
-    const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
     const child = spawn(process.execPath, ["dist/src/main.js"], {
       cwd: fileURLToPath(new URL("../../", import.meta.url)),
       env: {
-        PATH: process.env.PATH ?? "",
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        CHECK_PORT: String(checkPort),
-        ADMIN_PORT: String(adminPort),
+        ...testTollgateEnv(await freeTollgatePorts()),
         REDIS_URL: redisUrl(),
         REDIS_KEY_PREFIX: testPrefix(),
-        JWT_SECRET: TEST_JWT_SECRET,
-        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         WORKERS: "2",
         DRAIN_DELAY_MS: String(drainMs),
-        ENV_FILE: "",
       },
       // A process group of its own, as a terminal job or a systemd unit has: the signal reaches all of it.
       detached: true,
@@ -361,21 +353,14 @@ describe("the worker supervisor", () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     const port = (taken.address() as AddressInfo).port;
-    const [checkPort, adminPort] = [await freePort(), await freePort()];
     const child = spawn(process.execPath, ["dist/src/main.js"], {
       cwd: fileURLToPath(new URL("../../", import.meta.url)),
       env: {
-        PATH: process.env.PATH ?? "",
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        CHECK_PORT: String(checkPort),
-        ADMIN_PORT: String(adminPort),
+        // Public port: the one already in use.
+        ...testTollgateEnv({ ...(await freeTollgatePorts()), port }),
         REDIS_URL: redisUrl(),
         REDIS_KEY_PREFIX: testPrefix(),
-        JWT_SECRET: TEST_JWT_SECRET,
-        ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         WORKERS: "2",
-        ENV_FILE: "",
       },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -55,6 +55,31 @@ export type TollgateProcess = RunningProcess & {
 export const TEST_JWT_SECRET = "test-jwt-secret-0123456789-abcdefghij";
 export const TEST_ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghij";
 
+export type TollgatePorts = { port: number; checkPort: number; adminPort: number };
+
+/** Free loopback ports for tollgate's public, check and admin listeners. */
+export async function freeTollgatePorts(): Promise<TollgatePorts> {
+  return { port: await freePort(), checkPort: await freePort(), adminPort: await freePort() };
+}
+
+/**
+ * The settings every tollgate a test spawns starts from: its listeners on loopback, the test secrets,
+ * no drain delay (tests stop processes at once), and never a developer's .env.
+ */
+export function testTollgateEnv({ port, checkPort, adminPort }: TollgatePorts): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "",
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    CHECK_PORT: String(checkPort),
+    ADMIN_PORT: String(adminPort),
+    JWT_SECRET: TEST_JWT_SECRET,
+    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+    DRAIN_DELAY_MS: "0",
+    ENV_FILE: "",
+  };
+}
+
 /**
  * Starts `node dist/src/main.js` and waits until it is ready (listening, users loaded). `readyMs` is
  * how long start-up may take (WORKERS=2 starts, and hashes the demo passwords, twice).
@@ -63,20 +88,9 @@ export async function startTollgate(
   env: Record<string, string> = {},
   readyMs = 15_000,
 ): Promise<TollgateProcess> {
-  const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
-  const proc = run("dist/src/main.js", {
-    HOST: "127.0.0.1",
-    PORT: String(port),
-    CHECK_PORT: String(checkPort),
-    ADMIN_PORT: String(adminPort),
-    JWT_SECRET: TEST_JWT_SECRET,
-    ADMIN_TOKEN: TEST_ADMIN_TOKEN,
-    LOG_LEVEL: "info",
-    // Tests stop processes at once, and never read a developer's .env.
-    DRAIN_DELAY_MS: "0",
-    ENV_FILE: "",
-    ...env,
-  });
+  const ports = await freeTollgatePorts();
+  const { port, checkPort, adminPort } = ports;
+  const proc = run("dist/src/main.js", { ...testTollgateEnv(ports), LOG_LEVEL: "info", ...env });
   const url = `http://127.0.0.1:${port}`;
   try {
     // /ready answers 200 once every listener accepts and the users are loaded.
