@@ -38,17 +38,38 @@ export function redisServerArgs(port) {
   ];
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports are taken from 15000-32767, below Linux's ephemeral range (32768-60999): a port the kernel
+ * picked with listen(0) can, between our close and the server's own listen, become the local port of
+ * any outgoing connection (the tests open thousands), and the server then fails with EADDRINUSE.
+ * Each vitest worker draws from its own slice, and a process never hands out a port twice.
+ */
+const PORT_LOW = 15_000;
+const PORT_HIGH = 32_767;
+const SLICES = 8;
+const handedOut = new Set();
+
+function canListen(port) {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
+}
+
+/** A loopback TCP port that nothing listens on now. */
+export async function freePort() {
+  const slice = Math.floor((PORT_HIGH - PORT_LOW + 1) / SLICES);
+  const worker = Number(process.env.VITEST_POOL_ID ?? process.pid) % SLICES;
+  const low = PORT_LOW + worker * slice;
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const port = low + Math.floor(Math.random() * slice);
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free loopback port in ${low}-${low + slice - 1}`);
 }
 
 /** Polls `check` every 25 ms until it holds; fails after `timeoutMs`, or at once when `proc` has exited. */
