@@ -16,7 +16,7 @@ import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
-import { createStore, type Store } from "./store/store.js";
+import { createStore, type Store, storeTimeouts } from "./store/store.js";
 import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
@@ -80,6 +80,9 @@ async function bootstrapUsers(
   logger: Logger,
   readiness: Readiness,
 ): Promise<void> {
+  // Commands fail at once while Redis is not connected: give the first connection its time, so that
+  // a normal start does not begin with a "store unreachable" warning.
+  await store.connected(storeTimeouts(config.redisTimeoutMs).connectMs);
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
     try {
       if (config.production) await removeDemoUsers(store, logger);
@@ -89,7 +92,7 @@ async function bootstrapUsers(
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);
       } else {
-        const created = await loadUsers(store.users, await demoUsers());
+        const created = await loadUsers(store.users, demoUsers());
         logger.info(
           { event: "users_loaded", count: created.length },
           "demo users alice, bob_pro and ent_carol present (their password is in the README; existing ones are left as they are)",

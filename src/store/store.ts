@@ -38,6 +38,8 @@ export type Store = {
   invalidations: Invalidations;
   /** Whether the store answers within `timeoutMs`. */
   ping(timeoutMs: number): Promise<boolean>;
+  /** Whether the first connection is up within `timeoutMs` (commands fail at once until it is). */
+  connected(timeoutMs: number): Promise<boolean>;
   /** Failed (re)connections, for the log; never called on the memory store. */
   onConnectionError(listener: (error: Error) => void): void;
   close(): Promise<void>;
@@ -93,6 +95,19 @@ export function createRedisStore(options: { redis: RedisClient; prefix: string; 
     limiter: guarded(announcingLimiter(limiter, invalidations), timeoutMs),
     unguarded: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
     invalidations,
+    connected: (timeoutMs) =>
+      redis.status === "ready"
+        ? Promise.resolve(true)
+        : new Promise((resolve) => {
+            const done = (up: boolean) => {
+              clearTimeout(timer);
+              redis.off("ready", onReady);
+              resolve(up);
+            };
+            const onReady = () => done(true);
+            const timer = setTimeout(() => done(false), timeoutMs);
+            redis.once("ready", onReady);
+          }),
     ping: (timeoutMs) =>
       withDeadline(redis.ping(), timeoutMs).then(
         (reply) => reply === "PONG",
@@ -122,6 +137,7 @@ export function createMemoryStore(): Store {
     unguarded: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
     invalidations,
     ping: async () => true,
+    connected: async () => true,
     onConnectionError: () => {},
     async close() {
       limiter.close();

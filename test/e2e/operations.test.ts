@@ -159,6 +159,13 @@ describe("sessions", () => {
 });
 
 describe("health and readiness while Redis answers", () => {
+  it("starts without a store_down warning: the users wait for the first connection", () => {
+    for (const proc of [open, closed]) {
+      expect(proc.output()).toContain('"event":"users_loaded"');
+      expect(proc.output()).not.toContain('"event":"store_down"');
+    }
+  });
+
   it("answers /health and /ready with 200 on the public and the admin port", async () => {
     for (const base of [open.url, open.adminUrl]) {
       expect(await getJson(`${base}/health`)).toEqual({ status: 200, body: { status: "ok" } });

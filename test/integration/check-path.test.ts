@@ -53,7 +53,8 @@ beforeAll(async () => {
   server = await startRedisServer();
   redis = createRedisClient({ url: server.url });
   store = createRedisStore({ redis, prefix: "tg:" });
-  await loadUsers(store.users, await demoUsers());
+  expect(await store.connected(5_000)).toBe(true);
+  await loadUsers(store.users, demoUsers());
   open = build("open");
   closed = build("closed");
   token = await demoToken(open.auth, "bob_pro");
