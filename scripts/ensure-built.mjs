@@ -10,7 +10,13 @@ import { fileURLToPath } from "node:url";
 /** Written by scripts/copy-assets.mjs, the last step of `npm run build`: its time is the build's. */
 export const STAMP = join("dist", ".build-stamp");
 const INPUT_DIRS = ["src", "upstream"];
-const INPUT_FILES = ["tsconfig.json", "tsconfig.build.json", "package.json", "scripts/copy-assets.mjs"];
+const INPUT_FILES = [
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "package.json",
+  "scripts/bundle.mjs",
+  "scripts/copy-assets.mjs",
+];
 
 function newestIn(path) {
   if (!existsSync(path)) return 0;
@@ -42,7 +48,12 @@ export function ensureBuilt(root = join(dirname(fileURLToPath(import.meta.url)),
     process.exit(1);
   }
   process.stderr.write(`tollgate: building dist/ (${reason})\n`);
-  for (const args of [[tsc, "-p", "tsconfig.build.json"], [join(root, "scripts", "copy-assets.mjs")]]) {
+  const steps = [
+    [tsc, "-p", "tsconfig.build.json"],
+    [join(root, "scripts", "bundle.mjs")],
+    [join(root, "scripts", "copy-assets.mjs")],
+  ];
+  for (const args of steps) {
     const result = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit" });
     if (result.status !== 0) process.exit(result.status ?? 1);
   }

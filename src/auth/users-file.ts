@@ -4,7 +4,7 @@ import { z } from "zod";
 import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import { ProblemsError, problemsOf } from "../config/problems.js";
 import { ID_PATTERN } from "./jwt.js";
-import { hashPassword, isPasswordHash } from "./passwords.js";
+import { isPasswordHash } from "./passwords.js";
 import type { NewUser, UserStore } from "./types.js";
 
 export const DEMO_USERS = [
@@ -83,16 +83,22 @@ export async function readUsersFile(file: string, policy: Policy): Promise<Users
 
 export const DEMO_USER_IDS: ReadonlySet<string> = new Set(DEMO_USERS.map((u) => u.id));
 
-export async function demoUsers(): Promise<NewUser[]> {
-  return Promise.all(
-    DEMO_USERS.map(async (u) => ({
-      id: u.id,
-      username: u.username,
-      tier: u.tier,
-      passwordHash: await hashPassword(u.password),
-      source: "demo" as const,
-    })),
-  );
+/**
+ * The hash of the demo password ("secret", printed in the README), made once with npm run
+ * hash-password: start-up does no scrypt work for the demo users (three hashes were most of the time
+ * from listening to ready). test/unit/users-file.test.ts checks it against DEMO_USERS.
+ */
+export const DEMO_PASSWORD_HASH =
+  "scrypt$16384$8$1$8ZJII6xW6nMzimC4BQZ0sg$rD_-an8M-39XdvU_PJy4ev5WXT5GbPk1OPUQrV0nQHw";
+
+export function demoUsers(): NewUser[] {
+  return DEMO_USERS.map((u) => ({
+    id: u.id,
+    username: u.username,
+    tier: u.tier,
+    passwordHash: DEMO_PASSWORD_HASH,
+    source: "demo" as const,
+  }));
 }
 
 /**

@@ -180,7 +180,7 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       const alice = await admin<UserBody>("GET", "/admin/users?username=alice");
       const id = alice.body.user_id;
       expect((await admin("PUT", `/admin/users/${id}/tier`, { tier: "enterprise" })).status).toBe(200);
-      expect(await loadUsers(t.store.users, await demoUsers())).toEqual([]);
+      expect(await loadUsers(t.store.users, demoUsers())).toEqual([]);
       expect((await t.store.users.get(id))?.tier).toBe("enterprise");
       expect((await admin("PUT", `/admin/users/${id}/tier`, { tier: "free" })).status).toBe(200);
     });

@@ -80,11 +80,31 @@ function exitWithin(p: Started, ms: number): Promise<{ code: number | null; at: 
  * Polls /ready and logs in at the same pace from the moment the process is spawned; returns every
  * login status seen before /ready's first 200, and the login at that first 200.
  */
+/**
+ * Users whose plain passwords are hashed while tollgate loads them (scrypt, tens of ms each): a
+ * start-up with a window between listening and ready that the polling below is sure to hit. (The
+ * demo users carry a precomputed hash and load in about a millisecond.)
+ */
+const SLOW_USERS = (() => {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-users-"));
+  const file = join(dir, "users.json");
+  const others = Array.from({ length: 11 }, (_, i) => ({
+    username: `user${i}`,
+    tier: "pro",
+    password: `pw-${i}`,
+  }));
+  writeFileSync(
+    file,
+    JSON.stringify({ users: [{ username: "alice", tier: "free", password: "secret" }, ...others] }),
+  );
+  return file;
+})();
+
 async function raceStart(): Promise<{
   early: { status: number; retryAfter: string | null }[];
   first: number;
 }> {
-  const p = await spawnTollgate();
+  const p = await spawnTollgate({ USERS_FILE: SLOW_USERS });
   const early: { status: number; retryAfter: string | null }[] = [];
   try {
     for (;;) {

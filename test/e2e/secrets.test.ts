@@ -226,7 +226,7 @@ describe("demo users in production", () => {
     // tollgate outside production on the same Redis): production still refuses them, at login
     // and at the check.
     const store = createRedisStore({ redis: connectRedis(), prefix: shared.REDIS_KEY_PREFIX });
-    for (const user of await demoUsers()) expect(await store.users.create(user)).not.toBe("exists");
+    for (const user of demoUsers()) expect(await store.users.create(user)).not.toBe("exists");
     await store.close();
     const again = await start(shared);
     const fresh = (await login(again.url, "alice")).access_token;

@@ -65,7 +65,7 @@ let guarded: Urls;
 beforeAll(async () => {
   redis = connectRedis();
   const store = createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 });
-  await loadUsers(store.users, await demoUsers());
+  await loadUsers(store.users, demoUsers());
   const tollgate = createTollgate({
     // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
     config: loadConfig({ ADMIN_TOKEN, REDIS_TIMEOUT_MS: "2000", MAX_SESSIONS_PER_USER: "2" }),

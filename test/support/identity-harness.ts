@@ -129,7 +129,7 @@ export async function startTollgate(options: {
     store,
     logger: createLogger("silent"),
   });
-  if (options.demoUsers !== false) await loadUsers(store.users, await demoUsers());
+  if (options.demoUsers !== false) await loadUsers(store.users, demoUsers());
   const pub = await listen(tollgate.publicApp);
   const adm = await listen(tollgate.adminApp);
   const api = client(pub.base);

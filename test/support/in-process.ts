@@ -67,7 +67,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     },
   });
   if (shared === undefined && options.peerOf === undefined && options.demoUsers !== false) {
-    await loadUsers(store.users, await demoUsers());
+    await loadUsers(store.users, demoUsers());
   }
   const tollgate = createTollgate({ config, policy: loadPolicy(config.policyFile), store, logger });
   const servers = [
