@@ -13,7 +13,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
 COPY upstream ./upstream
-# tsc -p tsconfig.build.json, then scripts/copy-assets.mjs puts the .lua scripts next to the JS.
+# tsc -p tsconfig.build.json; scripts/bundle.mjs makes dist/src/main.js one file (fast start-up);
+# scripts/copy-assets.mjs puts the .lua scripts next to the JS.
 RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime
