@@ -1,6 +1,5 @@
 // The processes of one bench run: every child is tracked, and all of them are stopped on any way out.
 import { spawn } from "node:child_process";
-import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -17,23 +16,15 @@ const running = new Set();
  * @property {(timeoutMs?: number) => Promise<void>} stop graceful signal, then SIGKILL after the timeout
  */
 
-export { findBinary, freePort, redisServerArgs, waitFor } from "../../test/support/local.mjs";
-
-export const portOpen = (port) =>
-  new Promise((resolve) => {
-    const socket = connect(port, "127.0.0.1");
-    socket.on("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on("error", () => resolve(false));
-  });
-
-export async function httpOk(url, headers = {}) {
-  const res = await fetch(url, { headers });
-  await res.arrayBuffer();
-  return res.status === 200;
-}
+export {
+  findBinary,
+  freePort,
+  httpOk,
+  portOpen,
+  prepareNginx,
+  redisServerArgs,
+  waitFor,
+} from "../../test/support/local.mjs";
 
 /**
  * Spawns a tracked child. `stopSignal` asks it to stop; `emergencySignal` is what a dying bench sends

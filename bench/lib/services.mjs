@@ -1,12 +1,11 @@
 // Starts the services under test on free loopback ports: redis-server, tollgate, the upstream, nginx, ceilings.
-import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { writeNginxConfig } from "../../nginx/render.mjs";
 import {
   findBinary,
   freePort,
   httpOk,
   portOpen,
+  prepareNginx,
   ROOT,
   redisServerArgs,
   startProcess,
@@ -120,37 +119,23 @@ export async function startCeiling(mode, env = {}) {
  * to tollgate), "direct" is bench/nginx-direct.conf.template (a plain reverse proxy to the upstream).
  */
 export async function startNginx({ kind, dir, workers, checkPort, publicPort, upstreamPort }) {
-  const prefix = join(dir, `nginx-${kind}`);
-  mkdirSync(join(prefix, "tmp"), { recursive: true });
-  const port = await freePort();
-  const conf = writeNginxConfig({
-    dir: prefix,
+  const { port, binary, args, errorLog } = await prepareNginx({
+    prefix: join(dir, `nginx-${kind}`),
     ...(kind === "tollgate" ? {} : { template: join(BENCH_DIR, "nginx-direct.conf.template") }),
-    values: {
-      WORKERS: String(workers),
-      // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
-      CHECK_TIMEOUT: "1s",
-      PREFIX: prefix,
-      LISTEN: `127.0.0.1:${port}`,
-      CHECK_ADDR: `127.0.0.1:${checkPort}`,
-      PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
-      UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
-    },
+    workers,
+    // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
+    checkTimeout: "1s",
+    checkPort,
+    publicPort,
+    upstreamPort,
   });
   const proc = startProcess({
     name: `nginx (${kind})`,
-    command: findBinary("nginx", ["/usr/sbin/nginx"]),
-    args: ["-p", prefix, "-c", conf, "-g", "daemon off;"],
+    command: binary,
+    args,
     stopSignal: "SIGQUIT",
     emergencySignal: "SIGTERM",
   });
-  const errorLog = () => {
-    try {
-      return readFileSync(join(prefix, "error.log"), "utf8");
-    } catch {
-      return "";
-    }
-  };
   try {
     await waitFor(() => portOpen(port), 10_000, `nginx (${kind}) on ${port}`, proc);
   } catch (error) {

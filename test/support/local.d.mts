@@ -8,3 +8,14 @@ export declare function waitFor(
   what: string,
   proc?: { alive(): boolean; output(): string },
 ): Promise<void>;
+export declare function portOpen(port: number): Promise<boolean>;
+export declare function httpOk(url: string, headers?: Record<string, string>): Promise<boolean>;
+export declare function prepareNginx(options: {
+  prefix: string;
+  template?: string;
+  workers?: number;
+  checkTimeout: string;
+  checkPort: number;
+  publicPort: number;
+  upstreamPort: number;
+}): Promise<{ port: number; binary: string; args: string[]; errorLog(): string }>;

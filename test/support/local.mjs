@@ -1,8 +1,10 @@
 // What the tests and the bench both need to run real servers on this machine: free loopback ports,
 // waiting for a server to come up, and finding a server's binary (under CI a missing one fails).
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createServer } from "node:net";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { join } from "node:path";
+import { writeNginxConfig } from "../../nginx/render.mjs";
 
 const INSTALL_HINT =
   "install it with: apt-get update && apt-get install -y redis-server redis-sentinel nginx";
@@ -91,4 +93,65 @@ export async function waitFor(check, timeoutMs, what, proc) {
     }
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** Whether something accepts TCP connections on a loopback port. */
+export const portOpen = (port) =>
+  new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.on("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on("error", () => resolve(false));
+  });
+
+/** Whether a GET answers 2xx (the body is read, so that the connection can be reused). */
+export async function httpOk(url, headers = {}) {
+  const res = await fetch(url, { headers });
+  await res.arrayBuffer();
+  return res.ok;
+}
+
+/**
+ * Renders an nginx configuration into `prefix` (nginx/nginx.conf.template, or `template`) on a free
+ * port, with the prefix's temp directory: what `nginx -p prefix -c conf -g 'daemon off;'` needs.
+ */
+export async function prepareNginx({
+  prefix,
+  template,
+  workers = 1,
+  checkTimeout,
+  checkPort,
+  publicPort,
+  upstreamPort,
+}) {
+  mkdirSync(join(prefix, "tmp"), { recursive: true });
+  const port = await freePort();
+  const conf = writeNginxConfig({
+    dir: prefix,
+    ...(template === undefined ? {} : { template }),
+    values: {
+      WORKERS: String(workers),
+      CHECK_TIMEOUT: checkTimeout,
+      PREFIX: prefix,
+      LISTEN: `127.0.0.1:${port}`,
+      CHECK_ADDR: `127.0.0.1:${checkPort}`,
+      PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
+      UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
+    },
+  });
+  const errorLog = () => {
+    try {
+      return readFileSync(join(prefix, "error.log"), "utf8");
+    } catch {
+      return "";
+    }
+  };
+  return {
+    port,
+    binary: findBinary("nginx", ["/usr/sbin/nginx"]),
+    args: ["-p", prefix, "-c", conf, "-g", "daemon off;"],
+    errorLog,
+  };
 }

@@ -1,7 +1,7 @@
 // Runs the real tollgate and upstream processes (built in dist/) on free ports for end-to-end tests.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort, waitFor } from "./ports.js";
+import { freePort, httpOk, waitFor } from "./local.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -35,11 +35,6 @@ function run(script: string, env: Record<string, string>): RunningProcess {
       return exited;
     },
   };
-}
-
-async function httpOk(url: string): Promise<boolean> {
-  const res = await fetch(url);
-  return res.ok;
 }
 
 export type TollgateProcess = RunningProcess & {
