@@ -3,7 +3,6 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readEnvoyYaml } from "../support/envoy-config.js";
 import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { type FakeAnswer, type FakeServer, fakeServer, type Recorded } from "../support/fake-server.js";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import {
   startTollgate,
@@ -11,6 +10,12 @@ import {
   type TollgateProcess,
   type UpstreamProcess,
 } from "../support/processes.js";
+import {
+  type Recorded,
+  type RecordingServer,
+  recordingServer,
+  type ScriptedAnswer,
+} from "../support/recording-server.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 const PASSWORD = "correct horse battery";
@@ -383,16 +388,16 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   });
 });
 
-describe("the Envoy harness itself, against fake check and upstream servers", () => {
-  let checkAnswer: FakeAnswer = { status: 200 };
-  let check: FakeServer;
-  let upstream: FakeServer;
+describe("the Envoy harness itself, against recording check and upstream servers", () => {
+  let checkAnswer: ScriptedAnswer = { status: 200 };
+  let check: RecordingServer;
+  let upstream: RecordingServer;
   let envoy: EnvoyHarness;
   const ENVOY_ADDRESS = "10.89.0.10";
 
   beforeAll(async () => {
-    check = await fakeServer(() => checkAnswer);
-    upstream = await fakeServer((req) => ({
+    check = await recordingServer(() => checkAnswer);
+    upstream = await recordingServer((req) => ({
       status: 200,
       headers: { "content-type": "application/json", "x-ratelimit-limit": "999" },
       body: JSON.stringify(req),
@@ -563,7 +568,7 @@ describe("the Envoy harness itself, against fake check and upstream servers", ()
     for (const path of paths) await send(`${envoy.url}${path}`, { headers: forged, localAddress: address });
     // /health and /ready skip the check; every check carries the peer, never the client's value.
     expect(check.received.map((r) => r.headers["x-tollgate-client-ip"])).toEqual([address, address, address]);
-    // tollgate's public API and the upstream (both recorded by the fake here) never see the header.
+    // tollgate's public API and the upstream (both recorded by the recording servers here) never see the header.
     expect(upstream.received.map((r) => r.url)).toEqual(paths);
     for (const forwarded of upstream.received) {
       expect(forwarded.headers["x-tollgate-client-ip"], forwarded.url).toBeUndefined();

@@ -1,6 +1,5 @@
 // End to end through a real nginx (auth_request) with real tollgate, upstream and Redis processes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeServer, fakeServer } from "../support/fake-server.js";
 import { type Nginx, startNginx } from "../support/nginx.js";
 import {
   login,
@@ -10,6 +9,7 @@ import {
   type UpstreamProcess,
 } from "../support/processes.js";
 import { rawRequest } from "../support/raw-http.js";
+import { type RecordingServer, recordingServer } from "../support/recording-server.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 let tollgate: TollgateProcess;
@@ -232,15 +232,19 @@ describe("through nginx", () => {
   });
 });
 
-describe("nginx itself, against fake check, public API and upstream servers", () => {
-  let check: FakeServer;
-  let publicApi: FakeServer;
-  let app: FakeServer;
+describe("nginx itself, against recording check, public API and upstream servers", () => {
+  let check: RecordingServer;
+  let publicApi: RecordingServer;
+  let app: RecordingServer;
   let proxy: Nginx;
 
   beforeAll(async () => {
     const ok = () => ({ status: 200, headers: { "content-type": "application/json" }, body: "{}" });
-    [check, publicApi, app] = await Promise.all([fakeServer(ok), fakeServer(ok), fakeServer(ok)]);
+    [check, publicApi, app] = await Promise.all([
+      recordingServer(ok),
+      recordingServer(ok),
+      recordingServer(ok),
+    ]);
     proxy = await startNginx({ checkPort: check.port, publicPort: publicApi.port, upstreamPort: app.port });
   });
 

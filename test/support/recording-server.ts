@@ -3,20 +3,20 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 
 export type Recorded = { method: string; url: string; headers: IncomingMessage["headers"]; body: string };
-export type FakeAnswer = {
+export type ScriptedAnswer = {
   status: number;
   headers?: Record<string, string | string[]>;
   body?: string;
   delayMs?: number;
 };
-export type FakeServer = {
+export type RecordingServer = {
   url: string;
   port: number;
   received: Recorded[];
   close(): Promise<void>;
 };
 
-export async function fakeServer(answer: (req: Recorded) => FakeAnswer): Promise<FakeServer> {
+export async function recordingServer(answer: (req: Recorded) => ScriptedAnswer): Promise<RecordingServer> {
   const received: Recorded[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
