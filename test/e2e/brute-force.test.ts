@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import { type Nginx, startNginx } from "../support/nginx.js";
+import { loopbackAddresses } from "../support/ports.js";
 import {
   startTollgate,
   startUpstream,
@@ -36,11 +37,7 @@ afterAll(async () => {
 });
 
 /** nginx sees every test client on loopback; each one takes a source address of its own. */
-let hostCounter = 0;
-const newAddress = (): string => {
-  hostCounter += 1;
-  return `127.0.${40 + Math.floor(hostCounter / 250)}.${(hostCounter % 250) + 1}`;
-};
+const newAddress = loopbackAddresses(40);
 
 async function createUser(): Promise<string> {
   const username = `guessed_${randomBytes(5).toString("hex")}`;

@@ -5,6 +5,7 @@ import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
 import { type Reply, send } from "../support/http-client.js";
 import type { Nginx } from "../support/nginx.js";
+import { loopbackAddresses } from "../support/ports.js";
 import type { TollgateProcess, UpstreamProcess } from "../support/processes.js";
 import { type Stack, startStack } from "../support/stack.js";
 
@@ -18,11 +19,7 @@ let envoy: EnvoyHarness;
 let stack: Stack;
 
 /** Every proxy sees its clients on loopback: each test takes source addresses of its own. */
-let hostCounter = 0;
-const newAddress = (): string => {
-  hostCounter += 1;
-  return `127.0.${10 + Math.floor(hostCounter / 250)}.${(hostCounter % 250) + 1}`;
-};
+const newAddress = loopbackAddresses(10);
 
 beforeAll(async () => {
   // The default policy, except that GET /api/search takes no token: an anonymous request that the

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
 import { type Reply, send } from "../support/http-client.js";
 import type { Nginx } from "../support/nginx.js";
+import { loopbackAddresses } from "../support/ports.js";
 import type { TollgateProcess } from "../support/processes.js";
 import { type Stack, startStack } from "../support/stack.js";
 
@@ -37,11 +38,7 @@ let envoy: EnvoyHarness;
 let stack: Stack;
 
 /** Every test and proxy takes loopback source addresses of its own: the IP layer keys by them. */
-let hostCounter = 0;
-const newAddress = (): string => {
-  hostCounter += 1;
-  return `127.0.${40 + Math.floor(hostCounter / 250)}.${(hostCounter % 250) + 1}`;
-};
+const newAddress = loopbackAddresses(40);
 
 beforeAll(async () => {
   stack = await startStack({ policy: POLICY });
