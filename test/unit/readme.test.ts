@@ -144,20 +144,25 @@ describe("the README", () => {
   });
 });
 
+/** Every text file git tracks (package-lock.json and images aside), split into lines. */
+function trackedTexts(): { file: string; lines: string[] }[] {
+  const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
+    .split("\n")
+    .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
+  return files.flatMap((file) => {
+    try {
+      return [{ file, lines: readFileSync(join(ROOT, file), "utf8").split("\n") }];
+    } catch {
+      return []; // deleted in the work tree, not yet in git
+    }
+  });
+}
+
 describe("the repository", () => {
   it("cites no document it does not contain (code comments included)", () => {
-    const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
-      .split("\n")
-      .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
     const offending: string[] = [];
-    for (const file of files) {
-      let text: string;
-      try {
-        text = readFileSync(join(ROOT, file), "utf8");
-      } catch {
-        continue;
-      }
-      for (const [i, line] of text.split("\n").entries()) {
+    for (const { file, lines } of trackedTexts()) {
+      for (const [i, line] of lines.entries()) {
         // A section sign is fine only where it points into docs/envoy-notes.md, which is here.
         const section =
           line.includes("§") && file !== "docs/envoy-notes.md" && !line.includes("envoy-notes.md");
@@ -169,9 +174,6 @@ describe("the repository", () => {
   });
 
   it("names only repository files that exist (code comments included)", () => {
-    const files = execFileSync("git", ["ls-files"], { cwd: ROOT, encoding: "utf8" })
-      .split("\n")
-      .filter((f) => f !== "" && !f.endsWith("package-lock.json") && !/\.(png|ico)$/.test(f));
     // A path into one of the repository's own folders; dist/… and k6's module names are not such paths.
     const cited =
       /(?<![\w./-])((?:\.ci|src|test|scripts|nginx|bench|docs|envoy|upstream|prometheus)\/[\w./-]*\.(?:ts|mts|mjs|js|md|ya?ml|conf|template|lua|json))\b/g;
@@ -185,14 +187,8 @@ describe("the repository", () => {
     };
     const missing: string[] = [];
     let seen = 0;
-    for (const file of files) {
-      let text: string;
-      try {
-        text = readFileSync(join(ROOT, file), "utf8");
-      } catch {
-        continue;
-      }
-      for (const [i, line] of text.split("\n").entries()) {
+    for (const { file, lines } of trackedTexts()) {
+      for (const [i, line] of lines.entries()) {
         for (const match of line.matchAll(cited)) {
           const path = match[1] as string;
           seen += 1;
