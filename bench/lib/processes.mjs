@@ -20,6 +20,7 @@ export {
   findBinary,
   freePort,
   httpOk,
+  monitorRedis,
   portOpen,
   prepareNginx,
   redisServerArgs,

@@ -1,5 +1,6 @@
 // What Redis saw: command counts per check (INFO commandstats, MONITOR) and memory per window entry.
 import { Redis } from "ioredis";
+import { monitorRedis } from "./processes.mjs";
 
 const SCRIPT_COMMANDS = ["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"];
 /** The bench's own commands between CONFIG RESETSTAT and INFO, which Redis counts too. */
@@ -67,9 +68,8 @@ export async function commandCounts(redis) {
  * so this is a short sample next to the measured rows, not part of them.
  */
 export async function monitorSample(url, work) {
-  const monitor = await new Redis(url, { lazyConnect: false }).monitor();
   const counts = { topLevel: 0, inScript: 0, topLevelByCommand: {} };
-  monitor.on("monitor", (_time, args, source) => {
+  const monitor = await monitorRedis(url, (args, source) => {
     if (source === "lua") {
       counts.inScript += 1;
       return;
@@ -83,7 +83,7 @@ export async function monitorSample(url, work) {
     // Let the last replies of the sample reach the monitor stream.
     await new Promise((r) => setTimeout(r, 200));
   } finally {
-    monitor.disconnect();
+    monitor.close();
   }
   return counts;
 }

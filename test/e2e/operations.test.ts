@@ -2,6 +2,7 @@
 import { request } from "node:http";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { monitorRedis } from "../support/local.mjs";
 import {
   login,
   startTollgate,
@@ -216,10 +217,8 @@ describe("Redis paused with CLIENT PAUSE", () => {
   it("answers a login 503 when Redis stalls mid-login, and no session appears once Redis resumes", async () => {
     const before = await sessionsOf("demo-bob");
     // Pause Redis the moment the login has read the user: the session is then written into a stall.
-    const watcher = connectRedis(redis.url);
-    const monitor = await watcher.monitor();
     let pausedAt: number | undefined;
-    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+    const monitor = await monitorRedis(redis.url, (args, source) => {
       if (pausedAt !== undefined || source === "lua") return;
       if (String(args[0]).toLowerCase() === "hgetall" && args[1] === `${PREFIX}{u:demo-bob}:user`) {
         pausedAt = performance.now();
@@ -236,8 +235,7 @@ describe("Redis paused with CLIENT PAUSE", () => {
       expect(pausedAt).toBeDefined();
       expect([res.status, body.error, body.access_token]).toEqual([503, "unavailable", undefined]);
     } finally {
-      monitor.disconnect();
-      watcher.disconnect();
+      monitor.close();
     }
     // Whatever tollgate had sent runs once the pause ends: give it that time, then look.
     await sleep(Math.max(0, (pausedAt ?? 0) + 1500 + 300 - performance.now()));

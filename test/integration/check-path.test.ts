@@ -10,6 +10,7 @@ import { createLogger } from "../../src/logger.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { demoToken } from "../support/in-process.js";
+import { monitorRedis } from "../support/local.mjs";
 import { type RedisServer, startRedisServer } from "../support/redis-server.js";
 
 let server: RedisServer;
@@ -73,17 +74,13 @@ const check = (t: Tollgate, path: string, authorization?: string) =>
 
 /** Records every command Redis receives from a client (not from inside scripts) while `run` runs. */
 async function commandsDuring(run: () => Promise<void>): Promise<string[]> {
-  const watcher = createRedisClient({ url: server.url, offlineQueue: true });
-  const monitor = await watcher.monitor();
   const seen: string[] = [];
-  monitor.on("monitor", (_time: string, args: string[], source: string) => {
+  const monitor = await monitorRedis(server.url, (args, source) => {
     if (source !== "lua") seen.push(String(args[0]).toLowerCase());
   });
-  await new Promise((r) => setTimeout(r, 50));
   await run();
   await new Promise((r) => setTimeout(r, 100));
-  monitor.disconnect();
-  watcher.disconnect();
+  monitor.close();
   return seen;
 }
 

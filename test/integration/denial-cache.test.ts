@@ -10,7 +10,8 @@ import { createDenialCache } from "../../src/authz/denial-cache.js";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
-import { connectRedis } from "../support/redis.js";
+import { monitorRedis } from "../support/local.mjs";
+import { connectRedis, redisUrl } from "../support/redis.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-denials-"));
 const policyFile = join(dir, "policy.yaml");
@@ -41,10 +42,9 @@ const check = (instance: InProcess, token: string, path = "/api/search") =>
  * its monitors in execution order, so every command run before the marker has been seen by then.
  */
 async function watchCommands(prefix: string) {
-  const monitor = await connectRedis().monitor();
   let seen = 0;
   const markers = new Set<string>();
-  monitor.on("monitor", (_time: string, args: string[]) => {
+  const monitor = await monitorRedis(redisUrl(), (args) => {
     if (args[0]?.toLowerCase() === "echo" && args[1] !== undefined) markers.delete(args[1]);
     else if (args.some((arg) => arg.includes(prefix))) seen += 1;
   });
@@ -58,7 +58,7 @@ async function watchCommands(prefix: string) {
       return seen;
     },
     close(): void {
-      monitor.disconnect();
+      monitor.close();
       probe.disconnect();
     },
   };

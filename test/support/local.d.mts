@@ -19,3 +19,8 @@ export declare function prepareNginx(options: {
   publicPort: number;
   upstreamPort: number;
 }): Promise<{ port: number; binary: string; args: string[]; errorLog(): string }>;
+export declare function parseMonitorLine(line: string): { args: string[]; source: string } | undefined;
+export declare function monitorRedis(
+  url: string,
+  onCommand: (args: string[], source: string) => void,
+): Promise<{ close(): void }>;

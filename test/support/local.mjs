@@ -155,3 +155,72 @@ export async function prepareNginx({
     errorLog,
   };
 }
+
+const UNESCAPE = { n: "\n", r: "\r", t: "\t", a: "\x07", b: "\b", '"': '"', "\\": "\\" };
+
+/** One MONITOR line, `<time> [<db> <source>] "arg" ...`, as its arguments and source ("lua" in scripts). */
+export function parseMonitorLine(line) {
+  const head = /^(\d+\.\d+) \[\d+ ([^\]]+)\] /.exec(line);
+  if (head === null) return undefined;
+  const args = [];
+  for (const match of line.slice(head[0].length).matchAll(/"((?:[^"\\]|\\.)*)"/g)) {
+    args.push(
+      (match[1] ?? "").replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, code) =>
+        code.length === 3
+          ? String.fromCharCode(Number.parseInt(code.slice(1), 16))
+          : (UNESCAPE[code] ?? code),
+      ),
+    );
+  }
+  return { args, source: head[2] };
+}
+
+/** A command in RESP, the form Redis reads whatever its arguments hold. */
+const resp = (...args) =>
+  `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join("")}`;
+
+/**
+ * Watches every command a Redis receives (MONITOR) over a plain socket: ioredis's monitor mode can
+ * fail with "Command queue state error" when the first lines arrive before its own connection
+ * handshake is done. Resolves once Redis has confirmed MONITOR; `onCommand(args, source)` is called
+ * for each command, with source "lua" for the commands a script ran.
+ */
+export function monitorRedis(url, onCommand) {
+  const { hostname, port, username, password } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port || 6379), hostname || "127.0.0.1");
+    let buffer = "";
+    const auth =
+      password === ""
+        ? ""
+        : resp("AUTH", decodeURIComponent(username || "default"), decodeURIComponent(password));
+    // +OK for AUTH (when sent), then +OK for MONITOR; every later line is a command.
+    let pendingOks = auth === "" ? 1 : 2;
+    socket.setEncoding("latin1");
+    socket.once("error", reject);
+    socket.on("connect", () => socket.write(auth + resp("MONITOR")));
+    socket.on("data", (chunk) => {
+      buffer += chunk;
+      for (let end = buffer.indexOf("\r\n"); end !== -1; end = buffer.indexOf("\r\n")) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (pendingOks > 0) {
+          if (line !== "+OK") {
+            socket.destroy();
+            reject(new Error(`MONITOR refused: ${line}`));
+            return;
+          }
+          pendingOks -= 1;
+          if (pendingOks === 0) {
+            socket.off("error", reject);
+            socket.on("error", () => {});
+            resolve({ close: () => socket.destroy() });
+          }
+          continue;
+        }
+        const parsed = parseMonitorLine(line.slice(1));
+        if (parsed !== undefined) onCommand(parsed.args, parsed.source);
+      }
+    });
+  });
+}
