@@ -1,5 +1,6 @@
 // Identity on a real redis-server: the shared contract, plus what only Redis shows (its data model,
 // hashed passwords, and sessions shared by every tollgate instance).
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allUsers } from "../../src/auth/users-sync.js";
 import { createRedisStore } from "../../src/store/store.js";
@@ -84,7 +85,9 @@ describe("identity on redis", () => {
     const indexTtl = await redis.pttl(`${tag}:sessions`);
     expect(indexTtl).toBeGreaterThan(86_400_000 - 5_000);
     expect(indexTtl).toBeLessThanOrEqual(86_400_000);
-    expect(await redis.pttl(`${tag}:l:search:0`)).toBeLessThanOrEqual(3_600_000);
+    // A window past the newest entry, plus a slack of a hundredth of the window (at most 1 s), so
+    // that a busy list's expiry is not rewritten on every request.
+    expect(await redis.pttl(`${tag}:l:search:0`)).toBeLessThanOrEqual(3_601_000);
     expect(await redis.pttl(`${tag}:l:search:0`)).toBeGreaterThan(3_600_000 - 5_000);
     expect(await redis.pttl(`${tag}:user`)).toBe(-1);
   });
@@ -153,5 +156,124 @@ describe("identity on redis", () => {
     expect((await other.api("POST", "/auth/logout", { token: login.access_token })).status).toBe(200);
     expect((await t.api("GET", "/me", { token: login.access_token })).status).toBe(401);
     expect(await t.check(login.access_token)).toMatchObject({ kind: "deny", status: 401 });
+  });
+});
+
+describe("sessions carrying their user's fields (one hash read per check)", () => {
+  const prefix = testPrefix();
+  const redis = connectRedis();
+  const store = createRedisStore({ redis: connectRedis(), prefix });
+  afterAll(async () => {
+    await store.close();
+    await redis.quit();
+  });
+  const lifetimes = { idleMs: 600_000, maxAgeMs: 3_600_000, maxPerUser: 5 };
+  const rules = new Map([
+    ["free", { algorithm: "sliding-log" as const, windows: [{ limit: 5, windowMs: 60_000 }] }],
+    ["pro", { algorithm: "sliding-log" as const, windows: [{ limit: 50, windowMs: 60_000 }] }],
+  ]);
+  const newSession = async () => {
+    const user = await store.users.create({
+      username: `carry_${randomBytes(4).toString("hex")}`,
+      tier: "free",
+      passwordHash: "h",
+    });
+    if (user === "exists") throw new Error("exists");
+    const created = await store.sessions.create(
+      { userId: user.id, deviceName: "d", ip: "192.0.2.1", userAgent: "a", passwordHash: "h" },
+      lifetimes,
+    );
+    if (created === "refused") throw new Error("refused");
+    return {
+      user,
+      sessionId: created.session.sessionId,
+      key: `${prefix}{u:${user.id}}:s:${created.session.sessionId}`,
+    };
+  };
+  const check = (userId: string, sessionId: string) =>
+    store.unguarded.authorizer.authorize({
+      userId,
+      sessionId,
+      category: "general",
+      rules,
+      ip: undefined,
+      idleMs: lifetimes.idleMs,
+      dryRun: false,
+    });
+
+  it("copies tier and own windows into every live session on each change, and never revives an expired one", async () => {
+    const { user, sessionId, key } = await newSession();
+    const view = async () => (await redis.hget(key, "v"))?.split(",").slice(2).join(",");
+    expect(await view()).toBe("free");
+    expect(
+      await store.users.update(user.id, {
+        tier: "pro",
+        limits: { general: [{ limit: 7, windowMs: 1_000 }] },
+      }),
+    ).toBe(true);
+    expect(await view()).toBe("pro\ngeneral=7/1000000");
+    const answer = await check(user.id, sessionId);
+    expect(answer).toMatchObject({ kind: "ok", tier: "pro", hit: { allowed: true, limit: 7 } });
+    expect(await store.users.update(user.id, { limits: { general: null } })).toBe(true);
+    expect(await view()).toBe("pro");
+    expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok", hit: { limit: 50 } });
+    // A session gone by itself stays gone: the change must not recreate its hash without a TTL.
+    const other = await newSession();
+    await redis.del(other.key);
+    expect(await store.users.update(other.user.id, { tier: "pro" })).toBe(true);
+    expect(await redis.exists(other.key)).toBe(0);
+  });
+
+  it("refuses a deleted user's sessions from the deletion on, before they are revoked", async () => {
+    const { user, sessionId } = await newSession();
+    expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok" });
+    expect(await store.users.remove(user.id)).toBe(true);
+    expect(await check(user.id, sessionId)).toEqual({ kind: "user_inactive" });
+    expect(await store.sessions.touch(user.id, sessionId, lifetimes.idleMs)).toEqual({
+      kind: "user_inactive",
+    });
+    expect(await store.sessions.revokeAll(user.id)).toBe(1);
+    expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
+  });
+
+  it("deletes revoked and evicted sessions in the same step as their index entries", async () => {
+    const { user, sessionId, key } = await newSession();
+    const more = [];
+    for (let i = 0; i < lifetimes.maxPerUser; i += 1) {
+      const created = await store.sessions.create(
+        { userId: user.id, deviceName: `d${i}`, ip: "192.0.2.1", userAgent: "a", passwordHash: "h" },
+        lifetimes,
+      );
+      if (created === "refused") throw new Error("refused");
+      more.push(created.session.sessionId);
+    }
+    // The sixth login evicted the first session: its hash is gone with its index entry.
+    expect(await redis.exists(key)).toBe(0);
+    expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
+    expect(await store.sessions.revokeAll(user.id)).toBe(lifetimes.maxPerUser);
+    for (const sid of more) expect(await redis.exists(`${prefix}{u:${user.id}}:s:${sid}`)).toBe(0);
+  });
+
+  it("checks a session written before sessions carried v by its index entry and the user hash", async () => {
+    const { user, sessionId, key } = await newSession();
+    const userKey = `${prefix}{u:${user.id}}:user`;
+    // As an older tollgate wrote it: exp and last fields, no v.
+    await redis.hset(key, "last", String(Date.now()));
+    await redis.hdel(key, "v");
+    expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok", tier: "free" });
+    await redis.hset(userKey, "tier", "pro", "o:general", "3/1000000");
+    expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok", tier: "pro", hit: { limit: 3 } });
+    expect(await store.sessions.touch(user.id, sessionId, lifetimes.idleMs)).toEqual({
+      kind: "ok",
+      tier: "pro",
+    });
+    expect((await store.sessions.list(user.id)).map((s) => s.sessionId)).toEqual([sessionId]);
+    await redis.hset(userKey, "disabled", "1");
+    expect(await check(user.id, sessionId)).toEqual({ kind: "user_inactive" });
+    await redis.hset(userKey, "disabled", "0");
+    expect(await redis.hexists(key, "v")).toBe(0);
+    // Revoked the old way: the index entry removed, the hash left behind.
+    await redis.zrem(`${prefix}{u:${user.id}}:sessions`, sessionId);
+    expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
   });
 });

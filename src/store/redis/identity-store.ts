@@ -1,4 +1,5 @@
-// Users and sessions on Redis: hashes per user and per session, a per-user index for revocation.
+// Users and sessions on Redis: hashes per user and per session (carrying the user's tier), a
+// per-user index of sessions.
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
 import type { Window } from "../../ratelimit/types.js";
@@ -72,7 +73,9 @@ function toSession(userId: string, sessionId: string, f: Record<string, string>)
     ip: f.ip ?? "",
     userAgent: f.ua ?? "",
     createdAt: Number(f.created),
-    lastAccessed: Number(f.last),
+    // The last renewal leads field v (see lib/common.lua's session_view); sessions from before v
+    // have it in field last.
+    lastAccessed: Number(f.v === undefined ? f.last : f.v.slice(0, f.v.indexOf(","))),
     expiresAt: Number(f.exp),
   };
 }
@@ -150,7 +153,11 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     async update(userId, patch) {
       const fields = userFields(patch);
       // Only an existing user is changed: HSET on a missing key would bring a deleted user back.
-      const changed = await redis.userUpdate(keys.user(userId), ...Object.entries(fields).flat());
+      const changed = await redis.userUpdate(
+        keys.user(userId),
+        keys.sessionIndex(userId),
+        ...Object.entries(fields).flat(),
+      );
       // Users from before the listing index existed join it on their first change.
       if (changed === 1) await redis.zadd(keys.userIndex, "NX", 0, userId);
       return changed === 1;
@@ -162,8 +169,9 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       // The deletion is remembered first, so that USERS_FILE never brings the user back even if a
       // later step fails (and the user, once its hash is gone, can no longer be deleted again).
       await redis.set(keys.usernameGone(user.username), userId);
-      // Then the user hash: from then on no check, touch or login accepts the user.
-      await redis.del(keys.user(userId));
+      // Then the user hash, and the user's sessions marked: from then on no check, touch or login
+      // accepts the user.
+      await redis.userDelete(keys.user(userId), keys.sessionIndex(userId));
       await redis.zrem(keys.userIndex, userId);
       await redis.usernameRelease(keys.username(user.username), keys.usernameGone(user.username), userId);
       return true;
@@ -203,12 +211,6 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
 export function createRedisSessionStore(options: { redis: RedisClient; keys: Keys }): SessionStore {
   const { redis, keys } = options;
 
-  /** Deletes session hashes; answers how many still existed (the sessions that were alive). */
-  const deleteSessions = async (userId: string, sessionIds: readonly string[]): Promise<number> => {
-    if (sessionIds.length === 0) return 0;
-    return redis.del(...sessionIds.map((sid) => keys.session(userId, sid)));
-  };
-
   const store: SessionStore = {
     async create(input, lifetimes) {
       // Listing drops the index entries of sessions that expired by themselves, so that the cap
@@ -232,7 +234,6 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
         input.userAgent,
       );
       if (createdAt === -1) return "refused";
-      await deleteSessions(input.userId, evicted);
       const session: Session = {
         userId: input.userId,
         deviceName: input.deviceName,
@@ -289,9 +290,7 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
     },
 
     async revokeAll(userId) {
-      const revoked = await redis.sessionsRevokeAll(keys.sessionIndex(userId));
-      // Index entries of sessions that already expired are not devices that were logged out.
-      return deleteSessions(userId, revoked);
+      return redis.sessionsRevokeAll(keys.sessionIndex(userId));
     },
   };
   return store;

@@ -37,8 +37,9 @@ declare module "ioredis" {
       passwordHash: string,
       ...fields: string[]
     ): Result<[number, ...string[]], Context>;
-    sessionsRevokeAll(indexKey: string): Result<string[], Context>;
-    userUpdate(userKey: string, ...fields: string[]): Result<number, Context>;
+    sessionsRevokeAll(indexKey: string): Result<number, Context>;
+    userUpdate(userKey: string, indexKey: string, ...fields: string[]): Result<number, Context>;
+    userDelete(userKey: string, indexKey: string): Result<number, Context>;
     usernameRelease(usernameKey: string, goneKey: string, userId: string): Result<number, Context>;
     nameClaim(usernameKey: string, userId: string, leaseMs: number): Result<[number, string?], Context>;
     nameConfirm(usernameKey: string, userId: string): Result<number, Context>;
@@ -54,7 +55,8 @@ export const SCRIPTS = {
   sessionTouch: 3,
   sessionCreate: 3,
   sessionsRevokeAll: 1,
-  userUpdate: 1,
+  userUpdate: 2,
+  userDelete: 2,
   usernameRelease: 2,
   nameClaim: 1,
   nameConfirm: 1,

@@ -27,7 +27,7 @@ if ip_spec == '' then
   ip_spec = nil
 end
 local category = ARGV[3]
-local field = 'r:' .. category
+local own_field, field, needle = fields_of(category)
 local G, ip
 local first = 4
 if ip_spec then
@@ -45,12 +45,11 @@ if ip_spec then
   end
   first = 5 + tonumber(ARGV[7])
 end
-local status, user, exp = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2],
-  math.floor(now / 1000), dry, 'o:' .. category, field)
+local status, tier, own, exp, read, state = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2],
+  math.floor(now / 1000), dry, needle, own_field, field)
 if status ~= 1 then
   return {status - 1}
 end
-local tier, own = user[1], user[3]
 local rules = ARGV[4]
 local pos = rule_of_tier(rules, tier)
 if not pos and not own then
@@ -61,7 +60,7 @@ if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
   local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
-    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, user[4] or nil, now, dry)
+    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, state_of(algo, read, state, KEYS[3], field), now, dry)
     if usual then
       return reply .. tail
     end
@@ -78,7 +77,7 @@ end
 if mine.algo == 1 and mine.n > #KEYS - first + 1 then
   return {-4, mine.n}
 end
-G.evaluate(mine, KEYS, first, user[4] or nil, now, dry)
+G.evaluate(mine, KEYS, first, state_of(mine.algo, read, state, KEYS[3], field), now, dry)
 local allowed = mine.room
 if allowed and not dry then
   if ip then

@@ -1,14 +1,22 @@
--- Creates a session and enforces the per-user cap atomically, evicting the oldest sessions; refuses
--- when the user was disabled, deleted or given a new password after the login checked it.
+-- Creates a session and enforces the per-user cap atomically, evicting (deleting) the oldest
+-- sessions; refuses when the user was disabled, deleted or given a new password after the login
+-- checked it. The session carries what a check needs of its user (see session_view).
 -- KEYS[1]  the new session hash; KEYS[2] the user's session index (sid -> created ms); KEYS[3] the user hash
 -- ARGV[1]  session id; ARGV[2] idle lifetime ms; ARGV[3] absolute lifetime ms; ARGV[4] max sessions
 -- ARGV[5]  the password hash the login verified
 -- ARGV[6…] field/value pairs to store (device, ip, user agent)
 -- Reply    {-1} refused: the user no longer matches what the login saw
---          {created_ms, evicted sid, …}: the caller deletes the evicted session hashes (the index
---          no longer lists them, so they are already invalid)
-local user = redis.call('HMGET', KEYS[3], 'pw', 'disabled')
-if user[1] ~= ARGV[5] or user[2] == '1' then
+--          {created_ms, evicted sid, …}
+local user = redis.call('HGETALL', KEYS[3])
+local pw, disabled
+for i = 1, #user, 2 do
+  if user[i] == 'pw' then
+    pw = user[i + 1]
+  elseif user[i] == 'disabled' then
+    disabled = user[i + 1]
+  end
+end
+if pw ~= ARGV[5] or disabled == '1' then
   return {-1}
 end
 local t = redis.call('TIME')
@@ -20,9 +28,11 @@ if excess > 0 then
   local popped = redis.call('ZPOPMIN', KEYS[2], excess)
   for i = 1, #popped, 2 do
     reply[#reply + 1] = popped[i]
+    redis.call('DEL', session_key_of(KEYS[2], popped[i]))
   end
 end
-local fields = {'created', int(now), 'last', int(now), 'exp', int(now + tonumber(ARGV[3]))}
+local created, exp = int(now), int(now + tonumber(ARGV[3]))
+local fields = {'created', created, 'exp', exp, 'v', session_view(created, exp, user)}
 for i = 6, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end

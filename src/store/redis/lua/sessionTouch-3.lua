@@ -3,8 +3,8 @@
 -- ARGV[1]  session id; ARGV[2] idle lifetime in ms; ARGV[3] pinned "now" in microseconds or ""
 -- Reply    {1, tier} valid · {0} no valid session · {-1} user missing or disabled
 local now = clock_us(ARGV[3])
-local status, user = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]), math.floor(now / 1000))
+local status, tier = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], math.floor(now / 1000))
 if status ~= 1 then
   return {status}
 end
-return {1, user[1]}
+return {1, tier}

@@ -10,7 +10,8 @@ local function clock_us(pinned)
     return tonumber(pinned)
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- Arithmetic converts the digits once; tonumber would parse each twice.
+  return t[1] * 1000000 + t[2]
 end
 
 -- Numbers go to Redis as %d strings: Lua's default formatting would round microsecond times.
@@ -35,16 +36,54 @@ end
 -- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
 -- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,
 -- "|", then the rules; the digits give the position of the tier's rule in the string.
+-- With Redis functions the library's upvalues live from one call to the next, so what the hot path
+-- derives from its arguments is kept: a rule's windows, a tier table's positions, a category's
+-- field names. Argument strings are interned by Lua, so a lookup is one hash probe. The memo is
+-- bounded (dropped whole when full); in script mode (EVALSHA) it starts empty on every call.
+local memo, memo_size = {}, 0
+local function remember(key, value)
+  if memo_size >= 512 then
+    memo, memo_size = {}, 0
+  end
+  memo[key], memo_size = value, memo_size + 1
+  return value
+end
+
 local function window_at(spec, pos)
-  return tonumber(string.sub(spec, pos, pos + 5), 16), tonumber(string.sub(spec, pos + 6, pos + 15), 16)
+  local rule = memo[spec]
+  if not rule then
+    rule = remember(spec, {})
+  end
+  local at = rule[pos]
+  if not at then
+    at = {tonumber(string.sub(spec, pos, pos + 5), 16), tonumber(string.sub(spec, pos + 6, pos + 15), 16)}
+    rule[pos] = at
+  end
+  return at[1], at[2]
 end
 
 local function rule_of_tier(table_, tier)
-  local at = string.find(table_, ';' .. tier .. '=', 1, true)
-  if not at then
-    return nil
+  local key = '\0t' .. table_
+  local tiers = memo[key]
+  if not tiers then
+    tiers = {}
+    for name, at in string.gmatch(string.match(table_, '^[^|]*'), ';([^=;|]+)=(%x%x%x%x)') do
+      tiers[name] = tonumber(at, 16)
+    end
+    remember(key, tiers)
   end
-  return tonumber(string.sub(table_, at + #tier + 2, at + #tier + 5), 16)
+  return tiers[tier]
+end
+
+-- The user hash's fields of a category, its own windows (o:) and its counter or gcra state (r:),
+-- and what finds the own windows in a session's v.
+local function fields_of(category)
+  local key = '\0f' .. category
+  local f = memo[key]
+  if not f then
+    f = remember(key, {'o:' .. category, 'r:' .. category, '\n' .. category .. '='})
+  end
+  return f[1], f[2], f[3]
 end
 
 -- Each window's outcome: room, then used, remaining and reset as it stands, the same with this
@@ -55,10 +94,11 @@ end
 -- and, unless dry, drops the stale ones; the first fresh one is found by galloping from the head,
 -- so a busy window costs one extra read. Returns count, oldest fresh entry, its index in the list.
 local function log_fresh(key, w, now, dry)
-  local head = tonumber(redis.call('LINDEX', key, 0))
+  local head = redis.call('LINDEX', key, '0')
   if not head then
     return 0, now, 0
   end
+  head = head + 0
   local len = redis.call('LLEN', key)
   local cutoff = now - w
   if head > cutoff then
@@ -204,8 +244,24 @@ local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry
   return struct.pack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
 end
 
+-- A sliding-log list must outlive its newest entry by a window. The usual check reads its TTL
+-- (a read costs Redis less than a write) and moves it only when it falls short, then to a little
+-- past a window (a hundredth of it, at most 1 s), so that a busy list's expiry is written once per
+-- that slack instead of on every request. Nothing shortens an expiry that another check needs:
+-- each compares with the list's own TTL, and the general way sets a whole window.
+local function extend_log(key, w)
+  local ms = memo[w]
+  if not ms then
+    local whole = math.ceil(w / 1000)
+    ms = remember(w, {whole, int(whole + math.min(1000, math.ceil(whole / 100)))})
+  end
+  if redis.call('PTTL', key) < ms[1] then
+    redis.call('PEXPIRE', key, ms[2])
+  end
+end
+
 -- Decides one layer of one window, straight through: returns the answer (layer number `layer`)
--- and, when counted, writes it (sliding log: RPUSH and PEXPIRE on `key`; counter and gcra:
+-- and, when counted, writes it (sliding log: RPUSH on `key`, see extend_log; counter and gcra:
 -- the state into field `field` of `record`). `state` is the field's current value. The second
 -- result is false when the state was not the usual one (the caller takes the general way), the
 -- third when the window had room, the fourth until when the written state matters.
@@ -217,7 +273,7 @@ local function single(spec, pos, layer, key, record, field, state, now, dry)
     room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
     if room and not dry then
       redis.call('RPUSH', key, int(now))
-      redis.call('PEXPIRE', key, int(math.ceil(w / 1000)))
+      extend_log(key, w)
     end
   else
     local letter = algo == 2 and 'C' or 'G'
@@ -404,38 +460,130 @@ local function general()
     answer = answer}
 end
 
--- Validates a session and renews its idle lifetime, and reads the user's fields. A session is
--- valid while its hash exists, its absolute expiry is ahead and the user's index still lists it
--- (revocation removes it there). The renewal (two writes) is skipped while the last one is younger
--- than a tenth of the idle lifetime (at most 1 s), and on a dry run. `idle_ms` may be a string.
--- Returns status (1 ok, 0 no session, -1 user missing or disabled), the user's HMGET reply
--- (tier, disabled, then the fields asked for) and the session's absolute expiry (ms).
-local function session_touch(session_key, index_key, user_key, sid, idle_ms, now_ms, dry, f1, f2)
-  local s = redis.call('HMGET', session_key, 'exp', 'last')
-  local exp = tonumber(s[1])
-  if not exp or exp <= now_ms or not redis.call('ZRANK', index_key, sid) then
+-- The counter or gcra state in field `field` of `record` (a user's is the user hash), read only
+-- for a rule that needs it and when not `read` already (then it is `state`).
+local function state_of(algo, read, state, record, field)
+  if algo == 1 or read then
+    return state
+  end
+  return redis.call('HGET', record, field) or nil
+end
+
+-- A session of the user whose session index is `index_key`: the sessions' keys share its prefix.
+local function session_key_of(index_key, sid)
+  return string.sub(index_key, 1, -9) .. 's:' .. sid
+end
+
+-- The user fields that sessions carry a copy of: the tier, the disabled flag, the own windows.
+local function carried(field)
+  return field == 'tier' or field == 'disabled' or string.sub(field, 1, 2) == 'o:'
+end
+
+-- What a check needs of a session and its user, in one field (v) of the session hash, so that a
+-- check reads one field of one hash: "<last renewal ms>,<absolute expiry ms>,<tier>", the tier "!"
+-- for a disabled or deleted user, then "\n<category>=<own windows>" per category where the user
+-- has windows of their own. Written at login and rewritten by every change of the user
+-- (userUpdate, userDelete) in the same step, so that a new tier or a disable applies at once.
+-- `last` and `exp` are digits; `user` is the user hash as HGETALL gives it (empty: deleted).
+local function session_view(last, exp, user)
+  local tier, disabled, own = nil, nil, {}
+  for i = 1, #user, 2 do
+    local f = user[i]
+    if f == 'tier' then
+      tier = user[i + 1]
+    elseif f == 'disabled' then
+      disabled = user[i + 1]
+    elseif string.sub(f, 1, 2) == 'o:' then
+      own[#own + 1] = '\n' .. string.sub(f, 3) .. '=' .. user[i + 1]
+    end
+  end
+  if not tier or disabled == '1' then
+    tier = '!'
+  end
+  return last .. ',' .. exp .. ',' .. tier .. table.concat(own)
+end
+
+-- A session's v rebuilt from the user hash `user`, keeping its renewal time and expiry.
+local function session_view_again(v, user)
+  local c1 = string.find(v, ',', 1, true)
+  local c2 = string.find(v, ',', c1 + 1, true)
+  return session_view(string.sub(v, 1, c1 - 1), string.sub(v, c1 + 1, c2 - 1), user)
+end
+
+-- Validates a session and renews its idle lifetime. A session is valid while its hash exists, its
+-- absolute expiry is ahead and its user is neither disabled nor deleted; revocation deletes the
+-- hash. The renewal (two writes) is skipped while the last one is younger than a tenth of the idle
+-- lifetime (at most 1 s), and on a dry run. `idle_ms` is a string of digits. `needle` is
+-- "\n<category>=", to find the user's own windows of the category in v (nil: not needed).
+-- A session from before sessions carried v is checked as it was then: still listed in the user's
+-- index, with the user hash read for tier, disabled, `own_field` and `state_field`.
+-- Returns status (1 ok, 0 no session, -1 user missing or disabled), the tier, the own windows (or
+-- nil), the session's absolute expiry (ms), whether `state_field` was read, and its value.
+local function session_touch(session_key, index_key, user_key, sid, idle_ms, now_ms, dry, needle, own_field,
+                             state_field)
+  local v = redis.call('HGET', session_key, 'v')
+  local exp, last, tier, own, read, state
+  local c1, c2
+  if v then
+    c1 = string.find(v, ',', 1, true)
+    c2 = string.find(v, ',', c1 + 1, true)
+    exp = string.sub(v, c1 + 1, c2 - 1) + 0
+    local nl = string.find(v, '\n', c2 + 1, true)
+    if nl then
+      tier = string.sub(v, c2 + 1, nl - 1)
+      local at = needle and string.find(v, needle, nl, true)
+      if at then
+        own = string.match(v, '^[^\n]*', at + #needle)
+      end
+    else
+      tier = string.sub(v, c2 + 1)
+    end
+  else
+    local s = redis.call('HMGET', session_key, 'exp', 'last')
+    exp = s[1] and s[1] + 0
+    last = s[2] and s[2] + 0 or 0
+    if exp and exp > now_ms then
+      if redis.call('ZRANK', index_key, sid) then
+        local user
+        if own_field then
+          user = redis.call('HMGET', user_key, 'tier', 'disabled', own_field, state_field)
+        else
+          user = redis.call('HMGET', user_key, 'tier', 'disabled')
+        end
+        tier, own, read, state = user[1] or '!', user[3], true, user[4]
+        if user[2] == '1' then
+          tier = '!'
+        end
+      else
+        exp = nil
+      end
+    end
+  end
+  if not exp or exp <= now_ms then
     if not dry then
       redis.call('DEL', session_key)
       redis.call('ZREM', index_key, sid)
     end
     return 0
   end
-  local user
-  if f1 then
-    user = redis.call('HMGET', user_key, 'tier', 'disabled', f1, f2)
-  else
-    user = redis.call('HMGET', user_key, 'tier', 'disabled')
-  end
-  if not user[1] or user[2] == '1' then
+  if tier == '!' then
     return -1
   end
   if not dry then
-    local since = now_ms - (tonumber(s[2]) or 0)
-    if since >= 1000 or since >= tonumber(idle_ms) / 10 then
+    if v then
+      last = string.sub(v, 1, c1 - 1) + 0
+    end
+    local since = now_ms - last
+    -- idle_ms (digits) is parsed only when it could matter: under 10 s, its tenth is under 1 s.
+    if since >= 1000 or (#idle_ms < 5 and since * 10 >= tonumber(idle_ms)) then
       idle_ms = tonumber(idle_ms)
-      redis.call('HSET', session_key, 'last', int(now_ms))
+      if v then
+        redis.call('HSET', session_key, 'v', int(now_ms) .. string.sub(v, c1))
+      else
+        redis.call('HSET', session_key, 'last', int(now_ms))
+      end
       redis.call('PEXPIRE', session_key, int(math.min(idle_ms, exp - now_ms)))
     end
   end
-  return 1, user, exp
+  return 1, tier, own, exp, read, state
 end
