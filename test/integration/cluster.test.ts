@@ -217,7 +217,7 @@ describe("tollgate on a redis cluster", () => {
   it("remembers a deletion for USERS_FILE, whichever step of it fails", async () => {
     const prefix = testPrefix();
     const store = createRedisStore({ redis: cluster, prefix });
-    for (const step of ["del", "zrem", "usernameRelease", "set"]) {
+    for (const step of ["userDelete", "zrem", "usernameRelease", "set"]) {
       const username = `doomed_${step}`;
       const user = await store.users.create({ username, tier: "free", passwordHash: "x", source: "file" });
       if (user === "exists") throw new Error("a fresh name");

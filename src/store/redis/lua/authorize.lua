@@ -55,14 +55,13 @@ local pos = rule_of_tier(rules, tier)
 if not pos and not own then
   return {-3, tier}
 end
-local tail = struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
 if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
   local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
     local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, state_of(algo, read, state, KEYS[3], field), now, dry)
     if usual then
-      return reply .. tail
+      return reply .. struct.pack('<d', exp) .. tier .. '\n'
     end
   end
 end
@@ -88,4 +87,4 @@ if allowed and not dry then
   end
   G.commit(mine, now, KEYS[3], field)
 end
-return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. tail
+return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
