@@ -78,6 +78,9 @@ describe("identity on redis", () => {
     const session = await redis.hgetall(`${tag}:s:${login.session_id}`);
     expect(session).toMatchObject({ dev: "phone", ip: "198.51.100.7", ua: "identity-contract/1.0" });
     expect(Number(session.exp) - Number(session.created)).toBe(86_400_000);
+    // Field last, next to v, for processes of an older build during a rolling upgrade.
+    expect(session.last).toBe(session.created);
+    expect(session.v).toBe(`${session.created},${session.exp},free`);
     // The idle lifetime is the session key's own TTL; the index outlives no session.
     const sessionTtl = await redis.pttl(`${tag}:s:${login.session_id}`);
     expect(sessionTtl).toBeGreaterThan(1_800_000 - 5_000);

@@ -32,7 +32,8 @@ if excess > 0 then
   end
 end
 local created, exp = int(now), int(now + tonumber(ARGV[3]))
-local fields = {'created', created, 'exp', exp, 'v', session_view(created, exp, user)}
+-- Field last too, for processes of an older build during a rolling upgrade (they read it, not v).
+local fields = {'created', created, 'last', created, 'exp', exp, 'v', session_view(created, exp, user)}
 for i = 6, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
