@@ -59,9 +59,10 @@ if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
   local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
-    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field, state_of(algo, read, state, KEYS[3], field), now, dry)
+    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field,
+      state_of(algo, read, state, KEYS[3], field), now, dry, exp)
     if usual then
-      return reply .. struct.pack('<d', exp) .. tier .. '\n'
+      return reply .. tier .. '\n'
     end
   end
 end

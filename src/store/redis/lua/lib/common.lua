@@ -239,8 +239,12 @@ local function single_entry(state, letter, w)
 end
 
 -- The answer, one packed string: 10 little-endian doubles (allowed 1|0, layer, window, limit,
--- used, remaining, window µs, reset µs, retry µs, now µs), then whatever the script appends.
-local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry, now)
+-- used, remaining, window µs, reset µs, retry µs, now µs), then whatever the script appends;
+-- with `extra`, an 11th double in the same call (authorize's session expiry).
+local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry, now, extra)
+  if extra then
+    return struct.pack('<ddddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now, extra)
+  end
   return struct.pack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
 end
 
@@ -264,8 +268,9 @@ end
 -- and, when counted, writes it (sliding log: RPUSH on `key`, see extend_log; counter and gcra:
 -- the state into field `field` of `record`). `state` is the field's current value. The second
 -- result is false when the state was not the usual one (the caller takes the general way), the
--- third when the window had room, the fourth until when the written state matters.
-local function single(spec, pos, layer, key, record, field, state, now, dry)
+-- third when the window had room, the fourth until when the written state matters. `extra`, a
+-- double packed right after the answer (see pack_answer).
+local function single(spec, pos, layer, key, record, field, state, now, dry, extra)
   local algo = string.byte(spec, pos) - 48
   local n, w = window_at(spec, pos + 2)
   local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
@@ -293,9 +298,10 @@ local function single(spec, pos, layer, key, record, field, state, now, dry)
     end
   end
   if room then
-    return pack_answer(true, layer, 1, n, w, used_after, rem_after, reset_after, 0, now), true, true, expires, w
+    return pack_answer(true, layer, 1, n, w, used_after, rem_after, reset_after, 0, now, extra), true, true, expires,
+      w
   end
-  return pack_answer(false, layer, 1, n, w, used_now, rem_now, reset_now, retry, now), true, false, expires, w
+  return pack_answer(false, layer, 1, n, w, used_now, rem_now, reset_now, retry, now, extra), true, false, expires, w
 end
 
 -- A record hash of a subject other than a user expires once none of its states matter: `deadline`
@@ -480,9 +486,10 @@ local function carried(field)
 end
 
 -- What a check needs of a session and its user, in one field (v) of the session hash, so that a
--- check reads one field of one hash: "<last renewal ms>,<absolute expiry ms>,<tier>", the tier "!"
--- for a disabled or deleted user, then "\n<category>=<own windows>" per category where the user
--- has windows of their own. Written at login and rewritten by every change of the user
+-- check reads one field of one hash, at fixed places so that it parses cheaply: the last renewal
+-- and the absolute expiry (ms, 13 digits each), one character for the tier's length (48 + length),
+-- the tier ("!" for a disabled or deleted user), then "\n<category>=<own windows>" per category
+-- where the user has windows of their own. Written at login and rewritten by every change of the user
 -- (userUpdate, userDelete) in the same step, so that a new tier or a disable applies at once.
 -- `last` and `exp` are digits; `user` is the user hash as HGETALL gives it (empty: deleted).
 local function session_view(last, exp, user)
@@ -500,14 +507,12 @@ local function session_view(last, exp, user)
   if not tier or disabled == '1' then
     tier = '!'
   end
-  return last .. ',' .. exp .. ',' .. tier .. table.concat(own)
+  return string.format('%013d%013d', last, exp) .. string.char(48 + #tier) .. tier .. table.concat(own)
 end
 
 -- A session's v rebuilt from the user hash `user`, keeping its renewal time and expiry.
 local function session_view_again(v, user)
-  local c1 = string.find(v, ',', 1, true)
-  local c2 = string.find(v, ',', c1 + 1, true)
-  return session_view(string.sub(v, 1, c1 - 1), string.sub(v, c1 + 1, c2 - 1), user)
+  return session_view(string.sub(v, 1, 13), string.sub(v, 14, 26), user)
 end
 
 -- Validates a session and renews its idle lifetime. A session is valid while its hash exists, its
@@ -523,20 +528,15 @@ local function session_touch(session_key, index_key, user_key, sid, idle_ms, now
                              state_field)
   local v = redis.call('HGET', session_key, 'v')
   local exp, last, tier, own, read, state
-  local c1, c2
   if v then
-    c1 = string.find(v, ',', 1, true)
-    c2 = string.find(v, ',', c1 + 1, true)
-    exp = string.sub(v, c1 + 1, c2 - 1) + 0
-    local nl = string.find(v, '\n', c2 + 1, true)
-    if nl then
-      tier = string.sub(v, c2 + 1, nl - 1)
-      local at = needle and string.find(v, needle, nl, true)
+    exp = string.sub(v, 14, 26) + 0
+    local ends = 27 + string.byte(v, 27) - 48
+    tier = string.sub(v, 28, ends)
+    if needle and #v > ends then
+      local at = string.find(v, needle, ends + 1, true)
       if at then
         own = string.match(v, '^[^\n]*', at + #needle)
       end
-    else
-      tier = string.sub(v, c2 + 1)
     end
   else
     local s = redis.call('HMGET', session_key, 'exp', 'last')
@@ -571,14 +571,14 @@ local function session_touch(session_key, index_key, user_key, sid, idle_ms, now
   end
   if not dry then
     if v then
-      last = string.sub(v, 1, c1 - 1) + 0
+      last = string.sub(v, 1, 13) + 0
     end
     local since = now_ms - last
     -- idle_ms (digits) is parsed only when it could matter: under 10 s, its tenth is under 1 s.
     if since >= 1000 or (#idle_ms < 5 and since * 10 >= tonumber(idle_ms)) then
       idle_ms = tonumber(idle_ms)
       if v then
-        redis.call('HSET', session_key, 'v', int(now_ms) .. string.sub(v, c1))
+        redis.call('HSET', session_key, 'v', string.format('%013d', now_ms) .. string.sub(v, 14))
       else
         redis.call('HSET', session_key, 'last', int(now_ms))
       end
