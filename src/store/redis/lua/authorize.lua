@@ -1,10 +1,12 @@
 -- The check of an authenticated request in one call, atomically: the IP layer (when the policy has
 -- one and its keys may share the call), the session, the user's current tier (or the user's own
 -- rule) and the user's windows; the request is counted in every layer or in none.
--- KEYS[1]  the session hash                   {u:<id>}:s:<sid>
--- KEYS[2]  the user's session index           {u:<id>}:sessions (sorted set: sid -> created ms)
--- KEYS[3]  the user hash                      {u:<id>}:user (tier, disabled, o:<category> the user's
---          own windows, r:<category> counter and gcra state)
+-- KEYS[1]  the session hash                   {u:<id>}:s:<sid> (field v: what the check needs of
+--          the session and its user, see session_view)
+-- KEYS[2]  the user's session index           {u:<id>}:sessions (read only for a session from
+--          before v, and cleaned of a session found gone)
+-- KEYS[3]  the user hash                      {u:<id>}:user (r:<category> counter and gcra state;
+--          tier, disabled and o:<category> own windows for a session from before v)
 -- KEYS[4]  with an IP layer: the client address's record hash {ip:<addr>}:r
 -- then     sliding-log lists, one per window: ARGV[7] of them the IP layer's, then the user's
 -- ARGV[1]  session id

@@ -31,11 +31,6 @@ local function ceil_us(x)
   return math.ceil(x - 1e-3)
 end
 
--- A rule, packed by src/store/redis/rule-specs.ts as text of fixed widths (ioredis writes text
--- arguments cheaper than binary ones): a digit for the algorithm (1 sliding log, 2 sliding
--- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
--- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,
--- "|", then the rules; the digits give the position of the tier's rule in the string.
 -- With Redis functions the library's upvalues live from one call to the next, so what the hot path
 -- derives from its arguments is kept: a rule's windows, a tier table's positions, a category's
 -- field names. Argument strings are interned by Lua, so a lookup is one hash probe. The memo is
@@ -49,6 +44,11 @@ local function remember(key, value)
   return value
 end
 
+-- A rule, packed by src/store/redis/rule-specs.ts as text of fixed widths (ioredis writes text
+-- arguments cheaper than binary ones): a digit for the algorithm (1 sliding log, 2 sliding
+-- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
+-- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,
+-- "|", then the rules; the digits give the position of the tier's rule in the string.
 local function window_at(spec, pos)
   local rule = memo[spec]
   if not rule then
