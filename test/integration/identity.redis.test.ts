@@ -6,7 +6,8 @@ import { allUsers } from "../../src/auth/users-sync.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
-import { connectRedis, testPrefix } from "../support/redis.js";
+import { monitorRedis } from "../support/local.mjs";
+import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 describeIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
 
@@ -226,6 +227,40 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     await redis.del(other.key);
     expect(await store.users.update(other.user.id, { tier: "pro" })).toBe(true);
     expect(await redis.exists(other.key)).toBe(0);
+  });
+
+  it("moves a busy list's expiry only when it falls short, never below a window past the newest entry", async () => {
+    const { user, sessionId } = await newSession();
+    const list = `${prefix}{u:${user.id}}:l:general:0`;
+    const windowMs = 100_000;
+    const long = new Map([
+      ["free", { algorithm: "sliding-log" as const, windows: [{ limit: 1_000, windowMs }] }],
+    ]);
+    const expiries: string[] = [];
+    const monitor = await monitorRedis(redisUrl(), (args) => {
+      if (String(args[0]).toLowerCase() === "pexpire" && args[1] === list) expiries.push(String(args[2]));
+    });
+    const ttls: number[] = [];
+    for (let i = 0; i < 30; i += 1) {
+      const answer = await store.unguarded.authorizer.authorize({
+        userId: user.id,
+        sessionId,
+        category: "general",
+        rules: long,
+        ip: undefined,
+        idleMs: lifetimes.idleMs,
+        dryRun: false,
+      });
+      expect(answer).toMatchObject({ kind: "ok", hit: { allowed: true } });
+      ttls.push(await redis.pttl(list));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    monitor.close();
+    // Set once, at the list's creation, to a window plus a hundredth of it (at most 1 s); the later
+    // checks within that slack read it and leave it.
+    expect(expiries).toEqual(["101000"]);
+    for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - 5);
   });
 
   it("refuses a deleted user's sessions from the deletion on, before they are revoked", async () => {
