@@ -1,5 +1,5 @@
-// Users and sessions on Redis: hashes per user and per session (carrying the user's tier), a
-// per-user index of sessions.
+// Users and sessions on Redis: hashes per user and per session (each session carrying what a check
+// needs of its user, field v), and a per-user index of sessions.
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
 import type { Window } from "../../ratelimit/types.js";

@@ -489,8 +489,8 @@ end
 -- check reads one field of one hash, at fixed places so that it parses cheaply: the last renewal
 -- and the absolute expiry (ms, 13 digits each), one character for the tier's length (48 + length),
 -- the tier ("!" for a disabled or deleted user), then "\n<category>=<own windows>" per category
--- where the user has windows of their own. Written at login and rewritten by every change of the user
--- (userUpdate, userDelete) in the same step, so that a new tier or a disable applies at once.
+-- where the user has windows of their own. Written at login and rewritten by every change of the
+-- user (userUpdate, userDelete) in the same step, so that a new tier or a disable applies at once.
 -- `last` and `exp` are digits; `user` is the user hash as HGETALL gives it (empty: deleted).
 local function session_view(last, exp, user)
   local tier, disabled, own = nil, nil, {}
