@@ -8,6 +8,7 @@ import { hitFromReply, ruleSpec } from "../../src/store/redis/rule-specs.js";
 import { createHotScripts } from "../../src/store/redis/scripts.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
+import { startRedisServer } from "../support/redis-server.js";
 
 // Every store of this file runs its hot scripts as scripts, as on a Redis without functions.
 process.env.TOLLGATE_REDIS_FUNCTIONS = "off";
@@ -42,5 +43,36 @@ describe("the hot scripts", () => {
     const listed = (await own.function("LIST")) as unknown[][];
     expect(listed.flat().some((v) => String(v).startsWith("tollgate_"))).toBe(true);
     own.disconnect();
+  });
+
+  it("send the calls of one event-loop turn to Redis in one write, and each later turn's in its own", async () => {
+    // A server of its own: INFO's read count is server-wide.
+    const server = await startRedisServer();
+    const own = connectRedis(server.url);
+    const observer = connectRedis(server.url);
+    try {
+      const hot = createHotScripts(own, { functions: true });
+      const keys = createKeys(testPrefix());
+      const call = [keys.record("ip:192.0.2.81"), keys.log("ip:192.0.2.81", "general", 0)];
+      const args = ["", "1", "1", ruleSpec(logRule(30, 60_000)), "general"];
+      await hot.limit(call, args); // loads the library
+      const reads = async () =>
+        Number(/total_reads_processed:(\d+)/.exec(await observer.info("stats"))?.[1] ?? Number.NaN);
+
+      const before = await reads();
+      const replies = await Promise.all(Array.from({ length: 40 }, () => hot.limit(call, args)));
+      const together = (await reads()) - before - 1; // minus the INFO's own read
+      expect(replies.filter((reply) => hitFromReply(reply).allowed)).toHaveLength(29);
+      // 40 calls of about 150 bytes: one write, which Redis may take in a read or two.
+      expect(together).toBeLessThanOrEqual(2);
+
+      const start = await reads();
+      for (let i = 0; i < 10; i += 1) await hot.limit(call, args);
+      expect((await reads()) - start - 1).toBeGreaterThanOrEqual(10);
+    } finally {
+      own.disconnect();
+      observer.disconnect();
+      await server.stop();
+    }
   });
 });

@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis, Result } from "ioredis";
+import { createWriteCoalescer } from "./coalesce.js";
 
 /**
  * A limiter script's reply: a packed string (lib/common.lua's `answer`, then script-specific
@@ -184,8 +185,11 @@ export function createHotScripts(redis: Redis | Cluster, options: { functions?: 
     return reply;
   };
 
+  const coalesce = createWriteCoalescer(redis);
+
   // Plain promise chains: this runs on every check.
   const run = (name: HotName, keys: string[], args: (string | Buffer)[]): Promise<unknown> => {
+    coalesce();
     if (mode === "scripts") return viaScript(name, keys, args);
     const reply = redis.callBuffer("FCALL", library.functions[name], keys.length, ...keys, ...args);
     if (mode === "functions") return reply.catch((error: unknown) => recover(error, name, keys, args));

@@ -1,0 +1,43 @@
+// One write to Redis per event-loop turn: the checks that arrived together go out together.
+import type { Cluster, Redis } from "ioredis";
+
+type Corkable = { cork(): void; uncork(): void };
+
+const isCluster = (redis: Redis | Cluster): redis is Cluster =>
+  "isCluster" in redis && redis.isCluster === true;
+
+/**
+ * Returns the function a hot call runs before it writes. The first call of a turn corks the
+ * connection (on a cluster, every ready master's), and the turn's check phase (setImmediate, after
+ * every I/O callback of the turn) uncorks it: one writev instead of one write per check, and one read
+ * for Redis instead of one per check. A reply could not be read before that point anyway, so no
+ * check waits longer; a connection that is not ready is left alone (its commands are queued).
+ */
+export function createWriteCoalescer(redis: Redis | Cluster): () => void {
+  let corked: Corkable[] | undefined;
+  const uncork = (): void => {
+    const streams = corked ?? [];
+    corked = undefined;
+    for (const stream of streams) stream.uncork();
+  };
+  const ready = (client: Redis): Corkable | undefined =>
+    client.status === "ready" ? client.stream : undefined;
+
+  return () => {
+    if (corked !== undefined) return;
+    const streams: Corkable[] = [];
+    if (isCluster(redis)) {
+      for (const node of redis.nodes("master")) {
+        const stream = ready(node);
+        if (stream !== undefined) streams.push(stream);
+      }
+    } else {
+      const stream = ready(redis);
+      if (stream !== undefined) streams.push(stream);
+    }
+    if (streams.length === 0) return;
+    for (const stream of streams) stream.cork();
+    corked = streams;
+    setImmediate(uncork);
+  };
+}
