@@ -1,6 +1,8 @@
 // The ceilings that tollgate's check is compared with, each run by bench/run.mjs as its own process:
 //   http   a bare node:http server answering 200;
 //   store  the same, after one EVALSHA of a minimal sliding-window script per request (ioredis, no extras);
+//          with COALESCE=1, the writes of one event-loop turn go out as one (corked until setImmediate),
+//          as tollgate's hot calls do: the same trick for the ceiling, so that neither side has it alone;
 //   fixed  the same, after one pipelined INCR + PEXPIRE per request: a fixed window, the least Redis
 //          work a shared limiter can do (what envoyproxy/ratelimit does per descriptor).
 // Env: PORT, HOST, and for "store"/"fixed" REDIS_URL, WINDOW_KEY, WINDOW_LIMIT, WINDOW_MS.
@@ -40,10 +42,22 @@ function storeHandler() {
   const windowUs = Number(process.env.WINDOW_MS ?? 10_000) * 1000;
   const instance = randomBytes(4).readUInt32BE().toString(36);
   let counter = 0;
+  const coalesce = process.env.COALESCE === "1";
+  let corked;
+  const uncork = () => {
+    const stream = corked;
+    corked = undefined;
+    stream.uncork();
+  };
   const handler = (req, res) => {
     req.resume();
     counter += 1;
     handled += 1;
+    if (coalesce && corked === undefined && redis.status === "ready") {
+      corked = redis.stream;
+      corked.cork();
+      setImmediate(uncork);
+    }
     redis.windowHit(key, limit, windowUs, `${counter.toString(36)}.${instance}`).then(
       (reply) => {
         res.writeHead(reply[0] === 1 ? 200 : 429, EMPTY);

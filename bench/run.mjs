@@ -20,10 +20,10 @@ const HELP = `usage: npm run bench -- [options]
   --tollgate FILE    tollgate's entry point (default dist/src/main.js), e.g. to compare another build
   --compare FILE     also measure the allowed and denied rows against this tollgate build in the same
                      run (e.g. a build of main, before a change)
-  --profile [ROW]    instead of the table: ROW's load (allowed, denied or anonymous; default allowed)
+  --profile [ROW]    instead of the table: ROW's load (allowed, denied, cached or anonymous; default allowed)
                      against a tollgate under node --cpu-prof, and its top functions by self time
 `;
-const PROFILE_ROWS = ["allowed", "denied", "anonymous"];
+const PROFILE_ROWS = ["allowed", "denied", "cached", "anonymous"];
 
 /** The options, or a usage error on stderr (no stack trace) and exit code 2. */
 function readOptions() {

@@ -47,6 +47,17 @@ async function startAround(core, { dir, options }) {
     WINDOW_LIMIT: String(HUGE_RULE.limit),
     WINDOW_MS: String(HUGE_RULE.windowMs),
   });
+  const coalescedCeiling = await startCeiling(
+    "store",
+    {
+      REDIS_URL: core.redis.url,
+      WINDOW_KEY: `${KEY_PREFIX}{ceiling-coalesced}:w:general`,
+      WINDOW_LIMIT: String(HUGE_RULE.limit),
+      WINDOW_MS: String(HUGE_RULE.windowMs),
+      COALESCE: "1",
+    },
+    "store ceiling (coalesced)",
+  );
   const fixedFloor = await startCeiling("fixed", {
     REDIS_URL: core.redis.url,
     WINDOW_KEY: `${KEY_PREFIX}{fixed}:w:general`,
@@ -78,7 +89,17 @@ async function startAround(core, { dir, options }) {
       env: { DENIAL_CACHE_SIZE: "0" },
     });
   }
-  return { nginxDirect, nginxTollgate, httpCeiling, storeCeiling, fixedFloor, twoWorkers, cached, compare };
+  return {
+    nginxDirect,
+    nginxTollgate,
+    httpCeiling,
+    storeCeiling,
+    coalescedCeiling,
+    fixedFloor,
+    twoWorkers,
+    cached,
+    compare,
+  };
 }
 
 function rowSpecs(core, around, memory) {
@@ -101,6 +122,17 @@ function rowSpecs(core, around, memory) {
       countUrl: `${around.storeCeiling.url}/count`,
       expected: 200,
       servers: ["store ceiling"],
+      ceiling: "http-ceiling",
+      redis: true,
+    },
+    {
+      id: "store-ceiling-coalesced",
+      short: "store ceiling, coalesced",
+      label: `store ceiling with its Redis writes coalesced per event-loop turn, as tollgate's (${HUGE}) → 200`,
+      url: `${around.coalescedCeiling.url}/`,
+      countUrl: `${around.coalescedCeiling.url}/count`,
+      expected: 200,
+      servers: ["store ceiling (coalesced)"],
       ceiling: "http-ceiling",
       redis: true,
     },

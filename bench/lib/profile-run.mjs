@@ -12,11 +12,13 @@ export async function profileRun({ options, dir, resultsDir }) {
   const profileDir = join(dir, "profile");
   const nodeArgs = ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, "--cpu-prof-name=tollgate.cpuprofile"];
   // The built-in policy alone, so that an older build (--tollgate) can be profiled as well.
-  const core = await startCore({ dir, options, nodeArgs, policy: BUILT_IN });
+  // "cached": the denied row's load against a tollgate with the denial cache on.
+  const kind = options.profileRow;
+  const core = await startCore({ dir, options, nodeArgs, policy: BUILT_IN, denialCache: kind === "cached" });
   try {
-    const kind = options.profileRow;
-    const headers = { allowed: bearer(core.bob), denied: bearer(core.alice), anonymous: {} }[kind];
-    if (kind === "denied") await exhaust(core.checkUrl, headers);
+    const alice = bearer(core.alice);
+    const headers = { allowed: bearer(core.bob), denied: alice, cached: alice, anonymous: {} }[kind];
+    if (kind === "denied" || kind === "cached") await exhaust(core.checkUrl, headers);
     process.stderr.write(`bench: ${kind}-check load against tollgate under --cpu-prof …\n`);
     const nowUs = () => Number(process.hrtime.bigint() / 1000n);
     let fromUs = 0;

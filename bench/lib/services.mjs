@@ -102,10 +102,10 @@ export async function startUpstream() {
 }
 
 /** bench/ceiling-server.mjs: bare node:http ("http"), + one EVALSHA ("store"), + INCR/PEXPIRE ("fixed"). */
-export async function startCeiling(mode, env = {}) {
+export async function startCeiling(mode, env = {}, name = `${mode} ceiling`) {
   const port = await freePort();
   const proc = startProcess({
-    name: `${mode} ceiling`,
+    name,
     command: process.execPath,
     args: [join(BENCH_DIR, "ceiling-server.mjs"), mode],
     env: { HOST: "127.0.0.1", PORT: String(port), ...env },

@@ -57,18 +57,19 @@ export function machineInfo(options) {
  * redis-server, a tollgate on the bench policy, and the demo users logged in: bob_pro (pro) for the
  * allowed row, ent_carol (enterprise) for nginx, alice (free) for the 429 row.
  */
-export async function startCore({ dir, options, nodeArgs = [], policy = POLICY }) {
+export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, denialCache = false }) {
   const redis = await startRedis();
   const redisClient = connectRedis(redis.url);
   const policyFile = join(dir, "policy.yaml");
   writeFileSync(policyFile, policy);
-  // Without the denial cache: every row measures the store call (a cached row has a tollgate of its own).
+  // Without the denial cache: every row measures the store call (a cached row has a tollgate of its own;
+  // `denialCache` gives the profile of that row one with the cache on).
   const tollgate = await startTollgate({
     redisUrl: redis.url,
     policyFile,
     main: options.tollgateMain,
     nodeArgs,
-    env: { DENIAL_CACHE_SIZE: "0" },
+    env: denialCache ? {} : { DENIAL_CACHE_SIZE: "0" },
   });
   const [bob, carol, alice] = [
     await login(tollgate.url, "bob_pro"),
