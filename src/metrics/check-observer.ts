@@ -61,7 +61,7 @@ export function createCheckObserver(options: {
   const durationChild = (protocol: CheckProtocol) => {
     let child = durations.get(protocol);
     if (child === undefined) {
-      child = metrics.checkDuration.labels({ protocol });
+      child = metrics.checkDuration.labels(protocol);
       durations.set(protocol, child);
     }
     return child;
