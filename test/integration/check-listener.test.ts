@@ -2,6 +2,7 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { rawRequest } from "../support/raw-http.js";
 
 let tollgate: InProcess;
 let token = "";
@@ -56,20 +57,45 @@ describe("the check listener", () => {
       await nginx("/api/products"),
     ];
     for (let i = 0; i < 25; i += 1) answers.push(await nginx("/api/search", `Bearer ${token}`));
+    const limited = answers.at(-1) as Raw;
+    expect(limited.status).toBe(403);
+    // Envoy's 429s carry their JSON body: each complete, and the connection still reused after it.
+    const envoyDenials = [];
+    for (let i = 0; i < 3; i += 1) {
+      envoyDenials.push(await get("/ext_authz/api/search", { authorization: `Bearer ${token}` }, agent));
+    }
+    for (const denial of envoyDenials) {
+      expect(denial.status).toBe(429);
+      expect(JSON.parse(denial.body)).toMatchObject({ error: "rate_limit_exceeded", category: "search" });
+    }
     const statuses = answers.map((a) => a.status);
     expect(statuses.slice(0, 4)).toEqual([200, 401, 200, 401]);
-    expect(statuses.at(-1)).toBe(403);
+    answers.push(...envoyDenials);
     for (const answer of answers) {
       expect(answer.headers["transfer-encoding"]).toBeUndefined();
       expect(Number(answer.headers["content-length"])).toBe(Buffer.byteLength(answer.body));
     }
     // nginx reads no body from auth_request: denials for it carry the JSON in X-Authz-Body only.
-    const limited = answers.at(-1) as Raw;
     expect(limited.body).toBe("");
     expect(JSON.parse(String(limited.headers["x-authz-body"]))).toMatchObject({
       error: "rate_limit_exceeded",
     });
     expect(new Set(answers.map((a) => a.socket)).size).toBe(1);
     agent.destroy();
+  });
+
+  it("answers pipelined checks with bodies in order, each complete", async () => {
+    const check = (path: string) => `GET /ext_authz${path} HTTP/1.1\r\nHost: t\r\n\r\n`;
+    const last = `GET /ext_authz/api/orders HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n`;
+    const reply = await rawRequest(tollgate.checkUrl, check("/api/products") + check("/api/search") + last);
+    // Three 401s with their JSON bodies, one after another on the one connection.
+    const answers = reply.raw.split(/(?=HTTP\/1\.1 )/);
+    expect(answers).toHaveLength(3);
+    for (const answer of answers) {
+      const [head = "", body = ""] = answer.split("\r\n\r\n");
+      expect(head).toMatch(/^HTTP\/1\.1 401 /);
+      expect(Number(/content-length: (\d+)/i.exec(head)?.[1])).toBe(Buffer.byteLength(body));
+      expect(JSON.parse(body)).toMatchObject({ error: "unauthorized" });
+    }
   });
 });
