@@ -41,29 +41,20 @@ async function startAround(core, { dir, options }) {
     upstreamPort: upstream.port,
   });
   const httpCeiling = await startCeiling("http");
-  const storeCeiling = await startCeiling("store", {
+  // One window of HUGE_RULE per ceiling, each in a key of its own.
+  const windowEnv = (tag) => ({
     REDIS_URL: core.redis.url,
-    WINDOW_KEY: `${KEY_PREFIX}{ceiling}:w:general`,
+    WINDOW_KEY: `${KEY_PREFIX}{${tag}}:w:general`,
     WINDOW_LIMIT: String(HUGE_RULE.limit),
     WINDOW_MS: String(HUGE_RULE.windowMs),
   });
+  const storeCeiling = await startCeiling("store", windowEnv("ceiling"));
   const coalescedCeiling = await startCeiling(
     "store",
-    {
-      REDIS_URL: core.redis.url,
-      WINDOW_KEY: `${KEY_PREFIX}{ceiling-coalesced}:w:general`,
-      WINDOW_LIMIT: String(HUGE_RULE.limit),
-      WINDOW_MS: String(HUGE_RULE.windowMs),
-      COALESCE: "1",
-    },
+    { ...windowEnv("ceiling-coalesced"), COALESCE: "1" },
     "store ceiling (coalesced)",
   );
-  const fixedFloor = await startCeiling("fixed", {
-    REDIS_URL: core.redis.url,
-    WINDOW_KEY: `${KEY_PREFIX}{fixed}:w:general`,
-    WINDOW_LIMIT: String(HUGE_RULE.limit),
-    WINDOW_MS: String(HUGE_RULE.windowMs),
-  });
+  const fixedFloor = await startCeiling("fixed", windowEnv("fixed"));
   // The same build with WORKERS=2 on the same Redis, users and policy: the core's tokens work on it.
   const policyFile = join(dir, "policy.yaml");
   const shared = { redisUrl: core.redis.url, policyFile, main: options.tollgateMain };
@@ -102,6 +93,19 @@ async function startAround(core, { dir, options }) {
   };
 }
 
+/** A ceiling that uses Redis: counted by its GET /count, compared with the HTTP ceiling. */
+const redisCeilingRow = (id, short, label, server, processName) => ({
+  id,
+  short,
+  label,
+  url: `${server.url}/`,
+  countUrl: `${server.url}/count`,
+  expected: 200,
+  servers: [processName],
+  ceiling: "http-ceiling",
+  redis: true,
+});
+
 function rowSpecs(core, around, memory) {
   const { bob, carol, alice, checkUrl, redisClient } = core;
   const tollgateRow = { redis: true, tollgate: true, ceiling: "store-ceiling", servers: ["tollgate"] };
@@ -114,39 +118,27 @@ function rowSpecs(core, around, memory) {
       expected: 200,
       servers: ["http ceiling"],
     },
-    {
-      id: "store-ceiling",
-      short: "store ceiling",
-      label: `store ceiling: node:http + 1 EVALSHA of a minimal sliding window (${HUGE}) → 200`,
-      url: `${around.storeCeiling.url}/`,
-      countUrl: `${around.storeCeiling.url}/count`,
-      expected: 200,
-      servers: ["store ceiling"],
-      ceiling: "http-ceiling",
-      redis: true,
-    },
-    {
-      id: "store-ceiling-coalesced",
-      short: "store ceiling, coalesced",
-      label: `store ceiling with its Redis writes coalesced per event-loop turn, as tollgate's (${HUGE}) → 200`,
-      url: `${around.coalescedCeiling.url}/`,
-      countUrl: `${around.coalescedCeiling.url}/count`,
-      expected: 200,
-      servers: ["store ceiling (coalesced)"],
-      ceiling: "http-ceiling",
-      redis: true,
-    },
-    {
-      id: "fixed-floor",
-      short: "fixed-window floor",
-      label: `fixed-window floor: node:http + 1 pipelined INCR + PEXPIRE (${HUGE}) → 200`,
-      url: `${around.fixedFloor.url}/`,
-      countUrl: `${around.fixedFloor.url}/count`,
-      expected: 200,
-      servers: ["fixed ceiling"],
-      ceiling: "http-ceiling",
-      redis: true,
-    },
+    redisCeilingRow(
+      "store-ceiling",
+      "store ceiling",
+      `store ceiling: node:http + 1 EVALSHA of a minimal sliding window (${HUGE}) → 200`,
+      around.storeCeiling,
+      "store ceiling",
+    ),
+    redisCeilingRow(
+      "store-ceiling-coalesced",
+      "store ceiling, coalesced",
+      `store ceiling with its Redis writes coalesced per event-loop turn, as tollgate's (${HUGE}) → 200`,
+      around.coalescedCeiling,
+      "store ceiling (coalesced)",
+    ),
+    redisCeilingRow(
+      "fixed-floor",
+      "fixed-window floor",
+      `fixed-window floor: node:http + 1 pipelined INCR + PEXPIRE (${HUGE}) → 200`,
+      around.fixedFloor,
+      "fixed ceiling",
+    ),
     {
       ...tollgateRow,
       id: "allowed",

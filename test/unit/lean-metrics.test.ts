@@ -8,6 +8,9 @@ const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 const NAME = "tollgate_check_duration_seconds";
 const HELP = "Time to answer a check, by proxy protocol";
 
+const leanOn = (registry: Registry) =>
+  createLeanHistogram({ name: NAME, help: HELP, labelName: "protocol", buckets: BUCKETS, registry });
+
 /** The same observations in prom-client's Histogram and in the lean one, each on a registry of its own. */
 function both(observations: [string, number][]) {
   const reference = new Registry();
@@ -19,13 +22,7 @@ function both(observations: [string, number][]) {
     registers: [reference],
   });
   const lean = new Registry();
-  const leanHistogram = createLeanHistogram({
-    name: NAME,
-    help: HELP,
-    labelName: "protocol",
-    buckets: BUCKETS,
-    registry: lean,
-  });
+  const leanHistogram = leanOn(lean);
   for (const [protocol, value] of observations) {
     histogram.labels({ protocol }).observe(value);
     leanHistogram.labels(protocol).observe(value);
@@ -68,13 +65,7 @@ describe("the lean check-duration histogram", () => {
 
   it("ignores what is not a finite number, as a scrape must never break on it", async () => {
     const registry = new Registry();
-    const histogram = createLeanHistogram({
-      name: NAME,
-      help: HELP,
-      labelName: "protocol",
-      buckets: BUCKETS,
-      registry,
-    });
+    const histogram = leanOn(registry);
     histogram.labels("envoy").observe(Number.NaN);
     histogram.labels("envoy").observe(0.001);
     const text = await registry.metrics();
