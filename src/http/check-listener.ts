@@ -33,7 +33,8 @@ function send(res: ServerResponse, response: CheckResponse): void {
   }
   // end(body) would queue the head with the body and then an empty chunk, sent together by the
   // slower writev path; writing the body and flushing it first sends head and body in one plain
-  // write (a 429 is the answer a limiter sends most often after its allows).
+  // write (a 429 is the answer a limiter sends most often after its allows). A pipelined answer
+  // that waits for the one before it has no socket yet and is sent by node:http in order, as before.
   res.write(response.body);
   res.socket?.uncork();
   res.end();

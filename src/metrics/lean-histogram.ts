@@ -46,7 +46,15 @@ export function createLeanHistogram(options: {
     return { name, help, type: "histogram", values, aggregator: "sum" };
   };
   // The registry reads a metric through name, help, type, get() and reset(); nothing else is used.
-  const metric = { name, help, type: "histogram", aggregator: "sum", get, reset: () => series.clear() };
+  // reset() zeroes the series in place: the children handed out keep pointing at them.
+  const reset = (): void => {
+    for (const s of series.values()) {
+      s.counts.fill(0);
+      s.sum = 0;
+      s.count = 0;
+    }
+  };
+  const metric = { name, help, type: "histogram", aggregator: "sum", get, reset };
   registry.registerMetric(metric as unknown as Metric);
 
   return {

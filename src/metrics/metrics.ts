@@ -27,6 +27,12 @@ function createDecisionCounter(registry: Registry) {
       }
     },
   });
+  // A reset drops what was counted and not yet read, as prom-client's own counter would.
+  const reset = counter.reset.bind(counter);
+  counter.reset = () => {
+    for (const p of pending) p.count = 0;
+    reset();
+  };
   return {
     counter,
     /** A label set's counter, made once per label set (label values must be bounded). */

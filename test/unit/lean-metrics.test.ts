@@ -72,6 +72,17 @@ describe("the lean check-duration histogram", () => {
     expect(text).toContain('tollgate_check_duration_seconds_count{protocol="envoy"} 1');
     expect(text).toContain('tollgate_check_duration_seconds_sum{protocol="envoy"} 0.001');
   });
+  it("counts again after a reset, through the children made before it", async () => {
+    const registry = new Registry();
+    const child = leanOn(registry).labels("envoy");
+    child.observe(0.001);
+    registry.resetMetrics();
+    expect(await registry.metrics()).toContain('tollgate_check_duration_seconds_count{protocol="envoy"} 0');
+    child.observe(0.002);
+    const text = await registry.metrics();
+    expect(text).toContain('tollgate_check_duration_seconds_count{protocol="envoy"} 1');
+    expect(text).toContain('tollgate_check_duration_seconds_sum{protocol="envoy"} 0.002');
+  });
 });
 
 describe("the decision counter", () => {
@@ -103,5 +114,23 @@ describe("the decision counter", () => {
     expect(line(await metrics.registry.metrics(), "ok")).toMatch(/ 5$/);
     allow.inc();
     expect(line(await metrics.registry.metrics(), "ok")).toMatch(/ 6$/);
+  });
+
+  it("forgets on a reset what was counted and not yet read, and counts on after it", async () => {
+    const metrics = createMetrics();
+    const allow = metrics.decisions.labels({
+      decision: "allow",
+      reason: "ok",
+      tier: "pro",
+      category: "general",
+    });
+    allow.inc();
+    allow.inc();
+    metrics.registry.resetMetrics();
+    allow.inc();
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(
+      'tollgate_decisions_total{decision="allow",reason="ok",tier="pro",category="general"} 1',
+    );
   });
 });
