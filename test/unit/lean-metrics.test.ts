@@ -85,15 +85,12 @@ describe("the lean check-duration histogram", () => {
   });
 });
 
+const ALLOW_OK = { decision: "allow", reason: "ok", tier: "pro", category: "general" };
+
 describe("the decision counter", () => {
   it("counts each label set once per inc, however often it is read", async () => {
     const metrics = createMetrics();
-    const allow = metrics.decisions.labels({
-      decision: "allow",
-      reason: "ok",
-      tier: "pro",
-      category: "general",
-    });
+    const allow = metrics.decisions.labels(ALLOW_OK);
     const deny = metrics.decisions.labels({
       decision: "deny",
       reason: "rate_limited",
@@ -118,12 +115,7 @@ describe("the decision counter", () => {
 
   it("forgets on a reset what was counted and not yet read, and counts on after it", async () => {
     const metrics = createMetrics();
-    const allow = metrics.decisions.labels({
-      decision: "allow",
-      reason: "ok",
-      tier: "pro",
-      category: "general",
-    });
+    const allow = metrics.decisions.labels(ALLOW_OK);
     allow.inc();
     allow.inc();
     metrics.registry.resetMetrics();
