@@ -3,6 +3,7 @@ import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore, TierRules } fro
 import type { HitResult, Rule } from "../../ratelimit/types.js";
 import { IP_LAYER, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
+import { isCluster } from "./is-cluster.js";
 import type { Keys } from "./keys.js";
 import { limitCall } from "./rate-limit-store.js";
 import { ANSWER_BYTES, hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
@@ -28,12 +29,10 @@ function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
   map.set(key, value);
 }
 
-/** On Redis Cluster the IP layer's keys and the user's live in different slots: two calls. */
-const isCluster = (redis: RedisClient): boolean => "isCluster" in redis && redis.isCluster === true;
-
 export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
   const hot = hotScripts(redis);
+  // On Redis Cluster the IP layer's keys and the user's live in different slots: two calls.
   const split = isCluster(redis);
   const wider = new Map<string, number>();
   const ownRules = new Map<string, Rule>();

@@ -1,10 +1,8 @@
 // One write to Redis per event-loop turn: the checks that arrived together go out together.
 import type { Cluster, Redis } from "ioredis";
+import { isCluster } from "./is-cluster.js";
 
 type Corkable = { cork(): void; uncork(): void };
-
-const isCluster = (redis: Redis | Cluster): redis is Cluster =>
-  "isCluster" in redis && redis.isCluster === true;
 
 /**
  * Returns the function a hot call runs before it writes. The first call of a turn corks the

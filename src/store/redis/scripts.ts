@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis, Result } from "ioredis";
 import { createWriteCoalescer } from "./coalesce.js";
+import { isCluster } from "./is-cluster.js";
 
 /**
  * A limiter script's reply: a packed string (lib/common.lua's `answer`, then script-specific
@@ -115,9 +116,6 @@ export type HotScripts = {
   /** "functions" once the library answered, "scripts" when this Redis has no functions (before 7). */
   mode(): "functions" | "scripts" | "unknown";
 };
-
-const isCluster = (redis: Redis | Cluster): redis is Cluster =>
-  "isCluster" in redis && redis.isCluster === true;
 
 /**
  * The hot scripts called as functions (FCALL), loading the library wherever a call finds it
