@@ -2,6 +2,7 @@
 // EVALSHA scripts: the same contract holds, and the switch is made by itself.
 import { afterAll, describe, expect, it } from "vitest";
 import { logRule } from "../../src/ratelimit/types.js";
+import { MAX_BATCH } from "../../src/store/redis/coalesce.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { hitFromReply, ruleSpec } from "../../src/store/redis/rule-specs.js";
@@ -69,6 +70,18 @@ describe("the hot scripts", () => {
       const start = await reads();
       for (let i = 0; i < 10; i += 1) await hot.limit(call, args);
       expect((await reads()) - start - 1).toBeGreaterThanOrEqual(10);
+
+      // A bigger turn leaves in writes of at most MAX_BATCH calls each (node's writev, one per write).
+      const socket = own.stream as unknown as { _writev(chunks: unknown[], cb: () => void): void };
+      const writev = socket._writev.bind(socket);
+      const sizes: number[] = [];
+      socket._writev = (chunks, cb) => {
+        sizes.push(chunks.length);
+        writev(chunks, cb);
+      };
+      await Promise.all(Array.from({ length: 3 * MAX_BATCH + 4 }, () => hot.limit(call, args)));
+      socket._writev = writev;
+      expect(sizes).toEqual([MAX_BATCH, MAX_BATCH, MAX_BATCH, 4]);
     } finally {
       own.disconnect();
       observer.disconnect();
