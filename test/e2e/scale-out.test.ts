@@ -87,10 +87,10 @@ async function burst(procs: TollgateProcess[], token: string, count: number) {
     const key = a.degraded ? "degraded" : String(a.status);
     statuses[key] = (statuses[key] ?? 0) + 1;
   }
-  const allowedBy = procs.map((_, p) =>
-    answers.filter((a, i) => i % procs.length === p && a.status === 200 && !a.degraded),
+  const allowedBy = procs.map(
+    (proc) => answers.filter((a) => a.from === proc && a.status === 200 && !a.degraded).length,
   );
-  return { answers, statuses, allowedBy: allowedBy.map((list) => list.length) };
+  return { answers, statuses, allowedBy };
 }
 
 type Stream = { answers: Answer[]; errors: string[] };
@@ -164,23 +164,34 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
       await stopTopology();
     });
 
-    it("lets exactly 100 of 600 concurrent first requests of one free user through, split across both", async () => {
+    it("lets exactly 100 of 600 concurrent first requests of one free user through, split across both processes", async () => {
       // Fresh processes compile their hot path on the first burst: warm them up with a roomy user.
       const carol = await login((open[0] as TollgateProcess).url, "ent_carol");
       for (let round = 0; round < 2; round += 1) await burst(open, carol.access_token, 200);
-      const user = await createUser(open[0] as TollgateProcess);
-      // Each process reaches the new user's keys once before the burst (/me counts no window): a
-      // cluster client connects to a master on its first command there, and the login's process
-      // already has, so with a fast enough store it would spend the whole limit while the other
-      // process is still connecting.
-      for (const proc of open) {
-        const me = await fetch(`${proc.url}/me`, { headers: { authorization: `Bearer ${user.token}` } });
-        expect(me.status).toBe(200);
+      // Exactness must hold on every burst. Which process wins the race to Redis is the scheduler's
+      // choice: on two shared cores one process can be descheduled for the few milliseconds the other
+      // needs to spend the whole limit, so a one-sided burst alone proves nothing wrong. The split
+      // (both processes deciding against one count at once) is demanded of at least one of three
+      // bursts, each of a fresh user; a process that never allows fails all three.
+      const splits: number[][] = [];
+      for (let attempt = 0; attempt < 3 && !splits.some((by) => by.every((n) => n > 0)); attempt += 1) {
+        const user = await createUser(open[0] as TollgateProcess);
+        // Each process reaches the new user's keys once before the burst (/me counts no window): a
+        // cluster client connects to a master on its first command there, and the login's process
+        // already has, so with a fast enough store it would spend the whole limit while the other
+        // process is still connecting.
+        for (const proc of open) {
+          const me = await fetch(`${proc.url}/me`, { headers: { authorization: `Bearer ${user.token}` } });
+          expect(me.status).toBe(200);
+        }
+        const { statuses, allowedBy } = await burst(open, user.token, 600);
+        expect(statuses).toEqual({ 200: 100, 429: 500 });
+        splits.push(allowedBy);
       }
-      const { statuses, allowedBy } = await burst(open, user.token, 600);
-      expect(statuses).toEqual({ 200: 100, 429: 500 });
-      expect(allowedBy[0]).toBeGreaterThan(0);
-      expect(allowedBy[1]).toBeGreaterThan(0);
+      expect(
+        splits.some((by) => by.every((n) => n > 0)),
+        `allowed per process in each burst: ${JSON.stringify(splits)}`,
+      ).toBe(true);
     });
 
     it("survives a master killed under load: degraded answers only, then exact limits again", async () => {
