@@ -66,19 +66,26 @@ async function startAround(core, { dir, options }) {
   });
   // The same build with its denial cache on (the default): refusals answered without Redis.
   const cached = await startTollgate({ ...shared, name: "tollgate (denial cache)" });
-  // --compare FILE: another build (e.g. main's, before a change) measured in the same run.
-  // It gets the built-in policy alone: an older build may not know the bench's algorithm tiers.
+  // --compare FILE: another build (e.g. main's, before a change) measured in the same run, on the
+  // same policy, since the rules a check sends grow with the tiers; the built-in policy alone when
+  // the build refuses the bench's (an older build may not know its algorithm tiers).
   let compare;
   if (options.compare !== undefined) {
-    const comparePolicy = join(dir, "policy-compare.yaml");
-    writeFileSync(comparePolicy, `# Written by bench/run.mjs from the built-in policy.\n${BUILT_IN}`);
-    compare = await startTollgate({
-      ...shared,
-      policyFile: comparePolicy,
-      main: options.compare,
-      name: "tollgate (compare build)",
-      env: { DENIAL_CACHE_SIZE: "0" },
-    });
+    const start = (file) =>
+      startTollgate({
+        ...shared,
+        policyFile: file,
+        main: options.compare,
+        name: "tollgate (compare build)",
+        env: { DENIAL_CACHE_SIZE: "0" },
+      });
+    try {
+      compare = { ...(await start(policyFile)), policy: "the bench's policy" };
+    } catch {
+      const comparePolicy = join(dir, "policy-compare.yaml");
+      writeFileSync(comparePolicy, `# Written by bench/run.mjs from the built-in policy.\n${BUILT_IN}`);
+      compare = { ...(await start(comparePolicy)), policy: "the built-in policy, as it refused the bench's" };
+    }
   }
   return {
     nginxDirect,
@@ -219,7 +226,7 @@ function rowSpecs(core, around, memory) {
             ...tollgateRow,
             id: "allowed-compare",
             short: "allowed, compare build",
-            label: `compare build: allowed (as the allowed row) → 200`,
+            label: `compare build: allowed (as the allowed row, on ${around.compare.policy}) → 200`,
             url: `${around.compare.checkUrl}/ext_authz/api/products`,
             headers: bearer(bob),
             expected: 200,
@@ -230,7 +237,7 @@ function rowSpecs(core, around, memory) {
             ...tollgateRow,
             id: "denied-compare",
             short: "denied, compare build",
-            label: "compare build: denied (as the denied row) → 429",
+            label: `compare build: denied (as the denied row, on ${around.compare.policy}) → 429`,
             url: `${around.compare.checkUrl}/ext_authz/api/products`,
             headers: bearer(alice),
             expected: 429,
