@@ -62,26 +62,32 @@ local function window_at(spec, pos)
   return at[1], at[2]
 end
 
+-- The tier table's positions live in its rule's memo entry (under the string key "tiers", next to
+-- window_at's numeric positions), found by the argument itself: no key is built per call.
 local function rule_of_tier(table_, tier)
-  local key = '\0t' .. table_
-  local tiers = memo[key]
+  local rule = memo[table_]
+  if not rule then
+    rule = remember(table_, {})
+  end
+  local tiers = rule.tiers
   if not tiers then
     tiers = {}
     for name, at in string.gmatch(string.match(table_, '^[^|]*'), ';([^=;|]+)=(%x%x%x%x)') do
       tiers[name] = tonumber(at, 16)
     end
-    remember(key, tiers)
+    rule.tiers = tiers
   end
   return tiers[tier]
 end
 
 -- The user hash's fields of a category, its own windows (o:) and its counter or gcra state (r:),
 -- and what finds the own windows in a session's v.
+-- Kept under the category's name itself: a policy's names are lowercase words, never a rule's text
+-- (a digit or ';' first) nor a number (extend_log's keys).
 local function fields_of(category)
-  local key = '\0f' .. category
-  local f = memo[key]
+  local f = memo[category]
   if not f then
-    f = remember(key, {'o:' .. category, 'r:' .. category, '\n' .. category .. '='})
+    f = remember(category, {'o:' .. category, 'r:' .. category, '\n' .. category .. '='})
   end
   return f[1], f[2], f[3]
 end
