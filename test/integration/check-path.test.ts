@@ -1,7 +1,7 @@
 // The check path on a real Redis: one script call per check, and what happens when Redis goes away.
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
 import { loadConfig } from "../../src/config/env.js";
@@ -98,21 +98,6 @@ describe("the check path on Redis", () => {
     expect(commands).toHaveLength(100);
     // One FCALL of tollgate's function library per check (Redis 7).
     expect(new Set(commands)).toEqual(new Set(["fcall"]));
-  });
-
-  it("arms no timer per check: 200 concurrent checks share the checker's one deadline timer", async () => {
-    await check(open, "/api/products", `Bearer ${token}`);
-    const timers = vi.spyOn(globalThis, "setTimeout");
-    try {
-      const decisions = await Promise.all(
-        Array.from({ length: 200 }, () => check(open, "/api/products", `Bearer ${token}`)),
-      );
-      expect(decisions.every((d) => d.kind === "allow" && !d.degraded)).toBe(true);
-      // A per-command timeout in the Redis client would arm one timer per call (200 and more).
-      expect(timers.mock.calls.length).toBeLessThanOrEqual(5);
-    } finally {
-      timers.mockRestore();
-    }
   });
 
   it("asks nothing of Redis for unlimited routes", async () => {

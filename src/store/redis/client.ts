@@ -21,13 +21,7 @@ export type RedisClient = Redis | Cluster;
 
 export type RedisClientOptions = ({ url: string } | { settings: RedisSettings }) & {
   connectTimeoutMs?: number;
-  /**
-   * ioredis' own timeout on every command: none unless given (the test helpers give one). Every
-   * caller in tollgate puts its own deadline on its calls (the checker's REDIS_TIMEOUT_MS, the APIs'
-   * `storeTimeouts`, ping). A per-command timer would add a setTimeout and a clearTimeout to every
-   * check (0.3–0.7 µs here, small next to a check) and, worse, reject a command that a stalled Redis
-   * still runs once it resumes: a session created late must stay visible to the code that revokes it.
-   */
+  /** A backstop for every command; callers put their own, shorter deadlines on calls that need one. */
   commandTimeoutMs?: number;
   /** When false, commands fail at once while disconnected instead of waiting in a queue. */
   offlineQueue?: boolean;
@@ -93,7 +87,7 @@ export function createRedisClient(options: RedisClientOptions & { url: string })
 export function createRedisClient(options: RedisClientOptions): RedisClient;
 export function createRedisClient(options: RedisClientOptions): RedisClient {
   const common: Common = {
-    ...(options.commandTimeoutMs === undefined ? {} : { commandTimeout: options.commandTimeoutMs }),
+    commandTimeout: options.commandTimeoutMs ?? 10_000,
     maxRetriesPerRequest: 1,
     connectTimeout: options.connectTimeoutMs ?? 1_000,
   };
