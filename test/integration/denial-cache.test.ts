@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Decision } from "../../src/authz/decide.js";
 import { createDenialCache } from "../../src/authz/denial-cache.js";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 import { monitorRedis } from "../support/local.mjs";
@@ -288,7 +289,8 @@ describe("announcements over Redis", () => {
   it("reach another process's listener, and report the listener unhealthy while its connection is down", async () => {
     const channel = `test-announcements-${Math.random().toString(36).slice(2)}`;
     const sender = createRedisInvalidations({ redis, channel });
-    const receiver = createRedisInvalidations({ redis: connectRedis(), channel });
+    // The receiver's client as tollgate makes it (no offline queue), not the tests' own helper.
+    const receiver = createRedisInvalidations({ redis: createRedisClient({ url: redisUrl() }), channel });
     const got: string[] = [];
     const health: boolean[] = [];
     receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });

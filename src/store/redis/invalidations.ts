@@ -31,14 +31,15 @@ export function createRedisInvalidations(options: { redis: RedisClient; channel:
       sub.on("close", () => health(false));
       sub.on("end", () => health(false));
       sub.on("error", () => undefined);
-      // ioredis subscribes again on its own after a reconnect, before "ready".
+      // Subscribed on every "ready", healthy once Redis confirms: tollgate's clients have no
+      // offline queue, so a SUBSCRIBE sent while the connection is still being made is refused at
+      // once, and ioredis would then have nothing to subscribe again after a reconnect.
       sub.on("ready", () => {
-        if (sub.status === "ready") health(true);
+        sub.subscribe(channel).then(
+          () => health(sub.status === "ready"),
+          () => health(false),
+        );
       });
-      sub.subscribe(channel).then(
-        () => health(true),
-        () => health(false),
-      );
     },
     async close() {
       await subscriber?.quit().catch(() => subscriber?.disconnect());
