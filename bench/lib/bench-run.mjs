@@ -81,7 +81,12 @@ async function startAround(core, { dir, options }) {
       });
     try {
       compare = { ...(await start(policyFile)), policy: "the bench's policy" };
-    } catch {
+    } catch (error) {
+      // Said, not swallowed: a build that failed for another reason fails again on the built-in policy.
+      const first = String(error?.message ?? error).split("\n")[0];
+      process.stderr.write(
+        `bench: the compare build did not start on the bench's policy (${first}); trying the built-in one\n`,
+      );
       const comparePolicy = join(dir, "policy-compare.yaml");
       writeFileSync(comparePolicy, `# Written by bench/run.mjs from the built-in policy.\n${BUILT_IN}`);
       compare = { ...(await start(comparePolicy)), policy: "the built-in policy, as it refused the bench's" };
