@@ -290,7 +290,8 @@ describe("announcements over Redis", () => {
     const channel = `test-announcements-${Math.random().toString(36).slice(2)}`;
     const sender = createRedisInvalidations({ redis, channel });
     // The receiver's client as tollgate makes it (no offline queue), not the tests' own helper.
-    const receiver = createRedisInvalidations({ redis: createRedisClient({ url: redisUrl() }), channel });
+    const receiverClient = createRedisClient({ url: redisUrl() });
+    const receiver = createRedisInvalidations({ redis: receiverClient, channel });
     const got: string[] = [];
     const health: boolean[] = [];
     receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
@@ -304,6 +305,7 @@ describe("announcements over Redis", () => {
     sender.publish("u:43");
     await eventuallyTrue(() => got.includes("u:43"));
     await receiver.close();
+    receiverClient.disconnect();
   });
 });
 
