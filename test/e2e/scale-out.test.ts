@@ -205,6 +205,8 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
       if (topology.sharded) expect(bystander, "a user on another master").toBeDefined();
       let killedAt = 0;
       let recoveredAt = 0;
+      /** The last round of the recovery probe, for the failure message: status, degraded, body. */
+      let lastProbe: [number, boolean, string][] = [];
       // The load runs from before the kill until every process enforces again, or the limit passes.
       const recovered = (async () => {
         await sleep(500);
@@ -212,6 +214,7 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
         const deadline = killedAt + RECOVERY_LIMIT_MS;
         while (performance.now() < deadline) {
           const answers = await Promise.all([...open, closed].map((p) => check(p, carol.access_token)));
+          lastProbe = answers.map((a) => [a.status, a.degraded, a.body.slice(0, 120)]);
           if (answers.every((a) => a.status === 200 && !a.degraded)) {
             recoveredAt = performance.now();
             return;
@@ -226,7 +229,10 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
       ]);
 
       expect(load.errors).toEqual([]);
-      expect(recoveredAt, "no recovery within the limit").toBeGreaterThan(0);
+      expect(
+        recoveredAt,
+        `no recovery within the limit; the last probe (open, open, closed): ${JSON.stringify(lastProbe)}`,
+      ).toBeGreaterThan(0);
       const byOpen = load.answers.filter((a) => a.from !== closed);
       const byClosed = load.answers.filter((a) => a.from === closed);
       const enforced = (a: Answer) => a.status === 200 && !a.degraded && a.limit === "10000";
