@@ -75,6 +75,9 @@ export const scriptFile = (name: ScriptName): string => {
   return keys === "varies" ? `${name}.lua` : `${name}-${keys}.lua`;
 };
 
+/** What every script and function runs first: lib/common.lua's locals of the standard library. */
+const BIND = "if not call then bind_globals() end";
+
 const common = (): string => readFileSync(new URL("lib/common.lua", LUA_DIR), "utf8");
 const body = (name: ScriptName): string => readFileSync(new URL(scriptFile(name), LUA_DIR), "utf8");
 
@@ -85,7 +88,7 @@ const body = (name: ScriptName): string => readFileSync(new URL(scriptFile(name)
 export function defineScripts(redis: Redis | Cluster): void {
   const lib = common();
   for (const [name, keys] of Object.entries(SCRIPTS) as [ScriptName, number | "varies"][]) {
-    const lua = `${lib}\n${body(name)}`;
+    const lua = `${lib}\n${BIND}\n${body(name)}`;
     redis.defineCommand(name, keys === "varies" ? { lua } : { numberOfKeys: keys, lua });
   }
 }
@@ -104,7 +107,7 @@ function hotLibrary(): { code: string; functions: Record<HotName, string> } {
   const name = `tollgate_${createHash("sha1").update(parts).digest("hex").slice(0, 12)}`;
   const functions = Object.fromEntries(HOT.map((h) => [h, `${name}_${h}`])) as Record<HotName, string>;
   const registered = HOT.map(
-    (h) => `redis.register_function('${functions[h]}', function(KEYS, ARGV)\n${body(h)}\nend)`,
+    (h) => `redis.register_function('${functions[h]}', function(KEYS, ARGV)\n${BIND}\n${body(h)}\nend)`,
   );
   return { code: `#!lua name=${name}\n${common()}\n${registered.join("\n")}\n`, functions };
 }

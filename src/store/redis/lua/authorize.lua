@@ -37,18 +37,18 @@ if ip_spec then
   ip = G.layer_at(ip_spec, 1)
   local state
   if ip.algo ~= 1 then
-    local v = redis.call('HMGET', KEYS[4], 'x', 'r:ip')
-    ip.deadline, state = tonumber(v[1]), v[2] or nil
+    local v = call('HMGET', KEYS[4], 'x', 'r:ip')
+    ip.deadline, state = tonum(v[1]), v[2] or nil
   end
   G.evaluate(ip, KEYS, 5, state, now, dry)
   -- The IP layer comes before identity: a full one refuses without looking at the session.
   if not ip.room then
-    return G.answer({ip}, false, now) .. struct.pack('<d', 0)
+    return G.answer({ip}, false, now) .. spack('<d', 0)
   end
-  first = 5 + tonumber(ARGV[7])
+  first = 5 + tonum(ARGV[7])
 end
 local status, tier, own, exp, read, state = session_touch(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2],
-  math.floor(now / 1000), dry, needle, own_field, field)
+  floor(now / 1000), dry, needle, own_field, field)
 if status ~= 1 then
   return {status - 1}
 end
@@ -59,7 +59,7 @@ if not pos and not own then
 end
 if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
-  local algo, n = string.byte(rules, pos) - 48, string.byte(rules, pos + 1) - 48
+  local algo, n = byte(rules, pos) - 48, byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
     local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field,
       state_of(algo, read, state, KEYS[3], field), now, dry, exp)
@@ -72,7 +72,7 @@ G = G or general()
 local mine
 if own then
   -- The user's own windows, counted with the tier's algorithm for the category.
-  mine = G.layer_of_text(own, pos and string.byte(rules, pos) - 48 or 1)
+  mine = G.layer_of_text(own, pos and byte(rules, pos) - 48 or 1)
 else
   mine = G.layer_at(rules, pos)
 end
@@ -90,4 +90,4 @@ if allowed and not dry then
   end
   G.commit(mine, now, KEYS[3], field)
 end
-return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. struct.pack('<d', exp) .. tier .. '\n' .. (own or '')
+return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. spack('<d', exp) .. tier .. '\n' .. (own or '')

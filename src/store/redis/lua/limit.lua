@@ -16,13 +16,13 @@ local expiring = ARGV[3] == '1'
 if #ARGV == 5 and mode ~= '2' then
   -- The usual request: one layer of one window, decided straight through.
   local spec = ARGV[4]
-  local algo, n = string.byte(spec, 1) - 48, string.byte(spec, 2) - 48
+  local algo, n = byte(spec, 1) - 48, byte(spec, 2) - 48
   if n == 1 then
     local field = 'r:' .. ARGV[5]
     local state, deadline
     if algo ~= 1 then
-      local v = redis.call('HMGET', KEYS[1], 'x', field)
-      deadline, state = tonumber(v[1]), v[2] or nil
+      local v = call('HMGET', KEYS[1], 'x', field)
+      deadline, state = tonum(v[1]), v[2] or nil
     end
     local reply, usual, room, expires, w = single(spec, 1, 1, KEYS[2], KEYS[1], field, state, now, dry)
     if usual then
@@ -47,11 +47,11 @@ end
 local states = {}
 local deadline
 if #fields > 1 then
-  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  local values = call('HMGET', KEYS[1], unpack(fields))
   for f = 2, #fields do
     states[fields[f]] = values[f] or nil
   end
-  deadline = tonumber(values[1])
+  deadline = tonum(values[1])
 end
 local first = 2
 local allowed = true
@@ -69,8 +69,8 @@ if allowed and not dry then
     local layer = layers[l]
     G.commit(layer, now, KEYS[1], layer.field)
     if layer.expires_us then
-      needed = math.max(needed, layer.expires_us)
-      slack = math.max(slack, layer[10 * layer.n - 8])
+      needed = max(needed, layer.expires_us)
+      slack = max(slack, layer[10 * layer.n - 8])
     end
   end
   if needed > 0 and expiring then
@@ -84,9 +84,9 @@ if mode == '2' then
     local layer = layers[l]
     for i = 1, layer.n do
       local b = 10 * i - 10
-      parts[#parts + 1] = struct.pack('<ddddd', layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5])
+      parts[#parts + 1] = spack('<ddddd', layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5])
     end
   end
-  reply = table.concat(parts)
+  reply = concat(parts)
 end
 return reply
