@@ -13,7 +13,8 @@
 -- ARGV[2]  session idle lifetime in ms
 -- ARGV[3]  the route's category
 -- ARGV[4]  the category's rule per tier (a tier table, see rule_of_tier)
--- ARGV[5]  "1" count the request, "0" decide only (a dry run)
+-- ARGV[5]  "1" count the request, "2" count it and expect room (the caller's last answer for the
+--          window had room left: a sliding log adds first, see log_push), "0" decide only (a dry run)
 -- ARGV[6]  the IP layer's rule, or absent (or "") without one
 -- ARGV[7]  how many lists are the IP layer's (with ARGV[6])
 -- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
@@ -23,7 +24,8 @@
 --          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
 --          {-4, n} the user's own rule needs n sliding-log lists, more than KEYS holds
 local now = clock_us(ARGV[8])
-local dry = ARGV[5] ~= '1'
+local mode = ARGV[5]
+local dry = mode ~= '1' and mode ~= '2'
 local ip_spec = ARGV[6]
 if ip_spec == '' then
   ip_spec = nil
@@ -62,7 +64,7 @@ if not ip and not own then
   local algo, n = byte(rules, pos) - 48, byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
     local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field,
-      state_of(algo, read, state, KEYS[3], field), now, dry, exp)
+      state_of(algo, read, state, KEYS[3], field), now, dry, exp, mode == '2')
     if usual then
       return reply .. tier .. '\n'
     end

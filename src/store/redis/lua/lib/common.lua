@@ -169,6 +169,51 @@ local function log_window(key, n, w, now, dry)
   return false, used, 0, oldest + w, used + 1, 0, oldest + w, frees + w
 end
 
+-- log_window for a request expected to find room (the caller's last answer for this window had
+-- room left), counted: instead of reading the length first, it drops what left the window (found
+-- as log_fresh finds it, an index past the end standing for "all of it"), adds the request and
+-- takes the length RPUSH returns, and takes the request back (RPOP) when there was no room after
+-- all. One read less than log_window and a push for the usual allowed check.
+local function log_push(key, n, w, now)
+  local cutoff = now - w
+  local oldest = call('LINDEX', key, '0')
+  if not oldest then
+    oldest = now
+  else
+    oldest = oldest + 0
+    if oldest <= cutoff then
+      local lo, fresh, v = 0, 1, nil
+      while true do
+        v = call('LINDEX', key, fresh)
+        if not v or v + 0 > cutoff then
+          break
+        end
+        lo, fresh = fresh, fresh * 2
+      end
+      while fresh - lo > 1 do
+        local mid = floor((lo + fresh) / 2)
+        local m = call('LINDEX', key, mid)
+        if not m or m + 0 > cutoff then
+          fresh, v = mid, m
+        else
+          lo = mid
+        end
+      end
+      oldest = v and v + 0 or now
+      -- past the end, LTRIM removes the key: RPUSH makes it anew, and extend_log gives it an expiry
+      call('LTRIM', key, fresh, -1)
+    end
+  end
+  local used = call('RPUSH', key, int(now)) - 1
+  local rem = n - used
+  if rem > 0 then
+    return true, used, rem, used == 0 and now or oldest + w, used + 1, rem - 1, oldest + w, 0
+  end
+  call('RPOP', key)
+  local frees = rem == 0 and oldest or tonum(call('LINDEX', key, used - n))
+  return false, used, 0, oldest + w, used + 1, 0, oldest + w, frees + w
+end
+
 -- How long (µs) until the weighted estimate falls to `target` or below, with no new requests:
 -- `elapsed` into the current fixed window of length `w`, `c` its count, `p` the previous one's.
 local function counter_wait(p, c, elapsed, w, target)
@@ -288,15 +333,22 @@ end
 -- the state into field `field` of `record`). `state` is the field's current value. The second
 -- result is false when the state was not the usual one (the caller takes the general way), the
 -- third when the window had room, the fourth until when the written state matters. `extra`, a
--- double packed right after the answer (see pack_answer).
-local function single(spec, pos, layer, key, record, field, state, now, dry, extra)
+-- double packed right after the answer (see pack_answer). `hopeful`: the caller expects room
+-- (a sliding log then counts by log_push).
+local function single(spec, pos, layer, key, record, field, state, now, dry, extra, hopeful)
   local algo = byte(spec, pos) - 48
   local n, w = window_at(spec, pos + 2)
   local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
   if algo == 1 then
-    room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
+    if hopeful and not dry then
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_push(key, n, w, now)
+    else
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
+      if room and not dry then
+        call('RPUSH', key, int(now))
+      end
+    end
     if room and not dry then
-      call('RPUSH', key, int(now))
       extend_log(key, w)
     end
   else

@@ -1,0 +1,158 @@
+// The user check's sliding log on Redis when the store expects room (its last answer for the window
+// left some): the script adds first and takes the request back when there was none. Every answer
+// must be the one the plain way gives, however the guess turns out.
+import type { Redis } from "ioredis";
+import { afterAll, describe, expect, it } from "vitest";
+import type { AuthorizeResult, TierRules } from "../../src/authz/types.js";
+import { logRule, userSubject } from "../../src/ratelimit/types.js";
+import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisStore } from "../../src/store/store.js";
+import { connectRedis, testPrefix } from "../support/redis.js";
+
+const prefix = testPrefix();
+const keys = createKeys(prefix);
+const clients: Redis[] = [connectRedis(), connectRedis()];
+const [redisA, redisB] = clients as [Redis, Redis];
+const store = createRedisStore({ redis: redisA, prefix });
+// Two tollgate processes' stores, each with its own guesses.
+const storeA = createRedisAuthorizeStore({ redis: redisA, keys });
+const storeB = createRedisAuthorizeStore({ redis: redisB, keys });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.quit()));
+});
+
+let users = 0;
+async function session() {
+  users += 1;
+  const user = await store.users.create({ username: `hopeful-${users}`, tier: "free", passwordHash: "h" });
+  if (user === "exists") throw new Error("exists");
+  const created = await store.sessions.create(
+    { userId: user.id, deviceName: "d", ip: "198.51.100.1", userAgent: "u", passwordHash: "h" },
+    { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
+  );
+  if (created === "refused") throw new Error("refused");
+  return { userId: user.id, sessionId: created.session.sessionId };
+}
+
+type Who = Awaited<ReturnType<typeof session>>;
+const rulesOf = (limit: number, windowMs: number): TierRules => new Map([["free", logRule(limit, windowMs)]]);
+const ask = (via: typeof storeA, who: Who, rules: TierRules, dryRun = false) =>
+  via.authorize({ ...who, category: "general", rules, ip: undefined, idleMs: 60_000, dryRun });
+const hitOf = (result: AuthorizeResult) => {
+  if (result.kind !== "ok") throw new Error(`expected an answer, got ${result.kind}`);
+  return result.hit;
+};
+const list = (who: Who) => keys.log(userSubject(who.userId), "general", 0);
+
+describe("the user check's sliding log when the store expects room", () => {
+  it("lets exactly the limit through two stores that both expect room, and records no refused request", async () => {
+    const who = await session();
+    const rules = rulesOf(100, 60_000);
+    // One allowed answer each: from now on both stores expect room for this window.
+    expect(hitOf(await ask(storeA, who, rules))).toMatchObject({ allowed: true, remaining: 99 });
+    expect(hitOf(await ask(storeB, who, rules))).toMatchObject({ allowed: true, remaining: 98 });
+    const burst = await Promise.all(
+      Array.from({ length: 400 }, (_, i) => ask(i % 2 === 0 ? storeA : storeB, who, rules)),
+    );
+    const hits = burst.map(hitOf);
+    expect(hits.filter((h) => h.allowed)).toHaveLength(98);
+    expect(await redisA.llen(list(who))).toBe(100);
+    // The remaining counts of the allowed answers are each value from 97 down to 0 exactly once.
+    const remaining = hits.filter((h) => h.allowed).map((h) => h.remaining);
+    expect(remaining.sort((a, b) => b - a)).toEqual(Array.from({ length: 98 }, (_, i) => 97 - i));
+    // A refusal after a wrong guess says what a refusal without a guess says.
+    const refused = hits.filter((h) => !h.allowed);
+    const plain = hitOf(await ask(storeA, who, rules));
+    for (const h of refused) {
+      expect(h).toMatchObject({ allowed: false, used: 100, remaining: 0, limit: 100 });
+      expect(h.resetAtMs).toBe(plain.resetAtMs);
+      expect(Math.abs(h.retryAfterMs - plain.retryAfterMs)).toBeLessThan(1_000);
+    }
+    expect(await redisA.llen(list(who))).toBe(100);
+  });
+
+  it("takes back a request that found the window filled by the other store", async () => {
+    const who = await session();
+    const rules = rulesOf(3, 60_000);
+    expect(hitOf(await ask(storeA, who, rules))).toMatchObject({ allowed: true, remaining: 2 });
+    // storeA expects room; storeB fills the window meanwhile.
+    expect(hitOf(await ask(storeB, who, rules)).allowed).toBe(true);
+    expect(hitOf(await ask(storeB, who, rules))).toMatchObject({ allowed: true, remaining: 0 });
+    const rpops = async () =>
+      Number(/cmdstat_rpop:calls=(\d+)/.exec(await redisA.info("commandstats"))?.[1] ?? 0);
+    const before = await rpops();
+    const refused = hitOf(await ask(storeA, who, rules));
+    // It was taken back (only that way pops), not refused by the plain way.
+    expect(await rpops()).toBeGreaterThan(before);
+    expect(refused).toMatchObject({ allowed: false, used: 3, remaining: 0 });
+    expect(refused.retryAfterMs).toBeGreaterThan(59_000);
+    expect(await redisA.llen(list(who))).toBe(3);
+  });
+
+  it("refuses with the right wait when the window holds more than a lowered limit", async () => {
+    const who = await session();
+    const wide = rulesOf(10, 60_000);
+    for (let i = 0; i < 6; i += 1) expect(hitOf(await ask(storeA, who, wide)).allowed).toBe(true);
+    // storeA expects room; the limit is lowered to 4 under it (a policy reload).
+    const narrow = rulesOf(4, 60_000);
+    const refused = hitOf(await ask(storeA, who, narrow));
+    expect(refused).toMatchObject({ allowed: false, used: 6, remaining: 0, limit: 4 });
+    // The 3rd oldest of six entries must leave before a 5th fits: a later time than the oldest's.
+    const oldest = Number(await redisA.lindex(list(who), 0));
+    const third = Number(await redisA.lindex(list(who), 2));
+    expect(third).toBeGreaterThan(oldest);
+    expect(refused.retryAfterMs).toBeGreaterThan(59_000);
+    expect(await redisA.llen(list(who))).toBe(6);
+    const plain = hitOf(await ask(storeA, who, narrow));
+    expect(Math.abs(refused.retryAfterMs - plain.retryAfterMs)).toBeLessThan(1_000);
+  });
+
+  it("drops what left the window, however much, before counting", async () => {
+    const rules = rulesOf(10, 1_000);
+    // The only entry stale.
+    const one = await session();
+    expect(hitOf(await ask(storeA, one, rules)).remaining).toBe(9);
+    await sleep(1_100);
+    expect(hitOf(await ask(storeA, one, rules))).toMatchObject({ allowed: true, used: 1, remaining: 9 });
+    expect(await redisA.llen(list(one))).toBe(1);
+    expect(await redisA.pttl(list(one))).toBeGreaterThan(900);
+    // The oldest of two stale.
+    const two = await session();
+    await ask(storeA, two, rules);
+    await sleep(600);
+    await ask(storeA, two, rules);
+    await sleep(500);
+    expect(hitOf(await ask(storeA, two, rules))).toMatchObject({ allowed: true, used: 2, remaining: 8 });
+    expect(await redisA.llen(list(two))).toBe(2);
+    // Three of six stale, found by galloping.
+    const six = await session();
+    for (let i = 0; i < 3; i += 1) await ask(storeA, six, rules);
+    await sleep(600);
+    for (let i = 0; i < 3; i += 1) await ask(storeA, six, rules);
+    await sleep(500);
+    expect(hitOf(await ask(storeA, six, rules))).toMatchObject({ allowed: true, used: 4, remaining: 6 });
+    expect(await redisA.llen(list(six))).toBe(4);
+    // All of five stale: the list is made anew, with an expiry.
+    const all = await session();
+    for (let i = 0; i < 5; i += 1) await ask(storeA, all, rules);
+    await sleep(1_100);
+    expect(hitOf(await ask(storeA, all, rules))).toMatchObject({ allowed: true, used: 1, remaining: 9 });
+    expect(await redisA.llen(list(all))).toBe(1);
+    expect(await redisA.pttl(list(all))).toBeGreaterThan(900);
+  });
+
+  it("counts nothing on a dry run, whatever the store expects", async () => {
+    const who = await session();
+    const rules = rulesOf(5, 60_000);
+    await ask(storeA, who, rules);
+    expect(hitOf(await ask(storeA, who, rules, true))).toMatchObject({
+      allowed: true,
+      used: 2,
+      remaining: 3,
+    });
+    expect(await redisA.llen(list(who))).toBe(1);
+  });
+});
