@@ -8,7 +8,7 @@ import { logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
-import { connectRedis, testPrefix } from "../support/redis.js";
+import { connectRedis, testPrefix, userWithSession } from "../support/redis.js";
 
 const prefix = testPrefix();
 const keys = createKeys(prefix);
@@ -25,16 +25,9 @@ afterAll(async () => {
 });
 
 let users = 0;
-async function session() {
+function session() {
   users += 1;
-  const user = await store.users.create({ username: `hopeful-${users}`, tier: "free", passwordHash: "h" });
-  if (user === "exists") throw new Error("exists");
-  const created = await store.sessions.create(
-    { userId: user.id, deviceName: "d", ip: "198.51.100.1", userAgent: "u", passwordHash: "h" },
-    { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
-  );
-  if (created === "refused") throw new Error("refused");
-  return { userId: user.id, sessionId: created.session.sessionId };
+  return userWithSession(store, `hopeful-${users}`);
 }
 
 type Who = Awaited<ReturnType<typeof session>>;

@@ -12,7 +12,7 @@ import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-stor
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
-import { connectTopology, testPrefix } from "../support/redis.js";
+import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
 
@@ -81,16 +81,7 @@ describe("tollgate on a redis cluster", () => {
     const store = createRedisStore({ redis: cluster, prefix });
     const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
     const limiter = createRedisRateLimitStore({ redis: cluster, keys });
-    const session = async (username: string) => {
-      const user = await store.users.create({ username, tier: "free", passwordHash: "h" });
-      if (user === "exists") throw new Error("exists");
-      const created = await store.sessions.create(
-        { userId: user.id, deviceName: "d", ip: "198.51.100.1", userAgent: "u", passwordHash: "h" },
-        { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
-      );
-      if (created === "refused") throw new Error("refused");
-      return { userId: user.id, sessionId: created.session.sessionId };
-    };
+    const session = (username: string) => userWithSession(store, username);
     const ipRule = logRule(3, 60_000);
     const ip = { subject: "ip:198.51.100.99", rule: ipRule };
     const rules = new Map([["free", logRule(2, 60_000)]]);

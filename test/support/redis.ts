@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { inject } from "vitest";
 import { parseRedisSettings } from "../../src/config/redis-settings.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
+import type { Store } from "../../src/store/store.js";
 
 export function testPrefix(): string {
   return `test:${randomBytes(4).toString("hex")}:`;
@@ -30,4 +31,16 @@ export function connectTopology(kind: "cluster" | "sentinel", env = topologyEnv(
   const settings = parseRedisSettings((name) => env[name], problems);
   if (settings === undefined || problems.length > 0) throw new Error(problems.join("; "));
   return createRedisClient({ settings, commandTimeoutMs: 5000, offlineQueue: true });
+}
+
+/** A new free user with one session in `store`, as a login leaves them: what an authorize call takes. */
+export async function userWithSession(store: Store, username: string) {
+  const user = await store.users.create({ username, tier: "free", passwordHash: "h" });
+  if (user === "exists") throw new Error(`${username} exists`);
+  const created = await store.sessions.create(
+    { userId: user.id, deviceName: "d", ip: "198.51.100.1", userAgent: "u", passwordHash: "h" },
+    { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
+  );
+  if (created === "refused") throw new Error(`a session of ${username} was refused`);
+  return { userId: user.id, sessionId: created.session.sessionId };
 }

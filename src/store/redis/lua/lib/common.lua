@@ -109,6 +109,22 @@ end
 -- request counted, and when the request would be allowed (0: now). Counter and gcra also give
 -- their state entry for the window, packed, and until when it matters.
 
+-- Between index `lo` (stale) and `hi` (fresh, or past the end), the first index whose entry is
+-- fresh (later than `cutoff`), by halving; an index past the end counts as fresh. Returns it and
+-- its entry as a number (`value`, hi's entry, when hi is the answer; nil past the end).
+local function bisect_fresh(key, cutoff, lo, hi, value)
+  while hi - lo > 1 do
+    local mid = floor((lo + hi) / 2)
+    local m = call('LINDEX', key, mid)
+    if not m or m + 0 > cutoff then
+      hi, value = mid, m and m + 0
+    else
+      lo = mid
+    end
+  end
+  return hi, value
+end
+
 -- Sliding log: one list of request times (µs, oldest first) per window. Counts the fresh entries
 -- and, unless dry, drops the stale ones; the first fresh one is found by galloping from the head,
 -- so a busy window costs one extra read. Returns count, oldest fresh entry, its index in the list.
@@ -142,15 +158,7 @@ local function log_fresh(key, w, now, dry)
     end
     lo, hi = hi, hi * 2
   end
-  while hi - lo > 1 do
-    local mid = floor((lo + hi) / 2)
-    local v = tonum(call('LINDEX', key, mid))
-    if v > cutoff then
-      hi, value = mid, v
-    else
-      lo = mid
-    end
-  end
+  hi, value = bisect_fresh(key, cutoff, lo, hi, value)
   if dry then
     return len - hi, value, hi
   end
@@ -185,21 +193,14 @@ local function log_push(key, n, w, now)
       local lo, fresh, v = 0, 1, nil
       while true do
         v = call('LINDEX', key, fresh)
-        if not v or v + 0 > cutoff then
+        v = v and v + 0
+        if not v or v > cutoff then
           break
         end
         lo, fresh = fresh, fresh * 2
       end
-      while fresh - lo > 1 do
-        local mid = floor((lo + fresh) / 2)
-        local m = call('LINDEX', key, mid)
-        if not m or m + 0 > cutoff then
-          fresh, v = mid, m
-        else
-          lo = mid
-        end
-      end
-      oldest = v and v + 0 or now
+      fresh, v = bisect_fresh(key, cutoff, lo, fresh, v)
+      oldest = v or now
       -- past the end, LTRIM removes the key: RPUSH makes it anew, and extend_log gives it an expiry
       call('LTRIM', key, fresh, -1)
     end
