@@ -6,6 +6,7 @@ import type { RedisClient } from "./client.js";
 import { isCluster } from "./is-cluster.js";
 import type { Keys } from "./keys.js";
 import { limitCall } from "./rate-limit-store.js";
+import { createRoomGuesses } from "./room-guesses.js";
 import { ANSWER_BYTES, hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
 import { hotScripts } from "./scripts.js";
 
@@ -29,15 +30,6 @@ function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
   map.set(key, value);
 }
 
-/**
- * The (user, category) windows whose last answer here left room. Their next check asks the script to
- * count before it reads the length (authorize.lua's ARGV[5] "2", lib/common.lua's log_push): one
- * Redis command less for the usual allowed check, and, when the window filled meanwhile (another
- * session, another tollgate), a request taken back in the same call. Only a guess of which way is
- * cheaper: the answer is exact either way. Dropped whole when full, like the caches above.
- */
-const MAX_ROOMY = 100_000;
-
 export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: Keys }): AuthorizeStore {
   const { redis, keys } = options;
   const hot = hotScripts(redis);
@@ -45,7 +37,8 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
   const split = isCluster(redis);
   const wider = new Map<string, number>();
   const ownRules = new Map<string, Rule>();
-  const roomy = new Set<string>();
+  // (user, category) windows whose last answer left room: authorize.lua's ARGV[5] "2".
+  const rooms = createRoomGuesses();
 
   const ownRule = (text: string, tierRule: Rule | undefined): Rule | undefined => {
     const key = `${tierRule?.algorithm ?? "sliding-log"}|${text}`;
@@ -69,7 +62,7 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
       String(idleMs),
       category,
       tierTable(rules),
-      dryRun ? "0" : roomy.has(window) ? "2" : "1",
+      dryRun ? "0" : rooms.expects(window) ? "2" : "1",
     ];
     if (ipLayer !== undefined) {
       list.push(keys.record(ipLayer.subject));
@@ -96,12 +89,7 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
         continue;
       }
       const hit = hitFromReply(reply);
-      if (!dryRun) {
-        if (hit.allowed && hit.remaining > 0) {
-          if (roomy.size >= MAX_ROOMY) roomy.clear();
-          roomy.add(window);
-        } else roomy.delete(window);
-      }
+      if (!dryRun) rooms.learn(window, hit);
       const rest = reply.toString("utf8", ANSWER_BYTES + 8);
       const cut = rest.indexOf("\n");
       const tier = cut === -1 ? rest : rest.slice(0, cut);

@@ -8,6 +8,7 @@ import {
 } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
+import { createRoomGuesses } from "./room-guesses.js";
 import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
 import { hotScripts } from "./scripts.js";
 
@@ -40,13 +41,19 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
   const hot = hotScripts(redis);
   const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
   const expires = (subject: string): string => (isUserSubject(subject) ? "0" : "1");
+  // One-layer windows whose last answer left room: limit.lua's mode "3".
+  const rooms = createRoomGuesses();
 
   return {
     async hit(subject, layers, hitOptions) {
       const call = limitCall(keys, subject, layers);
-      const mode = hitOptions?.dryRun === true ? "0" : "1";
+      const dryRun = hitOptions?.dryRun === true;
+      const window = layers.length === 1 ? `${subject}\n${layers[0]?.category}` : undefined;
+      const mode = dryRun ? "0" : window !== undefined && rooms.expects(window) ? "3" : "1";
       const reply = await hot.limit(call.keys, [nowArg(), mode, expires(subject), ...call.rules]);
-      return hitFromReply(reply);
+      const hit = hitFromReply(reply);
+      if (window !== undefined && !dryRun) rooms.learn(window, hit);
+      return hit;
     },
 
     async peek(subject, layer) {

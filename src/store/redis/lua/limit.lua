@@ -4,14 +4,15 @@
 --          record is the user hash; any other subject's expires, its deadline in field x)
 -- KEYS[2…] the sliding-log layers' lists, one per window, layer after layer
 -- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
--- ARGV[2]  "1" count the request, "0" decide only, "2" decide only and add every window's state
+-- ARGV[2]  "1" count the request, "3" count it and expect room (see log_push), "0" decide only,
+--          "2" decide only and add every window's state
 -- ARGV[3]  "1" when the record expires (any subject but a user)
 -- ARGV[4…] per layer: its rule (see rule_of_tier) and its category
 -- Reply    the answer (see pack_answer); with ARGV[2] "2", then per layer and window five doubles:
 --          limit, window µs, used, remaining, reset µs
 local now = clock_us(ARGV[1])
 local mode = ARGV[2]
-local dry = mode ~= '1'
+local dry = mode ~= '1' and mode ~= '3'
 local expiring = ARGV[3] == '1'
 if #ARGV == 5 and mode ~= '2' then
   -- The usual request: one layer of one window, decided straight through.
@@ -24,7 +25,8 @@ if #ARGV == 5 and mode ~= '2' then
       local v = call('HMGET', KEYS[1], 'x', field)
       deadline, state = tonum(v[1]), v[2] or nil
     end
-    local reply, usual, room, expires, w = single(spec, 1, 1, KEYS[2], KEYS[1], field, state, now, dry)
+    local reply, usual, room, expires, w = single(spec, 1, 1, KEYS[2], KEYS[1], field, state, now, dry, nil,
+      mode == '3')
     if usual then
       if room and not dry and expires and expiring then
         extend_record(KEYS[1], deadline, expires, w, now)

@@ -1,12 +1,13 @@
-// The user check's sliding log on Redis when the store expects room (its last answer for the window
-// left some): the script adds first and takes the request back when there was none. Every answer
-// must be the one the plain way gives, however the guess turns out.
+// The sliding log on Redis when a store expects room (its last answer for the window left some): the
+// script adds first and takes the request back when there was none. Every answer must be the one the
+// plain way gives, however the guess turns out: the user check (authorize) and the address's (limit).
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import type { AuthorizeResult, TierRules } from "../../src/authz/types.js";
-import { logRule, userSubject } from "../../src/ratelimit/types.js";
+import { type Layer, logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { connectRedis, testPrefix, userWithSession } from "../support/redis.js";
 
@@ -147,5 +148,39 @@ describe("the user check's sliding log when the store expects room", () => {
       remaining: 3,
     });
     expect(await redisA.llen(list(who))).toBe(1);
+  });
+});
+
+describe("an address's sliding log when the store expects room", () => {
+  const limiterA = createRedisRateLimitStore({ redis: redisA, keys });
+  const limiterB = createRedisRateLimitStore({ redis: redisB, keys });
+  const layers = (limit: number): Layer[] => [{ category: "general", rule: logRule(limit, 60_000) }];
+  const rpops = async () =>
+    Number(/cmdstat_rpop:calls=(\d+)/.exec(await redisA.info("commandstats"))?.[1] ?? 0);
+
+  it("lets exactly the limit through two stores that both expect room, and records no refused request", async () => {
+    const subject = "ip:203.0.113.41";
+    expect(await limiterA.hit(subject, layers(100))).toMatchObject({ allowed: true, remaining: 99 });
+    expect(await limiterB.hit(subject, layers(100))).toMatchObject({ allowed: true, remaining: 98 });
+    const before = await rpops();
+    const hits = await Promise.all(
+      Array.from({ length: 400 }, (_, i) => (i % 2 === 0 ? limiterA : limiterB).hit(subject, layers(100))),
+    );
+    expect(hits.filter((h) => h.allowed)).toHaveLength(98);
+    expect(await redisA.llen(keys.log(subject, "general", 0))).toBe(100);
+    // Every refusal of the burst came from a store that still expected room: taken back.
+    expect(await rpops()).toBeGreaterThan(before);
+    const plain = await limiterA.hit(subject, layers(100));
+    for (const h of hits.filter((x) => !x.allowed)) {
+      expect(h).toMatchObject({ allowed: false, used: 100, remaining: 0, resetAtMs: plain.resetAtMs });
+    }
+  });
+
+  it("takes back a request that found the window filled by the other store", async () => {
+    const subject = "ip:203.0.113.42";
+    expect(await limiterA.hit(subject, layers(2))).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await limiterB.hit(subject, layers(2))).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await limiterA.hit(subject, layers(2))).toMatchObject({ allowed: false, used: 2, remaining: 0 });
+    expect(await redisA.llen(keys.log(subject, "general", 0))).toBe(2);
   });
 });
