@@ -1,0 +1,221 @@
+// A sliding-log list's expiry on Redis: the list must outlive its newest entry by a window, whatever
+// happened to it meanwhile, and the scripts read its TTL only when what they last learned of it has
+// run out (lib/common.lua's extend_log). Every path that pushes: the user check's usual window
+// (authorize), the address's (limit), and the general way (several windows).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TierRules } from "../../src/authz/types.js";
+import { type Layer, logRule, userSubject } from "../../src/ratelimit/types.js";
+import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
+import { createRedisStore } from "../../src/store/store.js";
+import { monitorRedis } from "../support/local.mjs";
+import { connectRedis, redisUrl, testPrefix, userWithSession } from "../support/redis.js";
+
+const prefix = testPrefix();
+const keys = createKeys(prefix);
+const redis = connectRedis();
+const store = createRedisStore({ redis, prefix });
+const authorizer = createRedisAuthorizeStore({ redis, keys });
+const limits = createRedisRateLimitStore({ redis, keys });
+
+// The scripts' PTTL and PEXPIRE per key, from MONITOR (only what scripts ran, not this test's reads).
+const seen = new Map<string, { pttl: number; pexpire: string[] }>();
+let monitor: { close(): void };
+beforeAll(async () => {
+  monitor = await monitorRedis(redisUrl(), (args: string[], source: string) => {
+    const command = String(args[0]).toLowerCase();
+    if (source !== "lua" || (command !== "pttl" && command !== "pexpire")) return;
+    const key = String(args[1]);
+    const entry = seen.get(key) ?? { pttl: 0, pexpire: [] };
+    if (command === "pttl") entry.pttl += 1;
+    else entry.pexpire.push(String(args[2]));
+    seen.set(key, entry);
+  });
+});
+afterAll(async () => {
+  monitor.close();
+  await redis.quit();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** MONITOR lines arrive a little after the commands: wait for the last one's. */
+const settled = async (key: string, pexpires: number) => {
+  for (let i = 0; i < 50 && (seen.get(key)?.pexpire.length ?? 0) < pexpires; i += 1) await sleep(20);
+  await sleep(50);
+  return seen.get(key) ?? { pttl: 0, pexpire: [] };
+};
+
+let users = 0;
+async function session() {
+  users += 1;
+  return userWithSession(store, `expiry-${users}`);
+}
+const rulesOf = (limit: number, windowMs: number): TierRules => new Map([["free", logRule(limit, windowMs)]]);
+
+/**
+ * Checks in a row, timed: how many began later than `afterMs` after the first (only those may read
+ * the TTL), how long they took (a list's expiry is moved a second after it was set), and each TTL
+ * of `key` right after a check.
+ */
+async function timed(count: number, afterMs: number, check: () => Promise<unknown>, key: string) {
+  const start = Date.now();
+  let late = 0;
+  const ttls: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    if (Date.now() - start > afterMs) late += 1;
+    await check();
+    ttls.push(await redis.pttl(key));
+  }
+  return { late, ttls, elapsedMs: Date.now() - start };
+}
+/** The expiries set: the first at the list's creation, then at most one per second of checks. */
+const expectSets = (pexpire: string[], set: string, elapsedMs: number) => {
+  expect(pexpire[0]).toBe(set);
+  expect(new Set(pexpire)).toEqual(new Set([set]));
+  expect(pexpire.length - 1).toBeLessThanOrEqual(Math.floor(elapsedMs / 1_000));
+};
+
+describe("a sliding-log list's expiry", () => {
+  it("is set once for a busy user window, and read only after what was learned of it ran out", async () => {
+    const who = await session();
+    const windowMs = 100_000;
+    const rules = rulesOf(1_000, windowMs);
+    const list = keys.log(userSubject(who.userId), "general", 0);
+    const ask = () =>
+      authorizer.authorize({
+        ...who,
+        category: "general",
+        rules,
+        ip: undefined,
+        idleMs: 60_000,
+        dryRun: false,
+      });
+    // Set at the creation to a window and a second; known from then on for half that second.
+    const { late, ttls, elapsedMs } = await timed(40, 400, ask, list);
+    const { pttl, pexpire } = await settled(list, 1);
+    expectSets(pexpire, "101000", elapsedMs);
+    expect(pttl).toBeLessThanOrEqual(late);
+    for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - 5);
+  });
+
+  it("sets the expiry again, without reading it, for a list deleted meanwhile (a reset)", async () => {
+    const who = await session();
+    const windowMs = 100_000;
+    const rules = rulesOf(1_000, windowMs);
+    const list = keys.log(userSubject(who.userId), "general", 0);
+    const ask = () =>
+      authorizer.authorize({
+        ...who,
+        category: "general",
+        rules,
+        ip: undefined,
+        idleMs: 60_000,
+        dryRun: false,
+      });
+    await ask();
+    await ask();
+    await redis.del(list);
+    const before = structuredClone(await settled(list, 1));
+    await ask();
+    expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 5);
+    const after = await settled(list, before.pexpire.length + 1);
+    expect(after.pexpire).toEqual([...before.pexpire, "101000"]);
+    expect(after.pttl).toBe(before.pttl);
+  });
+
+  it("does not let what it learned under one window excuse a longer one (a new tier or policy)", async () => {
+    const who = await session();
+    const list = keys.log(userSubject(who.userId), "general", 0);
+    const ask = (rules: TierRules) =>
+      authorizer.authorize({
+        ...who,
+        category: "general",
+        rules,
+        ip: undefined,
+        idleMs: 60_000,
+        dryRun: false,
+      });
+    await ask(rulesOf(1_000, 100_000));
+    await ask(rulesOf(1_000, 100_000));
+    await ask(rulesOf(1_000, 300_000));
+    expect(await redis.pttl(list)).toBeGreaterThanOrEqual(300_000 - 5);
+    // And back to the shorter window: the longer expiry stays, nothing shortens it.
+    await ask(rulesOf(1_000, 100_000));
+    expect(await redis.pttl(list)).toBeGreaterThanOrEqual(300_000 - 5_000);
+  });
+
+  it("holds for the address's window and for a rule of several windows, through a reset", async () => {
+    const one: Layer[] = [{ category: "general", rule: logRule(1_000, 100_000) }];
+    const two: Layer[] = [
+      {
+        category: "search",
+        rule: {
+          algorithm: "sliding-log",
+          windows: [
+            { limit: 1_000, windowMs: 100_000 },
+            { limit: 5_000, windowMs: 200_000 },
+          ],
+        },
+      },
+    ];
+    const groups = [
+      {
+        subject: `ip:192.0.2.${users + 10}`,
+        category: "general",
+        layers: one,
+        windows: [[100_000, "101000"]],
+      },
+      {
+        subject: `ip:192.0.2.${users + 110}`,
+        category: "search",
+        layers: two,
+        windows: [
+          [100_000, "101000"],
+          [200_000, "201000"],
+        ],
+      },
+    ] as const;
+    for (const { subject, category, layers, windows } of groups) {
+      const lists = windows.map(([windowMs, set], i) => ({
+        key: keys.log(subject, category, i),
+        windowMs,
+        set,
+      }));
+      const key = (lists[0] as (typeof lists)[number]).key;
+      const { late, ttls, elapsedMs } = await timed(30, 400, () => limits.hit(subject, [...layers]), key);
+      for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(100_000 - 5);
+      for (const { key, set } of lists) {
+        const now = await settled(key, 1);
+        expectSets(now.pexpire, set, elapsedMs);
+        expect(now.pttl).toBeLessThanOrEqual(late);
+      }
+      const before = lists.map(({ key }) => structuredClone(seen.get(key)?.pexpire ?? []));
+      await limits.reset(subject, [category]);
+      await limits.hit(subject, [...layers]);
+      for (const [i, { key, windowMs, set }] of lists.entries()) {
+        expect(await redis.pttl(key)).toBeGreaterThanOrEqual(windowMs - 5);
+        const was = before[i] ?? [];
+        expect((await settled(key, was.length + 1)).pexpire).toEqual([...was, set]);
+      }
+    }
+  });
+
+  it("reads the TTL on every push under a pinned clock (a test's), which expiries do not run on", async () => {
+    // An hour behind Redis's clock: what a push with Redis's clock learned would seem to cover it.
+    let nowMs = Date.now() - 3_600_000;
+    const pinned = createRedisRateLimitStore({ redis, keys, clock: () => nowMs });
+    const subject = `ip:198.51.100.${users + 10}`;
+    const layers: Layer[] = [{ category: "general", rule: logRule(1_000, 100_000) }];
+    const key = keys.log(subject, "general", 0);
+    await limits.hit(subject, layers);
+    const before = (await settled(key, 1)).pttl;
+    for (let i = 0; i < 10; i += 1) {
+      await pinned.hit(subject, layers);
+      nowMs += 1;
+    }
+    expect(await redis.llen(key)).toBe(11);
+    await sleep(100);
+    expect((seen.get(key)?.pttl ?? 0) - before).toBe(10);
+  });
+});
