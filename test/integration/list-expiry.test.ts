@@ -19,17 +19,22 @@ const store = createRedisStore({ redis, prefix });
 const authorizer = createRedisAuthorizeStore({ redis, keys });
 const limits = createRedisRateLimitStore({ redis, keys });
 
-// The scripts' PTTL and PEXPIRE per key, from MONITOR (only what scripts ran, not this test's reads).
+// The scripts' PTTL reads and expiries set per key, from MONITOR (only what scripts ran, not this
+// test's reads). An expiry is recorded as the whole seconds it gives: PEXPIRE's, or PEXPIREAT's
+// (with Redis's clock the scripts set it as an absolute time) less the time it arrives here.
 const seen = new Map<string, { pttl: number; pexpire: string[] }>();
 let monitor: { close(): void };
 beforeAll(async () => {
   monitor = await monitorRedis(redisUrl(), (args: string[], source: string) => {
     const command = String(args[0]).toLowerCase();
-    if (source !== "lua" || (command !== "pttl" && command !== "pexpire")) return;
+    if (source !== "lua" || !["pttl", "pexpire", "pexpireat"].includes(command)) return;
     const key = String(args[1]);
     const entry = seen.get(key) ?? { pttl: 0, pexpire: [] };
     if (command === "pttl") entry.pttl += 1;
-    else entry.pexpire.push(String(args[2]));
+    else {
+      const ms = command === "pexpire" ? Number(args[2]) : Number(args[2]) - Date.now();
+      entry.pexpire.push(`${Math.round(ms / 1_000)} s`);
+    }
     seen.set(key, entry);
   });
 });
@@ -94,9 +99,39 @@ describe("a sliding-log list's expiry", () => {
     // Set at the creation to a window and a second; known from then on for half that second.
     const { late, ttls, elapsedMs } = await timed(40, 400, ask, list);
     const { pttl, pexpire } = await settled(list, 1);
-    expectSets(pexpire, "101000", elapsedMs);
+    expectSets(pexpire, "101 s", elapsedMs);
     expect(pttl).toBeLessThanOrEqual(late);
     for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - 5);
+  });
+
+  it("keeps reading a busy list's TTL about once per slack, not on every push, for as long as it is used", async () => {
+    const who = await session();
+    const windowMs = 100_000;
+    const rules = rulesOf(100_000, windowMs);
+    const list = keys.log(userSubject(who.userId), "general", 0);
+    const ask = () =>
+      authorizer.authorize({
+        ...who,
+        category: "general",
+        rules,
+        ip: undefined,
+        idleMs: 60_000,
+        dryRun: false,
+      });
+    // Past two slacks of 1 s: each time the expiry is moved (absolute, and so known exactly), the
+    // pushes of the next second skip the read; the one or two after it read it and move it.
+    const start = Date.now();
+    let checks = 0;
+    while (Date.now() - start < 2_300) {
+      await ask();
+      checks += 1;
+      expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 5);
+    }
+    const elapsedMs = Date.now() - start;
+    const { pttl, pexpire } = await settled(list, 1);
+    expect(checks).toBeGreaterThan(20);
+    expect(pexpire.length).toBeGreaterThanOrEqual(2);
+    expect(pttl).toBeLessThanOrEqual(3 * Math.ceil(elapsedMs / 1_000));
   });
 
   it("sets the expiry again, without reading it, for a list deleted meanwhile (a reset)", async () => {
@@ -120,7 +155,7 @@ describe("a sliding-log list's expiry", () => {
     await ask();
     expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 5);
     const after = await settled(list, before.pexpire.length + 1);
-    expect(after.pexpire).toEqual([...before.pexpire, "101000"]);
+    expect(after.pexpire).toEqual([...before.pexpire, "101 s"]);
     expect(after.pttl).toBe(before.pttl);
   });
 
@@ -164,15 +199,15 @@ describe("a sliding-log list's expiry", () => {
         subject: `ip:192.0.2.${users + 10}`,
         category: "general",
         layers: one,
-        windows: [[100_000, "101000"]],
+        windows: [[100_000, "101 s"]],
       },
       {
         subject: `ip:192.0.2.${users + 110}`,
         category: "search",
         layers: two,
         windows: [
-          [100_000, "101000"],
-          [200_000, "201000"],
+          [100_000, "101 s"],
+          [200_000, "201 s"],
         ],
       },
     ] as const;

@@ -317,21 +317,21 @@ local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry
   return spack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
 end
 
--- A sliding-log list must outlive its newest entry by a window. A check that pushes makes sure of it
--- by reading the list's TTL (a read costs Redis less than a write) and moving it only when it falls
--- short, then to a little past a window (a hundredth of it, at most 1 s), so that a busy list's
--- expiry is written once per that slack instead of on every request. Nothing shortens an expiry:
--- every check that pushes to a list comes here, and this only ever moves one later.
+-- A sliding-log list must outlive its newest entry by a window. A push makes sure of it by reading
+-- the list's TTL (a read costs Redis less than a write) and moving it only when it falls short, then
+-- to a little past a window (a hundredth of it, at most 1 s), so that a busy list's expiry is written
+-- once per that slack instead of on every request. Nothing shortens an expiry: every push to a list
+-- comes here, and this only ever moves one later.
 --
--- What it learns is kept in the library (`known`: list key -> µs of Redis's clock before which the
--- list cannot expire), so that the pushes within that slack need not read the TTL at all: one Redis
+-- With Redis's clock the expiry is set as an absolute time, and the library keeps it (`known`: list
+-- key -> that time, µs), so that the pushes within the slack need not read the TTL at all: one Redis
 -- command less for the usual allowed check. Sound because every push to a list runs in this Redis
 -- and passes here: a list's expiry only moves later, and a list deleted since (trimmed empty, reset,
 -- evicted) is made anew by a push that finds it new (`created`: RPUSH answered 1), which sets its
--- expiry and what is known of it. Only with Redis's clock: a test's pinned clock is not the one
--- expiries run on. Bounded (dropped whole when full); a function library's upvalues start empty
--- when it loads (a restart, a promoted replica, a new version) and, in script mode (EVALSHA), on
--- every call, where the TTL is read as before.
+-- expiry and what is known of it. A test's pinned clock is not the one expiries run on: with it, the
+-- expiry is set relative to Redis's and nothing is kept. Bounded (dropped whole when full); a
+-- function library's upvalues start empty when it loads (a restart, a promoted replica, a new
+-- version) and, in script mode (EVALSHA), on every call, where the TTL is read as before.
 local known, known_size = {}, 0
 local function extend_log(key, w, now, created)
   local until_us = known[key]
@@ -341,25 +341,24 @@ local function extend_log(key, w, now, created)
   local ms = memo[w]
   if not ms then
     local whole = ceil(w / 1000)
-    local slack = min(1000, ceil(whole / 100))
-    ms = remember(w, {whole, int(whole + slack), ceil(slack / 2)})
+    ms = remember(w, {whole, whole + min(1000, ceil(whole / 100))})
   end
-  local ttl = created and -1 or call('PTTL', key)
-  if ttl < ms[1] then
-    call('PEXPIRE', key, ms[2])
-    ttl = ms[2] + 0
+  if not created and call('PTTL', key) >= ms[1] then
+    return
   end
-  if real_clock then
-    if not until_us then
-      if known_size >= 10000 then
-        known, known_size = {}, 0
-      end
-      known_size = known_size + 1
+  if not real_clock then
+    call('PEXPIRE', key, int(ms[2]))
+    return
+  end
+  local at = floor(now / 1000) + ms[2]
+  call('PEXPIREAT', key, int(at))
+  if not until_us then
+    if known_size >= 10000 then
+      known, known_size = {}, 0
     end
-    -- PTTL and PEXPIRE count from Redis's clock at some point of this call (7.2 freezes it at the
-    -- call's start, before TIME): half the slack keeps this below the true expiry even then
-    known[key] = (floor(now / 1000) + ttl - ms[3]) * 1000
+    known_size = known_size + 1
   end
+  known[key] = at * 1000
 end
 
 -- Decides one layer of one window, straight through: returns the answer (layer number `layer`)
