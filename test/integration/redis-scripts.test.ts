@@ -5,7 +5,12 @@ import { logRule } from "../../src/ratelimit/types.js";
 import { MAX_BATCH } from "../../src/store/redis/coalesce.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
-import { hitFromReply, ruleSpec } from "../../src/store/redis/rule-specs.js";
+import {
+  ANSWER_BYTES,
+  hitFromReply as hitOf,
+  ruleSpec,
+  USUAL_ANSWER_BYTES,
+} from "../../src/store/redis/rule-specs.js";
 import { createHotScripts } from "../../src/store/redis/scripts.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
@@ -32,7 +37,9 @@ describe("the hot scripts", () => {
     const hot = createHotScripts(own, { functions: true });
     const keys = createKeys(testPrefix());
     const call = (subject: string) => [keys.record(subject), keys.log(subject, "general", 0)];
-    const args = ["", "1", "1", ruleSpec(logRule(2, 60_000)), "general"];
+    const rule = logRule(2, 60_000);
+    const args = ["", "1", "1", ruleSpec(rule), "general"];
+    const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
     expect(hot.mode()).toBe("unknown");
     await own.function("FLUSH");
     expect(hitFromReply(await hot.limit(call("ip:192.0.2.80"), args)).allowed).toBe(true);
@@ -55,7 +62,9 @@ describe("the hot scripts", () => {
       const hot = createHotScripts(own, { functions: true });
       const keys = createKeys(testPrefix());
       const call = [keys.record("ip:192.0.2.81"), keys.log("ip:192.0.2.81", "general", 0)];
-      const args = ["", "1", "1", ruleSpec(logRule(30, 60_000)), "general"];
+      const rule = logRule(30, 60_000);
+      const args = ["", "1", "1", ruleSpec(rule), "general"];
+      const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
       await hot.limit(call, args); // loads the library
       const reads = async () =>
         Number(/total_reads_processed:(\d+)/.exec(await observer.info("stats"))?.[1] ?? Number.NaN);
@@ -87,5 +96,36 @@ describe("the hot scripts", () => {
       observer.disconnect();
       await server.stop();
     }
+  });
+
+  it("answer a rule of one window in five doubles, completed by the rule the store sent", async () => {
+    const own = connectRedis();
+    const hot = createHotScripts(own, { functions: true });
+    const keys = createKeys(testPrefix());
+    const subject = "ip:192.0.2.82";
+    const one = logRule(2, 60_000);
+    const lists = [keys.record(subject), keys.log(subject, "general", 0)];
+    const usual = await hot.limit(lists, ["", "1", "1", ruleSpec(one), "general"]);
+    expect(usual.length).toBe(USUAL_ANSWER_BYTES);
+    expect(usual.readDoubleLE(0)).toBe(3);
+    expect(hitOf(usual, one.windows[0])).toMatchObject({ allowed: true, limit: 2, used: 1, remaining: 1 });
+    expect(() => hitOf(usual, undefined)).toThrow(/one-window answer/);
+    const two = {
+      algorithm: "sliding-log" as const,
+      windows: [
+        { limit: 2, windowMs: 60_000 },
+        { limit: 5, windowMs: 600_000 },
+      ],
+    };
+    const searchLists = [
+      keys.record(subject),
+      keys.log(subject, "search", 0),
+      keys.log(subject, "search", 1),
+    ];
+    const full = await hot.limit(searchLists, ["", "1", "1", ruleSpec(two), "search"]);
+    expect(full.length).toBe(ANSWER_BYTES);
+    expect(full.readDoubleLE(0)).toBe(1);
+    expect(hitOf(full, undefined)).toMatchObject({ allowed: true, limit: 2, used: 1, remaining: 1 });
+    own.disconnect();
   });
 });

@@ -7,7 +7,17 @@ import { isCluster } from "./is-cluster.js";
 import type { Keys } from "./keys.js";
 import { limitCall } from "./rate-limit-store.js";
 import { createRoomGuesses } from "./room-guesses.js";
-import { ANSWER_BYTES, hitFromReply, parseWindowsSpec, ruleSpec, tierTable } from "./rule-specs.js";
+import {
+  ANSWER_BYTES,
+  answerNowUs,
+  hitFromReply,
+  isUsualAnswer,
+  parseWindowsSpec,
+  ruleSpec,
+  tierTable,
+  USUAL_ANSWER_BYTES,
+  usualWindow,
+} from "./rule-specs.js";
 import { hotScripts } from "./scripts.js";
 
 /** How many sliding-log lists a category's rules need at most, over every tier. */
@@ -88,7 +98,20 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
         remember(wider, userId, lists);
         continue;
       }
-      const hit = hitFromReply(reply);
+      if (isUsualAnswer(reply)) {
+        // The tier's rule of one window: the answer, the session's expiry, the tier.
+        const tier = reply.toString("utf8", USUAL_ANSWER_BYTES + 8);
+        const hit = hitFromReply(reply, rules.get(tier)?.windows[0]);
+        if (!dryRun) rooms.learn(window, hit);
+        return {
+          kind: "ok",
+          tier,
+          hit,
+          ownRule: undefined,
+          sessionExpiresAtMs: reply.readDoubleLE(USUAL_ANSWER_BYTES),
+        };
+      }
+      const hit = hitFromReply(reply, undefined);
       if (!dryRun) rooms.learn(window, hit);
       const rest = reply.toString("utf8", ANSWER_BYTES + 8);
       const cut = rest.indexOf("\n");
@@ -111,15 +134,13 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
     const layers = [{ category: IP_LAYER, rule: ip.rule }];
     const ipCall = limitCall(keys, ip.subject, layers);
     const ipReply = await hot.limit(ipCall.keys, ["", request.dryRun ? "0" : "1", "1", ...ipCall.rules]);
-    const ipHit = hitFromReply(ipReply);
+    const ipHit = hitFromReply(ipReply, usualWindow(layers));
     if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit } as const;
     const answer = await call(request, false);
     const refused = answer.kind !== "ok" || !answer.hit.allowed;
     if (refused && !request.dryRun) {
       // Fire and forget: a release that fails leaves one request counted, the safe side.
-      hot
-        .limitRelease(ipCall.keys, [String(ipReply.readDoubleLE(72)), ...ipCall.rules])
-        .catch(() => undefined);
+      hot.limitRelease(ipCall.keys, [String(answerNowUs(ipReply)), ...ipCall.rules]).catch(() => undefined);
     }
     if (answer.kind !== "ok") return answer;
     return { ...answer, hit: combine(ipHit, answer.hit) };

@@ -9,7 +9,7 @@ import {
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { createRoomGuesses } from "./room-guesses.js";
-import { hitFromReply, ruleSpec, windowStatesFromReply } from "./rule-specs.js";
+import { hitFromReply, ruleSpec, usualWindow, windowStatesFromReply } from "./rule-specs.js";
 import { hotScripts } from "./scripts.js";
 
 export type RedisRateLimitStoreOptions = {
@@ -51,7 +51,7 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
       const window = layers.length === 1 ? `${subject}\n${layers[0]?.category}` : undefined;
       const mode = dryRun ? "0" : window !== undefined && rooms.expects(window) ? "3" : "1";
       const reply = await hot.limit(call.keys, [nowArg(), mode, expires(subject), ...call.rules]);
-      const hit = hitFromReply(reply);
+      const hit = hitFromReply(reply, usualWindow(layers));
       if (window !== undefined && !dryRun) rooms.learn(window, hit);
       return hit;
     },

@@ -64,13 +64,41 @@ export function parseWindowsSpec(text: string, algorithm: Algorithm): Rule | und
   return windows.length === 0 ? undefined : { algorithm, windows };
 }
 
-/** The answer's size: ten doubles (lib/common.lua's `answer`). */
+/** The answer's size: ten doubles (lib/common.lua's `pack_answer`). */
 export const ANSWER_BYTES = 80;
+/** The usual answer's size: five doubles (lib/common.lua's `pack_usual`, a rule of one window). */
+export const USUAL_ANSWER_BYTES = 40;
 
-/** An answer (ten little-endian doubles) as a HitResult; layer and window counted from 0. */
-export function hitFromReply(reply: Buffer, offset = 0): HitResult {
-  const at = (i: number) => reply.readDoubleLE(offset + 8 * i);
-  const ok = at(0) === 1;
+/** Whether a reply starts with the usual answer (its first double 3 | 2) rather than a full one (1 | 0). */
+export const isUsualAnswer = (reply: Buffer): boolean => reply.readDoubleLE(0) >= 2;
+
+/** The answer's "now" (µs of the store's clock): when the request was counted. */
+export const answerNowUs = (reply: Buffer): number => reply.readDoubleLE(isUsualAnswer(reply) ? 32 : 72);
+
+/**
+ * An answer as a HitResult; layer and window counted from 0. A usual answer carries only what the
+ * caller knows not: `usual` is the one window of the one layer it sent, whose numbers complete it.
+ */
+export function hitFromReply(reply: Buffer, usual: Window | undefined): HitResult {
+  const at = (i: number) => reply.readDoubleLE(8 * i);
+  const first = at(0);
+  if (first >= 2) {
+    if (usual === undefined) throw new Error("a one-window answer to a call of several windows");
+    const ok = first === 3;
+    const used = at(1);
+    return {
+      allowed: ok,
+      layer: 0,
+      window: 0,
+      limit: usual.limit,
+      windowMs: usual.windowMs,
+      used,
+      remaining: Math.max(0, usual.limit - used),
+      resetAtMs: at(2) / 1000,
+      retryAfterMs: ok ? 0 : Math.max(1, Math.ceil((at(3) - at(4)) / 1000)),
+    };
+  }
+  const ok = first === 1;
   return {
     allowed: ok,
     layer: at(1) - 1,
@@ -82,6 +110,13 @@ export function hitFromReply(reply: Buffer, offset = 0): HitResult {
     resetAtMs: at(7) / 1000,
     retryAfterMs: ok ? 0 : Math.max(1, Math.ceil((at(8) - at(9)) / 1000)),
   };
+}
+
+/** The one window of a call of one layer, whose answer is the usual one; otherwise undefined. */
+export function usualWindow(layers: readonly { rule: Rule }[]): Window | undefined {
+  if (layers.length !== 1) return undefined;
+  const windows = (layers[0] as { rule: Rule }).rule.windows;
+  return windows.length === 1 ? windows[0] : undefined;
 }
 
 /** limit.lua's per-window states after the answer (mode "2"): five doubles each. */

@@ -20,7 +20,9 @@
 -- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
 -- Reply    the answer (see pack_answer; layer 1 is the IP layer when there is one), then a double:
 --          the session's absolute expiry (ms), then "<tier>\n<own windows>"; the tier is empty when
---          the IP layer refused before the session was looked at.
+--          the IP layer refused before the session was looked at. For the usual check (the tier's
+--          rule of one window, no IP layer, no own windows) the usual answer instead (see
+--          pack_usual), the session's expiry and the tier.
 --          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
 --          {-4, n} the user's own rule needs n sliding-log lists, more than KEYS holds
 local now = clock_us(ARGV[8])
@@ -63,10 +65,10 @@ if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
   local algo, n = byte(rules, pos) - 48, byte(rules, pos + 1) - 48
   if n == 1 and (algo ~= 1 or #KEYS >= first) then
-    local reply, usual = single(rules, pos, 1, KEYS[first], KEYS[3], field,
-      state_of(algo, read, state, KEYS[3], field), now, dry, exp, mode == '2')
+    local reply, usual = single(rules, pos, KEYS[first], KEYS[3], field,
+      state_of(algo, read, state, KEYS[3], field), now, dry, mode == '2', exp, tier)
     if usual then
-      return reply .. tier .. '\n'
+      return reply
     end
   end
 end

@@ -9,7 +9,8 @@
 -- ARGV[3]  "1" when the record expires (any subject but a user)
 -- ARGV[4…] per layer: its rule (see rule_of_tier) and its category
 -- Reply    the answer (see pack_answer); with ARGV[2] "2", then per layer and window five doubles:
---          limit, window µs, used, remaining, reset µs
+--          limit, window µs, used, remaining, reset µs. For one layer of one window and any other
+--          mode, the usual answer (see pack_usual).
 local now = clock_us(ARGV[1])
 local mode = ARGV[2]
 local dry = mode ~= '1' and mode ~= '3'
@@ -25,8 +26,7 @@ if #ARGV == 5 and mode ~= '2' then
       local v = call('HMGET', KEYS[1], 'x', field)
       deadline, state = tonum(v[1]), v[2] or nil
     end
-    local reply, usual, room, expires, w = single(spec, 1, 1, KEYS[2], KEYS[1], field, state, now, dry, nil,
-      mode == '3')
+    local reply, usual, room, expires, w = single(spec, 1, KEYS[2], KEYS[1], field, state, now, dry, mode == '3')
     if usual then
       if room and not dry and expires and expiring then
         extend_record(KEYS[1], deadline, expires, w, now)

@@ -317,6 +317,18 @@ local function pack_answer(allowed, layer, window, n, w, used, rem, reset, retry
   return spack('<dddddddddd', allowed and 1 or 0, layer, window, n, used, rem, w, reset, retry, now)
 end
 
+-- The usual answer, of a rule of one window decided straight through (single): only what the caller
+-- does not know already, since it sent that rule: 5 doubles (3 allowed | 2 denied, which also tells
+-- it from a full answer's 1 | 0; used, reset µs, retry µs, now µs), the remaining being the limit
+-- less the used (0 at least). With `extra`, a 6th double and then the text `tail`, in the same call
+-- (authorize's session expiry and tier). Each double packed costs Redis about 600 instructions.
+local function pack_usual(allowed, used, reset, retry, now, extra, tail)
+  if extra then
+    return spack('<ddddddc0', allowed and 3 or 2, used, reset, retry, now, extra, tail)
+  end
+  return spack('<ddddd', allowed and 3 or 2, used, reset, retry, now)
+end
+
 -- A sliding-log list must outlive its newest entry by a window. A push makes sure of it by reading
 -- the list's TTL (a read costs Redis less than a write) and moving it only when it falls short, then
 -- to a little past a window (a hundredth of it, at most 1 s), so that a busy list's expiry is written
@@ -361,14 +373,14 @@ local function extend_log(key, w, now, created)
   known[key] = at * 1000
 end
 
--- Decides one layer of one window, straight through: returns the answer (layer number `layer`)
+-- Decides one layer of one window, straight through: returns the usual answer (see pack_usual)
 -- and, when counted, writes it (sliding log: RPUSH on `key`, see extend_log; counter and gcra:
 -- the state into field `field` of `record`). `state` is the field's current value. The second
 -- result is false when the state was not the usual one (the caller takes the general way), the
--- third when the window had room, the fourth until when the written state matters. `extra`, a
--- double packed right after the answer (see pack_answer). `hopeful`: the caller expects room
+-- third when the window had room, the fourth until when the written state matters. `extra` and
+-- `tail`, packed right after the answer (see pack_usual). `hopeful`: the caller expects room
 -- (a sliding log then counts by log_push).
-local function single(spec, pos, layer, key, record, field, state, now, dry, extra, hopeful)
+local function single(spec, pos, key, record, field, state, now, dry, hopeful, extra, tail)
   local algo = byte(spec, pos) - 48
   local n, w = window_at(spec, pos + 2)
   local room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires
@@ -404,10 +416,9 @@ local function single(spec, pos, layer, key, record, field, state, now, dry, ext
     end
   end
   if room then
-    return pack_answer(true, layer, 1, n, w, used_after, rem_after, reset_after, 0, now, extra), true, true, expires,
-      w
+    return pack_usual(true, used_after, reset_after, 0, now, extra, tail), true, true, expires, w
   end
-  return pack_answer(false, layer, 1, n, w, used_now, rem_now, reset_now, retry, now, extra), true, false, expires, w
+  return pack_usual(false, used_now, reset_now, retry, now, extra, tail), true, false, expires, w
 end
 
 -- A record hash of a subject other than a user expires once none of its states matter: `deadline`
