@@ -58,6 +58,22 @@ async function session() {
 }
 const rulesOf = (limit: number, windowMs: number): TierRules => new Map([["free", logRule(limit, windowMs)]]);
 
+/** A new user's general window: its list, and a counted check of it under `rules`. */
+async function userWindow() {
+  const who = await session();
+  const list = keys.log(userSubject(who.userId), "general", 0);
+  const ask = (rules: TierRules) =>
+    authorizer.authorize({
+      ...who,
+      category: "general",
+      rules,
+      ip: undefined,
+      idleMs: 60_000,
+      dryRun: false,
+    });
+  return { list, ask };
+}
+
 /**
  * Checks in a row, timed: how many began later than `afterMs` after the first (only those may read
  * the TTL), how long they took (a list's expiry is moved a second after it was set), and each TTL
@@ -83,19 +99,10 @@ const expectSets = (pexpire: string[], set: string, elapsedMs: number) => {
 
 describe("a sliding-log list's expiry", () => {
   it("is set once for a busy user window, and read only after what was learned of it ran out", async () => {
-    const who = await session();
     const windowMs = 100_000;
-    const rules = rulesOf(1_000, windowMs);
-    const list = keys.log(userSubject(who.userId), "general", 0);
-    const ask = () =>
-      authorizer.authorize({
-        ...who,
-        category: "general",
-        rules,
-        ip: undefined,
-        idleMs: 60_000,
-        dryRun: false,
-      });
+    const window = await userWindow();
+    const list = window.list;
+    const ask = () => window.ask(rulesOf(1_000, windowMs));
     // Set at the creation to a window and a second; known from then on for half that second.
     const { late, ttls, elapsedMs } = await timed(40, 400, ask, list);
     const { pttl, pexpire } = await settled(list, 1);
@@ -105,19 +112,10 @@ describe("a sliding-log list's expiry", () => {
   });
 
   it("keeps reading a busy list's TTL about once per slack, not on every push, for as long as it is used", async () => {
-    const who = await session();
     const windowMs = 100_000;
-    const rules = rulesOf(100_000, windowMs);
-    const list = keys.log(userSubject(who.userId), "general", 0);
-    const ask = () =>
-      authorizer.authorize({
-        ...who,
-        category: "general",
-        rules,
-        ip: undefined,
-        idleMs: 60_000,
-        dryRun: false,
-      });
+    const window = await userWindow();
+    const list = window.list;
+    const ask = () => window.ask(rulesOf(100_000, windowMs));
     // Past two slacks of 1 s: each time the expiry is moved (absolute, and so known exactly), the
     // pushes of the next second skip the read; the one or two after it read it and move it.
     const start = Date.now();
@@ -135,19 +133,10 @@ describe("a sliding-log list's expiry", () => {
   });
 
   it("sets the expiry again, without reading it, for a list deleted meanwhile (a reset)", async () => {
-    const who = await session();
     const windowMs = 100_000;
-    const rules = rulesOf(1_000, windowMs);
-    const list = keys.log(userSubject(who.userId), "general", 0);
-    const ask = () =>
-      authorizer.authorize({
-        ...who,
-        category: "general",
-        rules,
-        ip: undefined,
-        idleMs: 60_000,
-        dryRun: false,
-      });
+    const window = await userWindow();
+    const list = window.list;
+    const ask = () => window.ask(rulesOf(1_000, windowMs));
     await ask();
     await ask();
     await redis.del(list);
@@ -160,17 +149,7 @@ describe("a sliding-log list's expiry", () => {
   });
 
   it("does not let what it learned under one window excuse a longer one (a new tier or policy)", async () => {
-    const who = await session();
-    const list = keys.log(userSubject(who.userId), "general", 0);
-    const ask = (rules: TierRules) =>
-      authorizer.authorize({
-        ...who,
-        category: "general",
-        rules,
-        ip: undefined,
-        idleMs: 60_000,
-        dryRun: false,
-      });
+    const { list, ask } = await userWindow();
     await ask(rulesOf(1_000, 100_000));
     await ask(rulesOf(1_000, 100_000));
     await ask(rulesOf(1_000, 300_000));
