@@ -22,6 +22,7 @@ import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
+import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
 export type Store = {
   kind: "redis" | "memory";
@@ -52,6 +53,8 @@ export type Store = {
 export const storeTimeouts = (checkTimeoutMs: number) => ({
   apiMs: Math.max(1_000, checkTimeoutMs * 10),
   connectMs: Math.max(1_000, checkTimeoutMs * 10),
+  /** A connection (or the invalidations' subscription) silent this long is dropped and made again. */
+  watchdog: { intervalMs: 1_000, silenceMs: Math.max(3_000, checkTimeoutMs * 20) },
 });
 
 /**
@@ -81,12 +84,24 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
   };
 }
 
-export function createRedisStore(options: { redis: RedisClient; prefix: string; timeoutMs?: number }): Store {
+export function createRedisStore(options: {
+  redis: RedisClient;
+  prefix: string;
+  timeoutMs?: number;
+  watchdog?: WatchdogTimings;
+}): Store {
   const { redis } = options;
-  const timeoutMs = storeTimeouts(options.timeoutMs ?? 100).apiMs;
+  const timeouts = storeTimeouts(options.timeoutMs ?? 100);
+  const timeoutMs = timeouts.apiMs;
+  const heartbeat = options.watchdog ?? timeouts.watchdog;
+  const watchdog = watchConnections(redis, heartbeat);
   const keys = createKeys(options.prefix);
   const limiter = createRedisRateLimitStore({ redis, keys });
-  const invalidations = createRedisInvalidations({ redis, channel: `${options.prefix}invalidations` });
+  const invalidations = createRedisInvalidations({
+    redis,
+    channel: `${options.prefix}invalidations`,
+    heartbeat,
+  });
   const sessions = revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs);
   return {
     kind: "redis",
@@ -119,6 +134,7 @@ export function createRedisStore(options: { redis: RedisClient; prefix: string; 
       redis.on("node error", listener);
     },
     async close() {
+      watchdog.stop();
       await invalidations.close();
       await redis.quit().catch(() => redis.disconnect());
     },

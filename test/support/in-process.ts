@@ -8,6 +8,7 @@ import { loadConfig } from "../../src/config/env.js";
 import { loadPolicy } from "../../src/config/policy.js";
 import { createHttpServer } from "../../src/http/server.js";
 import { createLogger } from "../../src/logger.js";
+import type { WatchdogTimings } from "../../src/store/redis/watchdog.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { connectRedis, testPrefix } from "./redis.js";
 
@@ -37,6 +38,10 @@ export type InProcessOptions = {
   peerOf?: InProcess;
   /** Load alice, bob_pro and ent_carol (password "secret"); default true. */
   demoUsers?: boolean;
+  /** The Redis client of a fresh store (default: the tests' own client of the shared Redis). */
+  redis?: Redis;
+  /** The fresh store's connection watchdog, shorter than production's so that tests stay short. */
+  watchdog?: WatchdogTimings;
 };
 
 function listen(server: Server): Promise<string> {
@@ -57,9 +62,16 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   };
   const config = loadConfig(env);
   const shared = options.shareWith;
-  const redis = shared?.redis ?? connectRedis();
+  const redis = shared?.redis ?? options.redis ?? connectRedis();
   const prefix = shared?.prefix ?? options.peerOf?.prefix ?? testPrefix();
-  const store = shared?.store ?? createRedisStore({ redis, prefix, timeoutMs: 1000 });
+  const store =
+    shared?.store ??
+    createRedisStore({
+      redis,
+      prefix,
+      timeoutMs: 1000,
+      ...(options.watchdog === undefined ? {} : { watchdog: options.watchdog }),
+    });
   const writes: string[] = [];
   const logger = createLogger(config.logLevel, {
     write(line: string) {

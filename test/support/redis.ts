@@ -44,3 +44,14 @@ export async function userWithSession(store: Store, username: string) {
   if (created === "refused") throw new Error(`a session of ${username} was refused`);
   return { userId: user.id, sessionId: created.session.sessionId };
 }
+
+/**
+ * The store's own upkeep, which MONITOR shows between the commands a test counts: the connection
+ * watchdog's PING and the invalidations' heartbeat (a PUBLISH to the process's `…:alive:` channel).
+ */
+export function isWatchdogTraffic(args: readonly string[]): boolean {
+  const command = String(args[0]).toLowerCase();
+  return (
+    (command === "ping" && args.length === 1) || (command === "publish" && /:alive:/.test(String(args[1])))
+  );
+}

@@ -1,0 +1,202 @@
+// A Redis connection that goes dark (no close, no reset, no answer) is dropped and made again.
+import { Cluster } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
+import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
+import { watchConnections } from "../../src/store/redis/watchdog.js";
+import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { connectRedis, redisUrl } from "../support/redis.js";
+
+const WATCHDOG = { intervalMs: 100, silenceMs: 600 };
+const target = () => {
+  const url = new URL(redisUrl());
+  return { host: url.hostname, port: Number(url.port) };
+};
+
+async function eventually<T>(probe: () => Promise<T>, ok: (value: T) => boolean, ms: number): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (ok(value) || Date.now() > until) return value;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("a check path whose Redis connection goes dark", () => {
+  let proxy: DarkProxy;
+  let client: RedisClient;
+  let tollgate: InProcess;
+  let token = "";
+
+  beforeAll(async () => {
+    proxy = await startDarkProxy(target());
+    // Made as tollgate makes its own (no offline queue), but through the proxy.
+    client = createRedisClient({ url: proxy.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    tollgate = await startInProcess({
+      redis: client as InProcess["redis"],
+      watchdog: WATCHDOG,
+      env: { REDIS_TIMEOUT_MS: "100", FAILURE_MODE: "open" },
+    });
+    token = await demoToken(tollgate.tollgate.auth, "alice");
+  });
+  afterAll(async () => {
+    await tollgate.close();
+    await proxy.close();
+  });
+
+  const check = () =>
+    tollgate.tollgate.checker({
+      method: "GET",
+      path: "/api/products",
+      authorization: `Bearer ${token}`,
+      ip: "192.0.2.9",
+    });
+
+  it("degrades while it is silent, then enforces again on a new connection by itself", async () => {
+    expect(await check()).toMatchObject({ kind: "allow", degraded: false });
+    const connectionsBefore = proxy.accepted();
+    proxy.darken();
+    const during = await check();
+    expect(during).toMatchObject({ kind: "allow", degraded: true });
+    // Nothing closed the connection: only the watchdog can notice that nothing comes back.
+    const after = await eventually(check, (d) => d.kind === "allow" && !d.degraded, 5_000);
+    expect(after).toMatchObject({ kind: "allow", degraded: false, limit: { category: "general" } });
+    expect(proxy.accepted()).toBeGreaterThan(connectionsBefore);
+    // Counted in Redis again: the window holds the first check and this one at least.
+    expect(after.kind === "allow" && after.limit !== undefined && after.limit.used >= 2).toBe(true);
+  });
+
+  it("says in the log why it dropped the connection, naming no secret", () => {
+    const lines = tollgate.logWrites().filter((line) => line.includes("no answer from Redis"));
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    for (const line of lines) expect(line).not.toContain(token);
+  });
+});
+
+describe("an invalidations subscription whose connection goes dark", () => {
+  it("reports itself unhealthy, subscribes again on a new connection, and hears announcements again", async () => {
+    const proxy = await startDarkProxy(target());
+    const sender = connectRedis();
+    const receiverClient = createRedisClient({ url: proxy.url });
+    const channel = `test-dark-${Math.random().toString(36).slice(2)}`;
+    const senderBus = createRedisInvalidations({ redis: sender, channel, heartbeat: WATCHDOG });
+    const receiver = createRedisInvalidations({ redis: receiverClient, channel, heartbeat: WATCHDOG });
+    const got: string[] = [];
+    const health: boolean[] = [];
+    receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
+    try {
+      await eventually(
+        async () => health.at(-1),
+        (h) => h === true,
+        5_000,
+      );
+      expect(health.at(-1)).toBe(true);
+      senderBus.publish("u:1");
+      await eventually(
+        async () => got.length,
+        (n) => n > 0,
+        2_000,
+      );
+      expect(got).toEqual(["u:1"]);
+
+      proxy.darken();
+      senderBus.publish("u:lost");
+      // The receiver's connection never closed: its heartbeat going unheard is all there is to see.
+      await eventually(
+        async () => health.includes(false),
+        (down) => down,
+        5_000,
+      );
+      expect(health.includes(false)).toBe(true);
+      await eventually(
+        async () => health.at(-1),
+        (h) => h === true,
+        5_000,
+      );
+      expect(health.at(-1)).toBe(true);
+      expect(got).not.toContain("u:lost");
+      senderBus.publish("u:2");
+      await eventually(
+        async () => got.includes("u:2"),
+        (heard) => heard,
+        2_000,
+      );
+      expect(got).toContain("u:2");
+    } finally {
+      await receiver.close();
+      receiverClient.disconnect();
+      sender.disconnect();
+      await proxy.close();
+    }
+  });
+});
+
+describe("a Redis Cluster node whose connection goes dark", () => {
+  it("is dropped and connected anew, and the keys of its slots are served again", async () => {
+    // One proxy per master; the client reaches each node through its proxy (natMap), so that the
+    // connections can be darkened while the cluster itself stays healthy.
+    const seeds = inject("clusterNodes")
+      .split(",")
+      .map((seed) => {
+        const [host, port] = seed.split(":");
+        return { host: host as string, port: Number(port) };
+      });
+    const proxies = await Promise.all(seeds.map((seed) => startDarkProxy(seed)));
+    const natMap = Object.fromEntries(
+      seeds.map((seed, i) => [`${seed.host}:${seed.port}`, { host: "127.0.0.1", port: portOf(proxies[i]) }]),
+    );
+    const cluster = new Cluster([{ host: "127.0.0.1", port: portOf(proxies[0]) }], {
+      natMap,
+      enableOfflineQueue: false,
+      scaleReads: "master",
+      retryDelayOnFailover: 100,
+      redisOptions: { commandTimeout: 5_000, maxRetriesPerRequest: 1 },
+    });
+    const watchdog = watchConnections(cluster, WATCHDOG);
+    const keys = Array.from({ length: 30 }, (_, i) => `test-dark-cluster:{k${i}}`);
+    const roundTrip = () =>
+      Promise.all(keys.map((key) => withTimeout(cluster.incr(key), 300))).then(
+        () => true,
+        () => false,
+      );
+    try {
+      await new Promise((resolve) => cluster.once("ready", resolve));
+      expect(await roundTrip()).toBe(true);
+      const masters = proxies.filter((p) =>
+        cluster.nodes("master").some((node) => node.options.port === portOf(p)),
+      );
+      expect(masters).toHaveLength(3);
+      const before = masters.map((p) => p.accepted());
+      for (const proxy of proxies) proxy.darken();
+      expect(await roundTrip()).toBe(false);
+      const recovered = await eventually(roundTrip, (ok) => ok, 8_000);
+      expect(recovered).toBe(true);
+      // Every master was reached again on a connection made after the dark one.
+      expect(masters.map((p, i) => p.accepted() > (before[i] as number))).toEqual([true, true, true]);
+    } finally {
+      watchdog.stop();
+      cluster.disconnect();
+      await Promise.all(proxies.map((p) => p.close()));
+    }
+  });
+});
+
+const portOf = (proxy: DarkProxy | undefined): number => Number(new URL(proxy?.url ?? "").port);
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("timed out")), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
