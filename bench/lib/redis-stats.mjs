@@ -63,18 +63,30 @@ export async function commandCounts(redis) {
 }
 
 /**
+ * Each tollgate's upkeep, once a second whatever the load and from every process on this Redis: its
+ * connection watchdog's PING and its invalidations heartbeat (a PUBLISH to its own `…:alive:` channel).
+ */
+const isUpkeep = (name, args) =>
+  (name === "ping" && args.length === 1) || (name === "publish" && String(args[1]).includes(":alive:"));
+
+/**
  * Runs `work` with a MONITOR attached and counts the commands by origin: MONITOR marks the commands a
- * script ran with "lua", so what is left are the round trips clients made. MONITOR slows Redis down,
+ * script ran with "lua", so what is left are the round trips clients made (less the processes' upkeep,
+ * counted apart as it is not per check). MONITOR slows Redis down,
  * so this is a short sample next to the measured rows, not part of them.
  */
 export async function monitorSample(url, work) {
-  const counts = { topLevel: 0, inScript: 0, topLevelByCommand: {} };
+  const counts = { topLevel: 0, inScript: 0, topLevelByCommand: {}, upkeepByCommand: {} };
   const monitor = await monitorRedis(url, (args, source) => {
     if (source === "lua") {
       counts.inScript += 1;
       return;
     }
     const name = String(args[0]).toLowerCase();
+    if (isUpkeep(name, args)) {
+      counts.upkeepByCommand[name] = (counts.upkeepByCommand[name] ?? 0) + 1;
+      return;
+    }
     counts.topLevel += 1;
     counts.topLevelByCommand[name] = (counts.topLevelByCommand[name] ?? 0) + 1;
   });

@@ -67,17 +67,28 @@ export function rowsTable(rows) {
   );
 }
 
+const byCommand = (counts) =>
+  Object.entries(counts)
+    .map(([name, n]) => `${name} ×${n}`)
+    .join(", ") || "—";
+
 export function monitorTable(samples) {
   return table(
-    ["MONITOR sample", "checks", "top-level cmds/check", "in-script cmds/check", "top-level commands seen"],
+    [
+      "MONITOR sample",
+      "checks",
+      "top-level cmds/check",
+      "in-script cmds/check",
+      "top-level commands seen",
+      "upkeep meanwhile (every tollgate on this Redis, once a second each)",
+    ],
     samples.map((s) => [
       s.label,
       thousands(s.checks),
       fixed(s.topLevel / s.checks, 3),
       fixed(s.inScript / s.checks, 2),
-      Object.entries(s.topLevelByCommand)
-        .map(([name, n]) => `${name} ×${n}`)
-        .join(", ") || "—",
+      byCommand(s.topLevelByCommand),
+      byCommand(s.upkeepByCommand),
     ]),
   );
 }

@@ -64,6 +64,8 @@ export type SessionInput = {
   userAgent: string;
   /** The password hash the login verified: creation is refused if the user changed since. */
   passwordHash: string;
+  /** Chosen by the caller when it must be able to revoke the session without an answer; else new. */
+  sessionId?: string;
 };
 
 export type SessionLifetimes = { idleMs: number; maxAgeMs: number; maxPerUser: number };

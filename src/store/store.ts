@@ -1,5 +1,6 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
 
+import { newSessionId } from "../auth/ids.js";
 import type { SessionStore, UserStore } from "../auth/types.js";
 import type { AuthorizeStore } from "../authz/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
@@ -60,22 +61,24 @@ export const storeTimeouts = (checkTimeoutMs: number) => ({
 /**
  * A session store whose `create` gives up after `timeoutMs`, and then revokes the session should its
  * commands still run (a stalled Redis executes them once it resumes): a login that answered 503 must
- * leave no session behind, as no token for it was ever issued.
+ * leave no session behind, as no token for it was ever issued. The id is chosen here, so that a
+ * creation that failed without an answer (the client's own command timer, a lost connection) is
+ * revoked too: Redis may have run it, or may run it yet, ahead of the revocation on the same
+ * connection.
  */
 function revokingLateSessions(sessions: SessionStore, timeoutMs: number): SessionStore {
   return {
     ...sessions,
     create(input, lifetimes) {
       let gaveUp = false;
-      const created = sessions.create(input, lifetimes);
-      created.then(
-        (result) => {
-          if (gaveUp && result !== "refused") {
-            sessions.revoke(result.session.userId, result.session.sessionId).catch(() => undefined);
-          }
-        },
-        () => undefined,
-      );
+      const sessionId = input.sessionId ?? newSessionId();
+      const revoke = () => {
+        sessions.revoke(input.userId, sessionId).catch(() => undefined);
+      };
+      const created = sessions.create({ ...input, sessionId }, lifetimes);
+      created.then((result) => {
+        if (gaveUp && result !== "refused") revoke();
+      }, revoke);
       return withDeadline(created, timeoutMs).catch((error: unknown) => {
         gaveUp = true;
         throw error;

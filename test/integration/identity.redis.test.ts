@@ -3,11 +3,13 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { allUsers } from "../../src/auth/users-sync.js";
+import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
+import { startRedisServer } from "../support/redis-server.js";
 
 describeIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
 
@@ -318,5 +320,53 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     // Revoked the old way: the index entry removed, the hash left behind.
     await redis.zrem(`${prefix}{u:${user.id}}:sessions`, sessionId);
     expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
+  });
+});
+
+describe("a session creation that fails without an answer", () => {
+  it("is revoked by its id, so that Redis running it late leaves no session behind", async () => {
+    // A Redis of its own: the pause would stall every other test file on the shared one. The
+    // client's own command timer (200 ms) fails the creation long before Redis resumes.
+    const server = await startRedisServer();
+    const client = createRedisClient({ url: server.url, commandTimeoutMs: 200 });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const store = createRedisStore({ redis: client, prefix: testPrefix(), timeoutMs: 1_000 });
+    const pauser = connectRedis(server.url);
+    try {
+      const user = await store.users.create({ username: "late", tier: "free", passwordHash: "h" });
+      if (user === "exists") throw new Error("late exists");
+      expect(await store.sessions.list(user.id)).toEqual([]);
+      const ran: string[] = [];
+      const monitor = await monitorRedis(server.url, (args, source) => {
+        if (source !== "lua" && args.some((arg) => String(arg).includes(user.id)))
+          ran.push(`${args[0]} ${args.filter((a) => String(a).includes(user.id)).join(" ")}`);
+      });
+      // Writes wait (scripts that may write included); the creation's listing, a read, passes.
+      await pauser.call("CLIENT", "PAUSE", "800", "WRITE");
+      const started = Date.now();
+      const creation = store.sessions.create(
+        { userId: user.id, deviceName: "d", ip: "198.51.100.7", userAgent: "u", passwordHash: "h" },
+        { idleMs: 60_000, maxAgeMs: 600_000, maxPerUser: 5 },
+      );
+      await expect(creation).rejects.toThrow();
+      expect(Date.now() - started).toBeLessThan(800);
+      // Once the pause is over the creation runs, and then the revocation queued behind it.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 800 + 300 - Date.now())));
+      expect(await store.sessions.list(user.id)).toEqual([]);
+      monitor.close();
+      // The creation did run, late, and the revocation of the same session after it.
+      const sessionKey = /\S+:s:\S+/.exec(ran.find((line) => line.startsWith("eval ")) ?? "")?.[0];
+      expect(sessionKey).toBeDefined();
+      const created = ran.findIndex(
+        (line) => line.startsWith("eval ") && line.includes(sessionKey as string),
+      );
+      const deleted = ran.findIndex((line) => line === `del ${sessionKey}`);
+      expect(created).toBeGreaterThanOrEqual(0);
+      expect(deleted).toBeGreaterThan(created);
+    } finally {
+      pauser.disconnect();
+      await store.close();
+      await server.stop();
+    }
   });
 });

@@ -7,6 +7,7 @@ import { watchConnections } from "../../src/store/redis/watchdog.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 import { connectRedis, redisUrl } from "../support/redis.js";
+import { startRedisServer } from "../support/redis-server.js";
 
 const WATCHDOG = { intervalMs: 100, silenceMs: 600 };
 const target = () => {
@@ -129,6 +130,34 @@ describe("an invalidations subscription whose connection goes dark", () => {
       receiverClient.disconnect();
       sender.disconnect();
       await proxy.close();
+    }
+  });
+});
+
+describe("a Redis that stalls (busy, paused) rather than going dark", () => {
+  it("keeps the connection, so that the commands it carried run once when Redis resumes", async () => {
+    // A Redis of its own: the pause would stall every other test file on the shared one.
+    const server = await startRedisServer();
+    const client = createRedisClient({ url: server.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const watchdog = watchConnections(client, WATCHDOG);
+    const pauser = connectRedis(server.url);
+    const key = `test-stall:${Math.random().toString(36).slice(2)}`;
+    try {
+      const idBefore = await client.client("ID");
+      // Every client's commands wait, new connections' too: the PING unanswered, the fresh one as well.
+      await pauser.call("CLIENT", "PAUSE", "2000", "ALL");
+      const writes = Array.from({ length: 20 }, () => client.incr(key));
+      const settled = await Promise.allSettled(writes);
+      expect(settled.map((s) => s.status)).toEqual(writes.map(() => "fulfilled"));
+      // Run once each: no new connection carried them a second time.
+      expect(await pauser.get(key)).toBe("20");
+      expect(await client.client("ID")).toBe(idBefore);
+    } finally {
+      watchdog.stop();
+      pauser.disconnect();
+      client.disconnect();
+      await server.stop();
     }
   });
 });

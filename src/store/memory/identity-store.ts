@@ -150,7 +150,7 @@ export function createMemoryIdentityStore(
         deviceName: input.deviceName,
         ip: input.ip,
         userAgent: input.userAgent,
-        sessionId: newSessionId(),
+        sessionId: input.sessionId ?? newSessionId(),
         createdAt: now,
         lastAccessed: now,
         expiresAt: now + lifetimes.maxAgeMs,

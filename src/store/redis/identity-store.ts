@@ -216,7 +216,7 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
       // Listing drops the index entries of sessions that expired by themselves, so that the cap
       // counts live sessions only and never evicts a session in use for the sake of a dead one.
       await store.list(input.userId);
-      const sessionId = newSessionId();
+      const sessionId = input.sessionId ?? newSessionId();
       const [createdAt, ...evicted] = await redis.sessionCreate(
         keys.session(input.userId, sessionId),
         keys.sessionIndex(input.userId),

@@ -1,5 +1,6 @@
 // Drops a Redis connection that stops answering without closing, so that ioredis makes a new one.
 import type { Redis } from "ioredis";
+import { withDeadline } from "../../deadline.js";
 import type { RedisClient } from "./client.js";
 import { isCluster } from "./is-cluster.js";
 
@@ -22,16 +23,77 @@ export function dropConnection(connection: Redis, error: Error): void {
   connection.stream?.destroy(error);
 }
 
+/**
+ * Whether a new connection to the server `connection` talks to (for Sentinel, the master the
+ * Sentinels name now) answers a PING within `ms`. Made and closed for this question alone.
+ */
+async function answersAfresh(connection: Redis, ms: number): Promise<boolean> {
+  const probe = connection.duplicate({
+    lazyConnect: true,
+    enableOfflineQueue: true,
+    enableReadyCheck: false,
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    connectTimeout: ms,
+    commandTimeout: ms,
+    failoverDetector: false,
+  });
+  probe.on("error", () => undefined);
+  try {
+    await withDeadline(
+      probe.connect().then(() => probe.ping()),
+      ms,
+    );
+    return true;
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
 /** The connections that carry a client's commands: itself, or a Cluster's node connections. */
 const connectionsOf = (client: RedisClient): Redis[] => (isCluster(client) ? client.nodes("all") : [client]);
 
 /**
- * Sends each ready connection a PING every `intervalMs` (one at a time per connection) and drops
- * a connection whose PING is still unanswered after `silenceMs`. A reply of any kind, an error reply
- * included, shows the connection alive; a PING that fails with its connection is forgotten with it.
+ * Sends each ready connection a PING every `intervalMs` (one at a time per connection). When one is
+ * still unanswered after `silenceMs`, a fresh connection to the same server is tried: if it answers
+ * while the old one still receives nothing, the path of the old one is dark and it is dropped; if it
+ * does not, Redis itself is stalled (busy, paused, overloaded) and the old connection is kept, so
+ * that the commands it already carried run once, when Redis resumes, and are not sent again (ioredis
+ * resends a dropped connection's unanswered commands on the next one). A reply of any kind, an
+ * error reply included, shows the connection alive; a PING that fails with its connection is
+ * forgotten with it.
  */
 export function watchConnections(client: RedisClient, timings: WatchdogTimings): { stop(): void } {
   const pending = new Map<Redis, number>();
+  const confirming = new Set<Redis>();
+  // A Redis that was stalled answers the fresh connection as it resumes, maybe before it has worked
+  // through the old one's backlog: anything the old one receives meanwhile, or within a grace
+  // period after, shows it alive.
+  const graceMs = Math.min(1_000, timings.silenceMs / 2);
+  const confirmDark = (connection: Redis, sentAt: number): void => {
+    confirming.add(connection);
+    const { stream } = connection;
+    let heard = false;
+    const onData = (): void => {
+      heard = true;
+    };
+    stream.on("data", onData);
+    void answersAfresh(connection, timings.silenceMs)
+      .then(async (fresh) => {
+        if (fresh && !heard) await new Promise((resolve) => setTimeout(resolve, graceMs));
+        return fresh && !heard;
+      })
+      .then((dark) => {
+        stream.off("data", onData);
+        confirming.delete(connection);
+        const unchanged = pending.get(connection) === sentAt && connection.stream === stream;
+        if (!dark || !unchanged || connection.status !== "ready") return;
+        pending.delete(connection);
+        dropConnection(connection, silenceError(timings.silenceMs));
+      });
+  };
   const timer = setInterval(() => {
     const now = Date.now();
     for (const connection of pending.keys()) {
@@ -46,9 +108,8 @@ export function watchConnections(client: RedisClient, timings: WatchdogTimings):
           if (pending.get(connection) === now) pending.delete(connection);
         };
         connection.ping().then(answered, answered);
-      } else if (now - sentAt >= timings.silenceMs) {
-        pending.delete(connection);
-        dropConnection(connection, silenceError(timings.silenceMs));
+      } else if (now - sentAt >= timings.silenceMs && !confirming.has(connection)) {
+        confirmDark(connection, sentAt);
       }
     }
   }, timings.intervalMs);
