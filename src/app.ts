@@ -139,6 +139,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
       return result;
     },
     checker,
+    ipv6Subnet: config.ipv6Subnet,
     logger,
     metrics,
     adminToken: config.adminToken,

@@ -118,19 +118,32 @@ class Reader {
     }
   }
 
-  /** A secret given in the environment: never echoed in a message. */
-  secret(name: string, production: boolean): { value: string; generated: boolean } {
+  /**
+   * A secret given in the environment: never echoed in a message. `alwaysMinBytes`: the length is
+   * required outside production too (a signing key); otherwise only production requires it.
+   */
+  secret(name: string, production: boolean, alwaysMinBytes: boolean): { value: string; generated: boolean } {
     const value = this.raw(name);
     if (value === undefined) {
       if (production) this.problems.push(`${name}: required when NODE_ENV=production`);
       return { value: randomBytes(32).toString("base64url"), generated: true };
     }
-    if (Buffer.byteLength(value, "utf8") < MIN_SECRET_BYTES) {
-      this.problems.push(`${name}: must be at least ${MIN_SECRET_BYTES} bytes long`);
+    this.strongEnough(name, value, production, { minBytes: MIN_SECRET_BYTES, always: alwaysMinBytes });
+    return { value, generated: false };
+  }
+
+  /** Production refuses short, published and predictable secrets; elsewhere only what `always` asks. */
+  strongEnough(
+    name: string,
+    value: string,
+    production: boolean,
+    length: { minBytes: number; always: boolean },
+  ): void {
+    if ((production || length.always) && Buffer.byteLength(value, "utf8") < length.minBytes) {
+      this.problems.push(`${name}: must be at least ${length.minBytes} bytes long`);
     } else if (production) {
       this.refuseWeak(name, value);
     }
-    return { value, generated: false };
   }
 
   /** Production refuses secrets published in the repository or too predictable to be secret. */
@@ -161,7 +174,7 @@ function parseJwt(reader: Reader, production: boolean): JwtSettings {
   let secret: string | undefined;
   let secretGenerated = false;
   if (usesHmac) {
-    const s = reader.secret("JWT_SECRET", production);
+    const s = reader.secret("JWT_SECRET", production, true);
     secret = s.value;
     secretGenerated = s.generated;
   }
@@ -216,7 +229,7 @@ export function loadConfig(env: Env = process.env): Config {
   // Unset outside production: loopback only, so a laptop run never exposes the admin and check
   // ports to its network. Containers set HOST=0.0.0.0 (the Dockerfile does).
   const host = reader.raw("HOST") ?? (production ? "0.0.0.0" : "127.0.0.1");
-  const admin = reader.secret("ADMIN_TOKEN", production);
+  const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
   const config: Config = {
     port: reader.port("PORT", 8080),
@@ -251,10 +264,8 @@ export function loadConfig(env: Env = process.env): Config {
       "WORKERS: more than one worker needs Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS); the memory store is one process only",
     );
   }
-  if (metricsToken !== undefined && Buffer.byteLength(metricsToken) < 16) {
-    reader.problems.push("METRICS_TOKEN: must be at least 16 bytes long");
-  } else if (metricsToken !== undefined && production) {
-    reader.refuseWeak("METRICS_TOKEN", metricsToken);
+  if (metricsToken !== undefined) {
+    reader.strongEnough("METRICS_TOKEN", metricsToken, production, { minBytes: 16, always: false });
   }
   const ports = [
     ["PORT", config.port],

@@ -57,7 +57,8 @@ default: { category: general, token: required }
 `;
 
 const NAME = /^[a-z][a-z0-9_-]{0,31}$/;
-const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+/** HEAD is not among them: it is answered by GET handlers upstream and limited by the GET routes. */
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const MAX_COUNT = 1_000_000;
 const MAX_WINDOW_MS = 7 * UNIT_MS.d;
@@ -189,7 +190,8 @@ const routeSchema = z.strictObject({
   method: z
     .string()
     .transform((m) => m.toUpperCase())
-    .refine((m) => METHODS.includes(m), `method must be one of ${METHODS.join(", ")}`)
+    .refine((m) => m !== "HEAD", "method HEAD: a HEAD request is limited by the GET routes; write GET")
+    .refine((m) => m === "HEAD" || METHODS.includes(m), `method must be one of ${METHODS.join(", ")}`)
     .optional(),
   path: z
     .string()

@@ -14,7 +14,7 @@ import type { Readiness } from "../readiness.js";
 import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
 import type { ApiStore } from "./api-store.js";
-import { errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
 import { healthRoutes, sessionJson } from "./public-api.js";
 
@@ -24,8 +24,9 @@ export type AdminApiOptions = {
   policy: PolicyState;
   /** Re-reads POLICY_FILE (counted and logged by the caller). */
   reloadPolicy(): ReloadResult;
-  /** The check, for dry runs. */
+  /** The check, for dry runs, with the IPv6 prefix length that real checks key clients by. */
   checker: Checker;
+  ipv6Subnet: number;
   logger: Logger;
   metrics: Metrics;
   adminToken: string;
@@ -73,7 +74,6 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
-  app.use(requireJson, express.json({ limit: "16kb" }));
 
   const router = express.Router();
   healthRoutes(router, { store, readyTimeoutMs: options.readyTimeoutMs, readiness: options.readiness });
@@ -99,6 +99,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   };
   admin.post(
     "/users",
+    ...jsonBody,
     handle(async (req, res) => {
       const input = parse(createSchema, req.body);
       const created = await store.users.create({
@@ -129,6 +130,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
 
   admin.put(
     "/users/:id/password",
+    ...jsonBody,
     handle(async (req, res) => {
       const { password } = parse(z.strictObject({ password: passwordSchema }), req.body);
       const user = await userOf(req);
@@ -179,6 +181,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
 
   admin.put(
     "/users/:id/tier",
+    ...jsonBody,
     handle(async (req, res) => {
       const { tier } = parse(z.object({ tier: tierSchema }), req.body);
       const user = await userOf(req);
@@ -191,6 +194,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
 
   admin.put(
     "/users/:id/disabled",
+    ...jsonBody,
     handle(async (req, res) => {
       const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
@@ -206,7 +210,12 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   );
 
   limitsRoutes(admin, { store, policy, logger, userOf });
-  policyRoutes(admin, { policy, reloadPolicy: options.reloadPolicy, checker: options.checker });
+  policyRoutes(admin, {
+    policy,
+    reloadPolicy: options.reloadPolicy,
+    checker: options.checker,
+    ipv6Subnet: options.ipv6Subnet,
+  });
 
   router.use("/admin", admin);
   app.use(router);

@@ -7,7 +7,7 @@ import { limitText, windowsOrNullSchema } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
-import { HttpError } from "./errors.js";
+import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
 /** Per category: its limit or list of limits (as a policy writes them), or null to follow the tier again. */
@@ -57,6 +57,7 @@ export function limitsRoutes(
 
   admin.put(
     "/users/:id/limits",
+    ...jsonBody,
     handle(async (req, res) => {
       const body = parse(ownLimitsSchema, req.body);
       const user = await userOf(req);

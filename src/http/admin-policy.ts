@@ -6,7 +6,7 @@ import type { Decision } from "../authz/decide.js";
 import { type PolicyState, policyDocument, type ReloadResult } from "../authz/policy-state.js";
 import { renderDecision } from "./check-responses.js";
 import { normalizeIp } from "./client-ip.js";
-import { HttpError } from "./errors.js";
+import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
 const checkSchema = z.strictObject({
@@ -55,7 +55,7 @@ function explain(decision: Decision, nowMs: number) {
 
 export function policyRoutes(
   admin: Router,
-  options: { policy: PolicyState; reloadPolicy(): ReloadResult; checker: Checker; ipv6Subnet?: number },
+  options: { policy: PolicyState; reloadPolicy(): ReloadResult; checker: Checker; ipv6Subnet: number },
 ): void {
   const { policy, checker } = options;
 
@@ -96,10 +96,11 @@ export function policyRoutes(
 
   admin.post(
     "/check",
+    ...jsonBody,
     handle(async (req, res) => {
       const body = parse(checkSchema, req.body);
       const raw = body.ip ?? req.socket.remoteAddress ?? "127.0.0.1";
-      const ip = normalizeIp(raw, options.ipv6Subnet ?? 64);
+      const ip = normalizeIp(raw, options.ipv6Subnet);
       if (ip === undefined) throw new HttpError("bad_request", "ip: not an IP address");
       const decision = await checker(
         { method: body.method.toUpperCase(), path: body.path, authorization: body.authorization, ip },

@@ -1,5 +1,5 @@
 // Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
-import type { ErrorRequestHandler, RequestHandler, Response } from "express";
+import express, { type ErrorRequestHandler, type RequestHandler, type Response } from "express";
 import type { Logger } from "../logger.js";
 import { StoreUnavailableError } from "../unavailable.js";
 
@@ -95,7 +95,7 @@ export const notFound: RequestHandler = (req, res) =>
   sendError(res, new HttpError("not_found", `No route for ${req.method} ${req.path}`));
 
 /** POST/PUT bodies must be JSON; anything else is refused before parsing. */
-export const requireJson: RequestHandler = (req, _res, next) => {
+const requireJson: RequestHandler = (req, _res, next) => {
   if (
     (req.method === "POST" || req.method === "PUT" || req.method === "PATCH") &&
     req.headers["content-length"] !== "0"
@@ -107,3 +107,9 @@ export const requireJson: RequestHandler = (req, _res, next) => {
   }
   next();
 };
+
+/**
+ * For the routes that read a body, and only those: a JSON body of at most 16 kB. A route that reads
+ * none (logout, a revocation, a reload) answers whatever a client sends along, as it ignores it.
+ */
+export const jsonBody: RequestHandler[] = [requireJson, express.json({ limit: "16kb" })];

@@ -8,7 +8,7 @@ import type { Logger } from "../logger.js";
 import { createReadiness, type Readiness } from "../readiness.js";
 import type { ApiStore } from "./api-store.js";
 import { type ClientIpOptions, clientIp } from "./client-ip.js";
-import { bearerChallenge, errorHandler, HttpError, notFound, requireJson } from "./errors.js";
+import { bearerChallenge, errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { bearerToken, handle } from "./handlers.js";
 import { cleanText } from "./sanitize.js";
 
@@ -88,7 +88,6 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
-  app.use(requireJson, express.json({ limit: "16kb" }));
 
   const authed =
     (fn: AuthedHandler): RequestHandler =>
@@ -116,6 +115,7 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
 
   router.post(
     "/auth/login",
+    ...jsonBody,
     handle(async (req, res) => {
       // Before the users are loaded every login would fail (and count toward a lockout): not yet.
       if (readiness.phase() === "starting") throw notReady(readiness) as HttpError;
@@ -172,7 +172,7 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
     "/auth/logout-all",
     authed(async (_req, res, identity) => {
       const revoked = await auth.logoutAll(identity);
-      res.json({ message: `Logged out from ${revoked} device${revoked === 1 ? "" : "s"}`, revoked });
+      res.json({ message: `Logged out from ${revoked} devices`, revoked });
     }),
   );
 

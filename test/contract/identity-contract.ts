@@ -261,6 +261,20 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
         expect((await t.api("POST", "/auth/logout", { token: phone })).status).toBe(401);
       });
 
+      it("logs out whatever body a client sends along, as logout reads none (curl -d sends a form)", async () => {
+        const { tokens } = await threeDevices();
+        const form = { "content-type": "application/x-www-form-urlencoded" };
+        const one = await t.api("POST", "/auth/logout", {
+          token: tokens[0] as string,
+          body: "{}",
+          headers: form,
+        });
+        expect([one.status, one.body]).toEqual([200, { message: "Logged out from this device" }]);
+        const all = await t.api("POST", "/auth/logout-all", { token: tokens[1] as string, body: "x" });
+        expect([all.status, all.body]).toEqual([200, { message: "Logged out from 2 devices", revoked: 2 }]);
+        expect(await statuses(tokens)).toEqual([401, 401, 401]);
+      });
+
       it("logs out from every device and leaves each of them at 401", async () => {
         const { tokens } = await threeDevices();
         const out = await t.api("POST", "/auth/logout-all", { token: tokens[0] as string });

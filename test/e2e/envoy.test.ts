@@ -365,7 +365,7 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
     expect(missing.json()).toEqual({ error: "not_found", message: "no such endpoint" });
   });
 
-  it("answers 503 with the JSON body and no limit headers once tollgate is down", async () => {
+  it("answers 503 with the JSON body, Retry-After and no limit headers once tollgate is down, as nginx does", async () => {
     const doomed = await startTollgate({ ...env, REDIS_KEY_PREFIX: testPrefix() });
     extra.push(doomed);
     const alone = await startEnvoyHarness({
@@ -381,10 +381,9 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
     const res = await send(`${alone.url}/api/products`, auth);
     expect(res.status).toBe(503);
     expect(res.header("content-type")).toBe("application/json");
-    expect(res.json()).toEqual({ error: "unavailable", message: "authorization service unavailable" });
-    expect(Object.keys(res.headers).filter((h) => /^(retry-after|x-ratelimit-|ratelimit)/.test(h))).toEqual(
-      [],
-    );
+    expect(res.json()).toEqual({ error: "unavailable", message: "The authorization service is unavailable" });
+    expect(res.header("retry-after")).toBe("1");
+    expect(Object.keys(res.headers).filter((h) => /^(x-ratelimit-|ratelimit)/.test(h))).toEqual([]);
   });
 });
 
@@ -522,11 +521,12 @@ describe("the Envoy harness itself, against recording check and upstream servers
   });
 
   it("turns a 5xx from the check into status_on_error with the local-reply JSON and none of its headers", async () => {
-    checkAnswer = { status: 503, headers: { "retry-after": "1", "x-ratelimit-limit": "5" }, body: "down" };
+    checkAnswer = { status: 503, headers: { "retry-after": "7", "x-ratelimit-limit": "5" }, body: "down" };
     const res = await send(`${envoy.url}/api/products`, { localAddress: newClientAddress() });
     expect(res.status).toBe(503);
-    expect(res.json()).toEqual({ error: "unavailable", message: "authorization service unavailable" });
-    expect(res.headers["retry-after"]).toBeUndefined();
+    expect(res.json()).toEqual({ error: "unavailable", message: "The authorization service is unavailable" });
+    // The local reply's own Retry-After, not the check's.
+    expect(res.headers["retry-after"]).toBe("1");
     expect(res.headers["x-ratelimit-limit"]).toBeUndefined();
     expect(upstream.received).toHaveLength(0);
   });

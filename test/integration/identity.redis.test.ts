@@ -299,6 +299,24 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     for (const sid of more) expect(await redis.exists(`${prefix}{u:${user.id}}:s:${sid}`)).toBe(0);
   });
 
+  it("keeps the index as long as its longest-lived session when the absolute lifetime is shortened", async () => {
+    const { user, sessionId } = await newSession();
+    const index = `${prefix}{u:${user.id}}:sessions`;
+    const before = await redis.pttl(index);
+    // A restart with a much shorter SESSION_MAX_AGE_SECONDS, then a login.
+    const short = await store.sessions.create(
+      { userId: user.id, deviceName: "new", ip: "192.0.2.1", userAgent: "a", passwordHash: "h" },
+      { ...lifetimes, maxAgeMs: 1_000, idleMs: 1_000 },
+    );
+    expect(short).not.toBe("refused");
+    expect(await redis.pttl(index)).toBeGreaterThan(before - 5_000);
+    // The older session is still found, listed and revoked through the index.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect((await store.sessions.list(user.id)).map((s) => s.sessionId)).toEqual([sessionId]);
+    expect(await store.sessions.revokeAll(user.id)).toBe(1);
+    expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
+  });
+
   it("checks a session written before sessions carried v by its index entry and the user hash", async () => {
     const { user, sessionId, key } = await newSession();
     const userKey = `${prefix}{u:${user.id}}:user`;

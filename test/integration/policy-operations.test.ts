@@ -202,3 +202,24 @@ describe("the dry-run check", () => {
     expect((await ask({ path: "/api/products" })).status).toBe(400);
   });
 });
+
+describe("the dry-run check with IPV6_SUBNET", () => {
+  it("keys an IPv6 client by the configured prefix, as real checks do", async () => {
+    const wide = await startInProcess({ env: { IPV6_SUBNET: "48" } });
+    try {
+      const login = (ip: string) =>
+        wide.tollgate.checker({ method: "POST", path: "/auth/login", authorization: undefined, ip });
+      expect(await login("2001:db8:1:1::1")).toMatchObject({ kind: "allow", limit: { remaining: 9 } });
+      // Another /64 of the same /48: the same client for this tollgate, so the same window.
+      expect(await login("2001:db8:1:2::1")).toMatchObject({ kind: "allow", limit: { remaining: 8 } });
+      const res = await fetch(`${wide.adminUrl}/admin/check`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${wide.adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ method: "POST", path: "/auth/login", ip: "2001:db8:1:3::1" }),
+      });
+      expect(await res.json()).toMatchObject({ decision: "allow", category: "login", remaining: 7 });
+    } finally {
+      await wide.close();
+    }
+  });
+});

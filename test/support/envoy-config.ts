@@ -44,6 +44,8 @@ export type LocalReplyMapper = {
   matches(status: number, flags: ReadonlySet<string>): boolean;
   statusCode?: number;
   body?: { contentType: string; text: string };
+  /** headers_to_add, static values only, each overwriting a header of the same name. */
+  headers: ReadonlyArray<[string, string]>;
 };
 
 export type EnvoyCluster = {
@@ -298,7 +300,22 @@ function replyFilter(node: Node): ReplyPredicate {
 
 function localReply(entry: unknown, index: number): LocalReplyMapper {
   const mapper = obj(entry, `local_reply_config.mappers[${index}]`);
-  onlyKeys(mapper, ["filter", "status_code", "body_format_override"], `local_reply_config.mappers[${index}]`);
+  onlyKeys(
+    mapper,
+    ["filter", "status_code", "body_format_override", "headers_to_add"],
+    `local_reply_config.mappers[${index}]`,
+  );
+  const headers = list(mapper.headers_to_add ?? [], "headers_to_add").map((entry): [string, string] => {
+    const option = obj(entry, "headers_to_add[]");
+    onlyKeys(option, ["header", "append_action"], "headers_to_add[]");
+    if ((option.append_action ?? "OVERWRITE_IF_EXISTS_OR_ADD") !== "OVERWRITE_IF_EXISTS_OR_ADD") {
+      throw unsupported(`headers_to_add append_action ${String(option.append_action)}`);
+    }
+    const header = obj(option.header, "headers_to_add[].header");
+    const value = String(header.value);
+    if (value.includes("%")) throw unsupported("formatters in local reply headers");
+    return [String(header.key).toLowerCase(), value];
+  });
   const matches = replyFilter(obj(mapper.filter, `mappers[${index}].filter`));
   const format =
     mapper.body_format_override === undefined ? undefined : obj(mapper.body_format_override, "body");
@@ -313,6 +330,7 @@ function localReply(entry: unknown, index: number): LocalReplyMapper {
   }
   return {
     matches,
+    headers,
     ...(typeof mapper.status_code === "number" ? { statusCode: mapper.status_code } : {}),
     ...(body === undefined ? {} : { body }),
   };

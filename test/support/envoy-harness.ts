@@ -175,6 +175,7 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
       body = mapper.body.text;
       headers.set("content-type", [mapper.body.contentType]);
     }
+    for (const [name, value] of mapper?.headers ?? []) headers.set(name, [value]);
     if (body !== "" && !headers.has("content-type")) headers.set("content-type", ["text/plain"]);
     for (const [name, value] of extra) headers.set(name, [...(headers.get(name) ?? []), value]);
     headers.set("server", ["envoy"]);

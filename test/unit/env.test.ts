@@ -121,6 +121,22 @@ describe("settings", () => {
     expect(problems({ ADMIN_PORT: "8080" })).toEqual(["ADMIN_PORT: 8080 is already used by PORT"]);
   });
 
+  it("take any admin and metrics token outside production, and require their length in production", () => {
+    const short = { ADMIN_TOKEN: "dev-admin", METRICS_TOKEN: "dev-metrics" };
+    expect(problems(short)).toEqual([]);
+    expect(loadConfig(short)).toMatchObject({ adminToken: "dev-admin", metricsToken: "dev-metrics" });
+    // A signing key is a signing key anywhere.
+    expect(problems({ ...short, JWT_SECRET: "short-signing-key" })).toEqual([
+      "JWT_SECRET: must be at least 32 bytes long",
+    ]);
+    expect(
+      problems({ NODE_ENV: "production", JWT_SECRET: randomBytes(32).toString("hex"), ...short }),
+    ).toEqual([
+      "ADMIN_TOKEN: must be at least 32 bytes long",
+      "METRICS_TOKEN: must be at least 16 bytes long",
+    ]);
+  });
+
   it("require the secrets in production", () => {
     const found = problems({ NODE_ENV: "production" });
     expect(found).toContain("JWT_SECRET: required when NODE_ENV=production");

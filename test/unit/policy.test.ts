@@ -121,8 +121,11 @@ describe("a policy file", () => {
     ["bad-ip-layer.yaml", /ip: unknown key "burst"/],
     ["bad-list-entry.yaml", /tiers\.anonymous\.general\[1\]: bad limit "5 a second"/],
     ["bad-mode.yaml", /mode: mode must be enforce or shadow/],
+    // A HEAD route could never match: HEAD requests are limited as GET.
+    ["head-method.yaml", /routes\[0\]\.method: method HEAD: a HEAD request is limited by the GET routes/],
   ])("refuses %s, naming the field", (file, problem) => {
     expect(problemsOf(file)[0]).toMatch(problem);
+    expect(problemsOf(file)).toHaveLength(1);
   });
 
   it("names the file and the field of an unknown key in a route", () => {

@@ -40,5 +40,10 @@ end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], int(math.min(tonumber(ARGV[2]), tonumber(ARGV[3]))))
 redis.call('ZADD', KEYS[2], int(now), ARGV[1])
-redis.call('PEXPIRE', KEYS[2], int(tonumber(ARGV[3])))
+-- The index lives as long as its longest-lived session, never shorter: a session created under a
+-- longer SESSION_MAX_AGE_SECONDS than today's must stay listable and revocable until it ends.
+local index_ms = tonumber(ARGV[3])
+if redis.call('PTTL', KEYS[2]) < index_ms then
+  redis.call('PEXPIRE', KEYS[2], int(index_ms))
+end
 return reply
