@@ -5,6 +5,7 @@ import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
+import { createDeadSessions } from "./authz/dead-sessions.js";
 import { createDenialCache } from "./authz/denial-cache.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./authz/policy-state.js";
 import type { Config } from "./config/env.js";
@@ -85,6 +86,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const checker = createChecker({
     policy: () => policy.current().compiled,
     denials,
+    // At most 100,000 (about 10 MB): past that the oldest are forgotten and cost a lookup again.
+    deadSessions: createDeadSessions({ maxEntries: 100_000 }),
     tokens,
     authorizer: store.unguarded.authorizer,
     limiter: store.unguarded.limiter,

@@ -7,7 +7,8 @@ export type Claims = { sub: string; sid: string; tier: string; exp: number };
 
 export type TokenCheck =
   | { ok: true; claims: Claims }
-  | { ok: false; reason: "expired" | "invalid"; description: string };
+  // "revoked": never from verify; the checker's, for a token whose session the store said is gone.
+  | { ok: false; reason: "expired" | "invalid" | "revoked"; description: string };
 
 export type TokenService = {
   sign(claims: { sub: string; sid: string; tier: string }): { token: string; expiresIn: number };

@@ -3,6 +3,7 @@ import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import { createDeadline } from "../deadline.js";
 import { IP_LAYER, type RateLimitStore, userSubject } from "../ratelimit/types.js";
+import type { DeadSessions } from "./dead-sessions.js";
 import {
   type CompiledPolicy,
   type Decision,
@@ -28,6 +29,8 @@ export type CheckerOptions = {
   idleMs: number;
   /** Refusals answered without the store until their window frees; none when undefined. */
   denials?: DenialCache;
+  /** Sessions the store said are gone: their tokens count and fail as invalid ones. */
+  deadSessions?: DeadSessions;
   /** Users refused whatever the store says (the demo users, in production), even when degraded. */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call. */
@@ -37,6 +40,7 @@ export type CheckerOptions = {
 };
 
 const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
+const DEAD_SESSION: TokenCheck = { ok: false, reason: "revoked", description: "session expired or revoked" };
 
 export function readToken(authorization: string | undefined, tokens: TokenService): TokenCheck | undefined {
   if (authorization === undefined || authorization === "") return undefined;
@@ -60,7 +64,9 @@ export function createChecker(options: CheckerOptions): Checker {
     const dryRun = checkOptions?.dryRun === true;
     const denials = dryRun ? undefined : options.denials;
     const compiled = options.policy();
-    const token = readToken(request.authorization, tokens);
+    let token = readToken(request.authorization, tokens);
+    const now = Date.now();
+    if (token?.ok === true && options.deadSessions?.has(token.claims.sid, now) === true) token = DEAD_SESSION;
     const p = plan(compiled, { method: request.method, path: request.path, token, ip: request.ip });
     if (p.kind === "done") return p.decision;
     if (p.kind === "user" && refusedUserIds?.has(p.userId) === true) {
@@ -72,7 +78,6 @@ export function createChecker(options: CheckerOptions): Checker {
         tokenSent: true,
       };
     }
-    const now = Date.now();
     const generation = denials?.generation() ?? 0;
 
     if (p.kind === "anonymous") {
@@ -122,6 +127,10 @@ export function createChecker(options: CheckerOptions): Checker {
       );
       onStoreOk();
       decision = decideUser(compiled, p, answer);
+      // Only a session that is gone: a disabled user's may serve again once the user is enabled.
+      if (!dryRun && token?.ok === true && answer.kind === "no_session") {
+        options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
+      }
       // A cached refusal must not outlive the session, nor keep its idle lifetime from renewing.
       if (answer.kind === "ok") sessionBound = Math.min(answer.sessionExpiresAtMs, now + idleMs / 2);
     } catch (error) {

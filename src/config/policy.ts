@@ -167,12 +167,22 @@ const ruleSchema = z.unknown().transform((value, ctx): ParsedRule => {
   return windows === undefined ? z.NEVER : { windows, algorithm: undefined };
 });
 
-const nameSchema = z.string().regex(NAME, "use a lower-case name of up to 32 characters: a-z 0-9 _ -");
+// Names key plain objects here and there (a tier's categories, a user's own limits): none may be
+// one of Object.prototype's ("constructor", the only lower-case one), which every object has.
+const nameSchema = z
+  .string()
+  .regex(NAME, "use a lower-case name of up to 32 characters: a-z 0-9 _ -")
+  .refine((n) => !(n in Object.prototype), "this name is reserved; choose another");
 const categorySchema = nameSchema.refine(
   (c) => c !== IP_LAYER,
   `"${IP_LAYER}" is the per-address layer's name`,
 );
 const tokenSchema = z.enum(["required", "none"]);
+/** An unlimited route is answered at once, its token unread: requiring one there would be a lie. */
+const UNLIMITED_NEEDS_NO_TOKEN = {
+  message: "limit: false lets every request through unread, token or not; write token: none with it",
+  path: ["limit"],
+};
 
 const tierSchema = z
   .object({ algorithm: algorithmSchema.optional(), mode: modeSchema.optional() })
@@ -186,36 +196,40 @@ const tierSchema = z
     }
   });
 
-const routeSchema = z.strictObject({
-  method: z
-    .string()
-    .transform((m) => m.toUpperCase())
-    .refine((m) => m !== "HEAD", "method HEAD: a HEAD request is limited by the GET routes; write GET")
-    .refine((m) => m === "HEAD" || METHODS.includes(m), `method must be one of ${METHODS.join(", ")}`)
-    .optional(),
-  path: z
-    .string()
-    .regex(/^\/[^?#\s]*$/, 'path must start with "/" and hold no query, fragment or space')
-    .refine((p) => !p.slice(0, -2).includes("*"), 'only a trailing "/*" may hold a wildcard')
-    .refine(
-      (p) => canonicalTarget(p.endsWith("/*") ? p.slice(0, -2) || "/" : p).ok,
-      "path must be one that requests can reach (no dot segments, ';', backslash or escaped delimiters)",
-    ),
-  category: categorySchema.optional(),
-  token: tokenSchema.default("required"),
-  limit: z.boolean().default(true),
-});
+const routeSchema = z
+  .strictObject({
+    method: z
+      .string()
+      .transform((m) => m.toUpperCase())
+      .refine((m) => m !== "HEAD", "method HEAD: a HEAD request is limited by the GET routes; write GET")
+      .refine((m) => m === "HEAD" || METHODS.includes(m), `method must be one of ${METHODS.join(", ")}`)
+      .optional(),
+    path: z
+      .string()
+      .regex(/^\/[^?#\s]*$/, 'path must start with "/" and hold no query, fragment or space')
+      .refine((p) => !p.slice(0, -2).includes("*"), 'only a trailing "/*" may hold a wildcard')
+      .refine(
+        (p) => canonicalTarget(p.endsWith("/*") ? p.slice(0, -2) || "/" : p).ok,
+        "path must be one that requests can reach (no dot segments, ';', backslash or escaped delimiters)",
+      ),
+    category: categorySchema.optional(),
+    token: tokenSchema.default("required"),
+    limit: z.boolean().default(true),
+  })
+  .refine((r) => r.limit || r.token === "none", UNLIMITED_NEEDS_NO_TOKEN);
 
 const policySchema = z.strictObject({
   mode: modeSchema.default("enforce"),
   ip: ruleSchema.optional(),
   tiers: z.record(nameSchema, tierSchema),
   routes: z.array(routeSchema).default([]),
-  default: z.strictObject({
-    category: categorySchema,
-    token: tokenSchema.default("required"),
-    limit: z.boolean().default(true),
-  }),
+  default: z
+    .strictObject({
+      category: categorySchema,
+      token: tokenSchema.default("required"),
+      limit: z.boolean().default(true),
+    })
+    .refine((r) => r.limit || r.token === "none", UNLIMITED_NEEDS_NO_TOKEN),
 });
 
 type ParsedPolicy = z.output<typeof policySchema>;
@@ -247,7 +261,9 @@ function reachabilityProblems(parsed: ParsedPolicy): string[] {
     // a route that requires one is reached by every named tier.
     const reachedBy = rule.token === "required" ? tierNames : [ANONYMOUS_TIER];
     for (const tier of reachedBy) {
-      const value = (parsed.tiers[tier] as Record<string, unknown> | undefined)?.[rule.category];
+      const table = parsed.tiers[tier] as Record<string, unknown> | undefined;
+      const value =
+        table !== undefined && Object.hasOwn(table, rule.category) ? table[rule.category] : undefined;
       if (!isRule(rule.category, value)) {
         problems.push(
           `tiers.${tier}.${rule.category}: missing, but ${rule.where} can send ${tier === ANONYMOUS_TIER ? "anonymous requests" : `${tier} users`} to category "${rule.category}"`,

@@ -526,7 +526,7 @@ describe("the Envoy harness itself, against recording check and upstream servers
     expect(res.status).toBe(503);
     expect(res.json()).toEqual({ error: "unavailable", message: "The authorization service is unavailable" });
     // The local reply's own Retry-After, not the check's.
-    expect(res.headers["retry-after"]).toBe("1");
+    expect(res.header("retry-after")).toBe("1");
     expect(res.headers["x-ratelimit-limit"]).toBeUndefined();
     expect(upstream.received).toHaveLength(0);
   });

@@ -207,11 +207,17 @@ describe("the dry-run check with IPV6_SUBNET", () => {
   it("keys an IPv6 client by the configured prefix, as real checks do", async () => {
     const wide = await startInProcess({ env: { IPV6_SUBNET: "48" } });
     try {
-      const login = (ip: string) =>
-        wide.tollgate.checker({ method: "POST", path: "/auth/login", authorization: undefined, ip });
-      expect(await login("2001:db8:1:1::1")).toMatchObject({ kind: "allow", limit: { remaining: 9 } });
+      // Real checks as Envoy sends them: the client's address in X-Tollgate-Client-Ip.
+      const login = async (ip: string) => {
+        const res = await fetch(`${wide.checkUrl}/ext_authz/auth/login`, {
+          method: "POST",
+          headers: { "x-tollgate-client-ip": ip },
+        });
+        return [res.status, res.headers.get("x-ratelimit-remaining")];
+      };
+      expect(await login("2001:db8:1:1::1")).toEqual([200, "9"]);
       // Another /64 of the same /48: the same client for this tollgate, so the same window.
-      expect(await login("2001:db8:1:2::1")).toMatchObject({ kind: "allow", limit: { remaining: 8 } });
+      expect(await login("2001:db8:1:2::1")).toEqual([200, "8"]);
       const res = await fetch(`${wide.adminUrl}/admin/check`, {
         method: "POST",
         headers: { authorization: `Bearer ${wide.adminToken}`, "content-type": "application/json" },

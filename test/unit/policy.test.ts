@@ -121,6 +121,10 @@ describe("a policy file", () => {
     ["bad-ip-layer.yaml", /ip: unknown key "burst"/],
     ["bad-list-entry.yaml", /tiers\.anonymous\.general\[1\]: bad limit "5 a second"/],
     ["bad-mode.yaml", /mode: mode must be enforce or shadow/],
+    // A name every object has: the tiers' lookups would find Object.prototype's, not a rule.
+    ["reserved-name.yaml", /routes\[0\]\.category: this name is reserved/],
+    // "Authenticated but unlimited" cannot be: an unlimited route is answered before any token is read.
+    ["unlimited-with-token.yaml", /routes\[0\]\.limit: limit: false lets every request through unread/],
     // A HEAD route could never match: HEAD requests are limited as GET.
     ["head-method.yaml", /routes\[0\]\.method: method HEAD: a HEAD request is limited by the GET routes/],
   ])("refuses %s, naming the field", (file, problem) => {
