@@ -240,10 +240,12 @@ describe("nginx itself, against recording check, public API and upstream servers
 
   beforeAll(async () => {
     const ok = () => ({ status: 200, headers: { "content-type": "application/json" }, body: "{}" });
+    // Room for any header nginx passes: what reaches each server is then the test's to judge.
+    const roomy = { maxHeaderBytes: 1024 * 1024 };
     [check, publicApi, app] = await Promise.all([
-      recordingServer(ok),
-      recordingServer(ok),
-      recordingServer(ok),
+      recordingServer(ok, roomy),
+      recordingServer(ok, roomy),
+      recordingServer(ok, roomy),
     ]);
     proxy = await startNginx({ checkPort: check.port, publicPort: publicApi.port, upstreamPort: app.port });
   });
@@ -275,5 +277,31 @@ describe("nginx itself, against recording check, public API and upstream servers
     for (const request of [...check.received, ...forwarded]) {
       expect(request.headers["x-tollgate-client-ip"], request.url).toBeUndefined();
     }
+  });
+
+  // tollgate takes 64 KiB of headers and nginx up to 4 x 64k: a check carrying a client's every
+  // header could be refused 431, which auth_request turns into a 503.
+  it("sends the check only what it reads, never a client's other headers", async () => {
+    const before = check.received.length;
+    const junk = "x".repeat(40_000);
+    const res = await rawRequest(
+      proxy.url,
+      `GET /api/products HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer abc.def.ghi\r\n` +
+        `X-Junk-One: ${junk}\r\nX-Junk-Two: ${junk}\r\nCookie: a=1\r\nConnection: close\r\n\r\n`,
+    );
+    expect(res.status).toBe(200);
+    const asked = check.received.slice(before);
+    expect(asked).toHaveLength(1);
+    const names = Object.keys(asked[0]?.headers ?? {}).sort();
+    expect(names).toEqual([
+      "authorization",
+      "host",
+      "x-forwarded-for",
+      "x-original-method",
+      "x-original-uri",
+    ]);
+    expect(asked[0]?.headers.authorization).toBe("Bearer abc.def.ghi");
+    // The upstream still gets the request's own headers.
+    expect(app.received.at(-1)?.headers["x-junk-one"]).toBe(junk);
   });
 });

@@ -16,9 +16,13 @@ export type RecordingServer = {
   close(): Promise<void>;
 };
 
-export async function recordingServer(answer: (req: Recorded) => ScriptedAnswer): Promise<RecordingServer> {
+export async function recordingServer(
+  answer: (req: Recorded) => ScriptedAnswer,
+  options: { maxHeaderBytes?: number } = {},
+): Promise<RecordingServer> {
   const received: Recorded[] = [];
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const limits = options.maxHeaderBytes === undefined ? {} : { maxHeaderSize: options.maxHeaderBytes };
+  const server: Server = createServer(limits, (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
