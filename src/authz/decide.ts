@@ -286,9 +286,15 @@ export function decideUser(
   }
 }
 
-/** The store is down or too slow: FAILURE_MODE decides. */
+/**
+ * The store is down or too slow: FAILURE_MODE decides for a valid token. A limited route that takes
+ * no token (login) has the address's window as its only protection, which cannot be counted now:
+ * 503 in either mode, or credential stuffing would be unlimited while Redis is slow (and a login
+ * needs the store anyway).
+ */
 export function decideDegraded(p: Plan, failureMode: "open" | "closed"): Decision {
   if (failureMode === "closed") return { kind: "deny", status: 503 };
+  if (p.kind === "anonymous" && !p.tokenRequired) return { kind: "deny", status: 503 };
   if (p.kind === "user") {
     const identity: Identity = { userId: p.userId, tier: p.claimTier, sessionId: p.sessionId };
     return { kind: "allow", identity, limit: undefined, degraded: true };

@@ -123,6 +123,20 @@ describe("deciding", () => {
     expect(decideDegraded(anon, "open")).toMatchObject({ status: 401 });
     expect(decideDegraded(user, "closed")).toEqual({ kind: "deny", status: 503 });
   });
+
+  it("answers 503 in either mode to a limited route that takes no token, as its limit cannot be counted", () => {
+    const login = plan(compiled, { method: "POST", path: "/auth/login", token: undefined, ip: "192.0.2.1" });
+    expect(login).toMatchObject({ kind: "anonymous", category: "login", tokenRequired: false });
+    expect(decideDegraded(login, "open")).toEqual({ kind: "deny", status: 503 });
+    expect(decideDegraded(login, "closed")).toEqual({ kind: "deny", status: 503 });
+    // Unlimited routes never ask the store, so they never degrade.
+    expect(
+      plan(compiled, { method: "GET", path: "/health", token: undefined, ip: "192.0.2.1" }),
+    ).toMatchObject({
+      kind: "done",
+      decision: { kind: "allow" },
+    });
+  });
 });
 
 describe("rendering", () => {
