@@ -65,12 +65,12 @@ const MAX_WINDOW_MS = 7 * UNIT_MS.d;
 /** Keys of a tier that are settings, not categories. */
 const TIER_SETTINGS = ["algorithm", "mode"];
 
-/** Parses "<count>/<duration>", for example "100/1h" or "10/15m". */
+/** Parses "<count>/<duration>", for example "100/1h" or "10/15m"; "100/h" is "100/1h". */
 export function parseLimit(text: string): Window | undefined {
-  const match = /^(\d{1,7})\/(\d{1,6})([smhd])$/.exec(text.trim());
+  const match = /^(\d{1,7})\/(\d{1,6})?([smhd])$/.exec(text.trim());
   if (match === null) return undefined;
   const limit = Number(match[1]);
-  const windowMs = Number(match[2]) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
+  const windowMs = Number(match[2] ?? 1) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
   if (limit < 1 || limit > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
   return { limit, windowMs };
 }

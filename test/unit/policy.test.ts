@@ -186,7 +186,10 @@ describe("limits", () => {
     expect(parseLimit("10/15m")).toEqual({ limit: 10, windowMs: 900_000 });
     expect(parseLimit("1/1s")).toEqual({ limit: 1, windowMs: 1_000 });
     expect(parseLimit("5/2d")).toEqual({ limit: 5, windowMs: 172_800_000 });
-    for (const bad of ["10", "10/", "/1h", "10/1w", "-1/1h", "10/0s", "1.5/1h", "10/8d"]) {
+    // A unit alone is one of it, as in "100/h".
+    expect(parseLimit("100/h")).toEqual({ limit: 100, windowMs: 3_600_000 });
+    expect(parseLimit("10/m")).toEqual(parseLimit("10/1m"));
+    for (const bad of ["10", "10/", "/1h", "10/1w", "-1/1h", "10/0s", "1.5/1h", "10/8d", "10/hh", "h/1h"]) {
       expect(parseLimit(bad), bad).toBeUndefined();
     }
   });
