@@ -244,7 +244,6 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
       expect(unavailable.filter((a) => a.status !== 503 || a.degraded).map(shown)).toEqual([]);
       for (const a of unavailable) expect(JSON.parse(a.body)).toMatchObject({ error: "unavailable" });
       const during = load.answers.filter((a) => a.at >= killedAt && a.at < recoveredAt);
-      expect(during.some((a) => a.degraded || a.status === 503)).toBe(true);
       const slowest = Math.max(...during.map((a) => a.ms));
       const recoveryMs = Math.round(recoveredAt - killedAt);
       console.log(
@@ -252,6 +251,9 @@ function describeFailover(name: string, start: () => Promise<{ topology: Topolog
           `${during.length} checks meanwhile (${during.filter((a) => a.degraded).length} degraded, ` +
           `${during.filter((a) => a.status === 503).length} closed 503), slowest ${Math.round(slowest)} ms`,
       );
+      // A failover quicker than the checks' deadline is waited out, degrading nothing; a longer one
+      // must have degraded (open) or refused (closed) the checks that could not wait for it.
+      if (recoveryMs > 2 * TIMEOUT_MS) expect(during.some((a) => a.degraded || a.status === 503)).toBe(true);
       expect(slowest).toBeLessThan(CHECK_BOUND_MS);
       expect(await topology.promoted("demo-carol")).toBe(true);
       if (aside !== undefined) {
