@@ -7,8 +7,8 @@
  *   k6 run -e BASE_URL=http://127.0.0.1:10000 k6/smoke.js
  *   docker compose --profile load run --rm k6 run /scripts/smoke.js
  *
- * Costs: one login from this IP (the anonymous login limit is 10 per 15 minutes) and five of
- * alice's 100 general requests per hour.
+ * Costs: one login from this IP (the anonymous login limit is 10 per 15 minutes), one of alice's
+ * 100 general requests and three of her 300 account requests (/me, sessions, logout) per hour.
  */
 import { check, fail } from "k6";
 import http from "k6/http";
