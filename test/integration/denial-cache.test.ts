@@ -302,7 +302,7 @@ describe("announcements over Redis", () => {
     sender.publish("u:42");
     await eventuallyTrue(() => got.includes("u:42"));
     // The receiver's connection is cut: it must say so, then come back by itself.
-    await redis.call("CLIENT", "KILL", "TYPE", "pubsub");
+    await redis.client("KILL", "TYPE", "pubsub");
     await eventuallyTrue(() => health.includes(false));
     await eventuallyTrue(() => health.at(-1) === true);
     sender.publish("u:43");

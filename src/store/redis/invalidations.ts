@@ -27,7 +27,7 @@ export function createRedisInvalidations(options: {
     },
     subscribe(listener) {
       listeners.push(listener);
-      const sub: RedisClient = isCluster(redis) ? redis.duplicate() : redis.duplicate();
+      const sub = redis.duplicate();
       subscriber = sub;
       let healthy = false;
       let heardAt = 0;
