@@ -285,6 +285,9 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     const { user, sessionId, key } = await newSession();
     const more = [];
     for (let i = 0; i < lifetimes.maxPerUser; i += 1) {
+      // The index orders sessions by their creation millisecond: two logins within the same one
+      // have no oldest between them, so each login here comes in a millisecond of its own.
+      await new Promise((resolve) => setTimeout(resolve, 2));
       const created = await store.sessions.create(
         { userId: user.id, deviceName: `d${i}`, ip: "192.0.2.1", userAgent: "a", passwordHash: "h" },
         lifetimes,
