@@ -35,8 +35,13 @@ export type WindowOutcome = {
   retryAtUs: number;
 };
 
-/** The sliding log: per window, request times in µs, oldest first; entries before `head` are gone. */
-export type LogState = { algorithm: "sliding-log"; lists: { times: number[]; head: number }[] };
+/**
+ * The sliding log: one list of request times in µs, oldest first, for every window of the layer;
+ * entries before `head` are gone. A request counts in all of a layer's windows or in none, so one
+ * list holds them all: it is cut at the longest window, and each window counts the entries inside
+ * its own span, whatever windows the layer had before (a reload, an override, another order).
+ */
+export type LogState = { algorithm: "sliding-log"; times: number[]; head: number };
 /** The sliding counter per window length: the current fixed window's start and count, the previous count. */
 export type CounterState = {
   algorithm: "sliding-counter";
@@ -64,27 +69,28 @@ function firstFresh(times: number[], head: number, cutoff: number): number {
   return lo;
 }
 
-/** Entries that left a window are dropped as Redis drops them: when the window is used, not peeked. */
+/** Entries that left the longest window are dropped as Redis drops them: when the layer is used, not peeked. */
 function evaluateLog(
   windows: readonly Window[],
   state: LogState | undefined,
   now: number,
   dry: boolean,
 ): LayerEvaluation {
-  const lists = windows.map((_, i) => state?.lists[i] ?? { times: [], head: 0 });
-  const outcomes = windows.map((window, i): WindowOutcome => {
+  const list: LogState = state ?? { algorithm: "sliding-log", times: [], head: 0 };
+  const longest = Math.max(...windows.map((w) => w.windowMs)) * 1000;
+  const start = firstFresh(list.times, list.head, now - longest);
+  if (!dry) {
+    list.head = start;
+    if (list.head > 64 && list.head * 2 > list.times.length) {
+      list.times = list.times.slice(list.head);
+      list.head = 0;
+    }
+  }
+  const from = dry ? start : list.head;
+  const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
     const w = window.windowMs * 1000;
-    const list = lists[i] as { times: number[]; head: number };
-    const fresh = firstFresh(list.times, list.head, now - w);
-    if (!dry) {
-      list.head = fresh;
-      if (list.head > 64 && list.head * 2 > list.times.length) {
-        list.times = list.times.slice(list.head);
-        list.head = 0;
-      }
-    }
-    const first = dry ? fresh : list.head;
+    const first = firstFresh(list.times, from, now - w);
     const used = list.times.length - first;
     const oldest = used === 0 ? now : (list.times[first] as number);
     const room = used < n;
@@ -106,13 +112,10 @@ function evaluateLog(
     outcomes,
     room: outcomes.every((o) => o.room),
     commit() {
-      for (const list of lists) {
-        // A clock that steps back must not unsort the log.
-        const last = list.times[list.times.length - 1];
-        list.times.push(last !== undefined && last > now ? last : now);
-      }
-      // Lists past this rule's windows stay, as Redis keeps their keys: a reload may bring them back.
-      return { algorithm: "sliding-log", lists: [...lists, ...(state?.lists.slice(lists.length) ?? [])] };
+      // A clock that steps back must not unsort the log.
+      const last = list.times[list.times.length - 1];
+      list.times.push(last !== undefined && last > now ? last : now);
+      return list;
     },
   };
 }

@@ -108,6 +108,19 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         // 5 counted, limit 2: the 4th oldest (t = 3 s) must leave first.
         expect(denied).toMatchObject({ allowed: false, used: 5, remaining: 0, retryAfterMs: 8_000 });
       });
+      it("starts a new window from the entries inside its span", async () => {
+        const before = layer("search", rule("sliding-log", [10, 1_000], [20, 3_600_000]));
+        for (let i = 0; i < 8; i += 1) {
+          now = T0 + i * 300;
+          await store.hit(subject, before);
+        }
+        // All eight fall inside the last minute: a new 5-per-minute window is full already.
+        now = T0 + 2_200;
+        const after = layer("search", rule("sliding-log", [5, 60_000], [20, 3_600_000]));
+        expect(await store.hit(subject, after)).toMatchObject({ allowed: false, window: 0, used: 8 });
+        now = T0 + 60_000 + 3 * 300 + 1;
+        expect(await store.hit(subject, after)).toMatchObject({ allowed: true, window: 0, used: 5 });
+      });
     });
 
     describe("sliding-counter", () => {
@@ -271,6 +284,78 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         expect((await store.hit(subject, [general])).allowed).toBe(true);
         expect((await store.hit(subject, [general])).allowed).toBe(true);
         expect((await store.hit(subject, [general])).allowed).toBe(false);
+      });
+
+      describe("when the rule's windows change (a reload, an override, another order)", () => {
+        const hour = 3_600_000;
+        const spend = async (layers: Layer[], n: number) => {
+          for (let i = 0; i < n; i += 1) {
+            now += 10;
+            expect((await store.hit(subject, layers)).allowed).toBe(true);
+          }
+        };
+        const admitted = async (layers: Layer[], tries: number) => {
+          let n = 0;
+          for (let i = 0; i < tries; i += 1) {
+            now += 10;
+            if ((await store.hit(subject, layers)).allowed) n += 1;
+          }
+          return n;
+        };
+
+        it("keeps a window's count when a shorter window is added beside it", async () => {
+          await spend(layer("search", rule(algorithm, [20, hour])), 20);
+          now += 5_000;
+          const both = layer("search", rule(algorithm, [10, 1_000], [20, hour]));
+          expect(await admitted(both, 25)).toBe(0);
+          const [, hourly] = await store.peek(subject, both[0] as Layer);
+          expect(hourly).toMatchObject({ limit: 20, used: 20, remaining: 0 });
+        });
+
+        it("keeps a window's count when the windows beside it are removed", async () => {
+          const both = layer("search", rule(algorithm, [10, 1_000], [20, hour]));
+          for (let i = 0; i < 4; i += 1) {
+            await spend(both, 5);
+            now += 2_000;
+          }
+          expect(await admitted(layer("search", rule(algorithm, [15, hour])), 20)).toBe(0);
+          // gcra keeps the hour as a debt of time, not a count: a raised limit frees no room at once.
+          if (algorithm !== "gcra") {
+            expect(await admitted(layer("search", rule(algorithm, [25, hour])), 20)).toBe(5);
+          }
+        });
+
+        it("keeps every count whatever order the windows come in", async () => {
+          const forward = layer("search", rule(algorithm, [3, 1_000], [5, hour]));
+          const backward = layer("search", rule(algorithm, [5, hour], [3, 1_000]));
+          await spend(forward, 3);
+          expect(await admitted(backward, 3)).toBe(0);
+          now += 2_000;
+          expect(await admitted(backward, 5)).toBe(2);
+          now += 2_000;
+          expect(await admitted(forward, 5)).toBe(0);
+        });
+
+        it("stops counting a removed window, and counts a window that comes back", async () => {
+          const both = layer("search", rule(algorithm, [2, 1_000], [20, hour]));
+          await spend(both, 2);
+          expect(await admitted(both, 1)).toBe(0);
+          // Without the per-second window the hour has room for the rest of its 20.
+          expect(await admitted(layer("search", rule(algorithm, [20, hour])), 30)).toBe(18);
+          now += 2_000;
+          expect(await admitted(both, 1)).toBe(0);
+        });
+
+        it("keeps the address's layer's count when its windows change beside a user's", async () => {
+          const general: Layer = { category: "general", rule: rule(algorithm, [100, hour]) };
+          const ip = (r: Rule): Layer[] => [{ category: "ip", rule: r }, general];
+          await spend(ip(rule(algorithm, [6, hour])), 6);
+          now += 2_000;
+          expect(await admitted(ip(rule(algorithm, [4, 1_000], [6, hour])), 5)).toBe(0);
+          now += 2_000;
+          expect(await admitted(ip(rule(algorithm, [6, hour], [4, 1_000])), 5)).toBe(0);
+          expect(await admitted([general], 5)).toBe(5);
+        });
       });
 
       it("admits exactly `limit` of many concurrent requests", async () => {

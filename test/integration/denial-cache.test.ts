@@ -87,7 +87,7 @@ async function spendSearches(instance: InProcess, token: string): Promise<Decisi
 describe("cached refusals", () => {
   it("answers a hammering client's 429s with no Redis command, Retry-After counting down", async () => {
     const token = await demoToken(a.tollgate.auth, "alice");
-    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search:0`);
+    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search`);
     const first = await spendSearches(a, token);
     expect(first).toMatchObject({ kind: "deny", status: 429 });
     const watch = await watchCommands(a.prefix);
@@ -115,7 +115,7 @@ describe("cached refusals", () => {
     const token = await demoToken(a.tollgate.auth, "bob_pro");
     // bob_pro is pro (200 searches): make him free for this test, then spend them.
     await a.store.users.update("demo-bob", { tier: "free" });
-    await a.redis.del(`${a.prefix}{u:demo-bob}:l:search:0`);
+    await a.redis.del(`${a.prefix}{u:demo-bob}:l:search`);
     expect(await spendSearches(a, token)).toMatchObject({ status: 429 });
     expect(await check(b, token)).toMatchObject({ status: 429 });
     const logout = await fetch(`${a.publicUrl}/auth/logout`, {
@@ -137,7 +137,7 @@ describe("cached refusals", () => {
 
   it("frees a cached subject on every instance when an admin resets its windows or changes its tier", async () => {
     const token = await demoToken(a.tollgate.auth, "alice");
-    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search:0`);
+    await a.redis.del(`${a.prefix}{u:demo-alice}:l:search`);
     expect(await spendSearches(b, token)).toMatchObject({ status: 429 });
     expect(await check(b, token)).toMatchObject({ status: 429 });
     const reset = await fetch(`${a.adminUrl}/admin/users/demo-alice/limits`, {

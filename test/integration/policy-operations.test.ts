@@ -97,6 +97,43 @@ describe("the policy in force", () => {
   });
 });
 
+describe("a window's count through changes of the windows around it", () => {
+  const searches = async (n: number) => {
+    let allowed = 0;
+    for (let i = 0; i < n; i += 1) if ((await check("/api/search")).kind === "allow") allowed += 1;
+    return allowed;
+  };
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  const SPLIT = "{ general: 100/1h, search: [10/1s, 20/1h], orders: 10/1h, account: 300/1h }";
+
+  it("holds 20 an hour when a reload adds a per-second window to a spent hourly one", async () => {
+    await admin("DELETE", "/admin/users/demo-alice/limits");
+    expect(await searches(20)).toBe(20);
+    writeFileSync(file, withFree(SPLIT));
+    expect((await admin("POST", "/admin/policy/reload")).body).toMatchObject({ changed: true });
+    expect(await searches(10)).toBe(0);
+    await sleep(1_100);
+    expect(await searches(10)).toBe(0);
+    const shown = await admin("GET", "/admin/users/demo-alice/limits");
+    const windows = (shown.body.limits as Record<string, { windows: Body[] }>).search?.windows ?? [];
+    expect(windows.map((w) => [w.limit, w.used])).toEqual([
+      [10, 0],
+      [20, 20],
+    ]);
+  });
+
+  it("holds an override's 15 an hour over the 20 already counted by the tier's two windows", async () => {
+    writeFileSync(file, withFree(SPLIT));
+    t.tollgate.reloadPolicy("admin");
+    await admin("DELETE", "/admin/users/demo-alice/limits");
+    expect(await searches(10)).toBe(10);
+    await sleep(1_100);
+    expect(await searches(10)).toBe(10);
+    expect((await admin("PUT", "/admin/users/demo-alice/limits", { search: "15/1h" })).status).toBe(200);
+    expect(await searches(20)).toBe(0);
+  });
+});
+
 describe("shadow mode", () => {
   it("lets an over-limit request through, marked, counted as shadow and logged, without counting it", async () => {
     writeFileSync(

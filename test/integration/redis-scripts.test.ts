@@ -36,7 +36,7 @@ describe("the hot scripts", () => {
     const own = connectRedis();
     const hot = createHotScripts(own, { functions: true });
     const keys = createKeys(testPrefix());
-    const call = (subject: string) => [keys.record(subject), keys.log(subject, "general", 0)];
+    const call = (subject: string) => [keys.record(subject), keys.log(subject, "general")];
     const rule = logRule(2, 60_000);
     const args = ["", "1", "1", ruleSpec(rule), "general"];
     const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
@@ -61,7 +61,7 @@ describe("the hot scripts", () => {
     try {
       const hot = createHotScripts(own, { functions: true });
       const keys = createKeys(testPrefix());
-      const call = [keys.record("ip:192.0.2.81"), keys.log("ip:192.0.2.81", "general", 0)];
+      const call = [keys.record("ip:192.0.2.81"), keys.log("ip:192.0.2.81", "general")];
       const rule = logRule(30, 60_000);
       const args = ["", "1", "1", ruleSpec(rule), "general"];
       const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
@@ -104,7 +104,7 @@ describe("the hot scripts", () => {
     const keys = createKeys(testPrefix());
     const subject = "ip:192.0.2.82";
     const one = logRule(2, 60_000);
-    const lists = [keys.record(subject), keys.log(subject, "general", 0)];
+    const lists = [keys.record(subject), keys.log(subject, "general")];
     const usual = await hot.limit(lists, ["", "1", "1", ruleSpec(one), "general"]);
     expect(usual.length).toBe(USUAL_ANSWER_BYTES);
     expect(usual.readDoubleLE(0)).toBe(3);
@@ -117,11 +117,7 @@ describe("the hot scripts", () => {
         { limit: 5, windowMs: 600_000 },
       ],
     };
-    const searchLists = [
-      keys.record(subject),
-      keys.log(subject, "search", 0),
-      keys.log(subject, "search", 1),
-    ];
+    const searchLists = [keys.record(subject), keys.log(subject, "search")];
     const full = await hot.limit(searchLists, ["", "1", "1", ruleSpec(two), "search"]);
     expect(full.length).toBe(ANSWER_BYTES);
     expect(full.readDoubleLE(0)).toBe(1);

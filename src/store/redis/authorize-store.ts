@@ -1,5 +1,5 @@
 // The check's Redis call: the IP layer, session validity, the user's current tier and windows, atomically.
-import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore, TierRules } from "../../authz/types.js";
+import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore } from "../../authz/types.js";
 import type { HitResult, Rule } from "../../ratelimit/types.js";
 import { IP_LAYER, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
@@ -20,20 +20,7 @@ import {
 } from "./rule-specs.js";
 import { hotScripts } from "./scripts.js";
 
-/** How many sliding-log lists a category's rules need at most, over every tier. */
-const logWindows = new WeakMap<TierRules, number>();
-function logListsOf(rules: TierRules): number {
-  let n = logWindows.get(rules);
-  if (n === undefined) {
-    n = 0;
-    for (const rule of rules.values())
-      if (rule.algorithm === "sliding-log") n = Math.max(n, rule.windows.length);
-    logWindows.set(rules, n);
-  }
-  return n;
-}
-
-/** Bounded caches: users whose own rule needs more lists than their tier's, and parsed own rules. */
+/** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;
 function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
   if (map.size >= MAX_CACHED) map.clear();
@@ -45,7 +32,6 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
   const hot = hotScripts(redis);
   // On Redis Cluster the IP layer's keys and the user's live in different slots: two calls.
   const split = isCluster(redis);
-  const wider = new Map<string, number>();
   const ownRules = new Map<string, Rule>();
   // (user, category) windows whose last answer left room: authorize.lua's ARGV[5] "2".
   const rooms = createRoomGuesses();
@@ -76,57 +62,45 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
     ];
     if (ipLayer !== undefined) {
       list.push(keys.record(ipLayer.subject));
-      let ipLists = 0;
-      if (ipLayer.rule.algorithm === "sliding-log") {
-        ipLists = ipLayer.rule.windows.length;
-        for (let i = 0; i < ipLists; i += 1) list.push(keys.log(ipLayer.subject, IP_LAYER, i));
-      }
-      args.push(ruleSpec(ipLayer.rule), String(ipLists));
+      const ipList = ipLayer.rule.algorithm === "sliding-log";
+      if (ipList) list.push(keys.log(ipLayer.subject, IP_LAYER));
+      args.push(ruleSpec(ipLayer.rule), ipList ? "1" : "0");
     }
-    let lists = Math.max(logListsOf(rules), wider.get(userId) ?? 0);
-    for (let attempt = 0; attempt < 2; attempt += 1) {
-      const keysNow = list.slice();
-      for (let i = 0; i < lists; i += 1) keysNow.push(keys.log(subject, category, i));
-      const reply = await hot.authorize(keysNow, args);
-      if (!Buffer.isBuffer(reply)) {
-        const status = reply[0] as number;
-        if (status === -1) return { kind: "no_session" };
-        if (status === -2) return { kind: "user_inactive" };
-        if (status === -3) return { kind: "unknown_tier", tier: String(reply[1]) };
-        // -4: the user's own rule has more windows than any tier's: ask again with enough lists.
-        lists = Number(reply[1]);
-        remember(wider, userId, lists);
-        continue;
-      }
-      if (isUsualAnswer(reply)) {
-        // The tier's rule of one window: the answer, the session's expiry, the tier.
-        const tier = reply.toString("utf8", USUAL_ANSWER_BYTES + 8);
-        const hit = hitFromReply(reply, rules.get(tier)?.windows[0]);
-        if (!dryRun) rooms.learn(window, hit);
-        return {
-          kind: "ok",
-          tier,
-          hit,
-          ownRule: undefined,
-          sessionExpiresAtMs: reply.readDoubleLE(USUAL_ANSWER_BYTES),
-        };
-      }
-      const hit = hitFromReply(reply, undefined);
+    list.push(keys.log(subject, category));
+    const reply = await hot.authorize(list, args);
+    if (!Buffer.isBuffer(reply)) {
+      const status = reply[0] as number;
+      if (status === -1) return { kind: "no_session" };
+      if (status === -2) return { kind: "user_inactive" };
+      return { kind: "unknown_tier", tier: String(reply[1]) };
+    }
+    if (isUsualAnswer(reply)) {
+      // The tier's rule of one window: the answer, the session's expiry, the tier.
+      const tier = reply.toString("utf8", USUAL_ANSWER_BYTES + 8);
+      const hit = hitFromReply(reply, rules.get(tier)?.windows[0]);
       if (!dryRun) rooms.learn(window, hit);
-      const rest = reply.toString("utf8", ANSWER_BYTES + 8);
-      const cut = rest.indexOf("\n");
-      const tier = cut === -1 ? rest : rest.slice(0, cut);
-      if (tier === "") return { kind: "ip_denied", hit };
-      const own = cut === -1 ? "" : rest.slice(cut + 1);
       return {
         kind: "ok",
         tier,
         hit,
-        ownRule: own === "" ? undefined : ownRule(own, rules.get(tier)),
-        sessionExpiresAtMs: reply.readDoubleLE(ANSWER_BYTES),
+        ownRule: undefined,
+        sessionExpiresAtMs: reply.readDoubleLE(USUAL_ANSWER_BYTES),
       };
     }
-    throw new Error("authorize: the user's own rule needs more sliding-log lists than it reported");
+    const hit = hitFromReply(reply, undefined);
+    if (!dryRun) rooms.learn(window, hit);
+    const rest = reply.toString("utf8", ANSWER_BYTES + 8);
+    const cut = rest.indexOf("\n");
+    const tier = cut === -1 ? rest : rest.slice(0, cut);
+    if (tier === "") return { kind: "ip_denied", hit };
+    const own = cut === -1 ? "" : rest.slice(cut + 1);
+    return {
+      kind: "ok",
+      tier,
+      hit,
+      ownRule: own === "" ? undefined : ownRule(own, rules.get(tier)),
+      sessionExpiresAtMs: reply.readDoubleLE(ANSWER_BYTES),
+    };
   };
 
   /** Redis Cluster: the IP layer first, in its own slot; taken back if the user's layer refuses. */

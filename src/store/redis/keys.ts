@@ -2,8 +2,11 @@
 import { isUserSubject, type Subject } from "../../ratelimit/types.js";
 
 export type Keys = {
-  /** A sliding-log window's list of request times: window `index` of the subject's `category` rule. */
-  log(subject: Subject, category: string, index: number): string;
+  /**
+   * The sliding-log list of request times of the subject's `category`: every window of the rule
+   * counts the entries inside its own span, so a window's count survives any change of the rule.
+   */
+  log(subject: Subject, category: string): string;
   /**
    * A subject's record hash, where counter and gcra states live (fields r:<category>): a user's is
    * the user hash; any other subject's is its own and expires when no state in it matters.
@@ -27,7 +30,7 @@ export type Keys = {
  */
 export function createKeys(prefix: string): Keys {
   return {
-    log: (subject, category, index) => `${prefix}{${subject}}:l:${category}:${index}`,
+    log: (subject, category) => `${prefix}{${subject}}:l:${category}`,
     record: (subject) => (isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`),
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,

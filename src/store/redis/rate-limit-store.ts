@@ -3,7 +3,6 @@ import {
   type Clock,
   isUserSubject,
   type Layer,
-  MAX_WINDOWS,
   type RateLimitStore,
 } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
@@ -28,9 +27,7 @@ export function limitCall(
   const list = [keys.record(subject)];
   const rules: (string | Buffer)[] = [];
   for (const layer of layers) {
-    if (layer.rule.algorithm === "sliding-log") {
-      for (let i = 0; i < layer.rule.windows.length; i += 1) list.push(keys.log(subject, layer.category, i));
-    }
+    if (layer.rule.algorithm === "sliding-log") list.push(keys.log(subject, layer.category));
     rules.push(ruleSpec(layer.rule), layer.category);
   }
   return { keys: list, rules };
@@ -71,10 +68,7 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
 
     async reset(subject, categories) {
       if (categories.length === 0) return;
-      const lists = categories.flatMap((c) =>
-        Array.from({ length: MAX_WINDOWS }, (_, i) => keys.log(subject, c, i)),
-      );
-      await redis.del(...lists);
+      await redis.del(...categories.map((c) => keys.log(subject, c)));
       await redis.hdel(keys.record(subject), ...categories.map((c) => `r:${c}`));
     },
   };

@@ -8,7 +8,8 @@
 -- KEYS[3]  the user hash                      {u:<id>}:user (r:<category> counter and gcra state;
 --          tier, disabled and o:<category> own windows for a session from before v)
 -- KEYS[4]  with an IP layer: the client address's record hash {ip:<addr>}:r
--- then     sliding-log lists, one per window: ARGV[7] of them the IP layer's, then the user's
+-- then     sliding-log lists, one per layer: ARGV[7] of them (0 or 1) the IP layer's, then the
+--          user's list of the category (always sent: the user's own rule may count in it)
 -- ARGV[1]  session id
 -- ARGV[2]  session idle lifetime in ms
 -- ARGV[3]  the route's category
@@ -16,7 +17,7 @@
 -- ARGV[5]  "1" count the request, "2" count it and expect room (the caller's last answer for the
 --          window had room left: a sliding log adds first, see log_push), "0" decide only (a dry run)
 -- ARGV[6]  the IP layer's rule, or absent (or "") without one
--- ARGV[7]  how many lists are the IP layer's (with ARGV[6])
+-- ARGV[7]  how many lists are the IP layer's (with ARGV[6]): 1 for a sliding log, else 0
 -- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
 -- Reply    the answer (see pack_answer; layer 1 is the IP layer when there is one), then a double:
 --          the session's absolute expiry (ms), then "<tier>\n<own windows>"; the tier is empty when
@@ -24,7 +25,6 @@
 --          rule of one window, no IP layer, no own windows) the usual answer instead (see
 --          pack_usual), the session's expiry and the tier.
 --          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
---          {-4, n} the user's own rule needs n sliding-log lists, more than KEYS holds
 local now = clock_us(ARGV[8])
 local mode = ARGV[5]
 local dry = mode ~= '1' and mode ~= '2'
@@ -64,7 +64,7 @@ end
 if not ip and not own then
   -- The usual check: one layer of one window, decided straight through.
   local algo, n = byte(rules, pos) - 48, byte(rules, pos + 1) - 48
-  if n == 1 and (algo ~= 1 or #KEYS >= first) then
+  if n == 1 then
     local reply, usual = single(rules, pos, KEYS[first], KEYS[3], field,
       state_of(algo, read, state, KEYS[3], field), now, dry, mode == '2', exp, tier)
     if usual then
@@ -79,9 +79,6 @@ if own then
   mine = G.layer_of_text(own, pos and byte(rules, pos) - 48 or 1)
 else
   mine = G.layer_at(rules, pos)
-end
-if mine.algo == 1 and mine.n > #KEYS - first + 1 then
-  return {-4, mine.n}
 end
 G.evaluate(mine, KEYS, first, state_of(mine.algo, read, state, KEYS[3], field), now, dry)
 local allowed = mine.room

@@ -2,7 +2,7 @@
 -- failed logins, …) when every window of every layer has room, and in none otherwise, atomically.
 -- KEYS[1]  the subject's record hash: counter and gcra states in fields r:<category> (a user's
 --          record is the user hash; any other subject's expires, its deadline in field x)
--- KEYS[2…] the sliding-log layers' lists, one per window, layer after layer
+-- KEYS[2…] the sliding-log layers' lists, one per layer (every window of a layer counts in it)
 -- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
 -- ARGV[2]  "1" count the request, "3" count it and expect room (see log_push), "0" decide only,
 --          "2" decide only and add every window's state
@@ -61,7 +61,7 @@ for l = 1, #layers do
   local layer = layers[l]
   G.evaluate(layer, KEYS, first, states[layer.field], now, dry)
   if layer.algo == 1 then
-    first = first + layer.n
+    first = first + 1
   end
   allowed = allowed and layer.room
 end

@@ -11,11 +11,9 @@ local first = 2
 for a = 2, #ARGV, 2 do
   local rule = G.layer_at(ARGV[a], 1)
   if rule.algo == 1 then
-    for i = 1, rule.n do
-      -- the entry it pushed: the last one with that time
-      call('LREM', KEYS[first + i - 1], -1, int(at))
-    end
-    first = first + rule.n
+    -- the entry it pushed: the last one with that time
+    call('LREM', KEYS[first], -1, int(at))
+    first = first + 1
   else
     local field = 'r:' .. ARGV[a + 1]
     local state = call('HGET', KEYS[1], field)

@@ -170,8 +170,54 @@ local function log_fresh(key, w, now, dry)
   return len - hi, value, 0
 end
 
-local function log_window(key, n, w, now, dry)
-  local used, oldest, at = log_fresh(key, w, now, dry)
+-- A window of a list whose longest window is longer (the list holds the request times of every
+-- window of the layer, see general's evaluate): its fresh entries are the newest, found by
+-- galloping from the tail, so a short window of a long list costs a few reads near the tail.
+-- Never drops anything. Returns as log_fresh does.
+local function log_recent(key, w, now)
+  local len = call('LLEN', key)
+  local cutoff = now - w
+  -- the newest `fresh` entries are known fresh (`value` the oldest of them), the `stale`-th newest not
+  local fresh, stale, value = 0, 1, nil
+  while true do
+    if stale >= len then
+      local v = len > 0 and tonum(call('LINDEX', key, 0)) or nil
+      if not v or v <= cutoff then
+        stale = len
+        break
+      end
+      return len, v, 0
+    end
+    local v = tonum(call('LINDEX', key, -stale))
+    if v <= cutoff then
+      break
+    end
+    fresh, value, stale = stale, v, stale * 2
+  end
+  while stale - fresh > 1 do
+    local mid = floor((fresh + stale) / 2)
+    local v = tonum(call('LINDEX', key, -mid))
+    if v > cutoff then
+      fresh, value = mid, v
+    else
+      stale = mid
+    end
+  end
+  if fresh == 0 then
+    return 0, now, len
+  end
+  return fresh, value, len - fresh
+end
+
+-- One sliding-log window's outcome (see "Each window's outcome" above). `recent`: the list's
+-- longest window is another, longer one (see log_recent); the window neither drops entries then.
+local function log_window(key, n, w, now, dry, recent)
+  local used, oldest, at
+  if recent then
+    used, oldest, at = log_recent(key, w, now)
+  else
+    used, oldest, at = log_fresh(key, w, now, dry)
+  end
   local rem = n - used
   if rem > 0 then
     return true, used, rem, used == 0 and now or oldest + w, used + 1, rem - 1, oldest + w, 0
@@ -513,13 +559,25 @@ local function general()
     return found, concat(kept), latest
   end
 
-  -- Evaluates a layer: sliding-log lists keys[first], keys[first + 1], …, or `state`, the record
-  -- field's value.
+  -- Evaluates a layer: its sliding-log list keys[first], or `state`, the record field's value.
+  -- A layer's sliding-log windows share one list: a request counts in all of them or in none, so
+  -- their lists would hold the same times, each cut at its own length. The list is cut at the
+  -- longest window, and each window counts the entries inside its own span: a window's count is
+  -- what it is, whatever windows came and went before it (a reload, an override, a new order).
   local function evaluate(layer, keys, first, state, now, dry)
     if layer.algo == 1 then
-      layer.keys, layer.first = keys, first
+      local key, longest = keys[first], 1
+      for i = 2, layer.n do
+        if layer[10 * i - 8] > layer[10 * longest - 8] then
+          longest = i
+        end
+      end
+      layer.key, layer.longest = key, longest
+      set(layer, longest, log_window(key, layer[10 * longest - 9], layer[10 * longest - 8], now, dry))
       for i = 1, layer.n do
-        set(layer, i, log_window(keys[first + i - 1], layer[10 * i - 9], layer[10 * i - 8], now, dry))
+        if i ~= longest then
+          set(layer, i, log_window(key, layer[10 * i - 9], layer[10 * i - 8], now, dry, true))
+        end
       end
       return
     end
@@ -540,11 +598,7 @@ local function general()
   -- Counts the request in a layer that had room (see single).
   local function commit(layer, now, record, field)
     if layer.algo == 1 then
-      local stamp = int(now)
-      for i = 1, layer.n do
-        local key = layer.keys[layer.first + i - 1]
-        extend_log(key, layer[10 * i - 8], now, call('RPUSH', key, stamp) == 1)
-      end
+      extend_log(layer.key, layer[10 * layer.longest - 8], now, call('RPUSH', layer.key, int(now)) == 1)
     else
       call('HSET', record, field, layer.next_state)
     end
