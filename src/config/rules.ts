@@ -13,7 +13,7 @@ export type Window = { limit: number; windowMs: number };
 /** One algorithm over one or more windows, shortest first: a request needs room in all of them. */
 export type Rule = { algorithm: Algorithm; windows: readonly Window[] };
 
-/** The most windows one rule may have (each sliding-log window is one Redis key per subject). */
+/** The most windows one rule may have (each sliding-log window costs a search of its layer's list). */
 export const MAX_WINDOWS = 4;
 
 /** A rule counted under a name: the route's category, or `ip` for the per-address layer. */

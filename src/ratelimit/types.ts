@@ -5,7 +5,6 @@ export {
   type Algorithm,
   IP_LAYER,
   type Layer,
-  MAX_WINDOWS,
   type Rule,
   type Window,
 } from "../config/rules.js";

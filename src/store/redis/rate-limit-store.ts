@@ -1,10 +1,5 @@
 // The limiter on Redis: one atomic limit.lua call per request, time from Redis TIME.
-import {
-  type Clock,
-  isUserSubject,
-  type Layer,
-  type RateLimitStore,
-} from "../../ratelimit/types.js";
+import { type Clock, isUserSubject, type Layer, type RateLimitStore } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { createRoomGuesses } from "./room-guesses.js";
