@@ -83,14 +83,15 @@ function createModel() {
   const windowsOf = (key: string, rule: Rule): WindowModel[] =>
     rule.windows.map((w, i) => {
       if (rule.algorithm === "sliding-log") {
-        // One list per window position, trimmed when used: a window made longer keeps what it held.
-        const k = `${key}|${i}`;
-        let kept = logs.get(k);
+        // One list per key for every window, each counting the requests inside its own span; a
+        // request is added once (by the first window), as it counts in all of them or in none.
+        let kept = logs.get(key);
         if (kept === undefined) {
           kept = [];
-          logs.set(k, kept);
+          logs.set(key, kept);
         }
-        return logModel(w, kept);
+        const model = logModel(w, kept);
+        return i === 0 ? model : { ...model, count: () => undefined };
       }
       const k = `${key}|${w.windowMs}`;
       if (rule.algorithm === "sliding-counter") {
@@ -102,13 +103,12 @@ function createModel() {
     });
   const trim = (key: string, rule: Rule, now: number) => {
     if (rule.algorithm !== "sliding-log") return;
-    rule.windows.forEach((w, i) => {
-      const k = `${key}|${i}`;
-      logs.set(
-        k,
-        (logs.get(k) ?? []).filter((x) => x > now - w.windowMs),
-      );
-    });
+    // Cut at the longest window when used: a window made longer later finds only what was left.
+    const longest = Math.max(...rule.windows.map((w) => w.windowMs));
+    logs.set(
+      key,
+      (logs.get(key) ?? []).filter((x) => x > now - longest),
+    );
   };
   return {
     /** The request's answer, compared on: allowed, which window is described, its numbers, Retry-After. */
