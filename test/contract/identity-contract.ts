@@ -1,7 +1,11 @@
 // The identity contract: login, sessions, revocation, lockout and the admin API, over real HTTP,
 // run unchanged against the memory and Redis stores.
 import { createHmac } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,
@@ -404,6 +408,38 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
         expect(codes.filter((c) => c === 401)).toHaveLength(10);
         expect(codes.filter((c) => c === 429)).toHaveLength(15);
         expect((await t.login(user.username, user.password, { ip: "192.0.2.201" })).status).toBe(429);
+      });
+
+      it("locks by LOGIN_LOCKOUT, and a policy that lets one address log in 1000 times does not lift it", async () => {
+        const dir = mkdtempSync(join(tmpdir(), "tollgate-lockout-"));
+        const policyFile = join(dir, "policy.yaml");
+        const generous = DEFAULT_POLICY_YAML.replace("login: 10/15m", "login: 1000/15m");
+        expect(generous).not.toBe(DEFAULT_POLICY_YAML);
+        writeFileSync(policyFile, generous);
+
+        // An office behind one NAT: the default lockout (10 in 15 minutes) holds whatever the policy.
+        const office = await start({ POLICY_FILE: policyFile });
+        const user = await office.newUser();
+        const codes: number[] = [];
+        for (let i = 0; i < 25; i += 1)
+          codes.push((await office.login(user.username, `wrong-${i}`, { ip: "198.51.100.50" })).status);
+        expect(codes).toEqual([...Array(10).fill(401), ...Array(15).fill(429)]);
+        const right = await office.login(user.username, user.password, { ip: "198.51.100.50" });
+        expect(right.status).toBe(429);
+        expect(Number(right.headers.get("retry-after"))).toBeGreaterThan(890);
+
+        // Its own setting, under the same generous policy: three failures in a minute.
+        const strict = await start({ POLICY_FILE: policyFile, LOGIN_LOCKOUT: "3/1m" });
+        const other = await strict.newUser();
+        for (let i = 0; i < 3; i += 1) {
+          const failed = await strict.login(other.username, "wrong", { ip: `203.0.113.${i + 1}` });
+          expect(failed.status).toBe(401);
+        }
+        const locked = await strict.login(other.username, other.password, { ip: "192.0.2.9" });
+        expect(locked.status).toBe(429);
+        const retryAfter = Number(locked.headers.get("retry-after"));
+        expect(retryAfter).toBeGreaterThan(50);
+        expect(retryAfter).toBeLessThanOrEqual(60);
       });
 
       it("lets a user with fewer than 10 failed attempts log in", async () => {
