@@ -136,6 +136,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   });
   const adminApp = createAdminApi({
     store,
+    lockout,
     policy,
     reloadPolicy: () => {
       const result = reloadPolicy("admin");
