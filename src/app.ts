@@ -3,6 +3,7 @@ import type { Server } from "node:http";
 import type { Express } from "express";
 import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
+import { createLockout } from "./auth/lockout.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./authz/checker.js";
 import { createDeadSessions } from "./authz/dead-sessions.js";
@@ -53,12 +54,12 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   metrics.policyInfo.set({ version: policy.current().version }, 1);
   // Demo users never log in or pass a check in production, whatever the store holds.
   const refusedUserIds = config.production ? DEMO_USER_IDS : new Set<string>();
+  const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
   const auth = createAuthService({
     config,
-    policy: () => policy.current().policy,
     users: store.users,
     sessions: store.sessions,
-    limiter: store.limiter,
+    lockout,
     tokens,
     logger,
     onEvent: (event) => metrics.authEvents.inc({ event }),
@@ -135,6 +136,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   });
   const adminApp = createAdminApi({
     store,
+    lockout,
     policy,
     reloadPolicy: () => {
       const result = reloadPolicy("admin");

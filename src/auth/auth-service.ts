@@ -1,10 +1,9 @@
 // Login, token authentication and session management: the identity rules, free of HTTP.
 import type { Config } from "../config/env.js";
-import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import type { Logger } from "../logger.js";
 import { sidPrefix } from "../logger.js";
-import { type Layer, logRule, type RateLimitStore, type Rule, usernameSubject } from "../ratelimit/types.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
+import type { Lockout } from "./lockout.js";
 import { verifyPassword } from "./passwords.js";
 import type { Identity, Session, SessionStore, UserStore } from "./types.js";
 
@@ -38,12 +37,11 @@ export type AuthEvent =
 
 export type AuthServiceOptions = {
   config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
-  /** The policy in force (a reload may change it between two logins). */
-  policy: () => Policy;
   /** The ports the service uses; their failures surface as StoreUnavailableError (503). */
   users: UserStore;
   sessions: SessionStore;
-  limiter: RateLimitStore;
+  /** Failed logins per username (LOGIN_LOCKOUT), whatever the address. */
+  lockout: Lockout;
   tokens: TokenService;
   logger: Logger;
   onEvent?: (event: AuthEvent) => void;
@@ -51,12 +49,8 @@ export type AuthServiceOptions = {
   refusedUserIds?: ReadonlySet<string>;
 };
 
-/** Failed logins per username share the per-IP login rule of the anonymous tier. */
-const LOCKOUT_CATEGORY = "login_failed";
-const FALLBACK_LOCKOUT: Rule = logRule(10, 15 * 60_000);
-
 export function createAuthService(options: AuthServiceOptions) {
-  const { config, users, sessions, limiter, tokens, logger } = options;
+  const { config, users, sessions, lockout, tokens, logger } = options;
   const emit = options.onEvent ?? (() => {});
   const refusedUserIds = options.refusedUserIds ?? new Set<string>();
   const idleMs = config.sessionIdleTtlSeconds * 1000;
@@ -65,20 +59,6 @@ export function createAuthService(options: AuthServiceOptions) {
     maxAgeMs: config.sessionMaxAgeSeconds * 1000,
     maxPerUser: config.maxSessionsPerUser,
   };
-  /** Failed logins per username follow the anonymous tier's login rule of the policy in force. */
-  const lockouts = new WeakMap<Policy, Layer>();
-  const lockoutOf = (policy: Policy): Layer => {
-    let layer = lockouts.get(policy);
-    if (layer === undefined) {
-      layer = {
-        category: LOCKOUT_CATEGORY,
-        rule: policy.tiers.get(ANONYMOUS_TIER)?.get("login") ?? FALLBACK_LOCKOUT,
-      };
-      lockouts.set(policy, layer);
-    }
-    return layer;
-  };
-
   /**
    * The login in progress per username. Attempts on one name run one at a time in this process:
    * otherwise a burst of concurrent guesses would all pass the lockout check before the first
@@ -87,27 +67,25 @@ export function createAuthService(options: AuthServiceOptions) {
   const inFlight = new Map<string, Promise<unknown>>();
 
   function login(input: LoginInput): Promise<LoginResult> {
-    const subject = usernameSubject(input.username);
-    const run = (inFlight.get(subject) ?? Promise.resolve()).then(() => attempt(subject, input));
+    const name = input.username;
+    const run = (inFlight.get(name) ?? Promise.resolve()).then(() => attempt(input));
     const settled = run.catch(() => undefined);
-    inFlight.set(subject, settled);
+    inFlight.set(name, settled);
     void settled.then(() => {
-      if (inFlight.get(subject) === settled) inFlight.delete(subject);
+      if (inFlight.get(name) === settled) inFlight.delete(name);
     });
     return run;
   }
 
-  async function attempt(subject: string, input: LoginInput): Promise<LoginResult> {
-    const lockoutLayer = lockoutOf(options.policy());
-    const full = (await limiter.peek(subject, lockoutLayer)).filter((w) => w.remaining === 0);
-    if (full.length > 0) {
+  async function attempt(input: LoginInput): Promise<LoginResult> {
+    const retryAfterMs = await lockout.retryAfterMs(input.username);
+    if (retryAfterMs > 0) {
       emit("lockout");
       logger.warn(
         { event: "lockout", ip: input.ip },
         "login refused: too many failed attempts for this username",
       );
-      const freesAt = Math.max(...full.map((w) => w.resetAtMs));
-      return { kind: "locked", retryAfterMs: Math.max(1000, freesAt - Date.now()) };
+      return { kind: "locked", retryAfterMs };
     }
     const found = await users.findByUsername(input.username);
     // Demo users never log in where they are refused (production), whatever the store holds.
@@ -131,7 +109,7 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await limiter.hit(subject, [lockoutLayer]);
+      await lockout.fail(input.username);
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };

@@ -2,8 +2,10 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
+import type { Window } from "./rules.js";
 import { weakSecretReason } from "./secrets.js";
 
 export type FailureMode = "open" | "closed";
@@ -38,6 +40,8 @@ export type Config = {
   sessionIdleTtlSeconds: number;
   sessionMaxAgeSeconds: number;
   maxSessionsPerUser: number;
+  /** Failed logins per username (from any address) before 429: LOGIN_LOCKOUT, apart from the policy. */
+  loginLockout: Window;
   policyFile: string | undefined;
   usersFile: string | undefined;
   adminToken: string;
@@ -218,6 +222,21 @@ function parseWorkers(reader: Reader): number {
   return Number(value);
 }
 
+/** LOGIN_LOCKOUT: `<count>/<duration>` as a policy writes a limit; 10 failures in 15 minutes by default. */
+function parseLoginLockout(reader: Reader): Window {
+  const fallback = { limit: 10, windowMs: 15 * 60_000 };
+  const value = reader.raw("LOGIN_LOCKOUT");
+  if (value === undefined) return fallback;
+  const window = parseLimit(value);
+  if (window === undefined) {
+    reader.problems.push(
+      `LOGIN_LOCKOUT: expected <count>/<duration> such as 10/15m (a count from 1 to 1000000, a duration from 1s to 7d in s, m, h or d), got "${value}"`,
+    );
+    return fallback;
+  }
+  return window;
+}
+
 /** Parses and validates the environment; throws ConfigError listing every problem. */
 export function loadConfig(env: Env = process.env): Config {
   const reader = new Reader(env);
@@ -244,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     sessionIdleTtlSeconds: reader.int("SESSION_IDLE_TTL_SECONDS", 1800, 1, 31 * 86_400),
     sessionMaxAgeSeconds: reader.int("SESSION_MAX_AGE_SECONDS", 86_400, 1, 366 * 86_400),
     maxSessionsPerUser: reader.int("MAX_SESSIONS_PER_USER", 5, 1, 1000),
+    loginLockout: parseLoginLockout(reader),
     policyFile: reader.raw("POLICY_FILE"),
     usersFile: reader.raw("USERS_FILE"),
     adminToken: admin.value,

@@ -2,6 +2,7 @@
 import express, { type Request, type RequestHandler } from "express";
 import { z } from "zod";
 import { ID_PATTERN } from "../auth/jwt.js";
+import type { Lockout } from "../auth/lockout.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
 import type { Checker } from "../authz/checker.js";
@@ -20,6 +21,11 @@ import { healthRoutes, sessionJson } from "./public-api.js";
 
 export type AdminApiOptions = {
   store: ApiStore;
+  /**
+   * Failed logins per username. A locked name is freed by the operator, a new password, re-enabling
+   * its user, and a deletion or creation (a name's failures never outlive the user they were for).
+   */
+  lockout: Pick<Lockout, "clear">;
   /** The policy in force: tiers and categories are read from it on every request. */
   policy: PolicyState;
   /** Re-reads POLICY_FILE (counted and logged by the caller). */
@@ -48,7 +54,7 @@ const userJson = (user: User) => ({
 });
 
 export function createAdminApi(options: AdminApiOptions): express.Express {
-  const { store, policy, logger, metrics } = options;
+  const { store, lockout, policy, logger, metrics } = options;
   const tiersNow = () => [...policy.current().policy.tiers.keys()].filter((t) => t !== ANONYMOUS_TIER);
   const tierSchema = z.string().superRefine((t, ctx) => {
     const tiers = tiersNow();
@@ -108,6 +114,8 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
         passwordHash: await hashPassword(input.password),
       });
       if (created === "exists") throw new HttpError("conflict", "That username is taken");
+      // Guesses at the name before it had a user must not lock the new user out.
+      await lockout.clear(created.username);
       logger.info({ event: "user_created", userId: created.id, tier: created.tier }, "user created");
       res.status(201).json({ user_id: created.id, username: created.username, tier: created.tier });
     }),
@@ -139,6 +147,8 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
         throw new HttpError("not_found", "No such user");
       // After the change: a login that verified the old password finds another hash and gets no session.
       const revoked = await store.sessions.revokeAll(user.id);
+      // Guesses at the old password say nothing about the new one: the user may log in at once.
+      await lockout.clear(user.username);
       logger.info({ event: "password_changed", userId: user.id, revoked, by: "admin" }, "password changed");
       res.json({ message: "Password changed; every session revoked", user_id: user.id, revoked });
     }),
@@ -151,6 +161,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       await store.users.remove(user.id);
       const revoked = await store.sessions.revokeAll(user.id);
       await store.limiter.reset(userSubject(user.id), policy.current().policy.categories);
+      await lockout.clear(user.username);
       logger.info({ event: "user_deleted", userId: user.id, revoked }, "user deleted");
       res.json({ message: "User deleted; every session revoked", user_id: user.id, revoked });
     }),
@@ -201,11 +212,24 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       await store.users.update(user.id, { disabled });
       // Disabling also ends every session, so re-enabling never brings an old token back.
       const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
+      // Re-enabling gives a fresh start: while disabled, every login (the user's own, with the right
+      // password) failed and counted toward the lockout.
+      if (!disabled && user.disabled) await lockout.clear(user.username);
       logger.info(
         { event: disabled ? "user_disabled" : "user_enabled", userId: user.id, revoked },
         "user access changed",
       );
       res.json({ user_id: user.id, disabled, revoked });
+    }),
+  );
+
+  admin.delete(
+    "/users/:id/lockout",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      await lockout.clear(user.username);
+      logger.info({ event: "lockout_cleared", userId: user.id }, "a username's failed logins cleared");
+      res.status(204).end();
     }),
   );
 

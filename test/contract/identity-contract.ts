@@ -1,7 +1,11 @@
 // The identity contract: login, sessions, revocation, lockout and the admin API, over real HTTP,
 // run unchanged against the memory and Redis stores.
 import { createHmac } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,
@@ -363,13 +367,19 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
     });
 
     describe("username lockout", () => {
-      const lockedOut = async (username: string, rightPassword: string) => {
+      /** Ten wrong passwords for the name, each from an address of its own. */
+      const failTenTimes = async (username: string, on: Running = t) => {
         for (let i = 0; i < 10; i += 1) {
-          const failed = await t.login(username, `wrong-${i}`, { ip: `203.0.113.${i + 1}` });
+          const failed = await on.login(username, `wrong-${i}`, { ip: `203.0.113.${i + 1}` });
           expect(failed.status, `attempt ${i + 1}`).toBe(401);
         }
+      };
+      const lockedOut = async (username: string, rightPassword: string) => {
+        await failTenTimes(username);
         return t.login(username, rightPassword, { ip: "192.0.2.200" });
       };
+      const admin = (method: string, path: string, json?: unknown) =>
+        t.admin(method, path, { token: ADMIN_TOKEN, ...(json === undefined ? {} : { json }) });
 
       it("answers 429 with Retry-After to the 11th attempt within the window, even with the right password", async () => {
         const user = await t.newUser();
@@ -406,6 +416,107 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
         expect((await t.login(user.username, user.password, { ip: "192.0.2.201" })).status).toBe(429);
       });
 
+      it("frees a locked username on DELETE /admin/users/{id}/lockout with 204, with ten attempts again", async () => {
+        // A name with capitals and non-ASCII letters: the lockout cleared is the one the logins counted.
+        const username = uniqueName("Ünïcode_Ådmin");
+        const password = "a long password";
+        const created = await admin("POST", "/admin/users", { username, password, tier: "free" });
+        expect(created.status).toBe(201);
+        const id = (created.body as unknown as { user_id: string }).user_id;
+        expect((await lockedOut(username, password)).status).toBe(429);
+        // Names are exact: the same letters in another case are another (unknown) name, not locked.
+        expect((await t.login(username.toLowerCase(), password)).status).toBe(401);
+
+        const cleared = await admin("DELETE", `/admin/users/${id}/lockout`);
+        expect(cleared.status).toBe(204);
+        expect(cleared.body).toBe("");
+        // The whole window is forgotten, not one attempt of it: ten more failures before the next lock.
+        await failTenTimes(username);
+        expect((await t.login(username, password, { ip: "192.0.2.200" })).status).toBe(429);
+        expect((await admin("DELETE", `/admin/users/${id}/lockout`)).status).toBe(204);
+        expect((await t.login(username, password, { ip: "192.0.2.200" })).status).toBe(200);
+
+        for (const unknown of ["usr_0000000000000000", "bad%20id"]) {
+          const missing = await admin("DELETE", `/admin/users/${unknown}/lockout`);
+          expect(missing.status, unknown).toBe(404);
+          expect(missing.body).toMatchObject({ error: "not_found" });
+        }
+      });
+
+      it("frees a locked username when an admin sets a new password, and only that username", async () => {
+        const user = await t.newUser();
+        const other = await t.newUser();
+        expect((await lockedOut(user.username, user.password)).status).toBe(429);
+        expect((await lockedOut(other.username, other.password)).status).toBe(429);
+        const changed = await admin("PUT", `/admin/users/${user.id}/password`, {
+          password: "the new password",
+        });
+        expect(changed.status).toBe(200);
+        expect((await t.login(user.username, "the new password", { ip: "192.0.2.200" })).status).toBe(200);
+        expect((await t.login(other.username, other.password, { ip: "192.0.2.200" })).status).toBe(429);
+      });
+
+      it("frees a username locked while its user was disabled once the user is enabled again", async () => {
+        const user = await t.newUser();
+        const disable = (disabled: boolean) => admin("PUT", `/admin/users/${user.id}/disabled`, { disabled });
+        expect((await disable(true)).status).toBe(200);
+        // Right passwords all fail while disabled, and count like wrong ones.
+        for (let i = 0; i < 10; i += 1) {
+          const refused = await t.login(user.username, user.password, { ip: `203.0.113.${i + 1}` });
+          expect(refused.status).toBe(401);
+        }
+        expect((await t.login(user.username, user.password)).status).toBe(429);
+        expect((await disable(false)).status).toBe(200);
+        expect((await t.login(user.username, user.password)).status).toBe(200);
+      });
+
+      it("does not lock a new user out for guesses at its name made before it existed", async () => {
+        const username = uniqueName("future");
+        expect((await lockedOut(username, "anything")).status).toBe(429);
+        const password = "a long password";
+        expect((await admin("POST", "/admin/users", { username, password, tier: "free" })).status).toBe(201);
+        expect((await t.login(username, password)).status).toBe(200);
+      });
+
+      it("keeps a lockout through DELETE /admin/users/{id}/limits, which clears request windows only", async () => {
+        const user = await t.newUser();
+        expect((await lockedOut(user.username, user.password)).status).toBe(429);
+        expect((await admin("DELETE", `/admin/users/${user.id}/limits`)).status).toBe(200);
+        expect((await t.login(user.username, user.password)).status).toBe(429);
+      });
+
+      it("locks by LOGIN_LOCKOUT, and a policy that lets one address log in 1000 times does not lift it", async () => {
+        const dir = mkdtempSync(join(tmpdir(), "tollgate-lockout-"));
+        const policyFile = join(dir, "policy.yaml");
+        const generous = DEFAULT_POLICY_YAML.replace("login: 10/15m", "login: 1000/15m");
+        expect(generous).not.toBe(DEFAULT_POLICY_YAML);
+        writeFileSync(policyFile, generous);
+
+        // An office behind one NAT: the default lockout (10 in 15 minutes) holds whatever the policy.
+        const office = await start({ POLICY_FILE: policyFile });
+        const user = await office.newUser();
+        const codes: number[] = [];
+        for (let i = 0; i < 25; i += 1)
+          codes.push((await office.login(user.username, `wrong-${i}`, { ip: "198.51.100.50" })).status);
+        expect(codes).toEqual([...Array(10).fill(401), ...Array(15).fill(429)]);
+        const right = await office.login(user.username, user.password, { ip: "198.51.100.50" });
+        expect(right.status).toBe(429);
+        expect(Number(right.headers.get("retry-after"))).toBeGreaterThan(890);
+
+        // Its own setting, under the same generous policy: three failures in a minute.
+        const strict = await start({ POLICY_FILE: policyFile, LOGIN_LOCKOUT: "3/1m" });
+        const other = await strict.newUser();
+        for (let i = 0; i < 3; i += 1) {
+          const failed = await strict.login(other.username, "wrong", { ip: `203.0.113.${i + 1}` });
+          expect(failed.status).toBe(401);
+        }
+        const locked = await strict.login(other.username, other.password, { ip: "192.0.2.9" });
+        expect(locked.status).toBe(429);
+        const retryAfter = Number(locked.headers.get("retry-after"));
+        expect(retryAfter).toBeGreaterThan(50);
+        expect(retryAfter).toBeLessThanOrEqual(60);
+      });
+
       it("lets a user with fewer than 10 failed attempts log in", async () => {
         const user = await t.newUser();
         for (let i = 0; i < 9; i += 1) {
@@ -428,6 +539,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
           ["PUT", "/admin/users/demo-alice/disabled", { disabled: true }],
           ["GET", "/admin/users/demo-alice/limits"],
           ["DELETE", "/admin/users/demo-alice/limits"],
+          ["DELETE", "/admin/users/demo-alice/lockout"],
         ];
         const alice = await t.loginOk("alice", "secret");
         for (const [method, path, json] of endpoints) {

@@ -1,6 +1,10 @@
 // Password guessing through a real nginx: the per-IP login limit, the per-username lockout, no enumeration.
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import { closeClient, type Reply, send } from "../support/http-client.js";
 import { type Nginx, startNginx } from "../support/nginx.js";
 import { loopbackAddresses } from "../support/ports.js";
@@ -39,19 +43,19 @@ afterAll(async () => {
 /** nginx sees every test client on loopback; each one takes a source address of its own. */
 const newAddress = loopbackAddresses(40);
 
-async function createUser(): Promise<string> {
+async function createUser(on: TollgateProcess = tollgate): Promise<string> {
   const username = `guessed_${randomBytes(5).toString("hex")}`;
-  const res = await send(`${tollgate.adminUrl}/admin/users`, {
+  const res = await send(`${on.adminUrl}/admin/users`, {
     method: "POST",
-    headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    headers: { authorization: `Bearer ${on.adminToken}` },
     body: { username, password: PASSWORD, tier: "free" },
   });
   expect(res.status, res.text).toBe(201);
   return username;
 }
 
-const login = (username: string, password: string, address: string): Promise<Reply> =>
-  send(`${nginx.url}/auth/login`, { method: "POST", body: { username, password }, localAddress: address });
+const login = (username: string, password: string, address: string, via: Nginx = nginx): Promise<Reply> =>
+  send(`${via.url}/auth/login`, { method: "POST", body: { username, password }, localAddress: address });
 
 describe("the per-IP login limit through nginx", () => {
   it("answers 429 from the eleventh attempt of one address, even with the right password", async () => {
@@ -109,6 +113,48 @@ describe("the per-username lockout through nginx", () => {
     expect(realLocked.status).toBe(429);
     expect(ghostLocked.status).toBe(429);
     expect(ghostLocked.text).toBe(realLocked.text);
+  });
+});
+
+describe("the per-username lockout behind a generous per-address login limit", () => {
+  // An office behind one NAT: the policy lets its one address log in 1000 times in 15 minutes. This
+  // tollgate runs on the memory store (the one above on Redis): the lockout is the same on both.
+  let dir: string;
+  let office: TollgateProcess;
+  let officeNginx: Nginx;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "tollgate-nat-"));
+    const policyFile = join(dir, "policy.yaml");
+    const generous = DEFAULT_POLICY_YAML.replace("login: 10/15m", "login: 1000/15m");
+    expect(generous).not.toBe(DEFAULT_POLICY_YAML);
+    writeFileSync(policyFile, generous);
+    office = await startTollgate({ POLICY_FILE: policyFile, LOG_LEVEL: "warn" });
+    officeNginx = await startNginx({
+      checkPort: office.checkPort,
+      publicPort: office.port,
+      upstreamPort: upstream.port,
+    });
+  });
+
+  afterAll(async () => {
+    await officeNginx?.stop();
+    await office?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("locks a username after ten wrong passwords from one address, the right one included", async () => {
+    const username = await createUser(office);
+    const address = newAddress();
+    const statuses: number[] = [];
+    for (let i = 0; i < 25; i += 1)
+      statuses.push((await login(username, `wrong-${i}`, address, officeNginx)).status);
+    expect(statuses).toEqual([...Array(10).fill(401), ...Array(15).fill(429)]);
+    const locked = await login(username, PASSWORD, address, officeNginx);
+    expect(locked.status).toBe(429);
+    expect(Number(locked.header("retry-after"))).toBeGreaterThan(0);
+    // The address itself is far from its limit: another user logs in from it.
+    expect((await login(await createUser(office), PASSWORD, address, officeNginx)).status).toBe(200);
   });
 });
 

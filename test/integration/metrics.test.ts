@@ -18,7 +18,7 @@ const CHECK_IP = "198.51.100.23";
 const LOGIN_IP = "203.0.113.9";
 const FRESH_PASSWORD = "fresh-user-password-42";
 
-// The built-in policy, with small limits where the test needs a denial or a lockout.
+// The built-in policy, with small limits where the test needs a denial (the lockout is LOGIN_LOCKOUT).
 const POLICY = policyFromDocument(
   {
     tiers: {
@@ -68,7 +68,12 @@ beforeAll(async () => {
   await loadUsers(store.users, demoUsers());
   const tollgate = createTollgate({
     // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
-    config: loadConfig({ ADMIN_TOKEN, REDIS_TIMEOUT_MS: "2000", MAX_SESSIONS_PER_USER: "2" }),
+    config: loadConfig({
+      ADMIN_TOKEN,
+      REDIS_TIMEOUT_MS: "2000",
+      MAX_SESSIONS_PER_USER: "2",
+      LOGIN_LOCKOUT: "3/15m",
+    }),
     policy: POLICY,
     store,
     logger: createLogger("silent"),
@@ -171,7 +176,7 @@ describe("/metrics after a known mix of requests", () => {
     for (const s of [alice, bob1, bob2, bob3, free]) secrets.push(s.access_token, s.session_id, s.user_id);
     secrets.push(freshName);
 
-    // Four failed logins, then a lockout of the name that failed three times (login: 3/15m).
+    // Four failed logins, then a lockout of the name that failed three times (LOGIN_LOCKOUT=3/15m).
     expect((await loginAs("alice", "not-her-password")).status).toBe(401);
     for (let i = 0; i < 3; i += 1) expect((await loginAs("ghost_user", "guess")).status).toBe(401);
     expect((await loginAs("ghost_user", "guess")).status).toBe(429);

@@ -125,7 +125,7 @@ export async function startTollgate(options: {
   const config = loadConfig({ JWT_SECRET, ADMIN_TOKEN, LOG_LEVEL: "silent", ...options.env });
   const tollgate = createTollgate({
     config,
-    policy: loadPolicy(undefined),
+    policy: loadPolicy(config.policyFile),
     store,
     logger: createLogger("silent"),
   });

@@ -33,6 +33,7 @@ describe("settings", () => {
       sessionIdleTtlSeconds: 1800,
       sessionMaxAgeSeconds: 86_400,
       maxSessionsPerUser: 5,
+      loginLockout: { limit: 10, windowMs: 900_000 },
       trustedProxyHops: 1,
       workers: 1,
       ipv6Subnet: 64,
@@ -115,6 +116,18 @@ describe("settings", () => {
     expect(found).toHaveLength(2);
     expect(found.join("\n")).toMatch(/LOG_FORMAT/);
     expect(found.join("\n")).toMatch(/DRAIN_DELAY_MS/);
+  });
+
+  it("take LOGIN_LOCKOUT as <count>/<duration>, 10/15m when unset, and name it when it is wrong", () => {
+    expect(loadConfig({}).loginLockout).toEqual({ limit: 10, windowMs: 15 * 60_000 });
+    expect(loadConfig({ LOGIN_LOCKOUT: "5/1h" }).loginLockout).toEqual({ limit: 5, windowMs: 3_600_000 });
+    expect(loadConfig({ LOGIN_LOCKOUT: " 20/30s " }).loginLockout).toEqual({ limit: 20, windowMs: 30_000 });
+    for (const bad of ["0/15m", "10", "10/15", "10/15x", "ten/15m", "10/8d", "[10/15m]", "10/15m,20/1h"]) {
+      const found = problems({ LOGIN_LOCKOUT: bad });
+      expect(found, bad).toHaveLength(1);
+      expect(found[0], bad).toMatch(/^LOGIN_LOCKOUT: expected <count>\/<duration>/);
+      expect(found[0], bad).toContain(`got "${bad}"`);
+    }
   });
 
   it("refuse two listeners on one port", () => {
