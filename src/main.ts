@@ -119,6 +119,24 @@ function urlOf(host: string, port: number): string {
 
 type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
 
+const PORT_SETTINGS = { public: "PORT", check: "CHECK_PORT", admin: "ADMIN_PORT" } as const;
+
+/** Why a listener cannot open, as a problem naming the setting to change. */
+function listenProblem(listener: Listener, host: string, error: NodeJS.ErrnoException): string {
+  const setting = PORT_SETTINGS[listener.name];
+  const { port } = listener;
+  switch (error.code) {
+    case "EADDRINUSE":
+      return `${setting}: ${port} is in use on ${host} (another process listens there: stop it, or set ${setting} to a free port)`;
+    case "EACCES":
+      return `${setting}: ${port} needs privileges this process lacks (ports below 1024): choose a port from 1024 up`;
+    case "EADDRNOTAVAIL":
+      return `HOST: ${host} is not an address of this machine`;
+    default:
+      return `${setting}: cannot listen on ${host}:${port} (${error.code ?? error.message})`;
+  }
+}
+
 function stopOnSignals(options: {
   listeners: Listener[];
   store: Store;
@@ -248,7 +266,13 @@ async function main(): Promise<void> {
     server.headersTimeout = Math.max(server.headersTimeout, 80_000);
   }
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
-  await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
+  await Promise.all(
+    listeners.map((listener) =>
+      listen(listener.server, listener.port, config.host).catch((error: NodeJS.ErrnoException) =>
+        fail([listenProblem(listener, config.host, error)]),
+      ),
+    ),
+  );
   await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
