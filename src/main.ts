@@ -84,6 +84,8 @@ async function bootstrapUsers(
   // a normal start does not begin with a "store unreachable" warning.
   await store.connected(storeTimeouts(config.redisTimeoutMs).connectMs);
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
+    const refused = store.refusedSetting();
+    if (refused !== undefined) fail([refused]);
     try {
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {

@@ -48,7 +48,35 @@ function parseUrl(value: string, problems: string[]): string | undefined {
     problems.push("REDIS_URL: expected a redis:// or rediss:// URL");
     return undefined;
   }
+  // The path is the database number (ioredis reads a `db` parameter too); the server may still
+  // refuse a number past its `databases`, which start-up finds out (databaseRefusedProblem).
+  const database = url.pathname.replace(/^\//, "");
+  const parameter = url.searchParams.get("db");
+  for (const [where, given] of [
+    ["path", database],
+    ["db parameter", parameter ?? ""],
+  ] as const) {
+    if (given !== "" && !/^\d{1,9}$/.test(given)) {
+      problems.push(
+        `REDIS_URL: the ${where} names the database, a whole number from 0 (redis://host:6379/0), got "${given}"`,
+      );
+      return undefined;
+    }
+  }
   return value;
+}
+
+/** REDIS_URL's database, which the server refused to SELECT (its reply given), as a start-up problem. */
+export function databaseRefusedProblem(database: string, reply: string): string {
+  if (/cluster/i.test(reply)) {
+    return `REDIS_URL: names database ${database}, but this Redis runs in cluster mode, which has database 0 only (for a Redis Cluster, set REDIS_CLUSTER_NODES instead)`;
+  }
+  return `REDIS_URL: the server refuses database ${database} (${reply}); a Redis has databases 0 to its \`databases\` setting less one (0 to 15 by default)`;
+}
+
+/** Sentinels that answered but monitor no master of REDIS_SENTINEL_MASTER's name, as a problem. */
+export function unknownSentinelMasterProblem(master: string, answered: string[]): string {
+  return `REDIS_SENTINEL_MASTER: no Sentinel monitors a master named "${master}" (the Sentinels at ${answered.join(", ")} answer, but know no master of that name: see \`sentinel monitor <name> …\` in their configuration)`;
 }
 
 function parseTopology(read: Read, problems: string[]): RedisTopology | undefined {

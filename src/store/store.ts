@@ -22,6 +22,7 @@ import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
+import { clearError, refusedSetting } from "./redis/refusals.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
@@ -44,6 +45,11 @@ export type Store = {
   connected(timeoutMs: number): Promise<boolean>;
   /** Failed (re)connections, for the log; never called on the memory store. */
   onConnectionError(listener: (error: Error) => void): void;
+  /**
+   * A setting the server refused while connecting (REDIS_URL's database, an unknown Sentinel
+   * master), as a problem naming it: start-up stops on it rather than run on the wrong data.
+   */
+  refusedSetting(): string | undefined;
   close(): Promise<void>;
 };
 
@@ -132,10 +138,11 @@ export function createRedisStore(options: {
         () => false,
       ),
     onConnectionError(listener) {
-      redis.on("error", listener);
+      redis.on("error", (error: Error) => listener(clearError(error)));
       // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
       redis.on("node error", listener);
     },
+    refusedSetting: () => refusedSetting(redis),
     async close() {
       watchdog.stop();
       await invalidations.close();
@@ -158,6 +165,7 @@ export function createMemoryStore(): Store {
     ping: async () => true,
     connected: async () => true,
     onConnectionError: () => {},
+    refusedSetting: () => undefined,
     async close() {
       limiter.close();
       identity.close();

@@ -6,6 +6,7 @@ import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { freeTollgatePorts, testTollgateEnv } from "../support/processes.js";
+import { redisUrl, testPrefix, topologyEnv } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -63,5 +64,36 @@ describe("a port already in use", () => {
     expect(exit.code, exit.stderr).toBe(1);
     expect(exit.stderr).toContain(`tollgate: ${name}: ${exit.port} is in use on 127.0.0.1`);
     expect(exit.stderr).not.toMatch(/EADDRINUSE|\n\s+at /);
+  });
+});
+
+describe("a Redis setting the server refuses", () => {
+  it("stops start-up naming REDIS_URL when the server refuses its database, before any ready line", async () => {
+    const exit = await runToExit({ REDIS_URL: `${redisUrl()}/99`, REDIS_KEY_PREFIX: testPrefix() });
+    expect(exit.code, exit.stdout + exit.stderr).toBe(1);
+    expect(exit.stderr).toMatch(
+      /^tollgate: REDIS_URL: the server refuses database 99 \(ERR DB index is out of range\)/m,
+    );
+    expect(exit.stdout).not.toContain('"event":"ready"');
+  });
+
+  it("stops start-up naming REDIS_URL when it names a database other than 0 on a cluster node", async () => {
+    const node = (topologyEnv("cluster").REDIS_CLUSTER_NODES as string).split(",")[0] as string;
+    const exit = await runToExit({ REDIS_URL: `redis://${node}/1`, REDIS_KEY_PREFIX: testPrefix() });
+    expect(exit.code, exit.stdout + exit.stderr).toBe(1);
+    expect(exit.stderr).toMatch(/^tollgate: REDIS_URL: names database 1, but this Redis runs in cluster mode/m);
+  });
+
+  it("stops start-up naming REDIS_SENTINEL_MASTER when the Sentinels answer but know no such master", async () => {
+    const exit = await runToExit({
+      ...topologyEnv("sentinel"),
+      REDIS_SENTINEL_MASTER: "no-such-master",
+      REDIS_KEY_PREFIX: testPrefix(),
+    });
+    expect(exit.code, exit.stdout + exit.stderr).toBe(1);
+    expect(exit.stderr).toMatch(
+      /^tollgate: REDIS_SENTINEL_MASTER: no Sentinel monitors a master named "no-such-master" \(the Sentinels at 127\.0\.0\.1:\d+/m,
+    );
+    expect(exit.stdout + exit.stderr).not.toContain("unreachable");
   });
 });

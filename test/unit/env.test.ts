@@ -284,6 +284,21 @@ describe("redis settings", () => {
     ]);
   });
 
+  it("take REDIS_URL's path as the database number, and refuse one that is not a whole number", () => {
+    for (const url of ["redis://a:6379", "redis://a:6379/", "redis://a:6379/15", "redis://a:6379?db=2"])
+      expect(problems({ REDIS_URL: url }), url).toEqual([]);
+    expect(problems({ REDIS_URL: "redis://a:6379/-1" })).toEqual([
+      'REDIS_URL: the path names the database, a whole number from 0 (redis://host:6379/0), got "-1"',
+    ]);
+    expect(problems({ REDIS_URL: "redis://:hunter2-secret@a:6379/cache" })).toEqual([
+      'REDIS_URL: the path names the database, a whole number from 0 (redis://host:6379/0), got "cache"',
+    ]);
+    expect(problems({ REDIS_URL: "redis://a:6379/1/2" })[0]).toMatch(/^REDIS_URL: the path names the database/);
+    expect(problems({ REDIS_URL: "redis://a:6379?db=one" })).toEqual([
+      'REDIS_URL: the db parameter names the database, a whole number from 0 (redis://host:6379/0), got "one"',
+    ]);
+  });
+
   it("never echo the Redis passwords in a message", () => {
     const found = problems({ REDIS_PASSWORD: "hunter2-secret", REDIS_SENTINEL_PASSWORD: "other-secret" });
     expect(found).toHaveLength(2);
