@@ -22,8 +22,8 @@ import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
-import { clearError, refusedSetting } from "./redis/refusals.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
+import { clearError, refusedSetting } from "./redis/refusals.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
 export type Store = {

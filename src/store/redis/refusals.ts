@@ -32,7 +32,8 @@ function watchDatabase(client: Redis): void {
 }
 
 // ioredis reports each Sentinel it asked as a "sentinelError", then the round as an "error".
-const ANSWERED_WITHOUT_MASTER = /sentinel (\S+) (?:because .*No such master|successfully, but got an invalid reply)/;
+const ANSWERED_WITHOUT_MASTER =
+  /sentinel (\S+) (?:because .*No such master|successfully, but got an invalid reply)/;
 const ROUND_FAILED = /^All sentinels are unreachable/;
 
 function watchSentinels(client: Redis, master: string): void {
