@@ -17,7 +17,7 @@ import { createHttpServer } from "./http/server.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store, storeTimeouts } from "./store/store.js";
-import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
+import { isReloadMessage, isWorker, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
@@ -110,6 +110,18 @@ async function bootstrapUsers(
         );
       await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * attempt)));
     }
+  }
+}
+
+/** A variable that looks like a setting but is none, a typo most often: it is ignored, so say so. */
+function warnUnknownSettings(config: Config, logger: Logger): void {
+  for (const { variable, closest, likelyTypo } of config.unknownSettings) {
+    logger.warn(
+      { event: "unknown_setting", variable, closest },
+      likelyTypo
+        ? `${variable} is not a tollgate setting and is ignored: did you mean ${closest}?`
+        : `${variable} is not a tollgate setting and is ignored (the closest setting is ${closest})`,
+    );
   }
 }
 
@@ -223,6 +235,8 @@ async function main(): Promise<void> {
           if (error instanceof UsersFileError) fail(error.message.split("\n"));
           throw error;
         });
+  // Once per start: the workers of a WORKERS=N primary read the same environment.
+  if (!isWorker()) warnUnknownSettings(config, logger);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({

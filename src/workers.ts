@@ -69,6 +69,9 @@ export function restartDelayMs(deathsInARow: number): number {
   return Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** deathsInARow);
 }
 
+/** True in a worker of a WORKERS=N primary. */
+export const isWorker = (): boolean => cluster.isWorker;
+
 /** True in the process that should supervise workers instead of serving requests itself. */
 export function shouldSupervise(config: Config): boolean {
   return config.workers > 1 && cluster.isPrimary;

@@ -18,7 +18,19 @@ export type RedisSettings = {
   sentinelPassword: string | undefined;
 };
 
-type Read = (name: string) => string | undefined;
+/** The variables this file reads: env.ts's list of every setting includes them. */
+export const REDIS_SETTINGS = [
+  "REDIS_URL",
+  "REDIS_CLUSTER_NODES",
+  "REDIS_SENTINELS",
+  "REDIS_SENTINEL_MASTER",
+  "REDIS_USERNAME",
+  "REDIS_PASSWORD",
+  "REDIS_TLS",
+  "REDIS_SENTINEL_PASSWORD",
+] as const;
+
+type Read = (name: (typeof REDIS_SETTINGS)[number]) => string | undefined;
 
 const TOPOLOGY_VARIABLES = ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const;
 
@@ -120,7 +132,12 @@ export function parseRedisSettings(read: Read, problems: string[]): RedisSetting
   if (topology === undefined) {
     // Connection options without a Redis to apply them to are a mistake, not a memory store.
     const noRedis = !TOPOLOGY_VARIABLES.some((name) => read(name) !== undefined);
-    for (const name of ["REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_TLS", "REDIS_SENTINEL_PASSWORD"]) {
+    for (const name of [
+      "REDIS_USERNAME",
+      "REDIS_PASSWORD",
+      "REDIS_TLS",
+      "REDIS_SENTINEL_PASSWORD",
+    ] as const) {
       if (noRedis && read(name) !== undefined) {
         problems.push(`${name}: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS to use it`);
       }

@@ -5,7 +5,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { freeTollgatePorts, testTollgateEnv } from "../support/processes.js";
+import { freeTollgatePorts, startTollgate, testTollgateEnv } from "../support/processes.js";
 import { redisUrl, testPrefix, topologyEnv } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -81,7 +81,9 @@ describe("a Redis setting the server refuses", () => {
     const node = (topologyEnv("cluster").REDIS_CLUSTER_NODES as string).split(",")[0] as string;
     const exit = await runToExit({ REDIS_URL: `redis://${node}/1`, REDIS_KEY_PREFIX: testPrefix() });
     expect(exit.code, exit.stdout + exit.stderr).toBe(1);
-    expect(exit.stderr).toMatch(/^tollgate: REDIS_URL: names database 1, but this Redis runs in cluster mode/m);
+    expect(exit.stderr).toMatch(
+      /^tollgate: REDIS_URL: names database 1, but this Redis runs in cluster mode/m,
+    );
   });
 
   it("stops start-up naming REDIS_SENTINEL_MASTER when the Sentinels answer but know no such master", async () => {
@@ -95,5 +97,34 @@ describe("a Redis setting the server refuses", () => {
       /^tollgate: REDIS_SENTINEL_MASTER: no Sentinel monitors a master named "no-such-master" \(the Sentinels at 127\.0\.0\.1:\d+/m,
     );
     expect(exit.stdout + exit.stderr).not.toContain("unreachable");
+  });
+});
+
+describe("a misspelt setting", () => {
+  it("gets one warning naming the setting meant, and nothing else in the environment does", async () => {
+    const tollgate = await startTollgate({
+      LOG_FORMAT: "json",
+      REDIS_ULR: "redis://127.0.0.1:6379",
+      HOME: "/home/tollgate",
+      NODE_OPTIONS: "--no-deprecation",
+    });
+    try {
+      const warnings = tollgate
+        .output()
+        .split("\n")
+        .filter((line) => line.includes('"event":"unknown_setting"'))
+        .map((line) => JSON.parse(line) as { variable: string; closest: string; msg: string });
+      expect(warnings).toEqual([
+        expect.objectContaining({
+          variable: "REDIS_ULR",
+          closest: "REDIS_URL",
+          msg: "REDIS_ULR is not a tollgate setting and is ignored: did you mean REDIS_URL?",
+        }),
+      ]);
+      // Ignored indeed: the store is the memory one, and says so.
+      expect(tollgate.output()).toContain('"event":"memory_store"');
+    } finally {
+      await tollgate.stop("SIGINT");
+    }
   });
 });
