@@ -14,6 +14,7 @@ import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
+import { withSharedJwtSecret } from "./jwt-secret.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store, storeTimeouts } from "./store/store.js";
@@ -250,16 +251,21 @@ async function main(): Promise<void> {
       "No Redis is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
     );
   }
-  if (config.jwt.secretGenerated) {
+  if (config.jwt.secretGenerated && store.kind === "memory") {
     logger.warn(
       { event: "jwt_secret_generated" },
       "JWT_SECRET is unset: a random secret was generated; tokens end with this process",
     );
   }
+  // Nothing listens yet while the shared secret is awaited: a stop then needs no drain.
+  const quit = () => process.exit(0);
+  process.once("SIGTERM", quit).once("SIGINT", quit);
+  const settings = await withSharedJwtSecret({ config, store, logger, fail });
+  process.off("SIGTERM", quit).off("SIGINT", quit);
 
   const readiness = createReadiness();
   const tollgate = createTollgate({
-    config,
+    config: settings,
     policy,
     store,
     logger,

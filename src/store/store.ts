@@ -50,6 +50,12 @@ export type Store = {
    * master), as a problem naming it: start-up stops on it rather than run on the wrong data.
    */
   refusedSetting(): string | undefined;
+  /**
+   * The JWT secret every instance on this store signs with when JWT_SECRET is unset (outside
+   * production): `candidate` if none was kept yet, else the one kept first (set if absent, atomically).
+   * The memory store is one process: `candidate` itself.
+   */
+  sharedJwtSecret(candidate: string): Promise<string>;
   close(): Promise<void>;
 };
 
@@ -143,6 +149,15 @@ export function createRedisStore(options: {
       redis.on("node error", listener);
     },
     refusedSetting: () => refusedSetting(redis),
+    async sharedJwtSecret(candidate) {
+      const replies = await withDeadline(
+        redis.multi().set(keys.jwtSecret, candidate, "NX").get(keys.jwtSecret).exec(),
+        timeoutMs,
+      );
+      const kept = replies?.[1]?.[1];
+      if (typeof kept !== "string") throw new Error("no JWT secret kept in the store");
+      return kept;
+    },
     async close() {
       watchdog.stop();
       await invalidations.close();
@@ -166,6 +181,7 @@ export function createMemoryStore(): Store {
     connected: async () => true,
     onConnectionError: () => {},
     refusedSetting: () => undefined,
+    sharedJwtSecret: async (candidate) => candidate,
     async close() {
       limiter.close();
       identity.close();

@@ -5,8 +5,14 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { freeTollgatePorts, startTollgate, testTollgateEnv } from "../support/processes.js";
-import { redisUrl, testPrefix, topologyEnv } from "../support/redis.js";
+import {
+  freeTollgatePorts,
+  login,
+  startTollgate,
+  type TollgateProcess,
+  testTollgateEnv,
+} from "../support/processes.js";
+import { connectRedis, redisUrl, testPrefix, topologyEnv } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -127,4 +133,51 @@ describe("a misspelt setting", () => {
       await tollgate.stop("SIGINT");
     }
   });
+});
+
+describe("tokens on Redis without JWT_SECRET (outside production)", () => {
+  const me = (tollgate: TollgateProcess, token: string) =>
+    fetch(`${tollgate.url}/me`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
+  // JWT_SECRET empty is JWT_SECRET unset; the walk-through's "With Redis" sets nothing else.
+  const withoutSecret = (prefix: string) => ({
+    REDIS_URL: redisUrl(),
+    REDIS_KEY_PREFIX: prefix,
+    JWT_SECRET: "",
+  });
+
+  it("survive a restart, as the users and sessions do", async () => {
+    const prefix = testPrefix();
+    const first = await startTollgate(withoutSecret(prefix));
+    const { access_token: token } = await login(first.url, "alice");
+    expect(await me(first, token)).toBe(200);
+    expect(await first.stop("SIGINT")).toBe(0);
+    const second = await startTollgate(withoutSecret(prefix));
+    try {
+      expect(await me(second, token)).toBe(200);
+    } finally {
+      await second.stop("SIGINT");
+    }
+  });
+
+  it("are accepted by every instance, however many start at once, and the secret is never logged", async () => {
+    const prefix = testPrefix();
+    const instances = await Promise.all([1, 2, 3].map(() => startTollgate(withoutSecret(prefix))));
+    const redis = connectRedis();
+    try {
+      for (const issuer of instances) {
+        const { access_token: token } = await login(issuer.url, "bob_pro");
+        for (const other of instances) expect(await me(other, token)).toBe(200);
+      }
+      const secret = await redis.get(`${prefix}jwt:secret`);
+      expect(secret?.length).toBeGreaterThanOrEqual(32);
+      for (const tollgate of instances) {
+        expect(tollgate.output()).not.toContain(secret);
+        expect(tollgate.output()).toContain('"event":"jwt_secret_shared"');
+        expect(tollgate.output()).not.toContain("jwt_secret_generated");
+      }
+    } finally {
+      redis.disconnect();
+      await Promise.all(instances.map((tollgate) => tollgate.stop("SIGINT")));
+    }
+  }, 60_000);
 });
