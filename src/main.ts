@@ -16,6 +16,7 @@ import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { withSharedJwtSecret } from "./jwt-secret.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
+import { stopWithNpm } from "./parent-watch.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store, storeTimeouts } from "./store/store.js";
 import { isReloadMessage, isWorker, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
@@ -238,6 +239,7 @@ async function main(): Promise<void> {
         });
   // Once per start: the workers of a WORKERS=N primary read the same environment.
   if (!isWorker()) warnUnknownSettings(config, logger);
+  if (config.startedByNpm && !isWorker()) stopWithNpm(logger);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -310,7 +312,8 @@ async function main(): Promise<void> {
       failureMode: config.failureMode,
       urls,
     },
-    `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
+    // The pid to signal (kill -HUP reloads): a worker's would reload that worker alone.
+    `tollgate ready${isWorker() ? "" : ` (pid ${process.pid})`}: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
   );
   if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));
 }

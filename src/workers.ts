@@ -142,7 +142,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
     up = true;
     logger.info(
       { event: "workers_started", workers: config.workers, ports: [...ports] },
-      "tollgate workers share the ports",
+      `tollgate workers share the ports (supervisor pid ${process.pid}: kill -HUP ${process.pid} reloads every worker)`,
     );
   });
 

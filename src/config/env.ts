@@ -55,6 +55,8 @@ export type Config = {
   /** Refusals a process answers without the store until their window frees; 0 turns it off. */
   denialCacheSize: number;
   production: boolean;
+  /** Started by `npm start` (whose script execs node, so npm is this process's parent). */
+  startedByNpm: boolean;
   /** Variables that look like settings but are none (typos): ignored, and warned about at start-up. */
   unknownSettings: UnknownSetting[];
 };
@@ -70,9 +72,9 @@ type Env = Record<string, string | undefined>;
 
 /**
  * Every variable tollgate reads, and no other: the Reader below takes only these names. Besides
- * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT and a switch of the tests
- * (TOLLGATE_REDIS_FUNCTIONS); any other variable that looks like a setting is warned about at
- * start-up (unknown-settings.ts).
+ * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT, a switch of the tests
+ * (TOLLGATE_REDIS_FUNCTIONS) and npm's npm_lifecycle_event; any other variable that looks like a
+ * setting is warned about at start-up (unknown-settings.ts).
  */
 export const SETTINGS = [
   "PORT",
@@ -111,6 +113,7 @@ export const SETTINGS = [
   "ENV_FILE",
   "NODE_ENV",
   "TOLLGATE_REDIS_FUNCTIONS",
+  "npm_lifecycle_event",
 ] as const;
 
 type SettingName = (typeof SETTINGS)[number];
@@ -311,6 +314,7 @@ export function loadConfig(env: Env = process.env): Config {
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
     production,
+    startedByNpm: reader.raw("npm_lifecycle_event") === "start",
     unknownSettings: unknownSettings(env, SETTINGS),
   };
   if (config.workers > 1 && config.redis === undefined) {
