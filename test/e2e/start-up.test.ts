@@ -139,19 +139,22 @@ describe("tokens on Redis without JWT_SECRET (outside production)", () => {
   const me = (tollgate: TollgateProcess, token: string) =>
     fetch(`${tollgate.url}/me`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
   // JWT_SECRET empty is JWT_SECRET unset; the walk-through's "With Redis" sets nothing else.
-  const withoutSecret = (prefix: string) => ({
-    REDIS_URL: redisUrl(),
+  const withoutSecret = (prefix: string, redis: Record<string, string> = { REDIS_URL: redisUrl() }) => ({
+    ...redis,
     REDIS_KEY_PREFIX: prefix,
     JWT_SECRET: "",
   });
 
-  it("survive a restart, as the users and sessions do", async () => {
+  it.each([
+    ["one Redis", () => ({ REDIS_URL: redisUrl() })],
+    ["a Redis Cluster", () => topologyEnv("cluster")],
+  ])("survive a restart, as the users and sessions do, on %s", async (_, topology) => {
     const prefix = testPrefix();
-    const first = await startTollgate(withoutSecret(prefix));
+    const first = await startTollgate(withoutSecret(prefix, topology()));
     const { access_token: token } = await login(first.url, "alice");
     expect(await me(first, token)).toBe(200);
     expect(await first.stop("SIGINT")).toBe(0);
-    const second = await startTollgate(withoutSecret(prefix));
+    const second = await startTollgate(withoutSecret(prefix, topology()));
     try {
       expect(await me(second, token)).toBe(200);
     } finally {
