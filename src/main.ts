@@ -15,6 +15,7 @@ import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { withSharedJwtSecret } from "./jwt-secret.js";
+import { listenProblem } from "./listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { stopWithNpm } from "./parent-watch.js";
 import { createReadiness, type Readiness } from "./readiness.js";
@@ -134,24 +135,6 @@ function urlOf(host: string, port: number): string {
 }
 
 type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
-
-const PORT_SETTINGS = { public: "PORT", check: "CHECK_PORT", admin: "ADMIN_PORT" } as const;
-
-/** Why a listener cannot open, as a problem naming the setting to change. */
-function listenProblem(listener: Listener, host: string, error: NodeJS.ErrnoException): string {
-  const setting = PORT_SETTINGS[listener.name];
-  const { port } = listener;
-  switch (error.code) {
-    case "EADDRINUSE":
-      return `${setting}: ${port} is in use on ${host} (another process listens there: stop it, or set ${setting} to a free port)`;
-    case "EACCES":
-      return `${setting}: ${port} needs privileges this process lacks (ports below 1024): choose a port from 1024 up`;
-    case "EADDRNOTAVAIL":
-      return `HOST: ${host} is not an address of this machine`;
-    default:
-      return `${setting}: cannot listen on ${host}:${port} (${error.code ?? error.message})`;
-  }
-}
 
 function stopOnSignals(options: {
   listeners: Listener[];
@@ -293,7 +276,7 @@ async function main(): Promise<void> {
   await Promise.all(
     listeners.map((listener) =>
       listen(listener.server, listener.port, config.host).catch((error: NodeJS.ErrnoException) =>
-        fail([listenProblem(listener, config.host, error)]),
+        fail([listenProblem({ ...listener, host: config.host, error })]),
       ),
     ),
   );
