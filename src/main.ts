@@ -14,10 +14,13 @@ import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
+import { withSharedJwtSecret } from "./jwt-secret.js";
+import { listenProblem } from "./listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
+import { stopWithNpm } from "./parent-watch.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store, storeTimeouts } from "./store/store.js";
-import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
+import { isReloadMessage, isWorker, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
@@ -84,6 +87,8 @@ async function bootstrapUsers(
   // a normal start does not begin with a "store unreachable" warning.
   await store.connected(storeTimeouts(config.redisTimeoutMs).connectMs);
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
+    const refused = store.refusedSetting();
+    if (refused !== undefined) fail([refused]);
     try {
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
@@ -108,6 +113,18 @@ async function bootstrapUsers(
         );
       await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * attempt)));
     }
+  }
+}
+
+/** A variable that looks like a setting but is none, a typo most often: it is ignored, so say so. */
+function warnUnknownSettings(config: Config, logger: Logger): void {
+  for (const { variable, closest, likelyTypo } of config.unknownSettings) {
+    logger.warn(
+      { event: "unknown_setting", variable, closest },
+      likelyTypo
+        ? `${variable} is not a tollgate setting and is ignored: did you mean ${closest}?`
+        : `${variable} is not a tollgate setting and is ignored (the closest setting is ${closest})`,
+    );
   }
 }
 
@@ -203,6 +220,9 @@ async function main(): Promise<void> {
           if (error instanceof UsersFileError) fail(error.message.split("\n"));
           throw error;
         });
+  // Once per start: the workers of a WORKERS=N primary read the same environment.
+  if (!isWorker()) warnUnknownSettings(config, logger);
+  if (config.startedByNpm && !isWorker()) stopWithNpm(logger);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -216,16 +236,21 @@ async function main(): Promise<void> {
       "No Redis is configured (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS): using the embedded in-memory store. Limits and sessions live in this one process and are lost on restart; run one instance only.",
     );
   }
-  if (config.jwt.secretGenerated) {
+  if (config.jwt.secretGenerated && store.kind === "memory") {
     logger.warn(
       { event: "jwt_secret_generated" },
       "JWT_SECRET is unset: a random secret was generated; tokens end with this process",
     );
   }
+  // Nothing listens yet while the shared secret is awaited: a stop then needs no drain.
+  const quit = () => process.exit(0);
+  process.once("SIGTERM", quit).once("SIGINT", quit);
+  const settings = await withSharedJwtSecret({ config, store, logger, fail });
+  process.off("SIGTERM", quit).off("SIGINT", quit);
 
   const readiness = createReadiness();
   const tollgate = createTollgate({
-    config,
+    config: settings,
     policy,
     store,
     logger,
@@ -248,7 +273,13 @@ async function main(): Promise<void> {
     server.headersTimeout = Math.max(server.headersTimeout, 80_000);
   }
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
-  await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
+  await Promise.all(
+    listeners.map((listener) =>
+      listen(listener.server, listener.port, config.host).catch((error: NodeJS.ErrnoException) =>
+        fail([listenProblem({ ...listener, host: config.host, error })]),
+      ),
+    ),
+  );
   await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
@@ -264,7 +295,8 @@ async function main(): Promise<void> {
       failureMode: config.failureMode,
       urls,
     },
-    `tollgate ready: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
+    // The pid to signal (kill -HUP reloads): a worker's would reload that worker alone.
+    `tollgate ready${isWorker() ? "" : ` (pid ${process.pid})`}: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
   );
   if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));
 }

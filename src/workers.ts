@@ -69,6 +69,9 @@ export function restartDelayMs(deathsInARow: number): number {
   return Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** deathsInARow);
 }
 
+/** True in a worker of a WORKERS=N primary. */
+export const isWorker = (): boolean => cluster.isWorker;
+
 /** True in the process that should supervise workers instead of serving requests itself. */
 export function shouldSupervise(config: Config): boolean {
   return config.workers > 1 && cluster.isPrimary;
@@ -78,18 +81,11 @@ type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: numbe
 
 /**
  * Runs the primary: forks `config.workers` workers and supervises them until SIGTERM/SIGINT.
- * Secrets generated for this start (JWT_SECRET, ADMIN_TOKEN unset outside production) are made
- * once here and handed to every worker, so that a token signed by one worker verifies on all.
+ * An ADMIN_TOKEN generated for this start (unset outside production) is made once here and handed
+ * to every worker. A generated JWT secret is not: workers need Redis, where they all find the same.
  */
 export function superviseWorkers(config: Config, logger: Logger): void {
   const env: Record<string, string> = {};
-  if (config.jwt.secretGenerated && config.jwt.secret !== undefined) {
-    env.JWT_SECRET = config.jwt.secret;
-    logger.warn(
-      { event: "jwt_secret_generated" },
-      "JWT_SECRET is unset: a random secret was generated; tokens end with this process",
-    );
-  }
   if (config.adminTokenGenerated) {
     env.ADMIN_TOKEN = config.adminToken;
     fdWriter(2).write(adminTokenNotice(config.adminToken));
@@ -146,7 +142,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
     up = true;
     logger.info(
       { event: "workers_started", workers: config.workers, ports: [...ports] },
-      "tollgate workers share the ports",
+      `tollgate workers share the ports (supervisor pid ${process.pid}: kill -HUP ${process.pid} reloads every worker)`,
     );
   });
 

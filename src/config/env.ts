@@ -4,9 +4,10 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
-import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
+import { parseRedisSettings, REDIS_SETTINGS, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
 import { weakSecretReason } from "./secrets.js";
+import { type UnknownSetting, unknownSettings } from "./unknown-settings.js";
 
 export type FailureMode = "open" | "closed";
 export type JwtAlgorithm = "HS256" | "HS384" | "HS512" | "RS256" | "ES256";
@@ -58,6 +59,10 @@ export type Config = {
   /** Refusals a process answers without the store until their window frees; 0 turns it off. */
   denialCacheSize: number;
   production: boolean;
+  /** Started by `npm start` (whose script execs node, so npm is this process's parent). */
+  startedByNpm: boolean;
+  /** Variables that look like settings but are none (typos): ignored, and warned about at start-up. */
+  unknownSettings: UnknownSetting[];
 };
 
 /** Every problem found in the environment, one line each, each naming its variable. */
@@ -69,6 +74,54 @@ export class ConfigError extends ProblemsError {
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * Every variable tollgate reads, and no other: the Reader below takes only these names. Besides
+ * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT, a switch of the tests
+ * (TOLLGATE_REDIS_FUNCTIONS) and npm's npm_lifecycle_event; any other variable that looks like a
+ * setting is warned about at start-up (unknown-settings.ts).
+ */
+export const SETTINGS = [
+  "PORT",
+  "CHECK_PORT",
+  "ADMIN_PORT",
+  "HOST",
+  "CHECK_HOST",
+  "ADMIN_HOST",
+  "UPSTREAM_PORT",
+  ...REDIS_SETTINGS,
+  "REDIS_TIMEOUT_MS",
+  "REDIS_KEY_PREFIX",
+  "FAILURE_MODE",
+  "JWT_SECRET",
+  "JWT_ALGORITHMS",
+  "JWT_PRIVATE_KEY_FILE",
+  "JWT_PUBLIC_KEY_FILE",
+  "JWT_ISSUER",
+  "JWT_AUDIENCE",
+  "JWT_TTL_SECONDS",
+  "SESSION_IDLE_TTL_SECONDS",
+  "SESSION_MAX_AGE_SECONDS",
+  "MAX_SESSIONS_PER_USER",
+  "LOGIN_LOCKOUT",
+  "POLICY_FILE",
+  "USERS_FILE",
+  "ADMIN_TOKEN",
+  "METRICS_TOKEN",
+  "TRUSTED_PROXY_HOPS",
+  "IPV6_SUBNET",
+  "LOG_LEVEL",
+  "LOG_FORMAT",
+  "WORKERS",
+  "DRAIN_DELAY_MS",
+  "DENIAL_CACHE_SIZE",
+  "ENV_FILE",
+  "NODE_ENV",
+  "TOLLGATE_REDIS_FUNCTIONS",
+  "npm_lifecycle_event",
+] as const;
+
+type SettingName = (typeof SETTINGS)[number];
+
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const LOG_FORMATS: readonly LogFormat[] = ["auto", "json", "pretty"];
@@ -79,12 +132,12 @@ class Reader {
   readonly problems: string[] = [];
   constructor(private readonly env: Env) {}
 
-  raw(name: string): string | undefined {
+  raw(name: SettingName): string | undefined {
     const value = this.env[name];
     return value === undefined || value.trim() === "" ? undefined : value.trim();
   }
 
-  int(name: string, fallback: number, min: number, max: number): number {
+  int(name: SettingName, fallback: number, min: number, max: number): number {
     const value = this.raw(name);
     if (value === undefined) return fallback;
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
@@ -94,11 +147,11 @@ class Reader {
     return Number(value);
   }
 
-  port(name: string, fallback: number): number {
+  port(name: SettingName, fallback: number): number {
     return this.int(name, fallback, 1, 65535);
   }
 
-  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+  oneOf<T extends string>(name: SettingName, allowed: readonly T[], fallback: T): T {
     const value = this.raw(name);
     if (value === undefined) return fallback;
     const found = allowed.find((a) => a.toLowerCase() === value.toLowerCase());
@@ -109,7 +162,7 @@ class Reader {
     return found;
   }
 
-  file(name: string): string | undefined {
+  file(name: SettingName): string | undefined {
     const path = this.raw(name);
     if (path === undefined) return undefined;
     try {
@@ -126,7 +179,11 @@ class Reader {
    * A secret given in the environment: never echoed in a message. `alwaysMinBytes`: the length is
    * required outside production too (a signing key); otherwise only production requires it.
    */
-  secret(name: string, production: boolean, alwaysMinBytes: boolean): { value: string; generated: boolean } {
+  secret(
+    name: SettingName,
+    production: boolean,
+    alwaysMinBytes: boolean,
+  ): { value: string; generated: boolean } {
     const value = this.raw(name);
     if (value === undefined) {
       if (production) this.problems.push(`${name}: required when NODE_ENV=production`);
@@ -277,6 +334,8 @@ export function loadConfig(env: Env = process.env): Config {
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
     production,
+    startedByNpm: reader.raw("npm_lifecycle_event") === "start",
+    unknownSettings: unknownSettings(env, SETTINGS),
   };
   if (config.workers > 1 && config.redis === undefined) {
     // Each worker's memory store would count and keep sessions on its own: limits would multiply.

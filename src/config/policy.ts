@@ -1,6 +1,6 @@
 // The policy: tiers with per-category rules, an optional per-address layer, and routes to categories.
 import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
 import { ProblemsError, problemsOf } from "./problems.js";
 import { canonicalTarget } from "./request-target.js";
@@ -323,13 +323,24 @@ export function policyFromDocument(document: unknown, source: string): Policy {
   return buildPolicy(result.data);
 }
 
+/**
+ * The parser's complaint and where: its message ends in " at line 3, column 2:" and a code frame,
+ * which a one-line problem would leave dangling.
+ */
+function yamlProblem(error: Error): string {
+  const at = error instanceof YAMLParseError ? error.linePos?.[0] : undefined;
+  const first = error.message.split("\n")[0] ?? "";
+  if (at === undefined) return first;
+  return `${first.replace(/ at line \d+, column \d+:?$/, "")} (line ${at.line}, column ${at.col})`;
+}
+
 /** Parses policy text; YAML is a superset of JSON, so one parser reads both. */
 export function parsePolicy(text: string, source: string): Policy {
   let document: unknown;
   try {
     document = parseYaml(text, { uniqueKeys: true });
   } catch (error) {
-    throw new PolicyError(source, [`not valid YAML or JSON: ${(error as Error).message.split("\n")[0]}`]);
+    throw new PolicyError(source, [`not valid YAML or JSON: ${yamlProblem(error as Error)}`]);
   }
   return policyFromDocument(document, source);
 }

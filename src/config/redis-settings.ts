@@ -18,7 +18,19 @@ export type RedisSettings = {
   sentinelPassword: string | undefined;
 };
 
-type Read = (name: string) => string | undefined;
+/** The variables this file reads: env.ts's list of every setting includes them. */
+export const REDIS_SETTINGS = [
+  "REDIS_URL",
+  "REDIS_CLUSTER_NODES",
+  "REDIS_SENTINELS",
+  "REDIS_SENTINEL_MASTER",
+  "REDIS_USERNAME",
+  "REDIS_PASSWORD",
+  "REDIS_TLS",
+  "REDIS_SENTINEL_PASSWORD",
+] as const;
+
+type Read = (name: (typeof REDIS_SETTINGS)[number]) => string | undefined;
 
 const TOPOLOGY_VARIABLES = ["REDIS_URL", "REDIS_CLUSTER_NODES", "REDIS_SENTINELS"] as const;
 
@@ -48,7 +60,35 @@ function parseUrl(value: string, problems: string[]): string | undefined {
     problems.push("REDIS_URL: expected a redis:// or rediss:// URL");
     return undefined;
   }
+  // The path is the database number (ioredis reads a `db` parameter too); the server may still
+  // refuse a number past its `databases`, which start-up finds out (databaseRefusedProblem).
+  const database = url.pathname.replace(/^\//, "");
+  const parameter = url.searchParams.get("db");
+  for (const [where, given] of [
+    ["path", database],
+    ["db parameter", parameter ?? ""],
+  ] as const) {
+    if (given !== "" && !/^\d{1,9}$/.test(given)) {
+      problems.push(
+        `REDIS_URL: the ${where} names the database, a whole number from 0 (redis://host:6379/0), got "${given}"`,
+      );
+      return undefined;
+    }
+  }
   return value;
+}
+
+/** REDIS_URL's database, which the server refused to SELECT (its reply given), as a start-up problem. */
+export function databaseRefusedProblem(database: string, reply: string): string {
+  if (/cluster/i.test(reply)) {
+    return `REDIS_URL: names database ${database}, but this Redis runs in cluster mode, which has database 0 only (for a Redis Cluster, set REDIS_CLUSTER_NODES instead)`;
+  }
+  return `REDIS_URL: the server refuses database ${database} (${reply}); a Redis has databases 0 to its \`databases\` setting less one (0 to 15 by default)`;
+}
+
+/** Sentinels that answered but monitor no master of REDIS_SENTINEL_MASTER's name, as a problem. */
+export function unknownSentinelMasterProblem(master: string, answered: string[]): string {
+  return `REDIS_SENTINEL_MASTER: no Sentinel monitors a master named "${master}" (the Sentinels at ${answered.join(", ")} answer, but know no master of that name: see \`sentinel monitor <name> …\` in their configuration)`;
 }
 
 function parseTopology(read: Read, problems: string[]): RedisTopology | undefined {
@@ -92,7 +132,12 @@ export function parseRedisSettings(read: Read, problems: string[]): RedisSetting
   if (topology === undefined) {
     // Connection options without a Redis to apply them to are a mistake, not a memory store.
     const noRedis = !TOPOLOGY_VARIABLES.some((name) => read(name) !== undefined);
-    for (const name of ["REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_TLS", "REDIS_SENTINEL_PASSWORD"]) {
+    for (const name of [
+      "REDIS_USERNAME",
+      "REDIS_PASSWORD",
+      "REDIS_TLS",
+      "REDIS_SENTINEL_PASSWORD",
+    ] as const) {
       if (noRedis && read(name) !== undefined) {
         problems.push(`${name}: set REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS to use it`);
       }

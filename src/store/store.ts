@@ -23,6 +23,7 @@ import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
+import { clearError, refusedSetting } from "./redis/refusals.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
 export type Store = {
@@ -44,6 +45,17 @@ export type Store = {
   connected(timeoutMs: number): Promise<boolean>;
   /** Failed (re)connections, for the log; never called on the memory store. */
   onConnectionError(listener: (error: Error) => void): void;
+  /**
+   * A setting the server refused while connecting (REDIS_URL's database, an unknown Sentinel
+   * master), as a problem naming it: start-up stops on it rather than run on the wrong data.
+   */
+  refusedSetting(): string | undefined;
+  /**
+   * The JWT secret every instance on this store signs with when JWT_SECRET is unset (outside
+   * production): `candidate` if none was kept yet, else the one kept first (set if absent, atomically).
+   * The memory store is one process: `candidate` itself.
+   */
+  sharedJwtSecret(candidate: string): Promise<string>;
   close(): Promise<void>;
 };
 
@@ -132,9 +144,19 @@ export function createRedisStore(options: {
         () => false,
       ),
     onConnectionError(listener) {
-      redis.on("error", listener);
+      redis.on("error", (error: Error) => listener(clearError(error)));
       // A Redis Cluster reports a lost node (a master failing over) as "node error", not "error".
       redis.on("node error", listener);
+    },
+    refusedSetting: () => refusedSetting(redis),
+    async sharedJwtSecret(candidate) {
+      const replies = await withDeadline(
+        redis.multi().set(keys.jwtSecret, candidate, "NX").get(keys.jwtSecret).exec(),
+        timeoutMs,
+      );
+      const kept = replies?.[1]?.[1];
+      if (typeof kept !== "string") throw new Error("no JWT secret kept in the store");
+      return kept;
     },
     async close() {
       watchdog.stop();
@@ -158,6 +180,8 @@ export function createMemoryStore(): Store {
     ping: async () => true,
     connected: async () => true,
     onConnectionError: () => {},
+    refusedSetting: () => undefined,
+    sharedJwtSecret: async (candidate) => candidate,
     async close() {
       limiter.close();
       identity.close();

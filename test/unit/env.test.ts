@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig } from "../../src/config/env.js";
+import { ConfigError, loadConfig, SETTINGS } from "../../src/config/env.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -297,9 +297,91 @@ describe("redis settings", () => {
     ]);
   });
 
+  it("take REDIS_URL's path as the database number, and refuse one that is not a whole number", () => {
+    for (const url of ["redis://a:6379", "redis://a:6379/", "redis://a:6379/15", "redis://a:6379?db=2"])
+      expect(problems({ REDIS_URL: url }), url).toEqual([]);
+    expect(problems({ REDIS_URL: "redis://a:6379/-1" })).toEqual([
+      'REDIS_URL: the path names the database, a whole number from 0 (redis://host:6379/0), got "-1"',
+    ]);
+    expect(problems({ REDIS_URL: "redis://:hunter2-secret@a:6379/cache" })).toEqual([
+      'REDIS_URL: the path names the database, a whole number from 0 (redis://host:6379/0), got "cache"',
+    ]);
+    expect(problems({ REDIS_URL: "redis://a:6379/1/2" })[0]).toMatch(
+      /^REDIS_URL: the path names the database/,
+    );
+    expect(problems({ REDIS_URL: "redis://a:6379?db=one" })).toEqual([
+      'REDIS_URL: the db parameter names the database, a whole number from 0 (redis://host:6379/0), got "one"',
+    ]);
+  });
+
   it("never echo the Redis passwords in a message", () => {
     const found = problems({ REDIS_PASSWORD: "hunter2-secret", REDIS_SENTINEL_PASSWORD: "other-secret" });
     expect(found).toHaveLength(2);
     expect(found.join("\n")).not.toMatch(/hunter2|other-secret/);
+  });
+});
+
+describe("variables that look like settings but are none", () => {
+  const unknown = (env: Record<string, string>) =>
+    loadConfig(env).unknownSettings.map(({ variable, closest }) => `${variable} → ${closest}`);
+
+  it("are each reported with the closest setting: typos, other Redis clients' names, unknown names under a prefix", () => {
+    expect(
+      unknown({
+        REDIS_ULR: "redis://127.0.0.1:6379",
+        LOG_LEVLE: "debug",
+        WORKER: "2",
+        redis_url: "redis://127.0.0.1:6379",
+        REDIS_HOST: "127.0.0.1",
+        JWT_SECRET_FILE: "/run/secrets/jwt",
+      }),
+    ).toEqual([
+      "JWT_SECRET_FILE → JWT_SECRET",
+      "LOG_LEVLE → LOG_LEVEL",
+      "REDIS_HOST → REDIS_URL",
+      "REDIS_ULR → REDIS_URL",
+      "WORKER → WORKERS",
+      "redis_url → REDIS_URL",
+    ]);
+    expect(loadConfig({ REDIS_ULR: "x" }).unknownSettings).toEqual([
+      { variable: "REDIS_ULR", closest: "REDIS_URL", likelyTypo: true },
+    ]);
+  });
+
+  it("leave the environment's other variables alone, and every setting", () => {
+    const others = {
+      PATH: "/usr/bin",
+      HOME: "/home/tollgate",
+      HOSTNAME: "tollgate-0",
+      USER: "node",
+      PWD: "/app",
+      SHELL: "/bin/sh",
+      TERM: "xterm",
+      LANG: "C.UTF-8",
+      TZ: "UTC",
+      NODE_OPTIONS: "--max-old-space-size=512",
+      NODE_VERSION: "24",
+      DEBUG: "",
+      CI: "true",
+      DOCKER_HOST: "unix:///var/run/docker.sock",
+      SESSION_MANAGER: "local/laptop:@/tmp/.ICE-unix/1234",
+      GRPC_VERBOSITY: "ERROR",
+      GRPC_DEFAULT_SSL_ROOTS_FILE_PATH: "/etc/ssl/roots.pem",
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      npm_lifecycle_event: "start",
+      npm_config_cache: "/home/tollgate/.npm",
+      http_proxy: "http://proxy:3128",
+      // Kubernetes links every service of the namespace, a Redis service's too.
+      REDIS_SERVICE_HOST: "10.0.0.7",
+      REDIS_SERVICE_PORT: "6379",
+      REDIS_SERVICE_PORT_REDIS: "6379",
+      REDIS_PORT: "tcp://10.0.0.7:6379",
+      REDIS_PORT_6379_TCP: "tcp://10.0.0.7:6379",
+      REDIS_PORT_6379_TCP_ADDR: "10.0.0.7",
+      KUBERNETES_SERVICE_HOST: "10.0.0.1",
+    };
+    expect(unknown(others)).toEqual([]);
+    const settings = Object.fromEntries(SETTINGS.map((name) => [name, ""]));
+    expect(loadConfig(settings).unknownSettings).toEqual([]);
   });
 });

@@ -176,6 +176,13 @@ describe("a policy file", () => {
     expect(problemsOf("not-yaml.yaml")[0]).toMatch(/not-yaml\.yaml: not valid YAML or JSON/);
   });
 
+  it("reports where a file stops being YAML by line and column, in a message that ends there", () => {
+    expect(problemsOf("bad-indentation.yaml")).toEqual([
+      `POLICY_FILE ${fixture("bad-indentation.yaml")}: not valid YAML or JSON: All mapping items must start at the same column (line 3, column 1)`,
+    ]);
+    expect(problemsOf("not-yaml.yaml")[0]).toMatch(/\(line 2, column 1\)$/);
+  });
+
   it("reports a file that cannot be read", () => {
     expect(problemsOf("does-not-exist.yaml")[0]).toMatch(/cannot read the file \(ENOENT\)/);
   });

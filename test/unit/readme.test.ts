@@ -142,6 +142,25 @@ describe("the README", () => {
         expect(example, `${name} in .env.example`).toMatch(new RegExp(`^#? ?${name}=`, "m"));
     }
   });
+
+  it("names in its settings table (and .env.example) only variables tollgate knows, so that none is warned about as unknown", async () => {
+    const { SETTINGS } = await import("../../src/config/env.js");
+    const known = new Set<string>(SETTINGS);
+    const documented = tableAfter("## Settings").flatMap((row) => backticked(row[0] ?? ""));
+    expect(documented.length).toBeGreaterThan(30); // the scan finds them
+    expect(documented.filter((name) => !known.has(name))).toEqual([]);
+    // `cp .env.example .env` sets only settings.
+    const example = readFileSync(join(ROOT, ".env.example"), "utf8");
+    const listed = [...example.matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1] as string);
+    expect(listed.length).toBeGreaterThan(30);
+    expect(listed.filter((name) => !known.has(name))).toEqual([]);
+    // Variables read outside env.ts's Reader, which only takes names from the list.
+    const read = [...sourceFiles(join(ROOT, "src")), ...sourceFiles(join(ROOT, "upstream"))].flatMap((file) =>
+      [...readFileSync(file, "utf8").matchAll(/process\.env\.([A-Z_]+)/g)].map((m) => m[1] as string),
+    );
+    expect(read.length).toBeGreaterThan(2);
+    expect(read.filter((name) => !known.has(name))).toEqual([]);
+  });
 });
 
 /** Every text file git tracks (package-lock.json and images aside), split into lines. */

@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import type * as IORedis from "ioredis";
 import type { Cluster, Redis, RedisOptions } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
+import { watchRefusals } from "./refusals.js";
 import { defineScripts } from "./scripts.js";
 
 let ioredisModule: typeof IORedis | undefined;
@@ -119,5 +120,6 @@ export function createRedisClient(options: RedisClientOptions): RedisClient {
     });
   }
   defineScripts(client);
+  watchRefusals(client, topology);
   return client;
 }

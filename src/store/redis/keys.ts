@@ -22,6 +22,8 @@ export type Keys = {
   userIndex: string;
   /** Set once any user exists. */
   usersMarker: string;
+  /** The JWT secret generated outside production when JWT_SECRET is unset, shared by every instance. */
+  jwtSecret: string;
 };
 
 /**
@@ -39,5 +41,6 @@ export function createKeys(prefix: string): Keys {
     usernameGone: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:gone`,
     userIndex: `${prefix}{users}:ids`,
     usersMarker: `${prefix}users:exist`,
+    jwtSecret: `${prefix}jwt:secret`,
   };
 }
