@@ -12,12 +12,13 @@ import {
 } from "./auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
+import { metricsExposureWarning } from "./config/hosts.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
 import { createReadiness, type Readiness } from "./readiness.js";
 import { createStore, type Store, storeTimeouts } from "./store/store.js";
-import { isReloadMessage, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
+import { isReloadMessage, isWorker, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;
@@ -117,7 +118,7 @@ function urlOf(host: string, port: number): string {
   return `http://${name}:${port}`;
 }
 
-type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
+type Listener = { name: "public" | "check" | "admin"; server: Server; port: number; host: string };
 
 function stopOnSignals(options: {
   listeners: Listener[];
@@ -203,6 +204,9 @@ async function main(): Promise<void> {
           if (error instanceof UsersFileError) fail(error.message.split("\n"));
           throw error;
         });
+  // Once per start: by the supervisor under WORKERS, not again by each of its workers.
+  const exposure = isWorker() ? undefined : metricsExposureWarning(config);
+  if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -239,23 +243,28 @@ async function main(): Promise<void> {
     if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
   });
   const listeners: Listener[] = [
-    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port },
-    { name: "check", server: tollgate.checkServer, port: config.checkPort },
-    { name: "admin", server: createHttpServer(tollgate.adminApp), port: config.adminPort },
+    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port, host: config.host },
+    { name: "check", server: tollgate.checkServer, port: config.checkPort, host: config.checkHost },
+    {
+      name: "admin",
+      server: createHttpServer(tollgate.adminApp),
+      port: config.adminPort,
+      host: config.adminHost,
+    },
   ];
   for (const { server } of listeners) {
     server.keepAliveTimeout = Math.max(server.keepAliveTimeout, 75_000);
     server.headersTimeout = Math.max(server.headersTimeout, 80_000);
   }
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
-  await Promise.all(listeners.map(({ server, port }) => listen(server, port, config.host)));
+  await Promise.all(listeners.map(({ server, port, host }) => listen(server, port, host)));
   await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });
   if (readiness.phase() === "stopping") return;
   readiness.markReady();
-  const urls = Object.fromEntries(listeners.map(({ name, port }) => [name, urlOf(config.host, port)]));
+  const urls = Object.fromEntries(listeners.map(({ name, port, host }) => [name, urlOf(host, port)]));
   logger.info(
     {
       event: "ready",

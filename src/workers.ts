@@ -69,6 +69,9 @@ export function restartDelayMs(deathsInARow: number): number {
   return Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** deathsInARow);
 }
 
+/** True in a worker that a supervisor started (it shares the supervisor's settings and start-up warnings). */
+export const isWorker = (): boolean => cluster.isWorker;
+
 /** True in the process that should supervise workers instead of serving requests itself. */
 export function shouldSupervise(config: Config): boolean {
   return config.workers > 1 && cluster.isPrimary;
@@ -145,7 +148,12 @@ export function superviseWorkers(config: Config, logger: Logger): void {
     if (up || ![...ports].every((port) => seen.has(port))) return;
     up = true;
     logger.info(
-      { event: "workers_started", workers: config.workers, ports: [...ports] },
+      {
+        event: "workers_started",
+        workers: config.workers,
+        ports: [...ports],
+        hosts: { public: config.host, check: config.checkHost, admin: config.adminHost },
+      },
       "tollgate workers share the ports",
     );
   });
