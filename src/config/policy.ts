@@ -183,7 +183,7 @@ function reservedKeyProblems(document: unknown): string[] {
     if (value === null || typeof value !== "object" || seen.has(value)) return;
     seen.add(value);
     if (Array.isArray(value)) {
-      value.forEach((item, i) => walk(item, [...path, i]));
+      for (const [i, item] of value.entries()) walk(item, [...path, i]);
       return;
     }
     for (const [key, item] of Object.entries(value)) {
