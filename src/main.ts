@@ -10,7 +10,7 @@ import {
   type UsersFileEntry,
   UsersFileError,
 } from "./auth/users-file.js";
-import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
+import { logNameAdoption, removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
@@ -86,6 +86,8 @@ async function bootstrapUsers(
   await store.connected(storeTimeouts(config.redisTimeoutMs).connectMs);
   for (let attempt = 1; readiness.phase() !== "stopping"; attempt += 1) {
     try {
+      // First: USERS_FILE and the demo users look their names up in the canonical form.
+      logNameAdoption(await store.adoptCanonicalNames(), logger);
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
         await syncUsersFile(store, entries, logger);

@@ -17,6 +17,7 @@ import {
   uniqueName,
 } from "../support/identity-harness.js";
 import { describeUserLifecycleContract } from "./user-lifecycle-contract.js";
+import { describeUsernameContract } from "./username-contract.js";
 
 export type StoreFactory = () => Store | Promise<Store>;
 
@@ -697,6 +698,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
     });
   });
   describeUserLifecycleContract(name, makeStore);
+  describeUsernameContract(name, makeStore);
 }
 
 /** Shaped like an admin token but not it. */
