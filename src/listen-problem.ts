@@ -1,6 +1,7 @@
 // Why a listener cannot open, as a start-up problem naming the setting to change.
 
 const PORT_SETTINGS = { public: "PORT", check: "CHECK_PORT", admin: "ADMIN_PORT" } as const;
+const HOST_SETTINGS = { public: "HOST", check: "CHECK_HOST", admin: "ADMIN_HOST" } as const;
 
 export function listenProblem(options: {
   name: keyof typeof PORT_SETTINGS;
@@ -16,7 +17,7 @@ export function listenProblem(options: {
     case "EACCES":
       return `${setting}: ${port} needs privileges this process lacks (ports below 1024): choose a port from 1024 up`;
     case "EADDRNOTAVAIL":
-      return `HOST: ${host} is not an address of this machine`;
+      return `${HOST_SETTINGS[options.name]}: ${host} is not an address of this machine`;
     default:
       return `${setting}: cannot listen on ${host}:${port} (${error.code ?? error.message})`;
   }

@@ -10,8 +10,9 @@ import {
   type UsersFileEntry,
   UsersFileError,
 } from "./auth/users-file.js";
-import { removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
+import { logNameAdoption, removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
+import { metricsExposureWarning } from "./config/hosts.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
 import { createHttpServer } from "./http/server.js";
 import { withSharedJwtSecret } from "./jwt-secret.js";
@@ -90,6 +91,8 @@ async function bootstrapUsers(
     const refused = store.refusedSetting();
     if (refused !== undefined) fail([refused]);
     try {
+      // First: USERS_FILE and the demo users look their names up in the canonical form.
+      logNameAdoption(await store.adoptCanonicalNames(), logger);
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
         await syncUsersFile(store, entries, logger);
@@ -134,7 +137,7 @@ function urlOf(host: string, port: number): string {
   return `http://${name}:${port}`;
 }
 
-type Listener = { name: "public" | "check" | "admin"; server: Server; port: number };
+type Listener = { name: "public" | "check" | "admin"; server: Server; port: number; host: string };
 
 function stopOnSignals(options: {
   listeners: Listener[];
@@ -223,6 +226,9 @@ async function main(): Promise<void> {
   // Once per start: the workers of a WORKERS=N primary read the same environment.
   if (!isWorker()) warnUnknownSettings(config, logger);
   if (config.startedByNpm && !isWorker()) stopWithNpm(logger);
+  // Once per start: by the supervisor under WORKERS, not again by each of its workers.
+  const exposure = isWorker() ? undefined : metricsExposureWarning(config);
+  if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) return superviseWorkers(config, logger);
   const store = createStore({
@@ -264,9 +270,14 @@ async function main(): Promise<void> {
     if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
   });
   const listeners: Listener[] = [
-    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port },
-    { name: "check", server: tollgate.checkServer, port: config.checkPort },
-    { name: "admin", server: createHttpServer(tollgate.adminApp), port: config.adminPort },
+    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port, host: config.host },
+    { name: "check", server: tollgate.checkServer, port: config.checkPort, host: config.checkHost },
+    {
+      name: "admin",
+      server: createHttpServer(tollgate.adminApp),
+      port: config.adminPort,
+      host: config.adminHost,
+    },
   ];
   for (const { server } of listeners) {
     server.keepAliveTimeout = Math.max(server.keepAliveTimeout, 75_000);
@@ -275,8 +286,8 @@ async function main(): Promise<void> {
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
   await Promise.all(
     listeners.map((listener) =>
-      listen(listener.server, listener.port, config.host).catch((error: NodeJS.ErrnoException) =>
-        fail([listenProblem({ ...listener, host: config.host, error })]),
+      listen(listener.server, listener.port, listener.host).catch((error: NodeJS.ErrnoException) =>
+        fail([listenProblem({ ...listener, error })]),
       ),
     ),
   );
@@ -286,7 +297,7 @@ async function main(): Promise<void> {
   });
   if (readiness.phase() === "stopping") return;
   readiness.markReady();
-  const urls = Object.fromEntries(listeners.map(({ name, port }) => [name, urlOf(config.host, port)]));
+  const urls = Object.fromEntries(listeners.map(({ name, port, host }) => [name, urlOf(host, port)]));
   logger.info(
     {
       event: "ready",

@@ -69,7 +69,7 @@ export function restartDelayMs(deathsInARow: number): number {
   return Math.min(RESTART_MAX_MS, RESTART_FIRST_MS * 2 ** deathsInARow);
 }
 
-/** True in a worker of a WORKERS=N primary. */
+/** True in a worker that a supervisor started (it shares the supervisor's settings and start-up warnings). */
 export const isWorker = (): boolean => cluster.isWorker;
 
 /** True in the process that should supervise workers instead of serving requests itself. */
@@ -141,7 +141,12 @@ export function superviseWorkers(config: Config, logger: Logger): void {
     if (up || ![...ports].every((port) => seen.has(port))) return;
     up = true;
     logger.info(
-      { event: "workers_started", workers: config.workers, ports: [...ports] },
+      {
+        event: "workers_started",
+        workers: config.workers,
+        ports: [...ports],
+        hosts: { public: config.host, check: config.checkHost, admin: config.adminHost },
+      },
       `tollgate workers share the ports (supervisor pid ${process.pid}: kill -HUP ${process.pid} reloads every worker)`,
     );
   });

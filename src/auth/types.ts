@@ -42,6 +42,17 @@ export type UserPatch = {
   limits?: Readonly<Record<string, readonly Window[] | null>>;
 };
 
+/**
+ * What giving stored users the canonical form of their names did (once per store, at start-up):
+ * nothing when it was done before; else the names claimed, and each user whose canonical name
+ * another user already holds (that user keeps it).
+ */
+export type NameAdoption = {
+  ran: boolean;
+  adopted: number;
+  collisions: { userId: string; heldBy: string }[];
+};
+
 /** One page of the user listing, in user-id order; `nextCursor` is undefined on the last page. */
 export type UserPage = { users: User[]; nextCursor: string | undefined };
 

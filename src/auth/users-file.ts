@@ -6,6 +6,7 @@ import { ProblemsError, problemsOf } from "../config/problems.js";
 import { ID_PATTERN } from "./jwt.js";
 import { isPasswordHash } from "./passwords.js";
 import type { NewUser, UserStore } from "./types.js";
+import { canonicalUsername, newUsernameSchema } from "./usernames.js";
 
 export const DEMO_USERS = [
   { id: "demo-alice", username: "alice", tier: "free", password: "secret" },
@@ -16,7 +17,7 @@ export const DEMO_USERS = [
 const entrySchema = z
   .strictObject({
     id: z.string().regex(ID_PATTERN, "id: use 1 to 64 characters from A-Z a-z 0-9 _ -").optional(),
-    username: z.string().min(1).max(64),
+    username: newUsernameSchema,
     tier: z.string(),
     password: z.string().min(1).max(1024).optional(),
     password_hash: z
@@ -66,10 +67,18 @@ export async function readUsersFile(file: string, policy: Policy): Promise<Users
       ? []
       : [`users[${i}].tier: "${u.tier}" is not a tier of the policy`],
   );
-  const names = new Set<string>();
+  // One user per canonical name, as the store keys them: "Alice" and "alice" are one name.
+  const names = new Map<string, number>();
   entries.forEach((u, i) => {
-    if (names.has(u.username)) problems.push(`users[${i}].username: "${u.username}" appears twice`);
-    names.add(u.username);
+    const name = canonicalUsername(u.username);
+    const first = names.get(name);
+    if (first === undefined) names.set(name, i);
+    else if (entries[first]?.username === u.username)
+      problems.push(`users[${i}].username: "${u.username}" appears twice`);
+    else
+      problems.push(
+        `users[${i}].username: "${u.username}" is the same name as users[${first}]'s "${entries[first]?.username}" (case and compatibility forms aside)`,
+      );
   });
   if (problems.length > 0) throw new UsersFileError(file, problems);
   return entries.map((u) => ({

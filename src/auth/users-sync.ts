@@ -1,7 +1,8 @@
 // Start-up reconciliation of the store with USERS_FILE, and the removal of demo users in production.
 import type { Logger } from "../logger.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
-import type { NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
+import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
+import { canonicalUsername } from "./usernames.js";
 import { DEMO_USER_IDS, type UsersFileEntry } from "./users-file.js";
 
 type Identity = { users: UserStore; sessions: SessionStore };
@@ -53,7 +54,8 @@ async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: 
  */
 export async function syncUsersFile(store: Identity, entries: readonly UsersFileEntry[], logger: Logger) {
   const { users, sessions } = store;
-  const listed = new Set(entries.map((e) => e.username));
+  // By canonical name: the file may spell a name in another case than the store holds it.
+  const listed = new Set(entries.map((e) => canonicalUsername(e.username)));
   let created = 0;
   for (const entry of entries) {
     const user = await users.findByUsername(entry.username);
@@ -93,7 +95,7 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
   }
   let removed = 0;
   for await (const user of allUsers(users)) {
-    if (user.source !== "file" || listed.has(user.username)) continue;
+    if (user.source !== "file" || listed.has(canonicalUsername(user.username))) continue;
     await users.remove(user.id);
     const revoked = await sessions.revokeAll(user.id);
     removed += 1;
@@ -132,4 +134,19 @@ export async function removeDemoUsers(store: Identity, logger: Logger): Promise<
     );
   }
   return removed;
+}
+
+/** Logs what giving stored users the canonical form of their names did, when it ran. */
+export function logNameAdoption(adoption: NameAdoption, logger: Logger): void {
+  if (!adoption.ran) return;
+  logger.info(
+    { event: "usernames_adopted", adopted: adoption.adopted, collisions: adoption.collisions.length },
+    "users stored before canonical usernames now answer to every form of their name",
+  );
+  for (const { userId, heldBy } of adoption.collisions) {
+    logger.warn(
+      { event: "username_collision", userId, heldBy },
+      "two stored users have one name once case and compatibility forms are set aside: the other keeps it, this one keeps its sessions but cannot log in by name until an admin deletes one of them",
+    );
+  }
 }

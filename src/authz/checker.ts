@@ -2,7 +2,13 @@
 import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import { createDeadline } from "../deadline.js";
-import { IP_LAYER, type RateLimitStore, userSubject } from "../ratelimit/types.js";
+import {
+  type HitResult,
+  IP_LAYER,
+  type Layer,
+  type RateLimitStore,
+  userSubject,
+} from "../ratelimit/types.js";
 import type { DeadSessions } from "./dead-sessions.js";
 import {
   type CompiledPolicy,
@@ -13,7 +19,7 @@ import {
   plan,
 } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
-import type { AuthorizeStore } from "./types.js";
+import type { AuthorizeResult, AuthorizeStore } from "./types.js";
 
 export type CheckRequest = { method: string; path: string; authorization: string | undefined; ip: string };
 
@@ -80,16 +86,22 @@ export function createChecker(options: CheckerOptions): Checker {
     }
     const generation = denials?.generation() ?? 0;
 
+    // A cached refusal is the store's description of a full window: each request decides from it as
+    // from the store's answer, with its own layers and tier (an address's refusal is everyone's there).
     if (p.kind === "anonymous") {
       if (denials !== undefined) {
-        for (const layer of p.layers) {
-          const cached = denials.lookup(p.subject, layer.category, undefined, now);
-          if (cached !== undefined) return cached;
+        for (let layer = 0; layer < p.layers.length; layer += 1) {
+          const cached = denials.lookup(p.subject, (p.layers[layer] as Layer).category, undefined, now);
+          if (cached !== undefined) {
+            cached.hit.layer = layer;
+            return decideAnonymous(p, cached.hit);
+          }
         }
       }
       let decision: Decision;
+      let hit: HitResult;
       try {
-        const hit = await withDeadline(limiter.hit(p.subject, p.layers, { dryRun }));
+        hit = await withDeadline(limiter.hit(p.subject, p.layers, { dryRun }));
         onStoreOk();
         decision = decideAnonymous(p, hit);
       } catch (error) {
@@ -99,22 +111,32 @@ export function createChecker(options: CheckerOptions): Checker {
       if (denials !== undefined && isDenial(decision)) {
         const retryAtMs = now + decision.limit.retryAfterMs;
         const times = { retryAtMs, untilMs: retryAtMs };
-        denials.remember(p.subject, decision.limit.category, undefined, decision, times, generation);
+        const refusal = { hit, user: undefined };
+        denials.remember(p.subject, decision.limit.category, undefined, refusal, times, generation);
       }
       return decision;
     }
 
     const subject = userSubject(p.userId);
     if (denials !== undefined) {
-      const cached =
-        (p.ip === undefined ? undefined : denials.lookup(p.ip.subject, IP_LAYER, undefined, now)) ??
-        denials.lookup(subject, p.category, p.sessionId, now);
-      if (cached !== undefined) return cached;
+      const address = p.ip === undefined ? undefined : denials.lookup(p.ip.subject, IP_LAYER, undefined, now);
+      if (address !== undefined) {
+        address.hit.layer = 0;
+        return decideUser(compiled, p, { kind: "ip_denied", hit: address.hit });
+      }
+      const own = denials.lookup(subject, p.category, p.sessionId, now);
+      if (own?.user !== undefined) {
+        // The user's layer is the last: after the IP layer when the policy has one.
+        own.hit.layer = p.ip === undefined ? 0 : 1;
+        const { tier, ownRule } = own.user;
+        return decideUser(compiled, p, { kind: "ok", tier, hit: own.hit, ownRule, sessionExpiresAtMs: 0 });
+      }
     }
     let decision: Decision;
+    let answer: AuthorizeResult;
     let sessionBound = Number.POSITIVE_INFINITY;
     try {
-      const answer = await withDeadline(
+      answer = await withDeadline(
         authorizer.authorize({
           userId: p.userId,
           sessionId: p.sessionId,
@@ -139,18 +161,21 @@ export function createChecker(options: CheckerOptions): Checker {
     }
     if (denials !== undefined && isDenial(decision)) {
       const retryAtMs = now + decision.limit.retryAfterMs;
-      if (decision.limit.category === IP_LAYER && p.ip !== undefined) {
+      if (answer.kind === "ip_denied" && p.ip !== undefined) {
+        // The address's: whoever comes from it next is refused too, under their own name.
+        const refusal = { hit: answer.hit, user: undefined };
         denials.remember(
           p.ip.subject,
           IP_LAYER,
           undefined,
-          decision,
+          refusal,
           { retryAtMs, untilMs: retryAtMs },
           generation,
         );
-      } else if (sessionBound > now) {
+      } else if (answer.kind === "ok" && sessionBound > now) {
         const times = { retryAtMs, untilMs: Math.min(retryAtMs, sessionBound) };
-        denials.remember(subject, p.category, p.sessionId, decision, times, generation);
+        const refusal = { hit: answer.hit, user: { tier: answer.tier, ownRule: answer.ownRule } };
+        denials.remember(subject, p.category, p.sessionId, refusal, times, generation);
       }
     }
     return decision;

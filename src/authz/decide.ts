@@ -271,7 +271,9 @@ export function decideUser(
         tokenSent: true,
       };
     case "ip_denied": {
-      // Refused before identity: the tier is the token's, whose signature was checked.
+      // The address's refusal, made before the session was looked at: it names the requester's
+      // tier as the token states it (its signature was checked), and no identity. A cached one is
+      // decided here as well, for each requester, so it never names whoever filled the layer.
       const limit = limitState(answer.hit, p.claimTier, [compiled.ip as NamedRule], false);
       return overLimit(limit, undefined);
     }

@@ -1,14 +1,25 @@
 // Refusals answered without the store: a subject whose window is full stays refused until it frees.
-import type { Decision, LimitState } from "./decide.js";
+import type { HitResult, Rule } from "../ratelimit/types.js";
 
-type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
+/**
+ * A full window as the store described it, not a rendered answer: each request that finds it makes
+ * its own decision from it (decide.ts, as for an answer of the store), so that a cached refusal
+ * reads exactly as an uncached one would for that requester. An address's refusal (the IP layer,
+ * or an anonymous category) holds nothing of whoever filled it.
+ */
+export type Refusal = {
+  /** The refusing window's state; `layer` is the caller's to set (it depends on the request's layers). */
+  hit: HitResult;
+  /** For a user's own window: the tier and own rule the store counted it under. */
+  user: { tier: string; ownRule: Rule | undefined } | undefined;
+};
 
 type Entry = {
   /** Local clock (ms) until which this entry answers (at most `retryAtMs`). */
   untilMs: number;
   /** Local clock (ms) at which the same request would be allowed: what Retry-After counts down to. */
   retryAtMs: number;
-  decision: Denial;
+  refusal: Refusal;
   /** Sessions seen valid by the store answer that refused (users only): another must be checked. */
   sessionIds: string[] | undefined;
 };
@@ -17,8 +28,13 @@ type Entry = {
 const MAX_SESSIONS = 8;
 
 export type DenialCache = {
-  /** The refusal of `subject`'s `category` with Retry-After counted down, or undefined. */
-  lookup(subject: string, category: string, sessionId: string | undefined, nowMs: number): Denial | undefined;
+  /** The refusal of `subject`'s `category` with Retry-After counted down (a copy), or undefined. */
+  lookup(
+    subject: string,
+    category: string,
+    sessionId: string | undefined,
+    nowMs: number,
+  ): Refusal | undefined;
   /**
    * Remembers a refusal whose request would pass at `retryAtMs`, answering it until `untilMs` (no
    * later), unless an invalidation arrived since `generation` was read (the store may have
@@ -28,7 +44,7 @@ export type DenialCache = {
     subject: string,
     category: string,
     sessionId: string | undefined,
-    decision: Denial,
+    refusal: Refusal,
     times: { retryAtMs: number; untilMs: number },
     generation: number,
   ): void;
@@ -73,14 +89,23 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
       ) {
         return undefined;
       }
-      const limit: LimitState = {
-        ...entry.decision.limit,
+      const { hit, user } = entry.refusal;
+      // One object shape for every hit (no spreads on the check path).
+      const counted: HitResult = {
+        allowed: false,
+        layer: hit.layer,
+        window: hit.window,
+        limit: hit.limit,
+        windowMs: hit.windowMs,
+        used: hit.used,
+        remaining: hit.remaining,
+        resetAtMs: hit.resetAtMs,
         retryAfterMs: Math.max(1, entry.retryAtMs - nowMs),
       };
-      return { kind: "deny", status: 429, limit, identity: entry.decision.identity };
+      return { hit: counted, user };
     },
 
-    remember(subject, category, sessionId, decision, times, seen) {
+    remember(subject, category, sessionId, refusal, times, seen) {
       if (!enabled || seen !== generation) return;
       const { retryAtMs } = times;
       const untilMs = Math.min(times.untilMs, retryAtMs);
@@ -99,7 +124,7 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
         sessionIds = known.includes(sessionId) ? known : [...known.slice(-(MAX_SESSIONS - 1)), sessionId];
       }
       if (previous === undefined) entries += 1;
-      own.set(category, { untilMs, retryAtMs, decision, sessionIds });
+      own.set(category, { untilMs, retryAtMs, refusal, sessionIds });
     },
 
     generation: () => generation,

@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { hostProblem } from "./hosts.js";
 import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, REDIS_SETTINGS, type RedisSettings } from "./redis-settings.js";
@@ -31,7 +32,10 @@ export type Config = {
   port: number;
   checkPort: number;
   adminPort: number;
+  /** Bind address of the public listener, and of the others unless CHECK_HOST / ADMIN_HOST are set. */
   host: string;
+  checkHost: string;
+  adminHost: string;
   /** Unset: the embedded memory store. */
   redis: RedisSettings | undefined;
   redisTimeoutMs: number;
@@ -149,6 +153,15 @@ class Reader {
 
   port(name: SettingName, fallback: number): number {
     return this.int(name, fallback, 1, 65535);
+  }
+
+  host(name: SettingName, fallback: string): string {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    const problem = hostProblem(value);
+    if (problem === undefined) return value;
+    this.problems.push(`${name}: ${problem}`);
+    return fallback;
   }
 
   oneOf<T extends string>(name: SettingName, allowed: readonly T[], fallback: T): T {
@@ -304,7 +317,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   // Unset outside production: loopback only, so a laptop run never exposes the admin and check
   // ports to its network. Containers set HOST=0.0.0.0 (the Dockerfile does).
-  const host = reader.raw("HOST") ?? (production ? "0.0.0.0" : "127.0.0.1");
+  const host = reader.host("HOST", production ? "0.0.0.0" : "127.0.0.1");
   const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
   const config: Config = {
@@ -312,6 +325,8 @@ export function loadConfig(env: Env = process.env): Config {
     checkPort: reader.port("CHECK_PORT", 9191),
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
+    checkHost: reader.host("CHECK_HOST", host),
+    adminHost: reader.host("ADMIN_HOST", host),
     redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
-import { ProblemsError, problemsOf } from "./problems.js";
+import { fieldPath, ProblemsError, problemsOf } from "./problems.js";
 import { canonicalTarget } from "./request-target.js";
 import { normalizePath, type Route, type RouteRule } from "./routes.js";
 import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "./rules.js";
@@ -167,12 +167,45 @@ const ruleSchema = z.unknown().transform((value, ctx): ParsedRule => {
   return windows === undefined ? z.NEVER : { windows, algorithm: undefined };
 });
 
+/**
+ * Keys that JavaScript objects treat specially: a record or a copy built from a document sets the
+ * prototype on "__proto__" instead of a field (zod drops such a tier or category without a word),
+ * and "constructor" and "prototype" shadow what every object or function has.
+ */
+const RESERVED_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+
+/** Every reserved key of the document, at any depth, each with its field; read before the schema. */
+function reservedKeyProblems(document: unknown): string[] {
+  const problems: string[] = [];
+  // A YAML alias repeats an object: each is walked once (and a recursive alias cannot loop).
+  const seen = new Set<object>();
+  const walk = (value: unknown, path: PropertyKey[]): void => {
+    if (value === null || typeof value !== "object" || seen.has(value)) return;
+    seen.add(value);
+    if (Array.isArray(value)) {
+      for (const [i, item] of value.entries()) walk(item, [...path, i]);
+      return;
+    }
+    for (const [key, item] of Object.entries(value)) {
+      if (RESERVED_KEYS.has(key)) {
+        problems.push(
+          `${fieldPath([...path, key])}: reserved key "${key}": JavaScript objects treat it specially; rename or remove it`,
+        );
+      } else {
+        walk(item, [...path, key]);
+      }
+    }
+  };
+  walk(document, []);
+  return problems;
+}
+
 // Names key plain objects here and there (a tier's categories, a user's own limits): none may be
 // one of Object.prototype's ("constructor", the only lower-case one), which every object has.
 const nameSchema = z
   .string()
   .regex(NAME, "use a lower-case name of up to 32 characters: a-z 0-9 _ -")
-  .refine((n) => !(n in Object.prototype), "this name is reserved; choose another");
+  .refine((n) => !(n in Object.prototype) && !RESERVED_KEYS.has(n), "this name is reserved; choose another");
 const categorySchema = nameSchema.refine(
   (c) => c !== IP_LAYER,
   `"${IP_LAYER}" is the per-address layer's name`,
@@ -316,6 +349,8 @@ function buildPolicy(parsed: ParsedPolicy): Policy {
 
 /** Validates a policy document (already parsed from YAML or JSON). */
 export function policyFromDocument(document: unknown, source: string): Policy {
+  const reserved = reservedKeyProblems(document);
+  if (reserved.length > 0) throw new PolicyError(source, reserved);
   const result = policySchema.safeParse(document);
   if (!result.success) throw new PolicyError(source, problemsOf(result.error));
   const problems = reachabilityProblems(result.data);

@@ -5,6 +5,7 @@ import { ID_PATTERN } from "../auth/jwt.js";
 import type { Lockout } from "../auth/lockout.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
+import { newUsernameSchema } from "../auth/usernames.js";
 import type { Checker } from "../authz/checker.js";
 import type { PolicyState, ReloadResult } from "../authz/policy-state.js";
 import { ANONYMOUS_TIER } from "../config/policy.js";
@@ -62,12 +63,8 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       ctx.addIssue({ code: "custom", message: `tier must be one of ${tiers.join(", ")}` });
   });
   const createSchema = z.strictObject({
-    username: z
-      .string()
-      .min(1)
-      .max(64)
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused.
-      .refine((u) => !/[\u0000-\u001f\u007f]/.test(u), "username must not contain control characters"),
+    // Stored as typed, unique in its canonical form (auth/usernames.ts): 409 for any form of a taken name.
+    username: newUsernameSchema,
     password: passwordSchema,
     tier: tierSchema,
   });

@@ -9,11 +9,12 @@ export {
   type Window,
 } from "../config/rules.js";
 
+import { canonicalUsername } from "../auth/usernames.js";
 import type { Layer, Rule } from "../config/rules.js";
 
 /**
  * A subject's hash-tag content: `u:<user id>` for a user, `ip:<address>` for a client address,
- * `n:<hex>` for a username's failed logins. Every key of one subject carries it, so one script can
+ * `n:<hex>` for a username's failed logins (its canonical form: "Alice" and "alice" share one lockout). Every key of one subject carries it, so one script can
  * touch them all on Redis Cluster.
  */
 export type Subject = string;
@@ -23,7 +24,7 @@ export const userSubject = (userId: string): Subject => `u:${userId}`;
 export const isUserSubject = (subject: Subject): boolean => subject.startsWith("u:");
 export const ipSubject = (address: string): Subject => `ip:${address}`;
 export const usernameSubject = (username: string): Subject =>
-  `n:${Buffer.from(username, "utf8").toString("hex")}`;
+  `n:${Buffer.from(canonicalUsername(username), "utf8").toString("hex")}`;
 
 /** One window's state, as an admin sees it. */
 export type WindowState = {

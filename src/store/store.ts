@@ -1,7 +1,7 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
 
 import { newSessionId } from "../auth/ids.js";
-import type { SessionStore, UserStore } from "../auth/types.js";
+import type { NameAdoption, SessionStore, UserStore } from "../auth/types.js";
 import type { AuthorizeStore } from "../authz/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
 import { withDeadline } from "../deadline.js";
@@ -24,6 +24,7 @@ import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
 import { clearError, refusedSetting } from "./redis/refusals.js";
+import { adoptCanonicalNames } from "./redis/usernames.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
 export type Store = {
@@ -39,6 +40,8 @@ export type Store = {
   unguarded: { limiter: RateLimitStore; authorizer: AuthorizeStore };
   /** Announcements of subjects that may be freer than a cached refusal says. */
   invalidations: Invalidations;
+  /** At start-up: gives users stored before canonical usernames their canonical name (Redis; once per store). */
+  adoptCanonicalNames(): Promise<NameAdoption>;
   /** Whether the store answers within `timeoutMs`. */
   ping(timeoutMs: number): Promise<boolean>;
   /** Whether the first connection is up within `timeoutMs` (commands fail at once until it is). */
@@ -118,13 +121,15 @@ export function createRedisStore(options: {
     heartbeat,
   });
   const sessions = revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs);
+  const users = createRedisUserStore({ redis, keys });
   return {
     kind: "redis",
-    users: guarded(announcingUsers(createRedisUserStore({ redis, keys }), invalidations), timeoutMs),
+    users: guarded(announcingUsers(users, invalidations), timeoutMs),
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
     limiter: guarded(announcingLimiter(limiter, invalidations), timeoutMs),
     unguarded: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
     invalidations,
+    adoptCanonicalNames: () => adoptCanonicalNames({ redis, keys, users }),
     connected: (timeoutMs) =>
       redis.status === "ready"
         ? Promise.resolve(true)
@@ -177,6 +182,8 @@ export function createMemoryStore(): Store {
     limiter: announcingLimiter(limiter, invalidations),
     unguarded: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
     invalidations,
+    // Nothing outlives the process: every name in it was stored canonical.
+    adoptCanonicalNames: async () => ({ ran: false, adopted: 0, collisions: [] }),
     ping: async () => true,
     connected: async () => true,
     onConnectionError: () => {},

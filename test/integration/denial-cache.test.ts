@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Decision } from "../../src/authz/decide.js";
-import { createDenialCache } from "../../src/authz/denial-cache.js";
+import { createDenialCache, type Refusal } from "../../src/authz/denial-cache.js";
 import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
@@ -193,11 +193,20 @@ describe("cached refusals", () => {
 });
 
 describe("the cache itself", () => {
-  const denial = (retryAfterMs: number) =>
-    ({ kind: "deny", status: 429, identity: undefined, limit: { retryAfterMs } }) as unknown as Extract<
-      Decision,
-      { status: 429 }
-    >;
+  const denial = (retryAfterMs: number): Refusal => ({
+    hit: {
+      allowed: false,
+      layer: 0,
+      window: 0,
+      limit: 3,
+      windowMs: 60_000,
+      used: 3,
+      remaining: 0,
+      resetAtMs: retryAfterMs,
+      retryAfterMs,
+    },
+    user: undefined,
+  });
 
   it("answers until the window frees, for the sessions it saw, and forgets a subject on an announcement", () => {
     const cache = createDenialCache();
@@ -209,7 +218,7 @@ describe("the cache itself", () => {
       { retryAtMs: 5_000, untilMs: 4_000 },
       cache.generation(),
     );
-    expect(cache.lookup("u:1", "search", "s1", 1_000)?.limit.retryAfterMs).toBe(4_000);
+    expect(cache.lookup("u:1", "search", "s1", 1_000)?.hit.retryAfterMs).toBe(4_000);
     expect(cache.lookup("u:1", "search", "s2", 1_000)).toBeUndefined();
     expect(cache.lookup("u:1", "general", "s1", 1_000)).toBeUndefined();
     expect(cache.lookup("u:1", "search", "s1", 4_000)).toBeUndefined();

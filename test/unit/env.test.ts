@@ -5,6 +5,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig, SETTINGS } from "../../src/config/env.js";
+import { metricsExposureWarning } from "../../src/config/hosts.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -57,6 +58,53 @@ describe("settings", () => {
       ADMIN_TOKEN: randomBytes(32).toString("hex"),
     };
     expect(loadConfig({ NODE_ENV: "production", ...secrets }).host).toBe("0.0.0.0");
+  });
+
+  it("bind the check and admin listeners to HOST unless CHECK_HOST or ADMIN_HOST say otherwise", () => {
+    expect(loadConfig({})).toMatchObject({
+      host: "127.0.0.1",
+      checkHost: "127.0.0.1",
+      adminHost: "127.0.0.1",
+    });
+    expect(loadConfig({ HOST: "10.0.0.5" })).toMatchObject({
+      host: "10.0.0.5",
+      checkHost: "10.0.0.5",
+      adminHost: "10.0.0.5",
+    });
+    expect(loadConfig({ HOST: "0.0.0.0", CHECK_HOST: "10.0.0.5", ADMIN_HOST: "::1" })).toMatchObject({
+      host: "0.0.0.0",
+      checkHost: "10.0.0.5",
+      adminHost: "::1",
+    });
+    expect(loadConfig({ CHECK_HOST: "tollgate-check.internal" }).checkHost).toBe("tollgate-check.internal");
+  });
+
+  it("refuse a bind address that is neither an IP address nor a host name, naming the variable", () => {
+    expect(problems({ HOST: "0.0.0.0:8080", CHECK_HOST: "[::1]", ADMIN_HOST: "10.0.0.256" })).toEqual([
+      'HOST: expected an IP address (0.0.0.0, ::, 127.0.0.1, …) or a host name, without a port, got "0.0.0.0:8080"',
+      'CHECK_HOST: write an IPv6 address without brackets (::1), got "[::1]"',
+      'ADMIN_HOST: expected an IP address (0.0.0.0, ::, 127.0.0.1, …) or a host name, without a port, got "10.0.0.256"',
+    ]);
+  });
+
+  it("warn in production when /metrics needs no token on an admin address other machines reach", () => {
+    const production = {
+      NODE_ENV: "production",
+      JWT_SECRET: randomBytes(32).toString("hex"),
+      ADMIN_TOKEN: randomBytes(32).toString("hex"),
+    };
+    const warning = (env: Record<string, string>) => metricsExposureWarning(loadConfig(env));
+    // Production binds every interface by default.
+    expect(warning(production)).toMatch(/^\/metrics answers anyone who reaches 0\.0\.0\.0 .*METRICS_TOKEN/);
+    expect(warning({ ...production, HOST: "127.0.0.1", ADMIN_HOST: "10.0.0.5" })).toMatch(/10\.0\.0\.5/);
+    expect(warning({ ...production, ADMIN_HOST: "::" })).toBeDefined();
+    expect(warning({ ...production, ADMIN_HOST: "tollgate.internal" })).toBeDefined();
+    for (const loopback of ["127.0.0.1", "127.0.0.53", "::1", "::ffff:127.0.0.1", "localhost"]) {
+      expect(warning({ ...production, ADMIN_HOST: loopback }), loopback).toBeUndefined();
+    }
+    expect(warning({ ...production, HOST: "127.0.0.1" })).toBeUndefined();
+    expect(warning({ ...production, METRICS_TOKEN: randomBytes(24).toString("base64url") })).toBeUndefined();
+    expect(warning({ HOST: "0.0.0.0" })).toBeUndefined();
   });
 
   it("report every problem at once, each naming its variable", () => {

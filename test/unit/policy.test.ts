@@ -132,6 +132,30 @@ describe("a policy file", () => {
     expect(problemsOf(file)).toHaveLength(1);
   });
 
+  // A parser or zod drops or swallows these (a record's "__proto__" key sets the prototype of the
+  // object built from it): a tier or category so named would vanish without a word.
+  it.each([
+    ["proto-top.yaml", [["__proto__", "__proto__"]]],
+    ["proto-tier.yaml", [["tiers.__proto__", "__proto__"]]],
+    ["proto-category.yaml", [["tiers.free.__proto__", "__proto__"]]],
+    ["prototype-category.yaml", [["tiers.free.prototype", "prototype"]]],
+    ["proto-in-route.yaml", [["routes[0].constructor", "constructor"]]],
+    [
+      "proto-tiers.json",
+      [
+        ["tiers.anonymous.__proto__", "__proto__"],
+        ["tiers.__proto__", "__proto__"],
+      ],
+    ],
+  ])("refuses the reserved keys of %s at any level, naming the file and each field", (file, found) => {
+    expect(problemsOf(file)).toEqual(
+      found.map(
+        ([field, key]) =>
+          `POLICY_FILE ${fixture(file)}: ${field}: reserved key "${key}": JavaScript objects treat it specially; rename or remove it`,
+      ),
+    );
+  });
+
   it("names the file and the field of an unknown key in a route", () => {
     expect(problemsOf("unknown-key.yaml")).toEqual([
       `POLICY_FILE ${fixture("unknown-key.yaml")}: routes[0]: unknown key "burst"`,

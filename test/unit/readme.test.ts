@@ -127,7 +127,7 @@ describe("the README", () => {
   it("settings table and .env.example cover every variable the code reads", () => {
     const env = readFileSync(join(ROOT, "src/config/env.ts"), "utf8");
     const read = new Set(
-      [...env.matchAll(/\.(?:raw|int|port|oneOf|secret|file)(?:<\w+>)?\("([A-Z][A-Z0-9_]+)"/g)].map(
+      [...env.matchAll(/\.(?:raw|int|port|host|oneOf|secret|file)(?:<\w+>)?\("([A-Z][A-Z0-9_]+)"/g)].map(
         (m) => m[1] as string,
       ),
     );

@@ -1,7 +1,18 @@
-// The demo users' precomputed password hash: it must be a hash of the password the README prints.
+// USERS_FILE: the demo users' precomputed password hash, and the names a file may hold.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { verifyPassword } from "../../src/auth/passwords.js";
-import { DEMO_PASSWORD_HASH, DEMO_USERS, demoUsers } from "../../src/auth/users-file.js";
+import {
+  DEMO_PASSWORD_HASH,
+  DEMO_USERS,
+  demoUsers,
+  readUsersFile,
+  UsersFileError,
+} from "../../src/auth/users-file.js";
+import { loadPolicy } from "../../src/config/policy.js";
 
 describe("demo users", () => {
   it("carry a hash of their documented password, and of no other", async () => {
@@ -10,5 +21,40 @@ describe("demo users", () => {
     expect(demoUsers().map((u) => [u.username, u.passwordHash])).toEqual(
       DEMO_USERS.map((u) => [u.username, DEMO_PASSWORD_HASH]),
     );
+  });
+});
+
+describe("USERS_FILE", () => {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-users-file-"));
+  const policy = loadPolicy(undefined);
+  const problemsOf = async (users: unknown): Promise<string[]> => {
+    const file = join(dir, `${randomBytes(4).toString("hex")}.json`);
+    writeFileSync(file, JSON.stringify(users));
+    try {
+      await readUsersFile(file, policy);
+    } catch (error) {
+      if (error instanceof UsersFileError) return error.problems;
+      throw error;
+    }
+    return [];
+  };
+  const user = (username: string) => ({ username, tier: "free", password: "a password" });
+
+  it("refuses two entries whose names are one once case and compatibility forms are set aside", async () => {
+    expect(await problemsOf([user("alice"), user("Alice"), user("ＡＬＩＣＥ"), user("alice")])).toEqual([
+      `users[1].username: "Alice" is the same name as users[0]'s "alice" (case and compatibility forms aside)`,
+      `users[2].username: "ＡＬＩＣＥ" is the same name as users[0]'s "alice" (case and compatibility forms aside)`,
+      `users[3].username: "alice" appears twice`,
+    ]);
+  });
+
+  it("refuses invisible, bidirectional-control and mixed-script names, naming the entry", async () => {
+    expect(
+      await problemsOf({ users: [user("bob"), user("bob\u200b"), user("\u202ebob"), user("bоb")] }),
+    ).toEqual([
+      "users[1].username: must not contain invisible format characters (U+200B at character 4)",
+      "users[2].username: must not contain bidirectional text controls (U+202E at character 1)",
+      'users[3].username: mixes the Latin and Cyrillic scripts ("о", U+043E): use one script, or Latin with Han and Hiragana/Katakana, Bopomofo or Hangul',
+    ]);
   });
 });

@@ -2,6 +2,7 @@
 
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionCheck, SessionStore, User, UserStore } from "../../auth/types.js";
+import { canonicalUsername } from "../../auth/usernames.js";
 import type { Clock, Window } from "../../ratelimit/types.js";
 
 type StoredSession = Session & { idleDeadline: number };
@@ -30,8 +31,9 @@ export function createMemoryIdentityStore(
 ): MemoryIdentity {
   const clock = options.clock ?? Date.now;
   const users = new Map<string, User>();
+  /** By canonical username: every form of one name finds one user. */
   const idsByName = new Map<string, string>();
-  /** Usernames whose user was deleted (USERS_FILE does not bring them back). */
+  /** Canonical usernames whose user was deleted (USERS_FILE does not bring them back). */
   const goneNames = new Set<string>();
   /** Per user, sessions in creation order (the index). */
   const sessions = new Map<string, Map<string, StoredSession>>();
@@ -40,7 +42,8 @@ export function createMemoryIdentityStore(
 
   const userStore: UserStore = {
     async create(input) {
-      if (idsByName.has(input.username)) return "exists";
+      const name = canonicalUsername(input.username);
+      if (idsByName.has(name)) return "exists";
       const user: User = {
         id: input.id ?? newUserId(),
         username: input.username,
@@ -53,8 +56,8 @@ export function createMemoryIdentityStore(
         limits: {},
       };
       users.set(user.id, user);
-      idsByName.set(user.username, user.id);
-      goneNames.delete(user.username);
+      idsByName.set(name, user.id);
+      goneNames.delete(name);
       return { ...user };
     },
     async get(userId) {
@@ -62,7 +65,7 @@ export function createMemoryIdentityStore(
       return user === undefined ? undefined : { ...user };
     },
     async findByUsername(username) {
-      const id = idsByName.get(username);
+      const id = idsByName.get(canonicalUsername(username));
       return id === undefined ? undefined : userStore.get(id);
     },
     async update(userId, patch) {
@@ -87,14 +90,15 @@ export function createMemoryIdentityStore(
       const user = users.get(userId);
       if (user === undefined) return false;
       users.delete(userId);
-      if (idsByName.get(user.username) === userId) {
-        idsByName.delete(user.username);
-        goneNames.add(user.username);
+      const name = canonicalUsername(user.username);
+      if (idsByName.get(name) === userId) {
+        idsByName.delete(name);
+        goneNames.add(name);
       }
       return true;
     },
     async wasRemoved(username) {
-      return goneNames.has(username);
+      return goneNames.has(canonicalUsername(username));
     },
     async list({ cursor, limit }) {
       const ids = [...users.keys()].filter((id) => cursor === undefined || id > cursor).sort();

@@ -6,13 +6,7 @@ import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import type { Keys } from "./keys.js";
 import { parseWindowsSpec, windowsSpec } from "./rule-specs.js";
-
-/**
- * How long a creation's claim on a username holds before it is confirmed: far above a creation's
- * few round trips (even through a failover), short enough that a name whose creation failed is
- * free again soon.
- */
-const CLAIM_LEASE_MS = 10_000;
+import { adoptAsTyped, claimName } from "./usernames.js";
 
 function toUser(fields: Record<string, string>): User | undefined {
   if (fields.id === undefined || fields.username === undefined || fields.tier === undefined) return undefined;
@@ -87,23 +81,6 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
   const get = async (userId: string): Promise<User | undefined> =>
     toUser(await redis.hgetall(keys.user(userId)));
 
-  /**
-   * Claims `username` for `userId`. The name's index key and the user's hash carry different hash
-   * tags, so on a Redis Cluster they live on different masters and no one command covers both. The
-   * claim is therefore a lease (CLAIM_LEASE_MS) until the creation confirms it: a creation that
-   * fails or dies half-way frees the name by itself, and a claim in progress is never taken for an
-   * abandoned one. A permanent claim pointing at no user (a deletion that failed half-way) is taken
-   * over with a compare-and-set, so that the name is never lost.
-   */
-  const claim = async (username: string, userId: string): Promise<boolean> => {
-    const key = keys.username(username);
-    const [status, owner] = await redis.nameClaim(key, userId, CLAIM_LEASE_MS);
-    if (status === 1) return true;
-    if (status === 0 || owner === undefined) return false;
-    if ((await redis.exists(keys.user(owner))) === 1) return false;
-    return (await redis.nameTakeover(key, owner, userId, CLAIM_LEASE_MS)) === 1;
-  };
-
   const store: UserStore = {
     /**
      * Single-slot steps, each safe to fail: (1) the "users exist" marker, first, so that no user
@@ -127,7 +104,7 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
         limits: {},
       };
       await redis.set(marker, "1");
-      if (!(await claim(input.username, user.id))) return "exists";
+      if (!(await claimName(options, input.username, user.id))) return "exists";
       await redis.zadd(keys.userIndex, 0, user.id);
       const { limits: _, ...fields } = user;
       await redis.hset(keys.user(user.id), userFields(fields));
@@ -147,7 +124,7 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
 
     async findByUsername(username) {
       const id = await redis.get(keys.username(username));
-      return id === null ? undefined : get(id);
+      return id === null ? adoptAsTyped({ redis, keys, get }, username) : get(id);
     },
 
     async update(userId, patch) {
@@ -178,7 +155,10 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     },
 
     async wasRemoved(username) {
-      return (await redis.exists(keys.usernameGone(username))) === 1;
+      if ((await redis.exists(keys.usernameGone(username))) === 1) return true;
+      // A deletion marked before usernames were canonical, under the name as USERS_FILE types it.
+      const asTyped = keys.usernameGoneAsTyped(username);
+      return asTyped !== keys.usernameGone(username) && (await redis.exists(asTyped)) === 1;
     },
 
     async list({ cursor, limit }) {

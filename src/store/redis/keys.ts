@@ -1,4 +1,5 @@
 // Redis key names. Every key of one subject shares a {hash tag}, so one script may touch them all.
+import { canonicalUsername } from "../../auth/usernames.js";
 import { isUserSubject, type Subject } from "../../ratelimit/types.js";
 
 export type Keys = {
@@ -15,16 +16,24 @@ export type Keys = {
   user(userId: string): string;
   session(userId: string, sessionId: string): string;
   sessionIndex(userId: string): string;
+  /** A username's claim: keyed by its canonical form, so that every form of one name finds one user. */
   username(username: string): string;
-  /** A deleted username that USERS_FILE must not bring back at the next start-up. */
+  /** A deleted username that USERS_FILE must not bring back at the next start-up (canonical form too). */
   usernameGone(username: string): string;
+  /** Where a tollgate before canonical usernames kept a name's claim and deletion: keyed as typed. */
+  usernameAsTyped(username: string): string;
+  usernameGoneAsTyped(username: string): string;
   /** Every user id (sorted set, all scores 0, read by lexical range): the listing, without SCAN. */
   userIndex: string;
   /** Set once any user exists. */
   usersMarker: string;
   /** The JWT secret generated outside production when JWT_SECRET is unset, shared by every instance. */
   jwtSecret: string;
+  /** Set once the users of this store were given the canonical form of their names (adoptCanonicalNames). */
+  namesMarker: string;
 };
+
+const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
 
 /**
  * Usernames are free text, so they are hex-encoded: no "{", "}" or ":" of theirs can break a tag.
@@ -37,10 +46,13 @@ export function createKeys(prefix: string): Keys {
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,
-    username: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:uid`,
-    usernameGone: (username) => `${prefix}{n:${Buffer.from(username, "utf8").toString("hex")}}:gone`,
+    username: (username) => `${prefix}{n:${hex(canonicalUsername(username))}}:uid`,
+    usernameGone: (username) => `${prefix}{n:${hex(canonicalUsername(username))}}:gone`,
+    usernameAsTyped: (username) => `${prefix}{n:${hex(username)}}:uid`,
+    usernameGoneAsTyped: (username) => `${prefix}{n:${hex(username)}}:gone`,
     userIndex: `${prefix}{users}:ids`,
     usersMarker: `${prefix}users:exist`,
     jwtSecret: `${prefix}jwt:secret`,
+    namesMarker: `${prefix}users:names`,
   };
 }
