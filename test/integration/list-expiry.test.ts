@@ -129,7 +129,8 @@ describe("a sliding-log list's expiry", () => {
     while (Date.now() - start < 2_300) {
       await ask();
       checks += 1;
-      expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 5);
+      // Read a few ms after the push at best, more on a busy machine: never a window short, though.
+      expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 100);
     }
     const elapsedMs = Date.now() - start;
     const { pttl, pexpire } = await settled(list, 1);
