@@ -137,9 +137,17 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       const user = await t.newUser("pro");
       const shown = await admin<UserBody & { created_at: string }>("GET", `/admin/users/${user.id}`);
       expect(shown.status).toBe(200);
-      const byName = await admin<UserBody>("GET", `/admin/users?username=${encodeURIComponent(user.username)}`);
+      const byName = await admin<UserBody>(
+        "GET",
+        `/admin/users?username=${encodeURIComponent(user.username)}`,
+      );
       expect(shown.body).toEqual(byName.body);
-      expect(shown.body).toMatchObject({ user_id: user.id, username: user.username, tier: "pro", disabled: false });
+      expect(shown.body).toMatchObject({
+        user_id: user.id,
+        username: user.username,
+        tier: "pro",
+        disabled: false,
+      });
       expect(Number.isNaN(Date.parse(shown.body.created_at))).toBe(false);
       expect(JSON.stringify(shown.body)).not.toMatch(/scrypt|pw|hash/i);
       // A change shows on the next read.
