@@ -130,11 +130,19 @@ describe("the README", () => {
     // The lean histogram shows its label only in its samples.
     metrics.checkDuration.labels("envoy").observe(0.001);
     const registered = new Map<string, { type: string; labels: string[] }>();
-    for (const metric of metrics.registry.getMetricsAsArray()) {
-      const { name, type } = metric as unknown as { name: string; type: string; labelNames?: string[] };
+    type Registered = {
+      name: string;
+      type: string;
+      labelNames?: string[];
+      get(): Promise<{ values: { labels: Record<string, unknown> }[] }>;
+    };
+    for (const metric of metrics.registry.getMetricsAsArray() as unknown as Registered[]) {
       const sampled = (await metric.get()).values.flatMap((v) => Object.keys(v.labels));
-      const labels = (metric as unknown as { labelNames?: string[] }).labelNames ?? sampled;
-      registered.set(name, { type, labels: [...new Set(labels)].filter((l) => l !== "le").sort() });
+      const labels = metric.labelNames ?? sampled;
+      registered.set(metric.name, {
+        type: metric.type,
+        labels: [...new Set(labels)].filter((l) => l !== "le").sort(),
+      });
     }
     const rows = tableAfter("### Metrics (`GET /metrics` on `ADMIN_PORT`)");
     const documented = new Map(
