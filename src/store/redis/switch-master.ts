@@ -18,7 +18,11 @@ function connectedTo(client: Redis, host: string, port: number): boolean {
   return stream?.remotePort === port && peer === host;
 }
 
-/** The `ip:port` of each Sentinel that a SENTINEL SENTINELS reply lists as connected. */
+/**
+ * The `ip:port` of each Sentinel in a SENTINEL SENTINELS reply, those it is not connected to right
+ * now included: it is asked once per connection, and a Sentinel it has just learned of is listed
+ * as disconnected until its link is up. A subscriber to one that stays down keeps retrying.
+ */
 function sentinelsIn(reply: unknown): HostPort[] {
   if (!Array.isArray(reply)) return [];
   return reply.flatMap((fields: unknown) => {
@@ -27,10 +31,8 @@ function sentinelsIn(reply: unknown): HostPort[] {
       const i = fields.indexOf(name);
       return i >= 0 && i % 2 === 0 ? String(fields[i + 1]) : undefined;
     };
-    const [ip, port, flags] = [field("ip"), Number(field("port")), field("flags") ?? ""];
-    return ip === undefined || !Number.isInteger(port) || flags.includes("disconnected")
-      ? []
-      : [{ host: ip, port }];
+    const [ip, port] = [field("ip"), Number(field("port"))];
+    return ip === undefined || !Number.isInteger(port) ? [] : [{ host: ip, port }];
   });
 }
 
