@@ -126,11 +126,8 @@ export default function (data) {
 export function teardown(data) {
   if (!data.created || ADMIN_TOKEN === "") return;
   // Best effort: leave no live session or full window behind for the throwaway user.
-  const params = { headers: bearer(ADMIN_TOKEN) };
+  const headers = bearer(ADMIN_TOKEN);
   const id = encodeURIComponent(data.userId);
-  http.post(`${ADMIN_URL}/admin/users/${id}/revoke`, null, { ...params, tags: { name: "admin revoke" } });
-  http.del(`${ADMIN_URL}/admin/users/${id}/limits`, null, {
-    ...params,
-    tags: { name: "admin clear limits" },
-  });
+  http.post(`${ADMIN_URL}/admin/users/${id}/revoke`, null, { headers, tags: { name: "admin revoke" } });
+  http.del(`${ADMIN_URL}/admin/users/${id}/limits`, null, { headers, tags: { name: "admin clear limits" } });
 }

@@ -34,9 +34,9 @@ export const options = {
 
 export default function () {
   const session = login("alice", DEMO_PASSWORD, "k6-smoke");
-  const auth = { headers: bearer(session.token) };
+  const headers = bearer(session.token);
 
-  const me = http.get(`${BASE_URL}/me`, { ...auth, tags: { name: "GET /me" } });
+  const me = http.get(`${BASE_URL}/me`, { headers, tags: { name: "GET /me" } });
   const meBody = jsonBody(me);
   check(me, {
     "GET /me: 200": (r) => r.status === 200,
@@ -45,7 +45,7 @@ export default function () {
     "GET /me: session_id is the login's": () => meBody.session_id === session.sessionId,
   });
 
-  const products = http.get(`${BASE_URL}/api/products`, { ...auth, tags: { name: "GET /api/products" } });
+  const products = http.get(`${BASE_URL}/api/products`, { headers, tags: { name: "GET /api/products" } });
   const limit = headerNumber(products, "X-RateLimit-Limit");
   const remaining = headerNumber(products, "X-RateLimit-Remaining");
   check(products, {
@@ -59,7 +59,7 @@ export default function () {
       (header(r, "RateLimit-Policy") || "").startsWith('"free-general";q=100;w=3600'),
   });
 
-  const sessions = http.get(`${BASE_URL}/auth/sessions`, { ...auth, tags: { name: "GET /auth/sessions" } });
+  const sessions = http.get(`${BASE_URL}/auth/sessions`, { headers, tags: { name: "GET /auth/sessions" } });
   const list = jsonBody(sessions).sessions;
   /** @type {Record<string, unknown> | undefined} */
   const current = Array.isArray(list)
@@ -81,7 +81,7 @@ export default function () {
   }
 
   const after = http.get(`${BASE_URL}/api/products`, {
-    ...auth,
+    headers,
     tags: { name: "GET /api/products (logged out)" },
   });
   check(after, {

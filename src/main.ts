@@ -3,14 +3,8 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
-import {
-  demoUsers,
-  loadUsers,
-  readUsersFile,
-  type UsersFileEntry,
-  UsersFileError,
-} from "./auth/users-file.js";
-import { logNameAdoption, removeDemoUsers, syncUsersFile } from "./auth/users-sync.js";
+import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
+import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
@@ -100,11 +94,7 @@ async function bootstrapUsers(
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);
       } else {
-        const created = await loadUsers(store.users, demoUsers());
-        logger.info(
-          { event: "users_loaded", count: created.length },
-          "demo users alice, bob_pro and ent_carol present (their password is in the README; existing ones are left as they are)",
-        );
+        await seedDemoUsers(store.users, logger);
       }
       return;
     } catch (error) {

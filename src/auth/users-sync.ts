@@ -3,7 +3,7 @@ import type { Logger } from "../logger.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
 import { canonicalUsername } from "./usernames.js";
-import { DEMO_USER_IDS, type UsersFileEntry } from "./users-file.js";
+import { DEMO_USER_IDS, demoUsers, loadUsers, type UsersFileEntry } from "./users-file.js";
 
 type Identity = { users: UserStore; sessions: SessionStore };
 
@@ -107,6 +107,26 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
   logger.info(
     { event: "users_loaded", count: entries.length, created, removed },
     "users loaded from USERS_FILE",
+  );
+}
+
+/**
+ * Creates the demo users that are missing (outside production) and logs how many are present: those
+ * created now and those an earlier start created alike; one deleted through the admin API stays
+ * deleted and is not counted.
+ */
+export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<void> {
+  const created = await loadUsers(users, demoUsers());
+  const present: string[] = [];
+  for (const user of demoUsers()) {
+    if ((await users.get(user.id as string)) !== undefined) present.push(user.username);
+  }
+  const names = present.length > 1 ? `${present.slice(0, -1).join(", ")} and ${present.at(-1)}` : present[0];
+  logger.info(
+    { event: "users_loaded", count: present.length, created: created.length },
+    present.length === 0
+      ? "no demo users present (all were deleted through the admin API)"
+      : `demo users ${names} present (their password is in the README; existing ones are left as they are)`,
   );
 }
 

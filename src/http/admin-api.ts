@@ -133,6 +133,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
+  admin.get(
+    "/users/:id",
+    handle(async (req, res) => {
+      res.json(userJson(await userOf(req)));
+    }),
+  );
+
   admin.put(
     "/users/:id/password",
     ...jsonBody,

@@ -133,6 +133,36 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect((await admin("GET", "/admin/users?username=nobody_by_that_name")).status).toBe(404);
     });
 
+    it("shows one user by id to an admin: its fields as the username lookup gives them, 404 JSON for none", async () => {
+      const user = await t.newUser("pro");
+      const shown = await admin<UserBody & { created_at: string }>("GET", `/admin/users/${user.id}`);
+      expect(shown.status).toBe(200);
+      const byName = await admin<UserBody>(
+        "GET",
+        `/admin/users?username=${encodeURIComponent(user.username)}`,
+      );
+      expect(shown.body).toEqual(byName.body);
+      expect(shown.body).toMatchObject({
+        user_id: user.id,
+        username: user.username,
+        tier: "pro",
+        disabled: false,
+      });
+      expect(Number.isNaN(Date.parse(shown.body.created_at))).toBe(false);
+      expect(JSON.stringify(shown.body)).not.toMatch(/scrypt|pw|hash/i);
+      // A change shows on the next read.
+      await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: true });
+      expect((await admin<UserBody>("GET", `/admin/users/${user.id}`)).body.disabled).toBe(true);
+      for (const id of ["usr_0000000000000000", "{u:x}", "%00"]) {
+        const missing = await admin("GET", `/admin/users/${encodeURIComponent(id)}`);
+        expect(missing.status, id).toBe(404);
+        expect(missing.body, id).toEqual({ error: "not_found", message: "No such user" });
+      }
+      const anonymous = await t.admin("GET", `/admin/users/${user.id}`);
+      expect(anonymous.status).toBe(401);
+      expect(JSON.stringify(anonymous.body)).not.toContain(user.username);
+    });
+
     it("creates no session for a user disabled, deleted or given a new password after the login checked", async () => {
       const user = await t.newUser();
       const stored = await t.store.users.get(user.id);

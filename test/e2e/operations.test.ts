@@ -167,6 +167,18 @@ describe("health and readiness while Redis answers", () => {
     }
   });
 
+  it("counts in users_loaded the demo users present, also those an earlier start created", async () => {
+    // This file's first two processes created the demo users in this prefix; a third finds them.
+    const again = await launch(redisEnv("open"));
+    const line = again
+      .output()
+      .split("\n")
+      .find((l) => l.includes('"event":"users_loaded"'));
+    expect(JSON.parse(line ?? "{}")).toMatchObject({ count: 3, created: 0 });
+    expect(line).toContain("alice, bob_pro and ent_carol present");
+    expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
   it("answers /health and /ready with 200 on the public and the admin port", async () => {
     for (const base of [open.url, open.adminUrl]) {
       expect(await getJson(`${base}/health`)).toEqual({ status: 200, body: { status: "ok" } });

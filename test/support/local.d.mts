@@ -1,5 +1,6 @@
 // Types of local.mjs for the TypeScript tests.
 export declare function findBinary(name: string, extraPaths?: readonly string[]): string;
+export declare function requireBinaries(names: readonly string[]): void;
 export declare function redisServerArgs(port: number): string[];
 export declare function freePort(): Promise<number>;
 export declare function waitFor(

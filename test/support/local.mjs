@@ -6,19 +6,42 @@ import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { writeNginxConfig } from "../../nginx/render.mjs";
 
-const INSTALL_HINT =
-  "install it with: apt-get update && apt-get install -y redis-server redis-sentinel nginx";
+/** The packages that hold every server the tests and the bench run (redis-cli comes with redis-server). */
+const INSTALL = "apt-get update && apt-get install -y redis-server redis-sentinel nginx";
+/** Where a binary may be when it is not on PATH (Debian puts nginx in /usr/sbin). */
+const KNOWN_PATHS = { nginx: ["/usr/sbin/nginx"] };
 
-export function findBinary(name, extraPaths = []) {
-  for (const path of extraPaths) if (existsSync(path)) return path;
+const missingMessage = (names) =>
+  `${names.join(", ")} ${names.length === 1 ? "was" : "were"} not found on PATH. The tests and the bench ` +
+  `run real servers, never mocks; install them with: ${INSTALL}` +
+  (process.env.CI === "true" ? " (CI=true: a missing binary fails the run, it is never skipped)" : "");
+
+/** An error that says all there is to say in its message: a stack would only hide it. */
+function plainError(message) {
+  const error = new Error(message);
+  error.stack = message;
+  return error;
+}
+
+function lookUp(name, extraPaths) {
+  for (const path of [...extraPaths, ...(KNOWN_PATHS[name] ?? [])]) if (existsSync(path)) return path;
   try {
     return execFileSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).trim();
   } catch {
-    throw new Error(
-      `${name} was not found on PATH. The tests and the bench run a real ${name} (never a mock); ${INSTALL_HINT}` +
-        (process.env.CI === "true" ? " (CI=true: a missing binary fails the run)" : ""),
-    );
+    return undefined;
   }
+}
+
+export function findBinary(name, extraPaths = []) {
+  const found = lookUp(name, extraPaths);
+  if (found === undefined) throw plainError(missingMessage([name]));
+  return found;
+}
+
+/** Fails with one message naming every one of `names` that is missing, before anything starts. */
+export function requireBinaries(names) {
+  const missing = names.filter((name) => lookUp(name, []) === undefined);
+  if (missing.length > 0) throw plainError(missingMessage(missing));
 }
 
 /**

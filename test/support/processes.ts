@@ -1,6 +1,7 @@
 // Runs the real tollgate and upstream processes (built in dist/) on free ports for end-to-end tests.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { stopOnExit } from "./leftovers.js";
 import { freePort, httpOk, waitFor } from "./local.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -14,11 +15,13 @@ export type RunningProcess = {
 };
 
 function run(script: string, env: Record<string, string>): RunningProcess {
-  const child = spawn(process.execPath, [script], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = stopOnExit(
+    spawn(process.execPath, [script], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
   let output = "";
   child.stdout?.on("data", (d: Buffer) => {
     output += d.toString();

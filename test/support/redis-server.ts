@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { connect } from "node:net";
 import { findBinary } from "./binaries.js";
+import { stopOnExit } from "./leftovers.js";
 import { freePort, redisServerArgs, waitFor } from "./ports.js";
 
 export type RedisServer = {
@@ -37,7 +38,7 @@ export async function startRedisServer(options: { port?: number } = {}): Promise
   let child: ChildProcess | undefined;
 
   const launch = async (): Promise<void> => {
-    child = spawn(binary, redisServerArgs(port), { stdio: "ignore" });
+    child = stopOnExit(spawn(binary, redisServerArgs(port), { stdio: "ignore" }));
     await waitFor(() => ping(port), 10_000, `redis-server on port ${port}`);
   };
   const halt = async (signal: NodeJS.Signals): Promise<void> => {

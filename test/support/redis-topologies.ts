@@ -1,11 +1,13 @@
 // Real Redis topologies for tests on free loopback ports: a 3-master/3-replica Cluster and a
-// master + replica watched by 3 Sentinels. Each lives in a temp dir removed when it stops.
+// master + replica watched by 3 Sentinels. Each lives in a temp dir removed when it stops, and
+// whatever has started is stopped when a start fails halfway or the test process ends.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { findBinary } from "./binaries.js";
+import { forget, removeOnExit, stopOnExit } from "./leftovers.js";
 import { freePort, redisServerArgs, waitFor } from "./ports.js";
 
 const run = promisify(execFile);
@@ -16,17 +18,30 @@ export type RedisNode = {
   kill(): Promise<void>;
 };
 
-type Launched = RedisNode & { stop(): Promise<void> };
+type Launched = RedisNode & { stop(): Promise<void>; alive(): boolean };
 
 function launch(binary: string, args: string[], port: number, cwd: string): Launched {
-  const child: ChildProcess = spawn(binary, args, { cwd, stdio: "ignore" });
+  const child: ChildProcess = stopOnExit(spawn(binary, args, { cwd, stdio: "ignore" }));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const alive = () => child.exitCode === null && child.signalCode === null;
   const halt = async (signal: NodeJS.Signals): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    if (alive()) child.kill(signal);
     await exited;
   };
-  return { port, kill: () => halt("SIGKILL"), stop: () => halt("SIGTERM") };
+  return { port, alive, kill: () => halt("SIGKILL"), stop: () => halt("SIGTERM") };
 }
+
+/** For waitFor: a start fails at once when one of `nodes` exits instead of coming up. */
+const watching = (nodes: readonly Launched[]) => ({
+  alive: () => nodes.every((node) => node.alive()),
+  output: () => "",
+});
+
+/** The binaries a topology runs, found before anything starts. */
+const binaries = (...names: string[]): string[] => names.map((name) => findBinary(name));
+
+/** A temp dir of its own for a topology, removed when it stops or when this process ends. */
+const topologyDir = (name: string): string => removeOnExit(mkdtempSync(join(tmpdir(), `tollgate-${name}-`)));
 
 /** One command through redis-cli; its reply as text. */
 export async function redisCli(port: number, ...args: string[]): Promise<string> {
@@ -44,7 +59,8 @@ async function replicaInSync(port: number): Promise<boolean> {
   return (await redisCli(port, "INFO", "replication")).includes("master_link_status:up");
 }
 
-async function startNode(dir: string, args: string[] = []): Promise<Launched> {
+/** Starts a data node into `nodes` (so that it is stopped with them should this start fail). */
+async function startNode(nodes: Launched[], dir: string, args: string[] = []): Promise<Launched> {
   const port = await freePort();
   const node = launch(
     findBinary("redis-server"),
@@ -52,13 +68,20 @@ async function startNode(dir: string, args: string[] = []): Promise<Launched> {
     port,
     dir,
   );
-  await waitFor(async () => (await redisCli(port, "PING")) === "PONG", 10_000, `redis-server on ${port}`);
+  nodes.push(node);
+  await waitFor(
+    async () => (await redisCli(port, "PING")) === "PONG",
+    10_000,
+    `redis-server on ${port}`,
+    watching([node]),
+  );
   return node;
 }
 
 async function stopAll(nodes: readonly Launched[], dir: string): Promise<void> {
   await Promise.all(nodes.map((node) => node.stop()));
   rmSync(dir, { recursive: true, force: true });
+  forget(dir);
 }
 
 export type RedisCluster = {
@@ -76,31 +99,30 @@ export type RedisCluster = {
  * masters serving meanwhile (what the README recommends for production).
  */
 export async function startRedisCluster(): Promise<RedisCluster> {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"));
+  const [redisCliBinary] = binaries("redis-cli", "redis-server");
+  const dir = topologyDir("cluster");
   const nodes: Launched[] = [];
   try {
     for (let i = 0; i < 6; i += 1) {
-      nodes.push(
-        await startNode(dir, [
-          "--cluster-enabled",
-          "yes",
-          "--cluster-config-file",
-          `nodes-${i}.conf`,
-          // The bus port would be port + 10000, which may be taken or out of range: pick a free one.
-          "--cluster-port",
-          String(await freePort()),
-          "--cluster-node-timeout",
-          "1000",
-          "--cluster-require-full-coverage",
-          "no",
-          "--dir",
-          dir,
-        ]),
-      );
+      await startNode(nodes, dir, [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        `nodes-${i}.conf`,
+        // The bus port would be port + 10000, which may be taken or out of range: pick a free one.
+        "--cluster-port",
+        String(await freePort()),
+        "--cluster-node-timeout",
+        "1000",
+        "--cluster-require-full-coverage",
+        "no",
+        "--dir",
+        dir,
+      ]);
     }
     const addresses = nodes.map((node) => `127.0.0.1:${node.port}`);
     await run(
-      findBinary("redis-cli"),
+      redisCliBinary as string,
       ["--cluster", "create", ...addresses, "--cluster-replicas", "1", "--cluster-yes"],
       { timeout: 30_000 },
     );
@@ -118,7 +140,7 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       }
       return inSync === 3;
     };
-    await waitFor(ready, 30_000, "the Redis Cluster to agree on its slots");
+    await waitFor(ready, 30_000, "the Redis Cluster to agree on its slots", watching(nodes));
   } catch (error) {
     await stopAll(nodes, dir);
     throw error;
@@ -160,13 +182,12 @@ export const SENTINEL_MASTER_NAME = "tollgate";
 
 /** A master, its replica and 3 Sentinels (quorum 2) that fail over one second after the master goes. */
 export async function startRedisSentinels(): Promise<RedisSentinels> {
-  const dir = mkdtempSync(join(tmpdir(), "tollgate-sentinel-"));
+  const [sentinelBinary] = binaries("redis-sentinel", "redis-server", "redis-cli");
+  const dir = topologyDir("sentinel");
   const nodes: Launched[] = [];
   try {
-    const master = await startNode(dir);
-    nodes.push(master);
-    const replica = await startNode(dir, ["--replicaof", "127.0.0.1", String(master.port)]);
-    nodes.push(replica);
+    const master = await startNode(nodes, dir);
+    const replica = await startNode(nodes, dir, ["--replicaof", "127.0.0.1", String(master.port)]);
     const sentinels: Launched[] = [];
     for (let i = 0; i < 3; i += 1) {
       const port = await freePort();
@@ -185,7 +206,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
           "",
         ].join("\n"),
       );
-      const sentinel = launch(findBinary("redis-sentinel"), [file], port, dir);
+      const sentinel = launch(sentinelBinary as string, [file], port, dir);
       nodes.push(sentinel);
       sentinels.push(sentinel);
     }
@@ -199,7 +220,7 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
       }
       return replicaInSync(replica.port);
     };
-    await waitFor(ready, 30_000, "the Sentinels to discover the replica and each other");
+    await waitFor(ready, 30_000, "the Sentinels to discover the replica and each other", watching(nodes));
     return {
       master,
       replica,

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { createMetrics } from "../../src/metrics/metrics.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
@@ -122,6 +123,73 @@ describe("the README", () => {
         `${builders[i]} is written but not in the README`,
       ).toBe(true);
     }
+  });
+
+  it("lists in its metrics table exactly the metrics tollgate registers, with their types and labels", async () => {
+    const metrics = createMetrics();
+    // The lean histogram shows its label only in its samples.
+    metrics.checkDuration.labels("envoy").observe(0.001);
+    const registered = new Map<string, { type: string; labels: string[] }>();
+    type Registered = {
+      name: string;
+      type: string;
+      labelNames?: string[];
+      get(): Promise<{ values: { labels: Record<string, unknown> }[] }>;
+    };
+    for (const metric of metrics.registry.getMetricsAsArray() as unknown as Registered[]) {
+      const sampled = (await metric.get()).values.flatMap((v) => Object.keys(v.labels));
+      const labels = metric.labelNames ?? sampled;
+      registered.set(metric.name, {
+        type: metric.type,
+        labels: [...new Set(labels)].filter((l) => l !== "le").sort(),
+      });
+    }
+    const rows = tableAfter("### Metrics (`GET /metrics` on `ADMIN_PORT`)");
+    const documented = new Map(
+      rows.flatMap((row) => backticked(row[0] ?? "").map((name) => [name, row] as const)),
+    );
+    // prom-client's default metrics are one row of wildcards; every tollgate_ metric has its own.
+    const wildcards = [...documented.keys()].filter((name) => name.endsWith("*"));
+    const covered = (name: string) =>
+      documented.has(name) || wildcards.some((w) => name.startsWith(w.slice(0, -1)));
+    expect(registered.size).toBeGreaterThan(8); // the default metrics are there too
+    expect([...registered.keys()].filter((name) => !covered(name)).sort()).toEqual([]);
+    const ours = [...registered.keys()].filter((name) => name.startsWith("tollgate_")).sort();
+    expect([...documented.keys()].filter((name) => !name.endsWith("*")).sort()).toEqual(ours);
+    for (const name of ours) {
+      const row = documented.get(name) as string[];
+      const { type, labels } = registered.get(name) as { type: string; labels: string[] };
+      expect((row[1] ?? "").split(",")[0], `${name}: type`).toBe(type);
+      // The label names, without the values named in parentheses after each.
+      const names = backticked((row[2] ?? "").replace(/\([^)]*\)/g, ""));
+      expect(names.sort(), `${name}: labels`).toEqual(labels);
+    }
+  });
+
+  it("names in its metrics table every reason and category a decision is counted with", () => {
+    const source = readFileSync(join(ROOT, "src/metrics/check-observer.ts"), "utf8");
+    const values = (label: string) =>
+      new Set(
+        [...source.matchAll(new RegExp(`\\b${label}: ([^,}\\n]+)`, "g"))].flatMap((m) =>
+          [...(m[1] as string).matchAll(/"([a-z_]+)"/g)].map((v) => v[1] as string),
+        ),
+      );
+    const row = tableAfter("### Metrics (`GET /metrics` on `ADMIN_PORT`)").find((r) =>
+      (r[0] ?? "").includes("tollgate_decisions_total"),
+    );
+    const labels = row?.[2] ?? "";
+    /** The values a label's cell lists: `reason` (ok, rate_limited, …). */
+    const listed = (label: string) =>
+      new Set(
+        (new RegExp(`\`${label}\` \\(([^)]*)\\)`).exec(labels)?.[1] ?? "")
+          .split(",")
+          .map((v) => v.trim().replace(/^"|"$/g, "")),
+      );
+    const reasons = values("reason");
+    expect(reasons.size).toBeGreaterThan(5); // the scan finds them
+    expect([...reasons].filter((r) => !listed("reason").has(r)).sort()).toEqual([]);
+    // Categories come from the policy; the one the code adds for checks that reach no window is named.
+    expect([...values("category")].filter((c) => !labels.includes(`"${c}"`)).sort()).toEqual([]);
   });
 
   it("settings table and .env.example cover every variable the code reads", () => {

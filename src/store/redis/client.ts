@@ -5,6 +5,7 @@ import type { Cluster, Redis, RedisOptions } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
 import { watchRefusals } from "./refusals.js";
 import { defineScripts } from "./scripts.js";
+import { followSwitchMaster } from "./switch-master.js";
 
 let ioredisModule: typeof IORedis | undefined;
 
@@ -68,7 +69,9 @@ function createSentinelClient(
   common: Common,
   offlineQueue: boolean,
 ): Redis {
-  return new (ioredis().Redis)({
+  const sentinelPassword =
+    settings.sentinelPassword === undefined ? {} : { password: settings.sentinelPassword };
+  const client = new (ioredis().Redis)({
     ...common,
     ...credentials(settings),
     sentinels: topology.sentinels,
@@ -76,12 +79,32 @@ function createSentinelClient(
     role: "master",
     ...(settings.sentinelPassword === undefined ? {} : { sentinelPassword: settings.sentinelPassword }),
     enableTLSForSentinelMode: settings.tls,
-    // Reconnect as soon as a Sentinel announces the new master, not on the next failed command.
-    failoverDetector: true,
+    // followSwitchMaster below instead: ioredis's detector also drops a connection already on the
+    // master that a Sentinel announces.
+    failoverDetector: false,
     enableOfflineQueue: offlineQueue,
     retryStrategy: backoff,
     sentinelRetryStrategy: backoff,
   });
+  // Reconnect as soon as a Sentinel announces another master, not on the next failed command. The
+  // Sentinels are reached as ioredis reaches them to find the master: plain TCP, their own password.
+  const follower = followSwitchMaster(client, {
+    sentinels: topology.sentinels,
+    name: topology.master,
+    connectTo: (sentinel) =>
+      new (ioredis().Redis)({
+        ...sentinel,
+        ...sentinelPassword,
+        connectTimeout: common.connectTimeout,
+        enableReadyCheck: false,
+        // followSwitchMaster subscribes on each connection itself, after asking for the other Sentinels.
+        autoResubscribe: false,
+        enableOfflineQueue: false,
+        retryStrategy: backoff,
+      }),
+  });
+  client.once("end", () => follower.close());
+  return client;
 }
 
 export function createRedisClient(options: RedisClientOptions & { url: string }): Redis;
