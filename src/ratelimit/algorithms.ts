@@ -1,5 +1,5 @@
 // The three algorithms' arithmetic, in microseconds: the memory store runs it, the Lua scripts mirror it.
-import type { Algorithm, HitResult, Rule, Window } from "./types.js";
+import type { HitResult, Rule, Window } from "./types.js";
 
 /** Counts are compared with a little slack: the weighted counter's estimate is a float. */
 const EPS = 1e-9;
@@ -18,6 +18,38 @@ function keptOthers<E extends { w: number }>(
 ): E[] {
   const mine = new Set(windows.map((w) => w.windowMs * 1000));
   return (entries ?? []).filter((e) => !mine.has(e.w) && mattersUntil(e) > now).slice(0, Math.max(0, room));
+}
+
+/**
+ * Whether requests counted in [start, end) may fall inside the `w` µs before `now`: counted whole
+ * when they may, as nothing tells when within their span they came (the safe side).
+ */
+function mayBeInside(start: number, end: number, now: number, w: number): boolean {
+  return Math.max(start, end) > now - w;
+}
+
+/**
+ * How many requests of a window of `limit` in `w` µs the record's other entries show, for a window
+ * that has no state of its own (a new length, or a new algorithm): a counter entry its counts
+ * whose fixed windows reach into this one; a gcra entry its debt left, as
+ * the share of its window it fills, times this window's limit. The largest: they count the same
+ * requests.
+ */
+function evidence(record: RecordState | undefined, w: number, limit: number, now: number): number {
+  let most = 0;
+  if (record?.algorithm === "sliding-counter") {
+    for (const e of record.entries) {
+      const end = Math.min(e.b + e.w, now);
+      const k = (mayBeInside(e.b, end, now, w) ? e.c : 0) + (mayBeInside(e.b - e.w, e.b, now, w) ? e.p : 0);
+      most = Math.max(most, k);
+    }
+  } else if (record?.algorithm === "gcra") {
+    for (const e of record.entries) {
+      const debt = Math.max(0, e.debt - (now - e.at));
+      most = Math.max(most, (Math.min(debt, e.w) / e.w) * limit);
+    }
+  }
+  return most;
 }
 
 /** One window's answer: as it stands, and as it would stand if this request were counted. */
@@ -50,6 +82,14 @@ export type CounterState = {
 /** gcra per window length: the debt (how far the bucket is ahead of now) as of time `at`. */
 export type GcraState = { algorithm: "gcra"; entries: { w: number; at: number; debt: number }[] };
 export type LayerState = LogState | CounterState | GcraState;
+/** The state a subject's record keeps for a category: one algorithm's at a time. */
+export type RecordState = CounterState | GcraState;
+/**
+ * What is kept of a subject's category, as Redis keeps it: the sliding log's list, and the record's
+ * counter or gcra state. Each survives a change of algorithm, so that a new one starts from what
+ * the other shows.
+ */
+export type LayerStates = { log?: LogState; record?: RecordState };
 
 export type LayerEvaluation = {
   outcomes: WindowOutcome[];
@@ -138,16 +178,18 @@ export function counterWait(p: number, c: number, elapsed: number, w: number, ta
 
 function evaluateCounter(
   windows: readonly Window[],
-  state: CounterState | undefined,
+  record: RecordState | undefined,
   now: number,
 ): LayerEvaluation {
+  const own = record?.algorithm === "sliding-counter" ? record : undefined;
   const next: CounterState["entries"] = [];
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
     const w = window.windowMs * 1000;
-    const stored = state?.entries.find((e) => e.w === w);
+    const stored = own?.entries.find((e) => e.w === w);
     const cb = now - (now % w);
-    let c = 0;
+    // A window without state of its own counts what the record's other entries show, in this fixed window.
+    let c = stored === undefined ? evidence(record, w, n, now) : 0;
     let p = 0;
     if (stored?.b === cb) {
       c = stored.c;
@@ -174,7 +216,7 @@ function evaluateCounter(
       retryAtUs: room ? 0 : now + counterWait(p, c, elapsed, w, n - 1),
     };
   });
-  const others = keptOthers(state?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
+  const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
   return {
     outcomes,
     room: outcomes.every((o) => o.room),
@@ -184,16 +226,21 @@ function evaluateCounter(
 
 function evaluateGcra(
   windows: readonly Window[],
-  state: GcraState | undefined,
+  record: RecordState | undefined,
   now: number,
 ): LayerEvaluation {
+  const own = record?.algorithm === "gcra" ? record : undefined;
   const next: GcraState["entries"] = [];
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
     const w = window.windowMs * 1000;
     const interval = w / n;
-    const stored = state?.entries.find((e) => e.w === w);
-    const debt = stored === undefined ? 0 : Math.max(0, stored.debt - (now - stored.at));
+    const stored = own?.entries.find((e) => e.w === w);
+    // A window without state of its own starts as far in debt as the record's other entries show.
+    const debt =
+      stored === undefined
+        ? Math.min(evidence(record, w, n, now), n) * interval
+        : Math.max(0, stored.debt - (now - stored.at));
     const room = debt + interval <= w + EPS_US;
     const remainingNow = Math.max(0, Math.floor((w - debt) / interval + EPS));
     const after = debt + interval;
@@ -212,7 +259,7 @@ function evaluateGcra(
       retryAtUs: room ? 0 : now + ceilUs(after - w),
     };
   });
-  const others = keptOthers(state?.entries, windows, now, (e) => e.at + e.debt, MAX_KEPT - next.length);
+  const others = keptOthers(own?.entries, windows, now, (e) => e.at + e.debt, MAX_KEPT - next.length);
   return {
     outcomes,
     room: outcomes.every((o) => o.room),
@@ -220,22 +267,20 @@ function evaluateGcra(
   };
 }
 
-/** One layer's windows against its state (of the same algorithm, or none). */
+/** One layer's windows against what is kept of its category (see LayerStates). */
 export function evaluateLayer(
   rule: Rule,
-  state: LayerState | undefined,
+  states: LayerStates | undefined,
   nowUs: number,
   dry = false,
 ): LayerEvaluation {
-  const same = <A extends Algorithm>(a: A) =>
-    state?.algorithm === a ? (state as Extract<LayerState, { algorithm: A }>) : undefined;
   switch (rule.algorithm) {
     case "sliding-log":
-      return evaluateLog(rule.windows, same("sliding-log"), nowUs, dry);
+      return evaluateLog(rule.windows, states?.log, nowUs, dry);
     case "sliding-counter":
-      return evaluateCounter(rule.windows, same("sliding-counter"), nowUs);
+      return evaluateCounter(rule.windows, states?.record, nowUs);
     case "gcra":
-      return evaluateGcra(rule.windows, same("gcra"), nowUs);
+      return evaluateGcra(rule.windows, states?.record, nowUs);
   }
 }
 

@@ -169,6 +169,28 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
       });
     });
 
+    describe.each([
+      ["sliding-counter", "gcra"],
+      ["gcra", "sliding-counter"],
+    ] as const)("a change of algorithm: %s to %s", (from, to) => {
+      it("keeps what was counted: the new algorithm starts as full as the old one was", async () => {
+        for (let i = 0; i < 10; i += 1) {
+          now = T0 + i * 10;
+          expect((await store.hit(subject, layer("search", rule(from, [10, 3_600_000])))).allowed).toBe(true);
+        }
+        now += 1_000;
+        expect((await store.hit(subject, layer("search", rule(to, [10, 3_600_000])))).allowed).toBe(false);
+        expect((await store.hit(subject, layer("search", rule(to, [10, 7_200_000])))).allowed).toBe(false);
+      });
+
+      it("starts from nothing when nothing was counted", async () => {
+        expect(await store.hit(subject, layer("search", rule(to, [10, 3_600_000])))).toMatchObject({
+          allowed: true,
+          remaining: 9,
+        });
+      });
+    });
+
     describe.each(ALGORITHMS)("every algorithm: %s", (algorithm) => {
       const one = layer("general", rule(algorithm, [3, 10_000]));
 
@@ -356,6 +378,19 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
           expect(await admitted(ip(rule(algorithm, [6, hour], [4, 1_000])), 5)).toBe(0);
           expect(await admitted([general], 5)).toBe(5);
         });
+      });
+
+      it("keeps a window's count when its length changes, longer or shorter", async () => {
+        const hour = 3_600_000;
+        for (let i = 0; i < 10; i += 1) {
+          now = T0 + i * 10;
+          expect((await store.hit(subject, layer("general", rule(algorithm, [10, hour])))).allowed).toBe(true);
+        }
+        for (const windowMs of [2 * hour, hour / 2, 60_000]) {
+          now += 1_000;
+          const changed = layer("general", rule(algorithm, [10, windowMs]));
+          expect((await store.hit(subject, changed)).allowed, `10/${windowMs} ms`).toBe(false);
+        }
       });
 
       it("admits exactly `limit` of many concurrent requests", async () => {

@@ -5,6 +5,7 @@ import {
   hitResultOf,
   type LayerEvaluation,
   type LayerState,
+  type LayerStates,
 } from "../../ratelimit/algorithms.js";
 import type {
   Clock,
@@ -16,8 +17,8 @@ import type {
   WindowState,
 } from "../../ratelimit/types.js";
 
-/** A layer's state and the time after which it holds nothing worth keeping. */
-type Entry = { state: LayerState; expiresAtMs: number };
+/** What is kept of a subject's category (as Redis keeps it) and the time after which none of it matters. */
+type Entry = { states: LayerStates; expiresAtMs: number };
 
 /** One layer of one subject, as the memory authorize store hands several subjects to `hitNow`. */
 export type SubjectLayer = { subject: Subject; category: string; rule: Rule };
@@ -57,13 +58,20 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
     const nowMs = clock();
     const nowUs = nowMs * 1000;
     const evaluations: LayerEvaluation[] = request.map((l) =>
-      evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.state, nowUs, dryRun),
+      evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.states, nowUs, dryRun),
     );
     const allowed = evaluations.every((e) => e.room);
     if (allowed && !dryRun) {
       request.forEach((l, i) => {
         const state = (evaluations[i] as LayerEvaluation).commit();
-        layers.set(keyOf(l.subject, l.category), { state, expiresAtMs: expiryOf(state, nowMs, l.rule) });
+        const key = keyOf(l.subject, l.category);
+        const kept = layers.get(key);
+        const states: LayerStates =
+          state.algorithm === "sliding-log"
+            ? { ...kept?.states, log: state }
+            : { ...kept?.states, record: state };
+        const expiresAtMs = Math.max(kept?.expiresAtMs ?? 0, expiryOf(state, nowMs, l.rule));
+        layers.set(key, { states, expiresAtMs });
       });
     }
     const at = describedWindow(evaluations, allowed);
@@ -82,7 +90,7 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
       const nowUs = clock() * 1000;
       const evaluation = evaluateLayer(
         layer.rule,
-        layers.get(keyOf(subject, layer.category))?.state,
+        layers.get(keyOf(subject, layer.category))?.states,
         nowUs,
         true,
       );

@@ -447,7 +447,8 @@ local function single(spec, pos, key, record, field, state, now, dry, hopeful, e
   else
     local letter = algo == 2 and 'C' or 'G'
     local usual, a, b, c = single_entry(state, letter, w)
-    if state and not usual and sub(state, 1, 1) == letter then
+    if state and not usual then
+      -- Entries of other lengths or of the other algorithm: the general way, which counts them.
       return nil, false
     end
     if algo == 2 then
@@ -528,35 +529,69 @@ local function general()
     end
   end
 
-  -- The stored entries of a counter or gcra state: per window of the layer, its numbers; and the
+  -- The stored entries of a counter or gcra state: per window of the layer, its numbers; the
   -- packed entries of other window lengths that still matter (a reload may bring them back), with
-  -- the latest time one of them matters.
+  -- the latest time one of them matters; and every entry, of either algorithm, as evidence for a
+  -- window that has no entry of its own (see evidence).
   local function entries(layer, state, now)
     local letter = layer.algo == 2 and 'C' or 'G'
-    local size = layer.algo == 2 and 32 or 24
-    local found, kept, latest = {}, {}, 0
-    if state and sub(state, 1, 1) == letter then
+    local found, kept, latest, all = {}, {}, 0, {}
+    local kind = state and sub(state, 1, 1)
+    if kind == 'C' or kind == 'G' then
+      local size = kind == 'C' and 32 or 24
       local fmt = size == 32 and '<dddd' or '<ddd'
       for pos = 2, #state - size + 1, size do
         local w, a, b, c = sunpack(fmt, state, pos)
-        local slot
-        for i = 1, layer.n do
-          if layer[10 * i - 8] == w then
-            slot = i
+        all[#all + 1] = {kind, w, a, b, c}
+        if kind == letter then
+          local slot
+          for i = 1, layer.n do
+            if layer[10 * i - 8] == w then
+              slot = i
+            end
           end
-        end
-        if slot then
-          found[slot] = {a, b, c}
-        else
-          local matters = layer.algo == 2 and a + 2 * w or a + b
-          if matters > now and #kept < MAX_KEPT - layer.n then
-            kept[#kept + 1] = sub(state, pos, pos + size - 1)
-            latest = max(latest, matters)
+          if slot then
+            found[slot] = {a, b, c}
+          else
+            local matters = layer.algo == 2 and a + 2 * w or a + b
+            if matters > now and #kept < MAX_KEPT - layer.n then
+              kept[#kept + 1] = sub(state, pos, pos + size - 1)
+              latest = max(latest, matters)
+            end
           end
         end
       end
     end
-    return found, concat(kept), latest
+    return found, concat(kept), latest, all
+  end
+
+  -- How many requests of a window of `n` in `w` µs the entries show, for a window with no entry of
+  -- its own (a new length or a new algorithm); mirrors src/ratelimit/algorithms.ts's evidence: a
+  -- counter entry its counts whose fixed windows reach into this one, whole (nothing tells when
+  -- within them they came); a gcra entry the share of its window its debt still fills, times n.
+  local function evidence(all, n, w, now)
+    local most, from = 0, now - w
+    for _, e in ipairs(all) do
+      local k = 0
+      if e[1] == 'C' then
+        local ew, b = e[2], e[3]
+        if max(b, min(b + ew, now)) > from then
+          k = e[4]
+        end
+        if b > from then
+          k = k + e[5]
+        end
+      else
+        local left = e[4] - (now - e[3])
+        if left > 0 then
+          k = min(left, e[2]) / e[2] * n
+        end
+      end
+      if k > most then
+        most = k
+      end
+    end
+    return most
   end
 
   -- Evaluates a layer: its sliding-log list keys[first], or `state`, the record field's value.
@@ -581,10 +616,20 @@ local function general()
       end
       return
     end
-    local found, kept, latest = entries(layer, state, now)
+    local found, kept, latest, all = entries(layer, state, now)
     local parts, expires = {layer.algo == 2 and 'C' or 'G'}, latest
     for i = 1, layer.n do
-      local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i] or {}
+      local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i]
+      if not s then
+        -- No entry of its own: it starts from what the others show (counter: in its fixed window;
+        -- gcra: that much in debt).
+        local k = evidence(all, n, w, now)
+        if layer.algo == 2 then
+          s = {now - now % w, k, 0}
+        else
+          s = {now, min(k, n) * (w / n)}
+        end
+      end
       local r = layer.algo == 2 and {counter_window(n, w, s[1], s[2], s[3], now)} or
         {gcra_window(n, w, s[1], s[2], now)}
       set(layer, i, unpack(r, 1, 8))
