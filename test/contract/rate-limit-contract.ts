@@ -384,7 +384,9 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         const hour = 3_600_000;
         for (let i = 0; i < 10; i += 1) {
           now = T0 + i * 10;
-          expect((await store.hit(subject, layer("general", rule(algorithm, [10, hour])))).allowed).toBe(true);
+          expect((await store.hit(subject, layer("general", rule(algorithm, [10, hour])))).allowed).toBe(
+            true,
+          );
         }
         for (const windowMs of [2 * hour, hour / 2, 60_000]) {
           now += 1_000;

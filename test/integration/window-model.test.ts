@@ -75,12 +75,50 @@ function earliest(from: number, ok: (t: number) => boolean, horizon: number): nu
   return hi;
 }
 
-/** Per key and algorithm: each window's requests, kept as the stores keep them across policy changes. */
+/** How many entries of window lengths a rule no longer has the stores keep (while they matter). */
+const MAX_KEPT = 16;
+
+/**
+ * Per key and algorithm: each window's requests, kept as the stores keep them across policy changes.
+ * Counter and gcra: the window lengths the store holds an entry for (the rule's at its last count,
+ * then the others while they matter), and a window without one starts from what the others show:
+ * a counter's counts whose fixed windows reach into it, whole; a gcra debt as the share of its
+ * window it fills, times the new window's limit.
+ */
 function createModel() {
   const logs = new Map<string, number[]>();
   const counters = new Map<string, Map<number, number>>();
+  const lastStart = new Map<string, number>();
   const gcras = new Map<string, { tat: number }>();
-  const windowsOf = (key: string, rule: Rule): WindowModel[] =>
+  const present = new Map<string, number[]>();
+
+  const counterEntry = (key: string, w: number) => {
+    const b = lastStart.get(`${key}|${w}`) ?? 0;
+    const counts = counters.get(`${key}|${w}`);
+    return { b, c: counts?.get(b) ?? 0, p: counts?.get(b - w) ?? 0 };
+  };
+  const matters = (key: string, algorithm: Algorithm, w: number, now: number) =>
+    algorithm === "sliding-counter"
+      ? counterEntry(key, w).b + 2 * w > now
+      : (gcras.get(`${key}|${w}`)?.tat ?? 0) > now;
+  const evidence = (key: string, algorithm: Algorithm, w: Window, now: number) => {
+    let most = 0;
+    for (const other of present.get(key) ?? []) {
+      let k = 0;
+      if (algorithm === "sliding-counter") {
+        const e = counterEntry(key, other);
+        if (Math.max(e.b, Math.min(e.b + other, now)) > now - w.windowMs) k = e.c;
+        if (e.b > now - w.windowMs) k += e.p;
+      } else {
+        const left = Math.max(0, (gcras.get(`${key}|${other}`)?.tat ?? 0) - now);
+        k = (Math.min(left, other) / other) * w.limit;
+      }
+      most = Math.max(most, k);
+    }
+    return most;
+  };
+
+  const windowsOf = (key: string, rule: Rule, now: number): WindowModel[] =>
     rule.windows.map((w, i) => {
       if (rule.algorithm === "sliding-log") {
         // One list per key for every window, each counting the requests inside its own span; a
@@ -94,12 +132,31 @@ function createModel() {
         return i === 0 ? model : { ...model, count: () => undefined };
       }
       const k = `${key}|${w.windowMs}`;
+      const seeded = !(present.get(key) ?? []).includes(w.windowMs);
       if (rule.algorithm === "sliding-counter") {
-        if (!counters.has(k)) counters.set(k, new Map());
-        return counterModel(w, counters.get(k) as Map<number, number>);
+        let counts = counters.get(k) ?? new Map<number, number>();
+        if (seeded) counts = new Map([[now - (now % w.windowMs), evidence(key, rule.algorithm, w, now)]]);
+        const model = counterModel(w, counts);
+        return {
+          ...model,
+          count: (t) => {
+            model.count(t);
+            counters.set(k, counts);
+            lastStart.set(k, t - (t % w.windowMs));
+          },
+        };
       }
-      if (!gcras.has(k)) gcras.set(k, { tat: 0 });
-      return gcraModel(w, gcras.get(k) as { tat: number });
+      const state = seeded
+        ? { tat: now + Math.min(evidence(key, rule.algorithm, w, now), w.limit) * (w.windowMs / w.limit) }
+        : (gcras.get(k) ?? { tat: 0 });
+      const model = gcraModel(w, state);
+      return {
+        ...model,
+        count: (t) => {
+          model.count(t);
+          gcras.set(k, state);
+        },
+      };
     });
   const trim = (key: string, rule: Rule, now: number) => {
     if (rule.algorithm !== "sliding-log") return;
@@ -110,13 +167,25 @@ function createModel() {
       (logs.get(key) ?? []).filter((x) => x > now - longest),
     );
   };
+  /** After a count: the rule's windows, then the others that still matter, as the stores keep them. */
+  const keep = (key: string, rule: Rule, now: number) => {
+    if (rule.algorithm === "sliding-log") return;
+    const mine = rule.windows.map((w) => w.windowMs);
+    const others = (present.get(key) ?? []).filter(
+      (w) => !mine.includes(w) && matters(key, rule.algorithm, w, now),
+    );
+    present.set(key, [...mine, ...others.slice(0, MAX_KEPT - mine.length)]);
+  };
   return {
     /** The request's answer, compared on: allowed, which window is described, its numbers, Retry-After. */
     hit(key: string, rule: Rule, now: number) {
       trim(key, rule, now);
-      const windows = windowsOf(key, rule);
+      const windows = windowsOf(key, rule, now);
       const allowed = windows.every((m) => m.fits(now));
-      if (allowed) for (const m of windows) m.count(now);
+      if (allowed) {
+        keep(key, rule, now);
+        for (const m of windows) m.count(now);
+      }
       const horizon = 3 * Math.max(...rule.windows.map((w) => w.windowMs));
       if (allowed) {
         const remaining = windows.map((m) => m.remaining(now));
@@ -128,7 +197,7 @@ function createModel() {
       return { allowed, window: frees.indexOf(last), remaining: 0, retryAfterMs: Math.max(1, last - now) };
     },
     peek(key: string, rule: Rule, now: number) {
-      return windowsOf(key, rule).map((m) => m.remaining(now));
+      return windowsOf(key, rule, now).map((m) => m.remaining(now));
     },
   };
 }
