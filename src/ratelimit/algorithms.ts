@@ -29,14 +29,17 @@ function mayBeInside(start: number, end: number, now: number, w: number): boolea
 }
 
 /**
- * How many requests of a window of `limit` in `w` µs the record's other entries show, for a window
- * that has no state of its own (a new length, or a new algorithm): a counter entry its counts
+ * How many requests of a window of `limit` in `w` µs the kept states show, for a window that has no
+ * state of its own (a new length, or a new algorithm): the log its entries inside the window (exact);
+ * a counter entry its counts
  * whose fixed windows reach into this one; a gcra entry its debt left, as
  * the share of its window it fills, times this window's limit. The largest: they count the same
  * requests.
  */
-function evidence(record: RecordState | undefined, w: number, limit: number, now: number): number {
-  let most = 0;
+function evidence(states: LayerStates | undefined, w: number, limit: number, now: number): number {
+  const record = states?.record;
+  const log = states?.log;
+  let most = log === undefined ? 0 : log.times.length - firstFresh(log.times, log.head, now - w);
   if (record?.algorithm === "sliding-counter") {
     for (const e of record.entries) {
       const end = Math.min(e.b + e.w, now);
@@ -94,8 +97,8 @@ export type LayerStates = { log?: LogState; record?: RecordState };
 export type LayerEvaluation = {
   outcomes: WindowOutcome[];
   room: boolean;
-  /** The state with this request counted. */
-  commit(): LayerState;
+  /** What is kept of the category with this request counted (a state another algorithm's replaced). */
+  commit(): LayerStates;
 };
 
 function firstFresh(times: number[], head: number, cutoff: number): number {
@@ -109,14 +112,26 @@ function firstFresh(times: number[], head: number, cutoff: number): number {
   return lo;
 }
 
-/** Entries that left the longest window are dropped as Redis drops them: when the layer is used, not peeked. */
+/** Whether a log holds no entry at all (Redis: its list does not exist). */
+const logGone = (log: LogState | undefined): boolean => log === undefined || log.times.length === log.head;
+
+/**
+ * Entries that left the longest window are dropped as Redis drops them: when the layer is used, not
+ * peeked. A log that is gone while the record holds another algorithm's state (the category was a
+ * counter or gcra until a change of policy) starts with as many entries, at now, as that state
+ * shows for its fullest window; the first count writes them and drops the record's state.
+ */
 function evaluateLog(
   windows: readonly Window[],
-  state: LogState | undefined,
+  states: LayerStates | undefined,
   now: number,
   dry: boolean,
 ): LayerEvaluation {
-  const list: LogState = state ?? { algorithm: "sliding-log", times: [], head: 0 };
+  const migrating = logGone(states?.log) && states?.record !== undefined;
+  const seeded = migrating
+    ? Math.ceil(Math.max(...windows.map((w) => Math.min(evidence(states, w.windowMs * 1000, w.limit, now), w.limit))) - EPS)
+    : 0;
+  const list: LogState = states?.log ?? { algorithm: "sliding-log", times: [], head: 0 };
   const longest = Math.max(...windows.map((w) => w.windowMs)) * 1000;
   const start = firstFresh(list.times, list.head, now - longest);
   if (!dry) {
@@ -127,12 +142,14 @@ function evaluateLog(
     }
   }
   const from = dry ? start : list.head;
+  // The seeded entries stand after the list's, at now.
+  const at = (i: number): number => (i < list.times.length ? (list.times[i] as number) : now);
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
     const w = window.windowMs * 1000;
     const first = firstFresh(list.times, from, now - w);
-    const used = list.times.length - first;
-    const oldest = used === 0 ? now : (list.times[first] as number);
+    const used = list.times.length - first + seeded;
+    const oldest = used === 0 ? now : at(first);
     const room = used < n;
     return {
       room,
@@ -145,7 +162,7 @@ function evaluateLog(
       remainingAfter: n - used - 1,
       resetAfterUs: oldest + w,
       // Denied: the (used - limit)-th oldest entry's departure makes room.
-      retryAtUs: room ? 0 : (list.times[first + used - n] as number) + w,
+      retryAtUs: room ? 0 : at(first + used - n) + w,
     };
   });
   return {
@@ -154,8 +171,9 @@ function evaluateLog(
     commit() {
       // A clock that steps back must not unsort the log.
       const last = list.times[list.times.length - 1];
-      list.times.push(last !== undefined && last > now ? last : now);
-      return list;
+      const stamp = last !== undefined && last > now ? last : now;
+      for (let i = 0; i <= seeded; i += 1) list.times.push(stamp);
+      return migrating ? { log: list } : { ...states, log: list };
     },
   };
 }
@@ -176,12 +194,21 @@ export function counterWait(p: number, c: number, elapsed: number, w: number, ta
   return ceilUs(2 * w - elapsed - (w * target) / c);
 }
 
+/**
+ * The record's new state, and the log unless a window was seeded from it: the record then holds
+ * what the log showed (Redis deletes the list in the same call).
+ */
+function recordCommitted(states: LayerStates | undefined, record: RecordState, seeded: boolean): LayerStates {
+  return seeded || states?.log === undefined ? { record } : { log: states.log, record };
+}
+
 function evaluateCounter(
   windows: readonly Window[],
-  record: RecordState | undefined,
+  states: LayerStates | undefined,
   now: number,
 ): LayerEvaluation {
-  const own = record?.algorithm === "sliding-counter" ? record : undefined;
+  const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
+  let seeded = false;
   const next: CounterState["entries"] = [];
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
@@ -189,7 +216,8 @@ function evaluateCounter(
     const stored = own?.entries.find((e) => e.w === w);
     const cb = now - (now % w);
     // A window without state of its own counts what the record's other entries show, in this fixed window.
-    let c = stored === undefined ? evidence(record, w, n, now) : 0;
+    if (stored === undefined) seeded = true;
+    let c = stored === undefined ? evidence(states, w, n, now) : 0;
     let p = 0;
     if (stored?.b === cb) {
       c = stored.c;
@@ -220,16 +248,17 @@ function evaluateCounter(
   return {
     outcomes,
     room: outcomes.every((o) => o.room),
-    commit: () => ({ algorithm: "sliding-counter", entries: [...next, ...others] }),
+    commit: () => recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
   };
 }
 
 function evaluateGcra(
   windows: readonly Window[],
-  record: RecordState | undefined,
+  states: LayerStates | undefined,
   now: number,
 ): LayerEvaluation {
-  const own = record?.algorithm === "gcra" ? record : undefined;
+  const own = states?.record?.algorithm === "gcra" ? states.record : undefined;
+  let seeded = false;
   const next: GcraState["entries"] = [];
   const outcomes = windows.map((window): WindowOutcome => {
     const n = window.limit;
@@ -237,9 +266,10 @@ function evaluateGcra(
     const interval = w / n;
     const stored = own?.entries.find((e) => e.w === w);
     // A window without state of its own starts as far in debt as the record's other entries show.
+    if (stored === undefined) seeded = true;
     const debt =
       stored === undefined
-        ? Math.min(evidence(record, w, n, now), n) * interval
+        ? Math.min(evidence(states, w, n, now), n) * interval
         : Math.max(0, stored.debt - (now - stored.at));
     const room = debt + interval <= w + EPS_US;
     const remainingNow = Math.max(0, Math.floor((w - debt) / interval + EPS));
@@ -263,7 +293,7 @@ function evaluateGcra(
   return {
     outcomes,
     room: outcomes.every((o) => o.room),
-    commit: () => ({ algorithm: "gcra", entries: [...next, ...others] }),
+    commit: () => recordCommitted(states, { algorithm: "gcra", entries: [...next, ...others] }, seeded),
   };
 }
 
@@ -276,11 +306,11 @@ export function evaluateLayer(
 ): LayerEvaluation {
   switch (rule.algorithm) {
     case "sliding-log":
-      return evaluateLog(rule.windows, states?.log, nowUs, dry);
+      return evaluateLog(rule.windows, states, nowUs, dry);
     case "sliding-counter":
-      return evaluateCounter(rule.windows, states?.record, nowUs);
+      return evaluateCounter(rule.windows, states, nowUs);
     case "gcra":
-      return evaluateGcra(rule.windows, states?.record, nowUs);
+      return evaluateGcra(rule.windows, states, nowUs);
   }
 }
 

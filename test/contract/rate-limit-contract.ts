@@ -169,10 +169,9 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
       });
     });
 
-    describe.each([
-      ["sliding-counter", "gcra"],
-      ["gcra", "sliding-counter"],
-    ] as const)("a change of algorithm: %s to %s", (from, to) => {
+    describe.each(
+      ALGORITHMS.flatMap((from) => ALGORITHMS.filter((to) => to !== from).map((to) => [from, to] as const)),
+    )("a change of algorithm: %s to %s", (from, to) => {
       it("keeps what was counted: the new algorithm starts as full as the old one was", async () => {
         for (let i = 0; i < 10; i += 1) {
           now = T0 + i * 10;
@@ -181,6 +180,22 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         now += 1_000;
         expect((await store.hit(subject, layer("search", rule(to, [10, 3_600_000])))).allowed).toBe(false);
         expect((await store.hit(subject, layer("search", rule(to, [10, 7_200_000])))).allowed).toBe(false);
+      });
+
+      it("keeps the count through a change and back", async () => {
+        const hourly = (algorithm: Algorithm) => layer("search", rule(algorithm, [10, 3_600_000]));
+        const admitted = async (algorithm: Algorithm, tries: number) => {
+          let n = 0;
+          for (let i = 0; i < tries; i += 1) {
+            now += 10;
+            if ((await store.hit(subject, hourly(algorithm))).allowed) n += 1;
+          }
+          return n;
+        };
+        expect(await admitted(from, 5)).toBe(5);
+        expect(await admitted(to, 10)).toBe(5);
+        expect(await admitted(from, 10)).toBe(0);
+        expect(await admitted(to, 10)).toBe(0);
       });
 
       it("starts from nothing when nothing was counted", async () => {

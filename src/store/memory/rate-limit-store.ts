@@ -63,15 +63,11 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
     const allowed = evaluations.every((e) => e.room);
     if (allowed && !dryRun) {
       request.forEach((l, i) => {
-        const state = (evaluations[i] as LayerEvaluation).commit();
+        const states = (evaluations[i] as LayerEvaluation).commit();
         const key = keyOf(l.subject, l.category);
         const kept = layers.get(key);
-        const states: LayerStates =
-          state.algorithm === "sliding-log"
-            ? { ...kept?.states, log: state }
-            : { ...kept?.states, record: state };
-        const expiresAtMs = Math.max(kept?.expiresAtMs ?? 0, expiryOf(state, nowMs, l.rule));
-        layers.set(key, { states, expiresAtMs });
+        const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
+        layers.set(key, { states, expiresAtMs: Math.max(kept?.expiresAtMs ?? 0, ...expires) });
       });
     }
     const at = describedWindow(evaluations, allowed);
