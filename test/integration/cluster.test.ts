@@ -108,6 +108,33 @@ describe("tollgate on a redis cluster", () => {
     });
   });
 
+  it("checks the session and counts the user's window when the IP layer, in its own slot, is over its shadow limit", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
+    const limiter = createRedisRateLimitStore({ redis: cluster, keys });
+    const ipRule = logRule(1, 60_000);
+    const ip = { subject: "ip:198.51.100.98", rule: ipRule, shadow: true };
+    const userRule = logRule(2, 60_000);
+    const rules = new Map([["free", userRule]]);
+    const ask = (who: { userId: string; sessionId: string }) =>
+      authorizer.authorize({ ...who, category: "general", rules, ip, idleMs: 60_000, dryRun: false });
+    const one = await userWithSession(store, "shadow-one");
+    expect(await ask(one)).toMatchObject({ kind: "ok", hit: { allowed: true } });
+    // The address is full: the next user's session is still checked, and a revoked one refused.
+    const two = await userWithSession(store, "shadow-two");
+    await store.sessions.revoke(two.userId, two.sessionId);
+    expect(await ask(two)).toEqual({ kind: "no_session" });
+    const three = await userWithSession(store, "shadow-three");
+    expect(await ask(three)).toMatchObject({ kind: "ok", tier: "free", hit: { allowed: false, layer: 0 } });
+    expect(await ask(three)).toMatchObject({ kind: "ok", hit: { allowed: false, layer: 0 } });
+    expect(await ask(three)).toMatchObject({ kind: "ok", hit: { allowed: false, layer: 1, limit: 2 } });
+    const mine = await limiter.peek(userSubject(three.userId), { category: "general", rule: userRule });
+    expect(mine[0]).toMatchObject({ used: 2 });
+    expect((await limiter.peek(ip.subject, { category: "ip", rule: ipRule }))[0]).toMatchObject({ used: 1 });
+  });
+
   it("creates a user whose name was left claimed for good by a user that no longer exists", async () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
