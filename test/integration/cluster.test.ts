@@ -12,6 +12,7 @@ import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-stor
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { fileTarget } from "../support/identity-harness.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
@@ -149,7 +150,11 @@ describe("tollgate on a redis cluster", () => {
 
     // USERS_FILE at start-up takes such a name over the same way.
     await cluster.set(keys.username("halfway-file"), "usr_00000000feedface");
-    await syncUsersFile(store, [{ username: "halfway-file", tier: "free", password: "z-password" }], silent);
+    await syncUsersFile(
+      fileTarget(store),
+      [{ username: "halfway-file", tier: "free", password: "z-password" }],
+      silent,
+    );
     const fromFile = await store.users.findByUsername("halfway-file");
     expect(fromFile).toMatchObject({ username: "halfway-file", tier: "free", source: "file" });
     expect(fromFile?.id).not.toBe("usr_00000000feedface");
@@ -191,7 +196,11 @@ describe("tollgate on a redis cluster", () => {
     const store = createRedisStore({ redis: cluster, prefix });
     // A start-up killed half-way through this user's creation, just before this one began.
     await cluster.set(keys.username("restarted"), "usr_00000000dead5747", "PX", 600);
-    await syncUsersFile(store, [{ username: "restarted", tier: "pro", password: "r-password" }], silent);
+    await syncUsersFile(
+      fileTarget(store),
+      [{ username: "restarted", tier: "pro", password: "r-password" }],
+      silent,
+    );
     expect(await store.users.findByUsername("restarted")).toMatchObject({ tier: "pro", source: "file" });
   });
 
@@ -243,7 +252,7 @@ describe("tollgate on a redis cluster", () => {
       await expect(broken.users.remove(user.id)).rejects.toThrow();
       // Either the user is still there (the deletion can be tried again) or it stays deleted.
       if ((await store.users.get(user.id)) === undefined) {
-        await syncUsersFile(store, [{ username, tier: "free", password: "x-password" }], silent);
+        await syncUsersFile(fileTarget(store), [{ username, tier: "free", password: "x-password" }], silent);
         expect(await store.users.findByUsername(username), step).toBeUndefined();
       }
     }
