@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
+import { createLockout } from "./auth/lockout.js";
 import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
 import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
@@ -89,7 +90,8 @@ async function bootstrapUsers(
       logNameAdoption(await store.adoptCanonicalNames(), logger);
       if (config.production) await removeDemoUsers(store, logger);
       if (entries !== undefined) {
-        await syncUsersFile(store, entries, logger);
+        const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
+        await syncUsersFile({ users: store.users, sessions: store.sessions, lockout }, entries, logger);
       } else if (config.production) {
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);

@@ -1,11 +1,18 @@
 // Start-up reconciliation of the store with USERS_FILE, and the removal of demo users in production.
 import type { Logger } from "../logger.js";
+import type { Lockout } from "./lockout.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
 import { canonicalUsername } from "./usernames.js";
 import { DEMO_USER_IDS, demoUsers, loadUsers, type UsersFileEntry } from "./users-file.js";
 
 type Identity = { users: UserStore; sessions: SessionStore };
+
+/**
+ * What USERS_FILE changes: users, their sessions and their names' failed-login lockouts, which it
+ * frees when the admin API would (a new password, a user created or deleted).
+ */
+type FileTarget = Identity & { lockout: Pick<Lockout, "clear"> };
 
 /** Every user, page by page through the listing (no SCAN or KEYS). */
 export async function* allUsers(users: UserStore, pageSize = 200): AsyncGenerator<User> {
@@ -25,11 +32,12 @@ const CLAIM_WAIT_MS = 15_000;
  * name's claim (another process applying the same file, or one that died half-way and left a lease
  * that runs out): try again until that creation's user appears or its claim is gone.
  */
-async function createFileUser(users: UserStore, input: NewUser): Promise<boolean> {
+async function createFileUser(users: UserStore, input: NewUser): Promise<User | undefined> {
   const until = Date.now() + CLAIM_WAIT_MS;
   for (;;) {
-    if ((await users.create(input)) !== "exists") return true;
-    if ((await users.findByUsername(input.username)) !== undefined) return false;
+    const created = await users.create(input);
+    if (created !== "exists") return created;
+    if ((await users.findByUsername(input.username)) !== undefined) return undefined;
     if (Date.now() > until) throw new Error(`USERS_FILE: the name of one user stayed claimed by no user`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
@@ -49,11 +57,12 @@ async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: 
  * Applies USERS_FILE to the store. Which source wins: a field the file changed since its last load
  * (or a user the file adds) takes the file's value; a field the file did not change keeps what the
  * admin API set, so a restart never undoes an admin change. A password the file changes ends every
- * session of that user. A user the file no longer lists is deleted (sessions too); a user deleted
- * through the admin API is not brought back by the file (a warning says so).
+ * session of that user and frees its name's lockout. A user the file no longer lists is deleted
+ * (sessions and lockout too); a user deleted through the admin API is not brought back by the file
+ * (a warning says so).
  */
-export async function syncUsersFile(store: Identity, entries: readonly UsersFileEntry[], logger: Logger) {
-  const { users, sessions } = store;
+export async function syncUsersFile(target: FileTarget, entries: readonly UsersFileEntry[], logger: Logger) {
+  const { users, sessions, lockout } = target;
   // By canonical name: the file may spell a name in another case than the store holds it.
   const listed = new Set(entries.map((e) => canonicalUsername(e.username)));
   let created = 0;
@@ -71,7 +80,12 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
       const seed = { tier: entry.tier, passwordHash: hash };
       const { id, username, tier } = entry;
       const input = { ...(id === undefined ? {} : { id }), username, tier, passwordHash: hash, seed };
-      if (await createFileUser(users, { ...input, source: "file" })) created += 1;
+      const user = await createFileUser(users, { ...input, source: "file" });
+      if (user !== undefined) {
+        created += 1;
+        // Guesses at the name before it had a user must not lock the new user out.
+        await lockout.clear(user.username);
+      }
       continue;
     }
     const password = await filePassword(entry, user);
@@ -81,6 +95,8 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
     await users.update(user.id, patch);
     if (password.changed) {
       const revoked = await sessions.revokeAll(user.id);
+      // Guesses at the old password say nothing about the new one: the user may log in at once.
+      await lockout.clear(user.username);
       logger.info(
         { event: "password_changed", userId: user.id, revoked, by: "USERS_FILE" },
         "password changed by USERS_FILE; every session revoked",
@@ -98,6 +114,8 @@ export async function syncUsersFile(store: Identity, entries: readonly UsersFile
     if (user.source !== "file" || listed.has(canonicalUsername(user.username))) continue;
     await users.remove(user.id);
     const revoked = await sessions.revokeAll(user.id);
+    // A name's failures never outlive the user they were for.
+    await lockout.clear(user.username);
     removed += 1;
     logger.info(
       { event: "user_removed", userId: user.id, revoked, by: "USERS_FILE" },

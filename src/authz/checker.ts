@@ -91,7 +91,11 @@ export function createChecker(options: CheckerOptions): Checker {
     if (p.kind === "anonymous") {
       if (denials !== undefined) {
         for (let layer = 0; layer < p.layers.length; layer += 1) {
-          const cached = denials.lookup(p.subject, (p.layers[layer] as Layer).category, undefined, now);
+          const { category, shadow } = p.layers[layer] as Layer;
+          // A shadow layer refuses nothing (a refusal cached under enforce mode, before a reload, included):
+          // the store counts the request in the enforced layers.
+          if (shadow === true) continue;
+          const cached = denials.lookup(p.subject, category, undefined, now);
           if (cached !== undefined) {
             cached.hit.layer = layer;
             return decideAnonymous(p, cached.hit);
@@ -119,7 +123,12 @@ export function createChecker(options: CheckerOptions): Checker {
 
     const subject = userSubject(p.userId);
     if (denials !== undefined) {
-      const address = p.ip === undefined ? undefined : denials.lookup(p.ip.subject, IP_LAYER, undefined, now);
+      // Only an enforced IP layer refuses before the session is checked; in shadow mode the store
+      // must check it (and count the user's layer) whatever refusal was cached before a reload.
+      const address =
+        p.ip === undefined || p.ip.shadow
+          ? undefined
+          : denials.lookup(p.ip.subject, IP_LAYER, undefined, now);
       if (address !== undefined) {
         address.hit.layer = 0;
         return decideUser(compiled, p, { kind: "ip_denied", hit: address.hit });

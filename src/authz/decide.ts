@@ -63,7 +63,8 @@ export type Plan =
       claimTier: string;
       category: string;
       rules: TierRules;
-      ip: { subject: string; rule: Rule } | undefined;
+      /** The IP layer; `shadow`: over it only marks, the session and the user's layer decide. */
+      ip: { subject: string; rule: Rule; shadow: boolean } | undefined;
     };
 
 export type CompiledPolicy = {
@@ -163,7 +164,10 @@ export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
       claimTier: token.claims.tier,
       category: route.category,
       rules: compiled.byCategory.get(route.category) ?? NO_RULES,
-      ip: compiled.ip === undefined ? undefined : { subject, rule: compiled.ip.rule },
+      ip:
+        compiled.ip === undefined
+          ? undefined
+          : { subject, rule: compiled.ip.rule, shadow: compiled.ip.mode === "shadow" },
     };
   }
   // No token, a bad one, or a route that takes none: counted against the client's address.
@@ -173,7 +177,8 @@ export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
     kind: "anonymous",
     subject,
     category: route.category,
-    layers: named.map((n) => ({ category: n.category, rule: n.rule })),
+    // A full shadow layer refuses nothing: the enforced ones still decide and count.
+    layers: named.map((n) => ({ category: n.category, rule: n.rule, shadow: n.mode === "shadow" })),
     named,
     tokenRequired: route.token === "required",
     token,
@@ -274,8 +279,10 @@ export function decideUser(
       // The address's refusal, made before the session was looked at: it names the requester's
       // tier as the token states it (its signature was checked), and no identity. A cached one is
       // decided here as well, for each requester, so it never names whoever filled the layer.
+      // Never a pass, whatever the layer's mode now: nothing vouched for the session. (A shadow
+      // layer never answers this: the store then checks the session and counts the user's layer.)
       const limit = limitState(answer.hit, p.claimTier, [compiled.ip as NamedRule], false);
-      return overLimit(limit, undefined);
+      return { kind: "deny", status: 429, limit, identity: undefined };
     }
     case "ok": {
       const identity: Identity = { userId: p.userId, tier: answer.tier, sessionId: p.sessionId };

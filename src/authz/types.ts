@@ -9,8 +9,12 @@ export type AuthorizeRequest = {
   sessionId: string;
   category: string;
   rules: TierRules;
-  /** The per-address layer, counted with the user's (layer 0 of the answer's hit when present). */
-  ip: { subject: Subject; rule: Rule } | undefined;
+  /**
+   * The per-address layer, counted with the user's (layer 0 of the answer's hit when present). In
+   * `shadow` mode a full one refuses nothing (never `ip_denied`): the session and the user's layer
+   * decide, the request counts in the user's layer, and the hit describes the full IP layer.
+   */
+  ip: { subject: Subject; rule: Rule; shadow?: boolean } | undefined;
   idleMs: number;
   /** Decide without counting or renewing anything. */
   dryRun: boolean;
@@ -20,7 +24,7 @@ export type AuthorizeResult =
   | { kind: "no_session" }
   | { kind: "user_inactive" }
   | { kind: "unknown_tier"; tier: string }
-  /** The IP layer is full: refused before the session was looked at. */
+  /** The IP layer is full and enforced: refused before the session was looked at. */
   | { kind: "ip_denied"; hit: HitResult }
   | {
       kind: "ok";

@@ -2,8 +2,9 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
-import { fieldPath, ProblemsError, problemsOf } from "./problems.js";
+import { ProblemsError, problemsOf } from "./problems.js";
 import { canonicalTarget } from "./request-target.js";
+import { RESERVED_KEYS, reservedKeyProblems } from "./reserved-keys.js";
 import { normalizePath, type Route, type RouteRule } from "./routes.js";
 import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "./rules.js";
 
@@ -166,39 +167,6 @@ const ruleSchema = z.unknown().transform((value, ctx): ParsedRule => {
   const windows = readWindows(value, ctx, []);
   return windows === undefined ? z.NEVER : { windows, algorithm: undefined };
 });
-
-/**
- * Keys that JavaScript objects treat specially: a record or a copy built from a document sets the
- * prototype on "__proto__" instead of a field (zod drops such a tier or category without a word),
- * and "constructor" and "prototype" shadow what every object or function has.
- */
-const RESERVED_KEYS: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
-
-/** Every reserved key of the document, at any depth, each with its field; read before the schema. */
-function reservedKeyProblems(document: unknown): string[] {
-  const problems: string[] = [];
-  // A YAML alias repeats an object: each is walked once (and a recursive alias cannot loop).
-  const seen = new Set<object>();
-  const walk = (value: unknown, path: PropertyKey[]): void => {
-    if (value === null || typeof value !== "object" || seen.has(value)) return;
-    seen.add(value);
-    if (Array.isArray(value)) {
-      for (const [i, item] of value.entries()) walk(item, [...path, i]);
-      return;
-    }
-    for (const [key, item] of Object.entries(value)) {
-      if (RESERVED_KEYS.has(key)) {
-        problems.push(
-          `${fieldPath([...path, key])}: reserved key "${key}": JavaScript objects treat it specially; rename or remove it`,
-        );
-      } else {
-        walk(item, [...path, key]);
-      }
-    }
-  };
-  walk(document, []);
-  return problems;
-}
 
 // Names key plain objects here and there (a tier's categories, a user's own limits): none may be
 // one of Object.prototype's ("constructor", the only lower-case one), which every object has.

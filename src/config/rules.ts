@@ -16,8 +16,12 @@ export type Rule = { algorithm: Algorithm; windows: readonly Window[] };
 /** The most windows one rule may have (each sliding-log window costs a search of its layer's list). */
 export const MAX_WINDOWS = 4;
 
-/** A rule counted under a name: the route's category, or `ip` for the per-address layer. */
-export type Layer = { category: string; rule: Rule };
+/**
+ * A rule counted under a name: the route's category, or `ip` for the per-address layer. A `shadow`
+ * layer (policy mode shadow) refuses nothing: when it is full the request is only marked, and the
+ * other layers decide and count it as if it were not there.
+ */
+export type Layer = { category: string; rule: Rule; shadow?: boolean };
 
 /** The category name of the per-address layer; no route may use it. */
 export const IP_LAYER = "ip";

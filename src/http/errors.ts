@@ -1,5 +1,6 @@
 // Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
 import express, { type ErrorRequestHandler, type RequestHandler, type Response } from "express";
+import { reservedKeyProblems } from "../config/reserved-keys.js";
 import type { Logger } from "../logger.js";
 import { StoreUnavailableError } from "../unavailable.js";
 
@@ -109,7 +110,23 @@ const requireJson: RequestHandler = (req, _res, next) => {
 };
 
 /**
- * For the routes that read a body, and only those: a JSON body of at most 16 kB. A route that reads
- * none (logout, a revocation, a reload) answers whatever a client sends along, as it ignores it.
+ * "__proto__", "constructor" and "prototype" as keys, at any depth, are a 400 naming the field, like
+ * any other bad key: zod drops "__proto__" from a record and from a plain object without a word, so
+ * a schema alone would answer 200 for a body it half ignored. (JSON.parse makes them plain own
+ * fields, so parsing pollutes nothing; this keeps any later copy or merge from doing so either.)
  */
-export const jsonBody: RequestHandler[] = [requireJson, express.json({ limit: "16kb" })];
+const refuseReservedKeys: RequestHandler = (req, _res, next) => {
+  const [problem] = reservedKeyProblems(req.body, 1);
+  next(problem === undefined ? undefined : new HttpError("bad_request", problem));
+};
+
+/**
+ * For the routes that read a body, and only those: a JSON object or array (`strict`) of at most
+ * 16 kB, without reserved keys. A route that reads none (logout, a revocation, a reload) answers
+ * whatever a client sends along, as it ignores it.
+ */
+export const jsonBody: RequestHandler[] = [
+  requireJson,
+  express.json({ limit: "16kb", strict: true }),
+  refuseReservedKeys,
+];

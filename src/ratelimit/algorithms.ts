@@ -316,17 +316,22 @@ export function evaluateLayer(
 
 /**
  * The window an answer describes: allowed, the one with least room left after this request;
- * denied, the refusing one that frees last. Ties go to the last layer (the most specific, the
- * route's category after the IP layer) and, within it, to the first (shortest) window.
+ * denied, the refusing one that frees last, of an enforced layer when one refused (`shadow` tells
+ * which layers are in shadow mode). Ties go to the last layer (the most specific, the route's
+ * category after the IP layer) and, within it, to the first (shortest) window.
  */
 export function describedWindow(
   evaluations: readonly LayerEvaluation[],
   allowed: boolean,
+  shadow: (layer: number) => boolean = () => false,
 ): { layer: number; window: number } {
+  // A refusal by an enforced layer is the one to tell: a shadow layer's would read as a pass.
+  const enforcedFull = !allowed && evaluations.some((e, l) => !e.room && !shadow(l));
   let best = Number.NEGATIVE_INFINITY;
   let layer = evaluations.length - 1;
   let window = 0;
   for (let l = evaluations.length - 1; l >= 0; l -= 1) {
+    if (enforcedFull && shadow(l)) continue;
     const outcomes = (evaluations[l] as LayerEvaluation).outcomes;
     for (let i = 0; i < outcomes.length; i += 1) {
       const o = outcomes[i] as WindowOutcome;

@@ -37,10 +37,12 @@ export type WindowState = {
 };
 
 export type HitResult = {
+  /** Whether every window of every layer had room (a full shadow layer makes it false, see `hit`). */
   allowed: boolean;
   /**
    * Which layer (index into the request's layers) and window (index into its rule) the numbers
-   * describe: on a denial the refusing window that frees last, otherwise the one with least room.
+   * describe: on a denial the refusing window that frees last (an enforced layer's before a shadow
+   * one's), otherwise the one with least room.
    */
   layer: number;
   window: number;
@@ -63,7 +65,9 @@ export type HitOptions = {
 export type RateLimitStore = {
   /**
    * Counts a request in all of the subject's layers when every window of every layer has room, and
-   * in none otherwise: a denied request leaves no trace.
+   * in none otherwise: a denied request leaves no trace. A full shadow layer refuses nothing: when
+   * the enforced layers have room, the request counts in every layer that has room (not in the
+   * full one), and the answer is not allowed, describing the shadow layer's window.
    */
   hit(subject: Subject, layers: readonly Layer[], options?: HitOptions): Promise<HitResult>;
   /** Every window of one layer as it stands, without counting anything. */

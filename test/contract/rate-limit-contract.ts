@@ -323,6 +323,30 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         expect((await store.hit(subject, [general])).allowed).toBe(false);
       });
 
+      it("lets a full shadow layer refuse nothing: the enforced layers decide and count the request", async () => {
+        const ip: Layer = { category: "ip", rule: rule(algorithm, [2, 60_000]), shadow: true };
+        const general: Layer = { category: "general", rule: rule(algorithm, [4, 60_000]) };
+        const results = [];
+        for (let i = 0; i < 5; i += 1) results.push(await store.hit(subject, [ip, general]));
+        // Over the shadow layer: not allowed, described by it, yet counted in the enforced layer;
+        // once that is full too, its refusal is the one described.
+        expect(results.map((r) => [r.allowed, r.layer])).toEqual([
+          [true, 0],
+          [true, 0],
+          [false, 0],
+          [false, 0],
+          [false, 1],
+        ]);
+        expect(results[4]).toMatchObject({ limit: 4, used: 4, remaining: 0 });
+        // The shadow layer kept only what it had room for; the enforced one all four.
+        expect(await store.peek(subject, ip)).toMatchObject([{ used: 2 }]);
+        expect(await store.peek(subject, general)).toMatchObject([{ used: 4 }]);
+        // A full enforced layer still refuses for both: nothing counts in the shadow one.
+        const roomy: Layer = { category: "search", rule: rule(algorithm, [9, 60_000]), shadow: true };
+        expect(await store.hit(subject, [roomy, general])).toMatchObject({ allowed: false, layer: 1 });
+        expect(await store.peek(subject, roomy)).toMatchObject([{ used: 0 }]);
+      });
+
       describe("when the rule's windows change (a reload, an override, another order)", () => {
         const hour = 3_600_000;
         const spend = async (layers: Layer[], n: number) => {

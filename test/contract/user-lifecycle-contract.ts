@@ -9,6 +9,7 @@ import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,
   type ErrorBody,
+  fileTarget,
   type LoginBody,
   type MeBody,
   type Running,
@@ -36,8 +37,18 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
     const admin = <T = ErrorBody>(method: string, path: string, json?: unknown) =>
       t.admin<T>(method, path, { token: ADMIN_TOKEN, ...(json === undefined ? {} : { json }) });
     const me = (token: string) => t.api<MeBody>("GET", "/me", { token });
+    const lockout = () => fileTarget(t.store).lockout;
     /** A "restart": start-up applies the same file (or demo list) to the same store again. */
-    const restartWith = (entries: UsersFileEntry[]) => syncUsersFile(t.store, entries, silent);
+    const restartWith = (entries: UsersFileEntry[]) => syncUsersFile(fileTarget(t.store), entries, silent);
+    /** Ten wrong passwords for the name, each from an address of its own (LOGIN_LOCKOUT is 10/15m). */
+    const lockOut = async (username: string) => {
+      for (let i = 0; i < 10; i += 1) {
+        const failed = await t.login(username, `wrong-${i}`, { ip: `203.0.113.${i + 1}` });
+        expect(failed.status, `attempt ${i + 1}`).toBe(401);
+      }
+    };
+    const loginStatus = async (username: string, password: string) =>
+      (await t.login(username, password, { ip: "192.0.2.201" })).status;
 
     it("changes a password through the admin API, ending every session at once", async () => {
       const user = await t.newUser();
@@ -247,6 +258,34 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect((await me(second.access_token)).status).toBe(401);
       expect((await t.login(username, "file password two")).status).toBe(401);
       expect(await t.store.users.get(user.id)).toBeUndefined();
+    });
+
+    it("frees a locked username when USERS_FILE changes its password at a restart, and only then", async () => {
+      const username = uniqueName("Locked");
+      const entry = { username, tier: "free", password: "file password one" };
+      await restartWith([entry]);
+      await lockOut(username);
+      expect(await loginStatus(username, "file password one")).toBe(429);
+      // The same file again changes nothing: the name stays locked.
+      await restartWith([entry]);
+      expect(await loginStatus(username, "file password one")).toBe(429);
+      // A new password: guesses at the old one say nothing about it.
+      await restartWith([{ ...entry, password: "file password two" }]);
+      expect(await loginStatus(username, "file password two")).toBe(200);
+    });
+
+    it("frees a locked username when USERS_FILE creates its user or removes it, as the admin API does", async () => {
+      const username = uniqueName("Guessed");
+      // Guesses at a name before it had a user must not lock the new user out.
+      await lockOut(username);
+      expect(await loginStatus(username, "anything")).toBe(429);
+      await restartWith([{ username, tier: "free", password: "a file password" }]);
+      expect(await loginStatus(username, "a file password")).toBe(200);
+      // A name's failures never outlive the user they were for.
+      await lockOut(username);
+      expect(await lockout().retryAfterMs(username)).toBeGreaterThan(0);
+      await restartWith([]);
+      expect(await lockout().retryAfterMs(username)).toBe(0);
     });
 
     it("does not bring back through USERS_FILE a user deleted through the admin API", async () => {

@@ -8,6 +8,7 @@ import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,
   type ErrorBody,
+  fileTarget,
   type LoginBody,
   type MeBody,
   type Running,
@@ -142,7 +143,7 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
     });
 
     describe("USERS_FILE", () => {
-      const restartWith = (entries: UsersFileEntry[]) => syncUsersFile(t.store, entries, silent);
+      const restartWith = (entries: UsersFileEntry[]) => syncUsersFile(fileTarget(t.store), entries, silent);
 
       it("keeps one user when a restart's file spells the name in another case", async () => {
         const username = capitalised("file");

@@ -12,6 +12,7 @@ import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-stor
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { fileTarget } from "../support/identity-harness.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
@@ -108,6 +109,33 @@ describe("tollgate on a redis cluster", () => {
     });
   });
 
+  it("checks the session and counts the user's window when the IP layer, in its own slot, is over its shadow limit", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
+    const limiter = createRedisRateLimitStore({ redis: cluster, keys });
+    const ipRule = logRule(1, 60_000);
+    const ip = { subject: "ip:198.51.100.98", rule: ipRule, shadow: true };
+    const userRule = logRule(2, 60_000);
+    const rules = new Map([["free", userRule]]);
+    const ask = (who: { userId: string; sessionId: string }) =>
+      authorizer.authorize({ ...who, category: "general", rules, ip, idleMs: 60_000, dryRun: false });
+    const one = await userWithSession(store, "shadow-one");
+    expect(await ask(one)).toMatchObject({ kind: "ok", hit: { allowed: true } });
+    // The address is full: the next user's session is still checked, and a revoked one refused.
+    const two = await userWithSession(store, "shadow-two");
+    await store.sessions.revoke(two.userId, two.sessionId);
+    expect(await ask(two)).toEqual({ kind: "no_session" });
+    const three = await userWithSession(store, "shadow-three");
+    expect(await ask(three)).toMatchObject({ kind: "ok", tier: "free", hit: { allowed: false, layer: 0 } });
+    expect(await ask(three)).toMatchObject({ kind: "ok", hit: { allowed: false, layer: 0 } });
+    expect(await ask(three)).toMatchObject({ kind: "ok", hit: { allowed: false, layer: 1, limit: 2 } });
+    const mine = await limiter.peek(userSubject(three.userId), { category: "general", rule: userRule });
+    expect(mine[0]).toMatchObject({ used: 2 });
+    expect((await limiter.peek(ip.subject, { category: "ip", rule: ipRule }))[0]).toMatchObject({ used: 1 });
+  });
+
   it("creates a user whose name was left claimed for good by a user that no longer exists", async () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
@@ -122,7 +150,11 @@ describe("tollgate on a redis cluster", () => {
 
     // USERS_FILE at start-up takes such a name over the same way.
     await cluster.set(keys.username("halfway-file"), "usr_00000000feedface");
-    await syncUsersFile(store, [{ username: "halfway-file", tier: "free", password: "z-password" }], silent);
+    await syncUsersFile(
+      fileTarget(store),
+      [{ username: "halfway-file", tier: "free", password: "z-password" }],
+      silent,
+    );
     const fromFile = await store.users.findByUsername("halfway-file");
     expect(fromFile).toMatchObject({ username: "halfway-file", tier: "free", source: "file" });
     expect(fromFile?.id).not.toBe("usr_00000000feedface");
@@ -164,7 +196,11 @@ describe("tollgate on a redis cluster", () => {
     const store = createRedisStore({ redis: cluster, prefix });
     // A start-up killed half-way through this user's creation, just before this one began.
     await cluster.set(keys.username("restarted"), "usr_00000000dead5747", "PX", 600);
-    await syncUsersFile(store, [{ username: "restarted", tier: "pro", password: "r-password" }], silent);
+    await syncUsersFile(
+      fileTarget(store),
+      [{ username: "restarted", tier: "pro", password: "r-password" }],
+      silent,
+    );
     expect(await store.users.findByUsername("restarted")).toMatchObject({ tier: "pro", source: "file" });
   });
 
@@ -216,7 +252,7 @@ describe("tollgate on a redis cluster", () => {
       await expect(broken.users.remove(user.id)).rejects.toThrow();
       // Either the user is still there (the deletion can be tried again) or it stays deleted.
       if ((await store.users.get(user.id)) === undefined) {
-        await syncUsersFile(store, [{ username, tier: "free", password: "x-password" }], silent);
+        await syncUsersFile(fileTarget(store), [{ username, tier: "free", password: "x-password" }], silent);
         expect(await store.users.findByUsername(username), step).toBeUndefined();
       }
     }

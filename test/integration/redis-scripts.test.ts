@@ -38,7 +38,7 @@ describe("the hot scripts", () => {
     const keys = createKeys(testPrefix());
     const call = (subject: string) => [keys.record(subject), keys.log(subject, "general")];
     const rule = logRule(2, 60_000);
-    const args = ["", "1", "1", ruleSpec(rule), "general"];
+    const args = ["", "1", "1", "", ruleSpec(rule), "general"];
     const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
     expect(hot.mode()).toBe("unknown");
     await own.function("FLUSH");
@@ -63,7 +63,7 @@ describe("the hot scripts", () => {
       const keys = createKeys(testPrefix());
       const call = [keys.record("ip:192.0.2.81"), keys.log("ip:192.0.2.81", "general")];
       const rule = logRule(30, 60_000);
-      const args = ["", "1", "1", ruleSpec(rule), "general"];
+      const args = ["", "1", "1", "", ruleSpec(rule), "general"];
       const hitFromReply = (reply: Buffer) => hitOf(reply, rule.windows[0]);
       await hot.limit(call, args); // loads the library
       const reads = async () =>
@@ -105,7 +105,7 @@ describe("the hot scripts", () => {
     const subject = "ip:192.0.2.82";
     const one = logRule(2, 60_000);
     const lists = [keys.record(subject), keys.log(subject, "general")];
-    const usual = await hot.limit(lists, ["", "1", "1", ruleSpec(one), "general"]);
+    const usual = await hot.limit(lists, ["", "1", "1", "", ruleSpec(one), "general"]);
     expect(usual.length).toBe(USUAL_ANSWER_BYTES);
     expect(usual.readDoubleLE(0)).toBe(3);
     expect(hitOf(usual, one.windows[0])).toMatchObject({ allowed: true, limit: 2, used: 1, remaining: 1 });
@@ -118,7 +118,7 @@ describe("the hot scripts", () => {
       ],
     };
     const searchLists = [keys.record(subject), keys.log(subject, "search")];
-    const full = await hot.limit(searchLists, ["", "1", "1", ruleSpec(two), "search"]);
+    const full = await hot.limit(searchLists, ["", "1", "1", "", ruleSpec(two), "search"]);
     expect(full.length).toBe(ANSWER_BYTES);
     expect(full.readDoubleLE(0)).toBe(1);
     expect(hitOf(full, undefined)).toMatchObject({ allowed: true, limit: 2, used: 1, remaining: 1 });

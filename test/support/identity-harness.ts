@@ -4,6 +4,7 @@ import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
+import { createLockout } from "../../src/auth/lockout.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
 import type { Decision } from "../../src/authz/decide.js";
 import { loadConfig } from "../../src/config/env.js";
@@ -111,6 +112,14 @@ function stop(server: Server): Promise<void> {
 }
 
 export const uniqueName = (stem: string): string => `${stem}_${randomBytes(4).toString("hex")}`;
+
+/** What start-up applies USERS_FILE to on `store`: its users, sessions and the names' lockout. */
+export const fileTarget = (store: Store) => ({
+  users: store.users,
+  sessions: store.sessions,
+  // Its window (LOGIN_LOCKOUT's default) matters to counting failures, not to clearing them.
+  lockout: createLockout({ window: { limit: 10, windowMs: 900_000 }, limiter: store.limiter }),
+});
 
 /**
  * A tollgate on `store` with the demo users loaded, serving its public and admin apps on loopback.

@@ -257,6 +257,7 @@ default: { category: general }
             { limit: 600, windowMs: 60_000 },
           ],
         },
+        shadow: false,
       });
     });
 
@@ -317,6 +318,37 @@ default: { category: general }
     });
     // Other tiers stay enforced.
     expect(decideUser(shadowed, p, ok("pro", hit(false, 200, 200, 1_500)))).toMatchObject({ status: 429 });
+  });
+
+  describe("with the IP layer in shadow mode", () => {
+    const shadowIp = compilePolicy(parsePolicy(`mode: shadow\nip: 600/1m\n${DEFAULT_POLICY_YAML}`, "test"));
+    const p = plan(shadowIp, { method: "GET", path: "/api/search", token: valid, ip: "192.0.2.1" });
+    if (p.kind !== "user") throw new Error("unexpected plan");
+    const ipFull: HitResult = { ...hit(false, 600, 600, 1_500), layer: 0 };
+
+    it("plans the IP layer as one that refuses nothing, for users and anonymous requests", () => {
+      expect(p.ip).toMatchObject({ subject: "ip:192.0.2.1", shadow: true });
+      const anon = plan(shadowIp, { method: "POST", path: "/auth/login", token: undefined, ip: "192.0.2.1" });
+      expect(anon).toMatchObject({ kind: "anonymous", layers: [{ shadow: true }, { shadow: true }] });
+    });
+
+    it("passes a checked session over the IP layer with its identity, marked", () => {
+      expect(decideUser(shadowIp, p, ok("free", ipFull))).toMatchObject({
+        kind: "allow",
+        identity: { userId: "u1", tier: "free", sessionId: "s1" },
+        limit: { category: "ip", shadow: true },
+      });
+    });
+
+    it("never passes an IP refusal made before the session was looked at", () => {
+      // A refusal cached under enforce mode, decided after a reload to shadow mode.
+      expect(decideUser(shadowIp, p, { kind: "ip_denied", hit: ipFull })).toMatchObject({
+        kind: "deny",
+        status: 429,
+        identity: undefined,
+        limit: { category: "ip", shadow: false },
+      });
+    });
   });
 
   it("always sets the identity headers on allow, empty for anonymous requests", () => {

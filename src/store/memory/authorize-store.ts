@@ -24,10 +24,14 @@ export function createMemoryAuthorizeStore(options: {
     async authorize({ userId, sessionId, category, rules, ip, idleMs, dryRun }) {
       const layers: SubjectLayer[] = [];
       if (ip !== undefined) {
-        layers.push({ subject: ip.subject, category: IP_LAYER, rule: ip.rule });
+        const shadow = ip.shadow === true;
+        layers.push({ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow });
         // The IP layer comes before identity: a full one refuses without looking at the session.
-        const ipHit = limiter.hitNow(layers, true);
-        if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit };
+        // In shadow mode it refuses nothing, so the session and the user's layer decide as ever.
+        if (!shadow) {
+          const ipHit = limiter.hitNow(layers, true);
+          if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit };
+        }
       }
       const check = identity.touchNow(userId, sessionId, idleMs, !dryRun);
       if (check.kind !== "ok") return check;

@@ -21,7 +21,7 @@ import type {
 type Entry = { states: LayerStates; expiresAtMs: number };
 
 /** One layer of one subject, as the memory authorize store hands several subjects to `hitNow`. */
-export type SubjectLayer = { subject: Subject; category: string; rule: Rule };
+export type SubjectLayer = { subject: Subject; category: string; rule: Rule; shadow?: boolean };
 
 export type MemoryRateLimitStore = RateLimitStore & {
   /** `hit` across subjects, synchronously: the memory check's session and windows are one step. */
@@ -61,16 +61,21 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
       evaluateLayer(l.rule, layers.get(keyOf(l.subject, l.category))?.states, nowUs, dryRun),
     );
     const allowed = evaluations.every((e) => e.room);
-    if (allowed && !dryRun) {
+    const shadow = (i: number) => request[i]?.shadow === true;
+    // A full shadow layer refuses nothing: the others count the request when they all have room.
+    const counted = allowed || evaluations.every((e, i) => e.room || shadow(i));
+    if (counted && !dryRun) {
       request.forEach((l, i) => {
-        const states = (evaluations[i] as LayerEvaluation).commit();
+        const evaluation = evaluations[i] as LayerEvaluation;
+        if (!evaluation.room) return;
+        const states = evaluation.commit();
         const key = keyOf(l.subject, l.category);
         const kept = layers.get(key);
         const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
         layers.set(key, { states, expiresAtMs: Math.max(kept?.expiresAtMs ?? 0, ...expires) });
       });
     }
-    const at = describedWindow(evaluations, allowed);
+    const at = describedWindow(evaluations, allowed, shadow);
     const outcome = (evaluations[at.layer] as LayerEvaluation).outcomes[at.window];
     if (outcome === undefined) throw new Error("a layer without windows");
     return hitResultOf(allowed, at, outcome, nowUs);
@@ -78,7 +83,7 @@ export function createMemoryRateLimitStore(options: MemoryRateLimitStoreOptions 
 
   const store: MemoryRateLimitStore = {
     hit(subject, request, hitOptions) {
-      const own = request.map((l) => ({ subject, category: l.category, rule: l.rule }));
+      const own = request.map((l) => ({ subject, category: l.category, rule: l.rule, shadow: l.shadow }));
       return Promise.resolve(hitNow(own, hitOptions?.dryRun === true));
     },
 

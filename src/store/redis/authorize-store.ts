@@ -64,7 +64,7 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
       list.push(keys.record(ipLayer.subject));
       const ipList = ipLayer.rule.algorithm === "sliding-log";
       if (ipList) list.push(keys.log(ipLayer.subject, IP_LAYER));
-      args.push(ruleSpec(ipLayer.rule), ipList ? "1" : "0");
+      args.push(ruleSpec(ipLayer.rule), ipList ? "1" : "0", ipLayer.shadow === true ? "1" : "0");
     }
     list.push(keys.log(subject, category));
     const reply = await hot.authorize(list, args);
@@ -103,16 +103,21 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
     };
   };
 
-  /** Redis Cluster: the IP layer first, in its own slot; taken back if the user's layer refuses. */
+  /**
+   * Redis Cluster: the IP layer first, in its own slot; taken back if the user's layer refuses. A
+   * full one refuses at once, unless in shadow mode: then the session and the user's layer decide.
+   */
   const clustered = async (request: AuthorizeRequest, ip: NonNullable<AuthorizeRequest["ip"]>) => {
     const layers = [{ category: IP_LAYER, rule: ip.rule }];
     const ipCall = limitCall(keys, ip.subject, layers);
-    const ipReply = await hot.limit(ipCall.keys, ["", request.dryRun ? "0" : "1", "1", ...ipCall.rules]);
+    const mode = request.dryRun ? "0" : "1";
+    const ipReply = await hot.limit(ipCall.keys, ["", mode, "1", "", ...ipCall.rules]);
     const ipHit = hitFromReply(ipReply, usualWindow(layers));
-    if (!ipHit.allowed) return { kind: "ip_denied", hit: ipHit } as const;
+    if (!ipHit.allowed && ip.shadow !== true) return { kind: "ip_denied", hit: ipHit } as const;
     const answer = await call(request, false);
     const refused = answer.kind !== "ok" || !answer.hit.allowed;
-    if (refused && !request.dryRun) {
+    // Only a request the IP layer counted is taken back from it.
+    if (refused && ipHit.allowed && !request.dryRun) {
       // Fire and forget: a release that fails leaves one request counted, the safe side.
       hot.limitRelease(ipCall.keys, [String(answerNowUs(ipReply)), ...ipCall.rules]).catch(() => undefined);
     }
@@ -130,9 +135,10 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
 
 /**
  * The user's answer with the IP layer as layer 0, described as one call would: a denial by the
- * user's layer, or the window with least room left (ties to the user's).
+ * user's layer, then a full (shadow) IP layer, or the window with least room left (ties to the user's).
  */
 function combine(ip: HitResult, user: HitResult): HitResult {
-  if (user.allowed && ip.remaining < user.remaining) return { ...ip, layer: 0 };
+  if (!user.allowed) return { ...user, layer: 1 };
+  if (!ip.allowed || ip.remaining < user.remaining) return { ...ip, layer: 0 };
   return { ...user, layer: 1 };
 }

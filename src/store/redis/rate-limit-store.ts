@@ -13,6 +13,10 @@ export type RedisRateLimitStoreOptions = {
   clock?: Clock;
 };
 
+/** limit.lua's ARGV[4]: a digit per layer, "1" for a shadow one; "" when none is. */
+export const shadowLayers = (layers: readonly Layer[]): string =>
+  layers.some((l) => l.shadow === true) ? layers.map((l) => (l.shadow === true ? "1" : "0")).join("") : "";
+
 /** The keys and arguments of limit.lua (and limitRelease.lua) for one subject's layers. */
 export function limitCall(
   keys: Keys,
@@ -42,7 +46,8 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
       const dryRun = hitOptions?.dryRun === true;
       const window = layers.length === 1 ? `${subject}\n${layers[0]?.category}` : undefined;
       const mode = dryRun ? "0" : window !== undefined && rooms.expects(window) ? "3" : "1";
-      const reply = await hot.limit(call.keys, [nowArg(), mode, expires(subject), ...call.rules]);
+      const args = [nowArg(), mode, expires(subject), shadowLayers(layers), ...call.rules];
+      const reply = await hot.limit(call.keys, args);
       const hit = hitFromReply(reply, usualWindow(layers));
       if (window !== undefined && !dryRun) rooms.learn(window, hit);
       return hit;
@@ -56,6 +61,7 @@ export function createRedisRateLimitStore(options: RedisRateLimitStoreOptions): 
         nowArg(),
         "2",
         expires(subject),
+        "",
         ...call.rules,
       );
       return windowStatesFromReply(reply);

@@ -14,7 +14,7 @@ export type LimitReply = Buffer | (number | Buffer)[];
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    /** KEYS: record hash, then sliding-log lists. ARGV: now, mode, record expires, then rule/category pairs. */
+    /** KEYS: record hash, then sliding-log lists. ARGV: now, mode, record expires, shadow layers, then rule/category pairs. */
     limitBuffer(keyCount: number, ...keysAndArgs: (string | Buffer)[]): Result<Buffer, Context>;
     /** KEYS: record hash, then lists. ARGV: the time counted, then rule/category pairs. */
     limitRelease(keyCount: number, ...keysAndArgs: (string | Buffer)[]): Result<number, Context>;

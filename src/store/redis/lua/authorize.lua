@@ -18,14 +18,17 @@
 --          window had room left: a sliding log adds first, see log_push), "0" decide only (a dry run)
 -- ARGV[6]  the IP layer's rule, or absent (or "") without one
 -- ARGV[7]  how many lists are the IP layer's (with ARGV[6]): 1 for a sliding log, else 0
--- ARGV[8]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
+-- ARGV[8]  "1" when the IP layer is in shadow mode: a full one refuses nothing, the session and the
+--          user's layer decide and the request counts in the user's layer (with ARGV[6])
+-- ARGV[9]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
 -- Reply    the answer (see pack_answer; layer 1 is the IP layer when there is one), then a double:
 --          the session's absolute expiry (ms), then "<tier>\n<own windows>"; the tier is empty when
---          the IP layer refused before the session was looked at. For the usual check (the tier's
+--          the (enforced) IP layer refused before the session was looked at. A full shadow IP layer
+--          leaves the answer not allowed, describing it, when the user's layer had room. For the usual check (the tier's
 --          rule of one window, no IP layer, no own windows) the usual answer instead (see
 --          pack_usual), the session's expiry and the tier.
 --          {-1} no valid session · {-2} user missing or disabled · {-3, tier} the tier has no rule
-local now = clock_us(ARGV[8])
+local now = clock_us(ARGV[9])
 local mode = ARGV[5]
 local dry = mode ~= '1' and mode ~= '2'
 local ip_spec = ARGV[6]
@@ -45,8 +48,10 @@ if ip_spec then
     ip.deadline, state = tonum(v[1]), v[2] or nil
   end
   G.evaluate(ip, KEYS, 5, state, now, dry)
-  -- The IP layer comes before identity: a full one refuses without looking at the session.
-  if not ip.room then
+  ip.shadow = ARGV[8] == '1'
+  -- The IP layer comes before identity: a full one refuses without looking at the session, unless
+  -- in shadow mode, where it refuses nothing and the session must be checked as ever.
+  if not ip.room and not ip.shadow then
     return G.answer({ip}, false, now) .. spack('<d', 0)
   end
   first = 5 + tonum(ARGV[7])
@@ -83,7 +88,7 @@ end
 G.evaluate(mine, KEYS, first, state_of(mine.algo, read, state, KEYS[3], field), now, dry)
 local allowed = mine.room
 if allowed and not dry then
-  if ip then
+  if ip and ip.room then
     G.commit(ip, now, KEYS[4], 'r:ip')
     if ip.expires_us then
       extend_record(KEYS[4], ip.deadline, ip.expires_us, ip[10 * ip.n - 8], now)
@@ -91,4 +96,4 @@ if allowed and not dry then
   end
   G.commit(mine, now, KEYS[3], field)
 end
-return G.answer(ip and {ip, mine} or {mine}, allowed, now) .. spack('<d', exp) .. tier .. '\n' .. (own or '')
+return G.answer(ip and {ip, mine} or {mine}, allowed and (not ip or ip.room), now) .. spack('<d', exp) .. tier .. '\n' .. (own or '')

@@ -649,13 +649,27 @@ local function general()
     end
   end
 
+  -- Whether the request counts: every layer has room, but for full shadow layers (`shadow`, policy
+  -- mode shadow), which refuse nothing.
+  local function counts(layers)
+    for l = 1, #layers do
+      if not layers[l].room and not layers[l].shadow then
+        return false
+      end
+    end
+    return true
+  end
+
   -- The window an answer describes: allowed, the one with least room left after this request;
-  -- denied, the refusing one that frees last. Ties go to the last layer, then its first window.
+  -- denied, the refusing one that frees last, of an enforced layer when one refused (a shadow
+  -- layer's would read as a pass). Ties go to the last layer, then its first window.
   local function answer(layers, allowed, now)
+    local enforced_full = not allowed and not counts(layers)
     local bl, bi, best = #layers, 1, nil
     for l = #layers, 1, -1 do
       local layer = layers[l]
-      for i = 1, layer.n do
+      local skip = enforced_full and layer.shadow
+      for i = 1, skip and 0 or layer.n do
         local b = 10 * i - 10
         local v
         if allowed then
@@ -678,7 +692,7 @@ local function general()
   end
 
   return {layer_at = layer_at, layer_of_text = layer_of_text, evaluate = evaluate, commit = commit,
-    answer = answer}
+    counts = counts, answer = answer}
 end
 
 -- The counter or gcra state in field `field` of `record` (a user's is the user hash), read only
