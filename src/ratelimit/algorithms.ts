@@ -129,7 +129,11 @@ function evaluateLog(
 ): LayerEvaluation {
   const migrating = logGone(states?.log) && states?.record !== undefined;
   const seeded = migrating
-    ? Math.ceil(Math.max(...windows.map((w) => Math.min(evidence(states, w.windowMs * 1000, w.limit, now), w.limit))) - EPS)
+    ? Math.ceil(
+        Math.max(
+          ...windows.map((w) => Math.min(evidence(states, w.windowMs * 1000, w.limit, now), w.limit)),
+        ) - EPS,
+      )
     : 0;
   const list: LogState = states?.log ?? { algorithm: "sliding-log", times: [], head: 0 };
   const longest = Math.max(...windows.map((w) => w.windowMs)) * 1000;
@@ -248,7 +252,8 @@ function evaluateCounter(
   return {
     outcomes,
     room: outcomes.every((o) => o.room),
-    commit: () => recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
+    commit: () =>
+      recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
   };
 }
 

@@ -62,9 +62,8 @@ export function createRedisAuthorizeStore(options: { redis: RedisClient; keys: K
     ];
     if (ipLayer !== undefined) {
       list.push(keys.record(ipLayer.subject));
-      const ipList = ipLayer.rule.algorithm === "sliding-log";
-      if (ipList) list.push(keys.log(ipLayer.subject, IP_LAYER));
-      args.push(ruleSpec(ipLayer.rule), ipList ? "1" : "0", ipLayer.shadow === true ? "1" : "0");
+      list.push(keys.log(ipLayer.subject, IP_LAYER));
+      args.push(ruleSpec(ipLayer.rule), "1", ipLayer.shadow === true ? "1" : "0");
     }
     list.push(keys.log(subject, category));
     const reply = await hot.authorize(list, args);

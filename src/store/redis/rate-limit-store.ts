@@ -26,7 +26,8 @@ export function limitCall(
   const list = [keys.record(subject)];
   const rules: (string | Buffer)[] = [];
   for (const layer of layers) {
-    if (layer.rule.algorithm === "sliding-log") list.push(keys.log(subject, layer.category));
+    // Every layer's list: a counter or gcra layer reads it when a change of algorithm left one.
+    list.push(keys.log(subject, layer.category));
     rules.push(ruleSpec(layer.rule), layer.category);
   }
   return { keys: list, rules };

@@ -8,8 +8,9 @@
 -- KEYS[3]  the user hash                      {u:<id>}:user (r:<category> counter and gcra state;
 --          tier, disabled and o:<category> own windows for a session from before v)
 -- KEYS[4]  with an IP layer: the client address's record hash {ip:<addr>}:r
--- then     sliding-log lists, one per layer: ARGV[7] of them (0 or 1) the IP layer's, then the
---          user's list of the category (always sent: the user's own rule may count in it)
+-- then     sliding-log lists, one per layer: ARGV[7] of them (1) the IP layer's, then the user's
+--          list of the category (always sent: a log counts in it, a counter or gcra reads it
+--          when a change of algorithm left one)
 -- ARGV[1]  session id
 -- ARGV[2]  session idle lifetime in ms
 -- ARGV[3]  the route's category
@@ -17,7 +18,7 @@
 -- ARGV[5]  "1" count the request, "2" count it and expect room (the caller's last answer for the
 --          window had room left: a sliding log adds first, see log_push), "0" decide only (a dry run)
 -- ARGV[6]  the IP layer's rule, or absent (or "") without one
--- ARGV[7]  how many lists are the IP layer's (with ARGV[6]): 1 for a sliding log, else 0
+-- ARGV[7]  how many lists are the IP layer's (with ARGV[6]): 1
 -- ARGV[8]  "1" when the IP layer is in shadow mode: a full one refuses nothing, the session and the
 --          user's layer decide and the request counts in the user's layer (with ARGV[6])
 -- ARGV[9]  "now" in µs when a test pins the clock; absent (or "") for Redis TIME
@@ -47,7 +48,7 @@ if ip_spec then
     local v = call('HMGET', KEYS[4], 'x', 'r:ip')
     ip.deadline, state = tonum(v[1]), v[2] or nil
   end
-  G.evaluate(ip, KEYS, 5, state, now, dry)
+  G.evaluate(ip, KEYS, 5, state, now, dry, KEYS[4], 'r:ip')
   ip.shadow = ARGV[8] == '1'
   -- The IP layer comes before identity: a full one refuses without looking at the session, unless
   -- in shadow mode, where it refuses nothing and the session must be checked as ever.
@@ -85,7 +86,7 @@ if own then
 else
   mine = G.layer_at(rules, pos)
 end
-G.evaluate(mine, KEYS, first, state_of(mine.algo, read, state, KEYS[3], field), now, dry)
+G.evaluate(mine, KEYS, first, state_of(mine.algo, read, state, KEYS[3], field), now, dry, KEYS[3], field)
 local allowed = mine.room
 if allowed and not dry then
   if ip and ip.room then

@@ -4,7 +4,8 @@
 -- enforced one has room.
 -- KEYS[1]  the subject's record hash: counter and gcra states in fields r:<category> (a user's
 --          record is the user hash; any other subject's expires, its deadline in field x)
--- KEYS[2…] the sliding-log layers' lists, one per layer (every window of a layer counts in it)
+-- KEYS[2…] each layer's sliding-log list, one per layer (every window of a log layer counts in it;
+--          a counter or gcra layer reads it only when a change of algorithm left one)
 -- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
 -- ARGV[2]  "1" count the request, "3" count it and expect room (see log_push), "0" decide only,
 --          "2" decide only and add every window's state
@@ -65,10 +66,8 @@ local first = 2
 local allowed = true
 for l = 1, #layers do
   local layer = layers[l]
-  G.evaluate(layer, KEYS, first, states[layer.field], now, dry)
-  if layer.algo == 1 then
-    first = first + 1
-  end
+  G.evaluate(layer, KEYS, first, states[layer.field], now, dry, KEYS[1], layer.field)
+  first = first + 1
   allowed = allowed and layer.room
 end
 if (allowed or G.counts(layers)) and not dry then

@@ -1,7 +1,7 @@
 -- Takes back a request that limit.lua counted in a subject's layers: on Redis Cluster the IP layer
 -- is counted in its own call before the user's, and a request the user's layer then refuses must
 -- leave no trace there either.
--- KEYS[1]  the subject's record hash; KEYS[2…] the sliding-log layers' lists (as for limit.lua)
+-- KEYS[1]  the subject's record hash; KEYS[2…] each layer's sliding-log list (as for limit.lua)
 -- ARGV[1]  the time the request was counted, µs (the answer's now)
 -- ARGV[2…] per layer: its rule and its category
 -- Reply    1
@@ -13,7 +13,6 @@ for a = 2, #ARGV, 2 do
   if rule.algo == 1 then
     -- the entry it pushed: the last one with that time
     call('LREM', KEYS[first], -1, int(at))
-    first = first + 1
   else
     local field = 'r:' .. ARGV[a + 1]
     local state = call('HGET', KEYS[1], field)
@@ -43,5 +42,6 @@ for a = 2, #ARGV, 2 do
       call('HSET', KEYS[1], field, concat(parts))
     end
   end
+  first = first + 1
 end
 return 1

@@ -132,9 +132,14 @@ end
 -- Sliding log: one list of request times (µs, oldest first) per window. Counts the fresh entries
 -- and, unless dry, drops the stale ones; the first fresh one is found by galloping from the head,
 -- so a busy window costs one extra read. Returns count, oldest fresh entry, its index in the list.
-local function log_fresh(key, w, now, dry)
+local function log_fresh(key, w, now, dry, record, field)
   local head = call('LINDEX', key, '0')
   if not head then
+    -- No list, and the record holds a counter's or gcra's state of the category: the general way
+    -- seeds the log from it (see evaluate).
+    if record and call('HEXISTS', record, field) == 1 then
+      return nil
+    end
     return 0, now, 0
   end
   head = head + 0
@@ -211,12 +216,15 @@ end
 
 -- One sliding-log window's outcome (see "Each window's outcome" above). `recent`: the list's
 -- longest window is another, longer one (see log_recent); the window neither drops entries then.
-local function log_window(key, n, w, now, dry, recent)
+local function log_window(key, n, w, now, dry, recent, record, field)
   local used, oldest, at
   if recent then
     used, oldest, at = log_recent(key, w, now)
   else
-    used, oldest, at = log_fresh(key, w, now, dry)
+    used, oldest, at = log_fresh(key, w, now, dry, record, field)
+    if not used then
+      return nil
+    end
   end
   local rem = n - used
   if rem > 0 then
@@ -232,10 +240,13 @@ end
 -- as log_fresh finds it, an index past the end standing for "all of it"), adds the request and
 -- takes the length RPUSH returns, and takes the request back (RPOP) when there was no room after
 -- all. One read less than log_window and a push for the usual allowed check.
-local function log_push(key, n, w, now)
+local function log_push(key, n, w, now, record, field)
   local cutoff = now - w
   local oldest = call('LINDEX', key, '0')
   if not oldest then
+    if call('HEXISTS', record, field) == 1 then
+      return nil
+    end
     oldest = now
   else
     oldest = oldest + 0
@@ -433,10 +444,17 @@ local function single(spec, pos, key, record, field, state, now, dry, hopeful, e
   if algo == 1 then
     local length
     if hopeful and not dry then
-      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_push(key, n, w, now)
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry =
+        log_push(key, n, w, now, record, field)
       length = used_after
     else
-      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry = log_window(key, n, w, now, dry)
+      room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry =
+        log_window(key, n, w, now, dry, false, record, field)
+    end
+    if room == nil then
+      return nil, false
+    end
+    if not hopeful or dry then
       if room and not dry then
         length = call('RPUSH', key, int(now))
       end
@@ -447,8 +465,9 @@ local function single(spec, pos, key, record, field, state, now, dry, hopeful, e
   else
     local letter = algo == 2 and 'C' or 'G'
     local usual, a, b, c = single_entry(state, letter, w)
-    if state and not usual then
-      -- Entries of other lengths or of the other algorithm: the general way, which counts them.
+    if (state and not usual) or (not state and call('EXISTS', key) == 1) then
+      -- Entries of other lengths or of the other algorithm, or a sliding log's list: the general
+      -- way, which counts what they show.
       return nil, false
     end
     if algo == 2 then
@@ -599,15 +618,58 @@ local function general()
   -- their lists would hold the same times, each cut at its own length. The list is cut at the
   -- longest window, and each window counts the entries inside its own span: a window's count is
   -- what it is, whatever windows came and went before it (a reload, an override, a new order).
-  local function evaluate(layer, keys, first, state, now, dry)
+  -- A sliding log's list that does not exist while the record holds a counter's or gcra's state of
+  -- the category (the category was one until a change of policy): as many entries, at now, as that
+  -- state shows for the layer's fullest window (see evidence); the first count writes them and
+  -- drops the record's state. Returns that count, or nil when there is nothing to take over.
+  local function log_seed(layer, key, now, record, field)
+    if not record or call('EXISTS', key) == 1 then
+      return nil
+    end
+    local state = call('HGET', record, field)
+    if not state then
+      return nil
+    end
+    local _, _, _, all = entries({algo = 1, n = 0}, state, now)
+    local most = 0
+    for i = 1, layer.n do
+      local n = layer[10 * i - 9]
+      most = max(most, min(evidence(all, n, layer[10 * i - 8], now), n))
+    end
+    return ceil(most - EPS)
+  end
+
+  -- Evaluates a layer: its sliding-log list keys[first], or `state`, the record field's value
+  -- (`record`, `field`: where that state lives).
+  -- A layer's sliding-log windows share one list: a request counts in all of them or in none, so
+  -- their lists would hold the same times, each cut at its own length. The list is cut at the
+  -- longest window, and each window counts the entries inside its own span: a window's count is
+  -- what it is, whatever windows came and went before it (a reload, an override, a new order).
+  local function evaluate(layer, keys, first, state, now, dry, record, field)
+    local key = keys[first]
     if layer.algo == 1 then
-      local key, longest = keys[first], 1
+      local longest = 1
       for i = 2, layer.n do
         if layer[10 * i - 8] > layer[10 * longest - 8] then
           longest = i
         end
       end
       layer.key, layer.longest = key, longest
+      local seeded = log_seed(layer, key, now, record, field)
+      layer.seeded = seeded
+      if seeded then
+        -- No list: every window holds the seeded entries, all at now.
+        for i = 1, layer.n do
+          local n, w = layer[10 * i - 9], layer[10 * i - 8]
+          if seeded < n then
+            set(layer, i, true, seeded, n - seeded, seeded == 0 and now or now + w, seeded + 1, n - seeded - 1,
+              now + w, 0)
+          else
+            set(layer, i, false, seeded, 0, now + w, seeded + 1, 0, now + w, now + w)
+          end
+        end
+        return
+      end
       set(layer, longest, log_window(key, layer[10 * longest - 9], layer[10 * longest - 8], now, dry))
       for i = 1, layer.n do
         if i ~= longest then
@@ -621,9 +683,13 @@ local function general()
     for i = 1, layer.n do
       local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i]
       if not s then
-        -- No entry of its own: it starts from what the others show (counter: in its fixed window;
-        -- gcra: that much in debt).
+        -- No entry of its own: it starts from what the others and a sliding log's list show
+        -- (counter: in its fixed window; gcra: that much in debt); the first count drops the list.
         local k = evidence(all, n, w, now)
+        if key then
+          k = max(k, (log_recent(key, w, now)))
+          layer.list = key
+        end
         if layer.algo == 2 then
           s = {now - now % w, k, 0}
         else
@@ -643,9 +709,20 @@ local function general()
   -- Counts the request in a layer that had room (see single).
   local function commit(layer, now, record, field)
     if layer.algo == 1 then
-      extend_log(layer.key, layer[10 * layer.longest - 8], now, call('RPUSH', layer.key, int(now)) == 1)
+      local stamp, stamps = int(now), {}
+      for i = 0, layer.seeded or 0 do
+        stamps[i + 1] = stamp
+      end
+      local length = call('RPUSH', layer.key, unpack(stamps))
+      extend_log(layer.key, layer[10 * layer.longest - 8], now, length == #stamps)
+      if layer.seeded then
+        call('HDEL', record, field)
+      end
     else
       call('HSET', record, field, layer.next_state)
+      if layer.list then
+        call('DEL', layer.list)
+      end
     end
   end
 
