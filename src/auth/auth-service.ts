@@ -6,6 +6,7 @@ import type { TokenCheck, TokenService } from "./jwt.js";
 import type { Lockout } from "./lockout.js";
 import { verifyPassword } from "./passwords.js";
 import type { Identity, Session, SessionStore, UserStore } from "./types.js";
+import { canonicalUsername } from "./usernames.js";
 
 export type LoginInput = {
   username: string;
@@ -60,14 +61,15 @@ export function createAuthService(options: AuthServiceOptions) {
     maxPerUser: config.maxSessionsPerUser,
   };
   /**
-   * The login in progress per username. Attempts on one name run one at a time in this process:
-   * otherwise a burst of concurrent guesses would all pass the lockout check before the first
-   * failure is counted, and the lockout would bound nothing.
+   * The login in progress per username, keyed by its canonical form (the lockout's own key): every
+   * spelling of one name ("Alice", "ALICE", fullwidth "Ａｌｉｃｅ") waits in one queue. Attempts on
+   * one name run one at a time in this process: otherwise a burst of concurrent guesses would all
+   * pass the lockout check before the first failure is counted, and the lockout would bound nothing.
    */
   const inFlight = new Map<string, Promise<unknown>>();
 
   function login(input: LoginInput): Promise<LoginResult> {
-    const name = input.username;
+    const name = canonicalUsername(input.username);
     const run = (inFlight.get(name) ?? Promise.resolve()).then(() => attempt(input));
     const settled = run.catch(() => undefined);
     inFlight.set(name, settled);

@@ -98,6 +98,29 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
       expect(locked.body).toMatchObject({ error: "rate_limit_exceeded" });
     });
 
+    it("evaluates at most LOGIN_LOCKOUT's count of a burst of concurrent guesses under different spellings of one name", async () => {
+      const username = capitalised("erin");
+      expect((await create(username)).status).toBe(201);
+      // Forty spellings of one canonical name: the four letters of "erin" in each mix of cases, and a
+      // third of the characters fullwidth, at one of three offsets.
+      const spellings = Array.from({ length: 40 }, (_, i) =>
+        [...username]
+          .map((c, at) => {
+            const cased = (i >> at % 4) & 1 ? c.toUpperCase() : c.toLowerCase();
+            return ((i >> 4) + at) % 3 === 0 ? fullwidth(cased) : cased;
+          })
+          .join(""),
+      );
+      expect(new Set(spellings).size).toBe(40);
+      const replies = await Promise.all(
+        spellings.map((form, i) => t.login(form, `wrong-${i}`, { ip: `203.0.113.${i + 1}` })),
+      );
+      const codes = replies.map((r) => r.status);
+      expect(codes.filter((c) => c === 401)).toHaveLength(10);
+      expect(codes.filter((c) => c === 429)).toHaveLength(30);
+      expect((await t.login(username, PASSWORD, { ip: "192.0.2.211" })).status).toBe(429);
+    });
+
     it.each([
       [
         "a zero-width space",
