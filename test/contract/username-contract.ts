@@ -106,7 +106,7 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
       const spellings = Array.from({ length: 40 }, (_, i) =>
         [...username]
           .map((c, at) => {
-            const cased = (i >> at % 4) & 1 ? c.toUpperCase() : c.toLowerCase();
+            const cased = (i >> (at % 4)) & 1 ? c.toUpperCase() : c.toLowerCase();
             return ((i >> 4) + at) % 3 === 0 ? fullwidth(cased) : cased;
           })
           .join(""),

@@ -41,7 +41,10 @@ describe("the login lockout on two instances sharing one Redis", () => {
   it("checks at most LOGIN_LOCKOUT wrong passwords of one name in total, and answers the rest 429", async () => {
     // Several names at once, each guessed concurrently through both instances: an overshoot on any
     // one of them (two instances both seeing one failure left) is a failure of the lockout.
-    const names = Array.from({ length: 4 }, (_, i) => `split_${i}_${Math.random().toString(36).slice(2, 10)}`);
+    const names = Array.from(
+      { length: 4 },
+      (_, i) => `split_${i}_${Math.random().toString(36).slice(2, 10)}`,
+    );
     for (const name of names) await createUser(name);
     const guesses = names.flatMap((name) =>
       Array.from({ length: 30 }, (_, i) => ({ name, on: i % 2 === 0 ? a : b, password: `wrong-${i}` })),
@@ -49,8 +52,14 @@ describe("the login lockout on two instances sharing one Redis", () => {
     const codes = await Promise.all(guesses.map((g) => login(g.on, g.name, g.password)));
     for (const name of names) {
       const own = codes.filter((_, i) => guesses[i]?.name === name);
-      expect(own.filter((c) => c === 401), name).toHaveLength(LOCKOUT);
-      expect(own.filter((c) => c === 429), name).toHaveLength(30 - LOCKOUT);
+      expect(
+        own.filter((c) => c === 401),
+        name,
+      ).toHaveLength(LOCKOUT);
+      expect(
+        own.filter((c) => c === 429),
+        name,
+      ).toHaveLength(30 - LOCKOUT);
       expect(await login(b, name, PASSWORD), name).toBe(429);
     }
   });
