@@ -146,6 +146,21 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
         /^username: mixes the Latin and Cyrillic scripts \("а", U\+0430\)/,
       ],
       ["Hangul with Hiragana", "김やまだ", /^username: mixes the Hangul and Hiragana scripts/],
+      [
+        "a combining dot above that the i's own dot hides",
+        "ali\u0307ce",
+        /^username: must not put a combining dot above \(U\+0307\) on "i"/,
+      ],
+      [
+        "a combining overlay repeated",
+        `bob${"\u0336".repeat(20)}`,
+        /^username: must not repeat a combining mark on one letter \(U\+0336 twice in a row\)/,
+      ],
+      [
+        "only combining marks",
+        "\u0301\u0302\u0303",
+        /^username: must not begin with a combining mark \(U\+0301\)/,
+      ],
     ])("refuses a name with %s with 400 naming the problem", async (_what, stem, message) => {
       const reply = await admin("POST", "/admin/users", {
         username: numbered(stem),
