@@ -30,7 +30,7 @@ const REFUSED_CHARACTERS: readonly { pattern: RegExp; what: string }[] = [
   { pattern: /\p{Cn}/u, what: "characters that Unicode does not assign" },
 ];
 
-/** UTS #39 §5.4: more nonspacing marks than this on one letter are refused. */
+/** UTS #39 section 5.4: more nonspacing marks than this on one letter are refused. */
 const MAX_MARKS_IN_A_ROW = 4;
 
 /**
@@ -45,9 +45,9 @@ const REPEATED_MARK = /(\p{Mn})\1/u;
 const MARK_PILE = new RegExp(`\\p{Mn}{${MAX_MARKS_IN_A_ROW + 1}}`, "u");
 
 /**
- * UTS #39 §5.4's checks on combining marks, in the fully decomposed form (so that a fullwidth "ｉ"
- * or a precomposed letter is seen as its base and marks): names that render like another name, or
- * pile up marks to hide or overlay what is under them. Undefined when the marks are fine.
+ * The checks of UTS #39 section 5.4 on combining marks, in the fully decomposed form (so that a
+ * fullwidth "ｉ" or a precomposed letter is seen as its base and marks): names that render like
+ * another name, or pile up marks to hide or overlay what is under them. Undefined when all is well.
  */
 function markProblem(name: string): string | undefined {
   const decomposed = name.normalize("NFKD");
