@@ -6,6 +6,7 @@ import type { TokenCheck, TokenService } from "./jwt.js";
 import type { Lockout } from "./lockout.js";
 import { verifyPassword } from "./passwords.js";
 import type { Identity, Session, SessionStore, UserStore } from "./types.js";
+import { canonicalUsername } from "./usernames.js";
 
 export type LoginInput = {
   username: string;
@@ -60,14 +61,16 @@ export function createAuthService(options: AuthServiceOptions) {
     maxPerUser: config.maxSessionsPerUser,
   };
   /**
-   * The login in progress per username. Attempts on one name run one at a time in this process:
-   * otherwise a burst of concurrent guesses would all pass the lockout check before the first
-   * failure is counted, and the lockout would bound nothing.
+   * The login in progress per username, keyed by its canonical form (the lockout's own key): every
+   * spelling of one name ("Alice", "ALICE", fullwidth "Ａｌｉｃｅ") waits in one queue. The bound on
+   * guesses is the lockout's atomic count, which holds across processes; the queue only orders one
+   * process's attempts on a name, so that a right password's reset follows the attempts before it,
+   * and one burst costs one scrypt derivation at a time.
    */
   const inFlight = new Map<string, Promise<unknown>>();
 
   function login(input: LoginInput): Promise<LoginResult> {
-    const name = input.username;
+    const name = canonicalUsername(input.username);
     const run = (inFlight.get(name) ?? Promise.resolve()).then(() => attempt(input));
     const settled = run.catch(() => undefined);
     inFlight.set(name, settled);
@@ -77,8 +80,17 @@ export function createAuthService(options: AuthServiceOptions) {
     return run;
   }
 
+  /**
+   * Every attempt is counted as a failure before its password is checked, by the store in one
+   * atomic step: the 11th of a burst is refused by the store itself, whichever process serves it.
+   * A right password then forgets the name's failures, its own with them, so that logging in never
+   * moves a user toward the lockout. The store can take back only a whole window, so a user's login
+   * also forgets the guesses at the name before it: a guesser gains at most LOGIN_LOCKOUT attempts
+   * per login of the real user. Keeping a right password counted instead would lock out a user who
+   * logs in LOGIN_LOCKOUT times in one window (several devices, a script).
+   */
   async function attempt(input: LoginInput): Promise<LoginResult> {
-    const retryAfterMs = await lockout.retryAfterMs(input.username);
+    const retryAfterMs = await lockout.attempt(input.username);
     if (retryAfterMs > 0) {
       emit("lockout");
       logger.warn(
@@ -109,12 +121,13 @@ export function createAuthService(options: AuthServiceOptions) {
             lifetimes,
           );
     if (user === undefined || created === "refused") {
-      await lockout.fail(input.username);
+      // Already counted as a failure, before the password was checked.
       emit("login_failed");
       logger.info({ event: "login_failed", ip: input.ip }, "login failed");
       return { kind: "invalid_credentials" };
     }
     const { session, evicted } = created;
+    await forgetFailures(input, user.id);
     const { token, expiresIn } = tokens.sign({ sub: user.id, sid: session.sessionId, tier: user.tier });
     emit("login");
     logger.info(
@@ -129,6 +142,21 @@ export function createAuthService(options: AuthServiceOptions) {
       );
     }
     return { kind: "ok", token, expiresIn, sessionId: session.sessionId, userId: user.id, tier: user.tier };
+  }
+
+  /**
+   * Takes back the attempt counted before the password was checked (and the failures before it).
+   * The session exists by now: a store that fails here leaves one failure counted, not a failed login.
+   */
+  async function forgetFailures(input: LoginInput, userId: string): Promise<void> {
+    try {
+      await lockout.clear(input.username);
+    } catch (error) {
+      logger.warn(
+        { event: "lockout_not_cleared", userId, err: (error as Error).message },
+        "login succeeded, but its attempt could not be taken back from the username's failed logins",
+      );
+    }
   }
 
   /** Validates a bearer token and its session (renewing it); the public API trusts nothing else. */

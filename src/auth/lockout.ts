@@ -5,12 +5,21 @@ import { type Layer, logRule, type RateLimitStore, usernameSubject } from "../ra
 /** The category of a username's failed logins (its window's key: `{n:<hex>}:l:login_failed:0`). */
 const LOCKOUT_CATEGORY = "login_failed";
 
+/** The shortest Retry-After of a locked name: never "try again now" to a name that is locked. */
+const MIN_RETRY_AFTER_MS = 1000;
+
 export type Lockout = {
-  /** ms until the name may try again (≥ 1000), or 0 while it has failures left. */
-  retryAfterMs(username: string): Promise<number>;
-  /** Counts one failed login of the name. */
-  fail(username: string): Promise<void>;
-  /** Forgets the name's failures: an operator's reset, a new password, a user re-enabled. */
+  /**
+   * Counts one attempt of the name as a failure before its password is checked, in one atomic step
+   * of the store (so that concurrent attempts through any number of processes cannot all see one
+   * failure left): 0 when it was counted and may go on, or the ms until the name may try again
+   * (≥ 1000) when its failures already fill the window, and then nothing is counted.
+   */
+  attempt(username: string): Promise<number>;
+  /**
+   * Forgets the name's failures: a right password (its own counted attempt with them), an
+   * operator's reset, a new password, a user re-enabled.
+   */
   clear(username: string): Promise<void>;
 };
 
@@ -30,14 +39,9 @@ export function createLockout(options: LockoutOptions): Lockout {
     rule: logRule(options.window.limit, options.window.windowMs),
   };
   return {
-    async retryAfterMs(username) {
-      const full = (await limiter.peek(usernameSubject(username), layer)).filter((w) => w.remaining === 0);
-      if (full.length === 0) return 0;
-      const freesAt = Math.max(...full.map((w) => w.resetAtMs));
-      return Math.max(1000, freesAt - Date.now());
-    },
-    async fail(username) {
-      await limiter.hit(usernameSubject(username), [layer]);
+    async attempt(username) {
+      const hit = await limiter.hit(usernameSubject(username), [layer]);
+      return hit.allowed ? 0 : Math.max(MIN_RETRY_AFTER_MS, hit.retryAfterMs);
     },
     clear(username) {
       return limiter.reset(usernameSubject(username), [LOCKOUT_CATEGORY]);

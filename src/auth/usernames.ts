@@ -30,6 +30,45 @@ const REFUSED_CHARACTERS: readonly { pattern: RegExp; what: string }[] = [
   { pattern: /\p{Cn}/u, what: "characters that Unicode does not assign" },
 ];
 
+/** UTS #39 section 5.4: more nonspacing marks than this on one letter are refused. */
+const MAX_MARKS_IN_A_ROW = 4;
+
+/**
+ * Letters whose own dot hides a combining dot above (U+0307), so that "i\u0307" looks like "i":
+ * the soft-dotted ones (i, j, į, ɨ, mathematical i…) and the dotless ı and ȷ, which the dot makes
+ * look like i and j. Other marks after the base may come between (i + dot below + dot above). Not
+ * l: a dot above sits over its ascender, where it shows.
+ */
+const HIDDEN_DOT = /[\p{Soft_Dotted}\u0131\u0237]\p{Mn}*\u0307/u;
+const LEADING_MARK = /^\p{M}/u;
+const REPEATED_MARK = /(\p{Mn})\1/u;
+const MARK_PILE = new RegExp(`\\p{Mn}{${MAX_MARKS_IN_A_ROW + 1}}`, "u");
+
+/**
+ * The checks of UTS #39 section 5.4 on combining marks, in the fully decomposed form (so that a
+ * fullwidth "ｉ" or a precomposed letter is seen as its base and marks): names that render like
+ * another name, or pile up marks to hide or overlay what is under them. Undefined when all is well.
+ */
+function markProblem(name: string): string | undefined {
+  const decomposed = name.normalize("NFKD");
+  const leading = LEADING_MARK.exec(decomposed);
+  if (leading !== null) {
+    return `must not begin with a combining mark (${codePoint(leading[0])}): a mark needs a letter under it`;
+  }
+  const repeated = REPEATED_MARK.exec(decomposed);
+  if (repeated !== null) {
+    return `must not repeat a combining mark on one letter (${codePoint(repeated[1] ?? "")} twice in a row)`;
+  }
+  if (MARK_PILE.test(decomposed)) {
+    return `must not put more than ${MAX_MARKS_IN_A_ROW} combining marks on one letter`;
+  }
+  const hidden = HIDDEN_DOT.exec(decomposed);
+  if (hidden !== null) {
+    return `must not put a combining dot above (U+0307) on "${[...hidden[0]][0]}", whose own dot hides it`;
+  }
+  return undefined;
+}
+
 /** The scripts of Unicode (ISO 15924 codes) as of Unicode 17; Common and Inherited belong to none. */
 const SCRIPT_CODES = `Adlm Aghb Ahom Arab Armi Armn Avst Bali Bamu Bass Batk Beng Berf Bhks Bopo Brah Brai
   Bugi Buhd Cakm Cans Cari Cham Cher Chrs Copt Cpmn Cprt Cyrl Deva Diak Dogr Dsrt Dupl Egyp Elba Elym
@@ -110,7 +149,7 @@ export function usernameProblem(name: string): string | undefined {
     }
     if (/^\s|\s$/u.test(form)) return "must not begin or end with a space";
   }
-  return scriptProblem(name) ?? scriptProblem(canonical);
+  return markProblem(name) ?? scriptProblem(name) ?? scriptProblem(canonical);
 }
 
 /** A new username (admin API, USERS_FILE): any problem is the field's, named. Stored as typed. */

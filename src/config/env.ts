@@ -7,7 +7,7 @@ import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, REDIS_SETTINGS, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
-import { weakSecretReason } from "./secrets.js";
+import { MIN_SECRET_BYTES, weakSecretReason } from "./secrets.js";
 import { type UnknownSetting, unknownSettings } from "./unknown-settings.js";
 
 export type FailureMode = "open" | "closed";
@@ -129,7 +129,6 @@ type SettingName = (typeof SETTINGS)[number];
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const LOG_FORMATS: readonly LogFormat[] = ["auto", "json", "pretty"];
-const MIN_SECRET_BYTES = 32;
 
 /** Reads one variable at a time, collecting problems instead of throwing on the first. */
 class Reader {

@@ -26,6 +26,9 @@ export const PUBLISHED_SECRETS: ReadonlySet<string> = new Set([
   "admin-token-from-the-env-file-0123456789",
 ]);
 
+/** The shortest HS256 secret (JWT_SECRET, or the one kept in Redis), in bytes. */
+export const MIN_SECRET_BYTES = 32;
+
 /** Below this many bits of (empirical, per-byte) entropy a secret is refused as predictable. */
 const MIN_ENTROPY_BITS = 80;
 const MIN_DISTINCT_BYTES = 8;

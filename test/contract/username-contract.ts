@@ -99,6 +99,29 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
       expect(locked.body).toMatchObject({ error: "rate_limit_exceeded" });
     });
 
+    it("evaluates at most LOGIN_LOCKOUT's count of a burst of concurrent guesses under different spellings of one name", async () => {
+      const username = capitalised("erin");
+      expect((await create(username)).status).toBe(201);
+      // Forty spellings of one canonical name: the four letters of "erin" in each mix of cases, and a
+      // third of the characters fullwidth, at one of three offsets.
+      const spellings = Array.from({ length: 40 }, (_, i) =>
+        [...username]
+          .map((c, at) => {
+            const cased = (i >> (at % 4)) & 1 ? c.toUpperCase() : c.toLowerCase();
+            return ((i >> 4) + at) % 3 === 0 ? fullwidth(cased) : cased;
+          })
+          .join(""),
+      );
+      expect(new Set(spellings).size).toBe(40);
+      const replies = await Promise.all(
+        spellings.map((form, i) => t.login(form, `wrong-${i}`, { ip: `203.0.113.${i + 1}` })),
+      );
+      const codes = replies.map((r) => r.status);
+      expect(codes.filter((c) => c === 401)).toHaveLength(10);
+      expect(codes.filter((c) => c === 429)).toHaveLength(30);
+      expect((await t.login(username, PASSWORD, { ip: "192.0.2.211" })).status).toBe(429);
+    });
+
     it.each([
       [
         "a zero-width space",
@@ -124,6 +147,21 @@ export function describeUsernameContract(name: string, makeStore: () => Store | 
         /^username: mixes the Latin and Cyrillic scripts \("а", U\+0430\)/,
       ],
       ["Hangul with Hiragana", "김やまだ", /^username: mixes the Hangul and Hiragana scripts/],
+      [
+        "a combining dot above that the i's own dot hides",
+        "ali\u0307ce",
+        /^username: must not put a combining dot above \(U\+0307\) on "i"/,
+      ],
+      [
+        "a combining overlay repeated",
+        `bob${"\u0336".repeat(20)}`,
+        /^username: must not repeat a combining mark on one letter \(U\+0336 twice in a row\)/,
+      ],
+      [
+        "only combining marks",
+        "\u0301\u0302\u0303",
+        /^username: must not begin with a combining mark \(U\+0301\)/,
+      ],
     ])("refuses a name with %s with 400 naming the problem", async (_what, stem, message) => {
       const reply = await admin("POST", "/admin/users", {
         username: numbered(stem),

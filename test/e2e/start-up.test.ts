@@ -5,6 +5,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { freePort } from "../support/ports.js";
 import {
   freeTollgatePorts,
   login,
@@ -103,6 +104,25 @@ describe("a Redis setting the server refuses", () => {
       /^tollgate: REDIS_SENTINEL_MASTER: no Sentinel monitors a master named "no-such-master" \(the Sentinels at 127\.0\.0\.1:\d+/m,
     );
     expect(exit.stdout + exit.stderr).not.toContain("unreachable");
+  });
+});
+
+describe("a Redis that does not answer, with JWT_SECRET unset", () => {
+  it("stops start-up within seconds with exit 1 and one line saying JWT_SECRET removes the need", async () => {
+    const began = Date.now();
+    const exit = await runToExit({
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      REDIS_KEY_PREFIX: testPrefix(),
+      JWT_SECRET: "",
+    });
+    expect(exit.code, exit.stdout + exit.stderr).toBe(1);
+    expect(Date.now() - began).toBeLessThan(15_000);
+    const lines = exit.stderr.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^tollgate: the store is unreachable \(.*\) and JWT_SECRET is unset: .*Start Redis, or set JWT_SECRET/,
+    );
+    expect(exit.stdout).not.toContain('"event":"ready"');
   });
 });
 

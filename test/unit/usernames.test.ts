@@ -62,6 +62,10 @@ describe("a new username", () => {
     "ㄅ山kim", // Bopomofo, Han and Latin (Chinese)
     "김철수kim", // Hangul and Latin (Korean)
     "0123456789",
+    "Nguyễn", // two different marks on one letter, decomposed
+    "İstanbul", // capital I with a dot above: the dot shows
+    "l\u0307ukas", // l + dot above: the dot sits over the ascender, where it shows
+    "e\u0301\u0302\u0303\u0304", // four marks on one letter: the most allowed
   ])("may be %s", (name) => {
     expect(usernameProblem(name)).toBeUndefined();
   });
@@ -105,6 +109,23 @@ describe("a new username", () => {
       );
     },
   );
+
+  it.each([
+    ["\u0301alice", "must not begin with a combining mark (U+0301): a mark needs a letter under it"],
+    ["\u0301\u0302\u0303", "must not begin with a combining mark (U+0301): a mark needs a letter under it"],
+    [`bob${"\u0336".repeat(20)}`, "must not repeat a combining mark on one letter (U+0336 twice in a row)"],
+    ["bo\u0308\u0308b", "must not repeat a combining mark on one letter (U+0308 twice in a row)"],
+    ["bo\u0301\u0302\u0303\u0304\u0306b", "must not put more than 4 combining marks on one letter"],
+    ["ali\u0307ce", 'must not put a combining dot above (U+0307) on "i", whose own dot hides it'],
+    ["j\u0307ack", 'must not put a combining dot above (U+0307) on "j", whose own dot hides it'],
+    ["al\u0131\u0307ce", 'must not put a combining dot above (U+0307) on "ı", whose own dot hides it'],
+    ["\u0237\u0307ack", 'must not put a combining dot above (U+0307) on "ȷ", whose own dot hides it'],
+    ["al\uff49\u0307ce", 'must not put a combining dot above (U+0307) on "i", whose own dot hides it'], // fullwidth i
+    ["ali\u0323\u0307ce", 'must not put a combining dot above (U+0307) on "i", whose own dot hides it'],
+    ["\u012f\u0307", 'must not put a combining dot above (U+0307) on "i", whose own dot hides it'], // į decomposed
+  ])("refuses %j, whose combining marks hide or overlay letters, naming the problem", (name, problem) => {
+    expect(usernameProblem(name)).toBe(problem);
+  });
 
   it("refuses a name whose canonical form mixes scripts even when the typed one looks single-script", () => {
     // The micro sign is of no script; its canonical form is the Greek mu.

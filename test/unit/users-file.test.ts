@@ -57,4 +57,13 @@ describe("USERS_FILE", () => {
       'users[3].username: mixes the Latin and Cyrillic scripts ("о", U+043E): use one script, or Latin with Han and Hiragana/Katakana, Bopomofo or Hangul',
     ]);
   });
+
+  it("refuses names whose combining marks hide or overlay letters, naming the entry", async () => {
+    const names = ["alice", "ali\u0307ce", `bob${"\u0336".repeat(20)}`, "\u0301\u0302\u0303"];
+    expect(await problemsOf({ users: names.map(user) })).toEqual([
+      'users[1].username: must not put a combining dot above (U+0307) on "i", whose own dot hides it',
+      "users[2].username: must not repeat a combining mark on one letter (U+0336 twice in a row)",
+      "users[3].username: must not begin with a combining mark (U+0301): a mark needs a letter under it",
+    ]);
+  });
 });
