@@ -283,9 +283,9 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect(await loginStatus(username, "a file password")).toBe(200);
       // A name's failures never outlive the user they were for.
       await lockOut(username);
-      expect(await lockout().retryAfterMs(username)).toBeGreaterThan(0);
+      expect(await lockout().attempt(username)).toBeGreaterThan(0);
       await restartWith([]);
-      expect(await lockout().retryAfterMs(username)).toBe(0);
+      expect(await lockout().attempt(username)).toBe(0);
     });
 
     it("does not bring back through USERS_FILE a user deleted through the admin API", async () => {
