@@ -32,11 +32,11 @@ function mayBeInside(start: number, end: number, now: number, w: number): boolea
  * How many requests of a window of `limit` in `w` µs the kept states show, for a window that has no
  * state of its own (a new length, or a new algorithm): the log its entries inside the window (exact);
  * a counter entry its counts
- * whose fixed windows reach into this one; a gcra entry its debt left, as
- * the share of its window it fills, times this window's limit. The largest: they count the same
+ * whose fixed windows reach into this one; a gcra entry the requests its debt still stands for
+ * (its debt over its interval). The largest: they count the same
  * requests.
  */
-function evidence(states: LayerStates | undefined, w: number, limit: number, now: number): number {
+function evidence(states: LayerStates | undefined, w: number, now: number): number {
   const record = states?.record;
   const log = states?.log;
   let most = log === undefined ? 0 : log.times.length - firstFresh(log.times, log.head, now - w);
@@ -47,10 +47,8 @@ function evidence(states: LayerStates | undefined, w: number, limit: number, now
       most = Math.max(most, k);
     }
   } else if (record?.algorithm === "gcra") {
-    for (const e of record.entries) {
-      const debt = Math.max(0, e.debt - (now - e.at));
-      most = Math.max(most, (Math.min(debt, e.w) / e.w) * limit);
-    }
+    // The requests the debt still stands for, each at its own limit's interval.
+    for (const e of record.entries) most = Math.max(most, (Math.max(0, e.debt - (now - e.at)) * e.n) / e.w);
   }
   return most;
 }
@@ -82,8 +80,11 @@ export type CounterState = {
   algorithm: "sliding-counter";
   entries: { w: number; b: number; c: number; p: number }[];
 };
-/** gcra per window length: the debt (how far the bucket is ahead of now) as of time `at`. */
-export type GcraState = { algorithm: "gcra"; entries: { w: number; at: number; debt: number }[] };
+/**
+ * gcra per window length: the debt (how far the bucket is ahead of now) as of time `at`, and the
+ * limit `n` it was counted with (a debt is requests times their interval, w / n).
+ */
+export type GcraState = { algorithm: "gcra"; entries: { w: number; at: number; debt: number; n: number }[] };
 export type LayerState = LogState | CounterState | GcraState;
 /** The state a subject's record keeps for a category: one algorithm's at a time. */
 export type RecordState = CounterState | GcraState;
@@ -130,9 +131,7 @@ function evaluateLog(
   const migrating = logGone(states?.log) && states?.record !== undefined;
   const seeded = migrating
     ? Math.ceil(
-        Math.max(
-          ...windows.map((w) => Math.min(evidence(states, w.windowMs * 1000, w.limit, now), w.limit)),
-        ) - EPS,
+        Math.max(...windows.map((w) => Math.min(evidence(states, w.windowMs * 1000, now), w.limit))) - EPS,
       )
     : 0;
   const list: LogState = states?.log ?? { algorithm: "sliding-log", times: [], head: 0 };
@@ -221,7 +220,7 @@ function evaluateCounter(
     const cb = now - (now % w);
     // A window without state of its own counts what the record's other entries show, in this fixed window.
     if (stored === undefined) seeded = true;
-    let c = stored === undefined ? evidence(states, w, n, now) : 0;
+    let c = stored === undefined ? evidence(states, w, now) : 0;
     let p = 0;
     if (stored?.b === cb) {
       c = stored.c;
@@ -274,13 +273,14 @@ function evaluateGcra(
     if (stored === undefined) seeded = true;
     const debt =
       stored === undefined
-        ? Math.min(evidence(states, w, n, now), n) * interval
-        : Math.max(0, stored.debt - (now - stored.at));
+        ? Math.min(evidence(states, w, now), n) * interval
+        : // Counted with another limit: the same requests, each at this limit's interval.
+          (Math.max(0, stored.debt - (now - stored.at)) * stored.n) / n;
     const room = debt + interval <= w + EPS_US;
     const remainingNow = Math.max(0, Math.floor((w - debt) / interval + EPS));
     const after = debt + interval;
     const remainingAfter = Math.max(0, Math.floor((w - after) / interval + EPS));
-    next.push({ w, at: now, debt: after });
+    next.push({ w, at: now, debt: after, n });
     return {
       room,
       limit: n,

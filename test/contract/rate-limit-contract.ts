@@ -380,10 +380,7 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
             now += 2_000;
           }
           expect(await admitted(layer("search", rule(algorithm, [15, hour])), 20)).toBe(0);
-          // gcra keeps the hour as a debt of time, not a count: a raised limit frees no room at once.
-          if (algorithm !== "gcra") {
-            expect(await admitted(layer("search", rule(algorithm, [25, hour])), 20)).toBe(5);
-          }
+          expect(await admitted(layer("search", rule(algorithm, [25, hour])), 20)).toBe(5);
         });
 
         it("keeps every count whatever order the windows come in", async () => {
@@ -417,6 +414,19 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
           expect(await admitted(ip(rule(algorithm, [6, hour], [4, 1_000])), 5)).toBe(0);
           expect(await admitted([general], 5)).toBe(5);
         });
+      });
+
+      it("keeps a window's count when its limit is lowered or raised", async () => {
+        const hourly = (limit: number) => layer("general", rule(algorithm, [limit, 3_600_000]));
+        for (let i = 0; i < 10; i += 1) {
+          now = T0 + i * 10;
+          expect((await store.hit(subject, hourly(100))).allowed).toBe(true);
+        }
+        let admitted = 0;
+        for (let i = 0; i < 20; i += 1) if ((await store.hit(subject, hourly(10))).allowed) admitted += 1;
+        expect(admitted).toBe(0);
+        for (let i = 0; i < 20; i += 1) if ((await store.hit(subject, hourly(15))).allowed) admitted += 1;
+        expect(admitted).toBe(5);
       });
 
       it("keeps a window's count when its length changes, longer or shorter", async () => {

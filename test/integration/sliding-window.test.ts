@@ -149,6 +149,27 @@ describe("counter and gcra state on Redis", () => {
     }
   });
 
+  it("reads a gcra state from before gcra kept its limit as the share of its window it fills", async () => {
+    const nowMs = 1_700_000_000_000;
+    const pinned = createRedisRateLimitStore({ redis, keys, clock: () => nowMs });
+    const subject = "ip:198.51.100.77";
+    const w = 3_600_000_000;
+    // Three quarters of the hour in debt, written as the build before this one wrote it ('G', 3 doubles).
+    const legacy = Buffer.alloc(25);
+    legacy.write("G", 0);
+    legacy.writeDoubleLE(w, 1);
+    legacy.writeDoubleLE(nowMs * 1000, 9);
+    legacy.writeDoubleLE(0.75 * w, 17);
+    await redis.hset(keys.record(subject), "r:general", legacy);
+    const layers: Layer[] = [
+      { category: "general", rule: { algorithm: "gcra", windows: [{ limit: 8, windowMs: 3_600_000 }] } },
+    ];
+    const results = [];
+    for (let i = 0; i < 4; i += 1) results.push((await pinned.hit(subject, layers)).allowed);
+    expect(results).toEqual([true, true, false, false]);
+    expect((await redis.hgetBuffer(keys.record(subject), "r:general"))?.toString("latin1", 0, 1)).toBe("Q");
+  });
+
   it("keeps a user's state in the user hash, which never expires", async () => {
     const layers: Layer[] = [
       { category: "orders", rule: { algorithm: "gcra", windows: [{ limit: 5, windowMs: 2_000 }] } },

@@ -89,7 +89,7 @@ function createModel() {
   const logs = new Map<string, number[]>();
   const counters = new Map<string, Map<number, number>>();
   const lastStart = new Map<string, number>();
-  const gcras = new Map<string, { tat: number }>();
+  const gcras = new Map<string, { tat: number; limit: number }>();
   const present = new Map<string, number[]>();
 
   const counterEntry = (key: string, w: number) => {
@@ -110,8 +110,9 @@ function createModel() {
         if (Math.max(e.b, Math.min(e.b + other, now)) > now - w.windowMs) k = e.c;
         if (e.b > now - w.windowMs) k += e.p;
       } else {
-        const left = Math.max(0, (gcras.get(`${key}|${other}`)?.tat ?? 0) - now);
-        k = (Math.min(left, other) / other) * w.limit;
+        // The requests the debt stands for, each at the interval of the limit it was counted with.
+        const g = gcras.get(`${key}|${other}`);
+        k = (Math.max(0, (g?.tat ?? 0) - now) * (g?.limit ?? 1)) / other;
       }
       most = Math.max(most, k);
     }
@@ -146,15 +147,19 @@ function createModel() {
           },
         };
       }
+      const kept = gcras.get(k);
+      // A debt counted under another limit stands for as many requests at this limit's interval.
       const state = seeded
         ? { tat: now + Math.min(evidence(key, rule.algorithm, w, now), w.limit) * (w.windowMs / w.limit) }
-        : (gcras.get(k) ?? { tat: 0 });
+        : kept === undefined
+          ? { tat: 0 }
+          : { tat: now + (Math.max(0, kept.tat - now) * kept.limit) / w.limit };
       const model = gcraModel(w, state);
       return {
         ...model,
         count: (t) => {
           model.count(t);
-          gcras.set(k, state);
+          gcras.set(k, { tat: state.tat, limit: w.limit });
         },
       };
     });

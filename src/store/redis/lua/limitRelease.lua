@@ -17,10 +17,11 @@ for a = 2, #ARGV, 2 do
     local field = 'r:' .. ARGV[a + 1]
     local state = call('HGET', KEYS[1], field)
     if state then
-      local size = rule.algo == 2 and 32 or 24
-      local parts = {sub(state, 1, 1)}
+      local kind = sub(state, 1, 1)
+      local size = kind == 'G' and 24 or 32
+      local parts = {kind}
       for pos = 2, #state - size + 1, size do
-        if size == 32 then
+        if kind == 'C' then
           local w, b, c, p = sunpack('<dddd', state, pos)
           local cb = at - at % w
           if b == cb then
@@ -29,14 +30,12 @@ for a = 2, #ARGV, 2 do
             p = max(0, p - 1)
           end
           parts[#parts + 1] = spack('<dddd', w, b, c, p)
+        elseif kind == 'Q' then
+          local w, t, debt, n = sunpack('<dddd', state, pos)
+          debt = max(0, debt - w / n)
+          parts[#parts + 1] = spack('<dddd', w, t, debt, n)
         else
-          local w, t, debt = sunpack('<ddd', state, pos)
-          for i = 1, rule.n do
-            if rule[10 * i - 8] == w then
-              debt = max(0, debt - w / rule[10 * i - 9])
-            end
-          end
-          parts[#parts + 1] = spack('<ddd', w, t, debt)
+          parts[#parts + 1] = sub(state, pos, pos + size - 1)
         end
       end
       call('HSET', KEYS[1], field, concat(parts))

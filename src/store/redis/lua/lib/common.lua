@@ -315,14 +315,19 @@ local function counter_window(n, w, sb, sc, sp, now)
     spack('<dddd', w, cb, c + 1, p), cb + 2 * w
 end
 
--- gcra; `sa`, `sd` the stored time of the last change and debt then.
-local function gcra_window(n, w, sa, sd, now)
+-- gcra; `sa`, `sd`, `sn` the stored time of the last change, the debt then and the limit it was
+-- counted with. A debt is requests times their interval: under another limit it stands for the
+-- same number of requests, each at the new interval (so a lowered limit is no fresh start).
+local function gcra_window(n, w, sa, sd, now, sn)
   local interval = w / n
   local debt = 0
   if sa then
     debt = sd - (now - sa)
     if debt < 0 then
       debt = 0
+    end
+    if sn and sn ~= n then
+      debt = debt * sn / n
     end
   end
   local after = debt + interval
@@ -341,22 +346,17 @@ local function gcra_window(n, w, sa, sd, now)
   end
   return room, n - rem_now, rem_now, reset_now, n - rem_after, rem_after,
     now + ceil_us(after - w + (rem_after + 1) * interval), room and 0 or now + ceil_us(after - w),
-    spack('<ddd', w, now, after), now + after
+    spack('<dddd', w, now, after, n), now + after
 end
 
--- Counter and gcra keep their state in one field of the subject's record hash: 'C' or 'G', then
--- per window length packed doubles (counter: w, fixed window start, count, previous count; gcra:
--- w, time of the last change, debt). The usual state, one entry for a rule of one window:
--- returns its numbers when `state` is exactly that.
+-- Counter and gcra keep their state in one field of the subject's record hash: 'C' or 'Q', then
+-- per window length four packed doubles (counter: w, fixed window start, count, previous count;
+-- gcra: w, time of the last change, debt, the limit it was counted with). 'G', gcra's state before
+-- it kept its limit (three doubles), is read only as evidence for a new state (see evidence). The
+-- usual state, one entry for a rule of one window: returns its numbers when `state` is exactly that.
 local function single_entry(state, letter, w)
-  local size = letter == 'C' and 33 or 25
-  if state and #state == size and sub(state, 1, 1) == letter then
-    local sw, a, b, c
-    if size == 33 then
-      sw, a, b, c = sunpack('<dddd', state, 2)
-    else
-      sw, a, b = sunpack('<ddd', state, 2)
-    end
+  if state and #state == 33 and sub(state, 1, 1) == letter then
+    local sw, a, b, c = sunpack('<dddd', state, 2)
     if sw == w then
       return true, a, b, c
     end
@@ -463,7 +463,7 @@ local function single(spec, pos, key, record, field, state, now, dry, hopeful, e
       extend_log(key, w, now, length == 1)
     end
   else
-    local letter = algo == 2 and 'C' or 'G'
+    local letter = algo == 2 and 'C' or 'Q'
     local usual, a, b, c = single_entry(state, letter, w)
     if (state and not usual) or (not state and call('EXISTS', key) == 1) then
       -- Entries of other lengths or of the other algorithm, or a sliding log's list: the general
@@ -475,7 +475,7 @@ local function single(spec, pos, key, record, field, state, now, dry, hopeful, e
         counter_window(n, w, a, b, c, now)
     else
       room, used_now, rem_now, reset_now, used_after, rem_after, reset_after, retry, packed, expires =
-        gcra_window(n, w, a, b, now)
+        gcra_window(n, w, a, b, now, c)
     end
     if room and not dry then
       call('HSET', record, field, letter .. packed)
@@ -553,11 +553,11 @@ local function general()
   -- the latest time one of them matters; and every entry, of either algorithm, as evidence for a
   -- window that has no entry of its own (see evidence).
   local function entries(layer, state, now)
-    local letter = layer.algo == 2 and 'C' or 'G'
+    local letter = layer.algo == 2 and 'C' or 'Q'
     local found, kept, latest, all = {}, {}, 0, {}
     local kind = state and sub(state, 1, 1)
-    if kind == 'C' or kind == 'G' then
-      local size = kind == 'C' and 32 or 24
+    if kind == 'C' or kind == 'Q' or kind == 'G' then
+      local size = kind == 'G' and 24 or 32
       local fmt = size == 32 and '<dddd' or '<ddd'
       for pos = 2, #state - size + 1, size do
         local w, a, b, c = sunpack(fmt, state, pos)
@@ -587,7 +587,9 @@ local function general()
   -- How many requests of a window of `n` in `w` µs the entries show, for a window with no entry of
   -- its own (a new length or a new algorithm); mirrors src/ratelimit/algorithms.ts's evidence: a
   -- counter entry its counts whose fixed windows reach into this one, whole (nothing tells when
-  -- within them they came); a gcra entry the share of its window its debt still fills, times n.
+  -- within them they came); a gcra entry the requests its debt still stands for (debt over its
+  -- interval); a gcra entry from before gcra kept its limit ('G'), the share of its window its
+  -- debt fills, times n.
   local function evidence(all, n, w, now)
     local most, from = 0, now - w
     for _, e in ipairs(all) do
@@ -603,7 +605,12 @@ local function general()
       else
         local left = e[4] - (now - e[3])
         if left > 0 then
-          k = min(left, e[2]) / e[2] * n
+          if e[1] == 'Q' then
+            -- the requests the debt stands for, each at its own limit's interval
+            k = left * e[5] / e[2]
+          else
+            k = min(left, e[2]) / e[2] * n
+          end
         end
       end
       if k > most then
@@ -679,7 +686,7 @@ local function general()
       return
     end
     local found, kept, latest, all = entries(layer, state, now)
-    local parts, expires = {layer.algo == 2 and 'C' or 'G'}, latest
+    local parts, expires = {layer.algo == 2 and 'C' or 'Q'}, latest
     for i = 1, layer.n do
       local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i]
       if not s then
@@ -693,11 +700,11 @@ local function general()
         if layer.algo == 2 then
           s = {now - now % w, k, 0}
         else
-          s = {now, min(k, n) * (w / n)}
+          s = {now, min(k, n) * (w / n), n}
         end
       end
       local r = layer.algo == 2 and {counter_window(n, w, s[1], s[2], s[3], now)} or
-        {gcra_window(n, w, s[1], s[2], now)}
+        {gcra_window(n, w, s[1], s[2], now, s[3])}
       set(layer, i, unpack(r, 1, 8))
       parts[#parts + 1] = r[9]
       expires = max(expires, r[10])
