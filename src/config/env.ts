@@ -1,13 +1,11 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
-import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { hostProblem } from "./hosts.js";
+import { type Env, Reader } from "./env-reader.js";
 import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
-import { parseRedisSettings, REDIS_SETTINGS, type RedisSettings } from "./redis-settings.js";
+import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
-import { MIN_SECRET_BYTES, weakSecretReason } from "./secrets.js";
+import { SETTINGS } from "./setting-names.js";
 import { type UnknownSetting, unknownSettings } from "./unknown-settings.js";
 
 export type FailureMode = "open" | "closed";
@@ -76,155 +74,9 @@ export class ConfigError extends ProblemsError {
   }
 }
 
-type Env = Record<string, string | undefined>;
-
-/**
- * Every variable tollgate reads, and no other: the Reader below takes only these names. Besides
- * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT, a switch of the tests
- * (TOLLGATE_REDIS_FUNCTIONS) and npm's npm_lifecycle_event; any other variable that looks like a
- * setting is warned about at start-up (unknown-settings.ts).
- */
-export const SETTINGS = [
-  "PORT",
-  "CHECK_PORT",
-  "ADMIN_PORT",
-  "HOST",
-  "CHECK_HOST",
-  "ADMIN_HOST",
-  "UPSTREAM_PORT",
-  ...REDIS_SETTINGS,
-  "REDIS_TIMEOUT_MS",
-  "REDIS_KEY_PREFIX",
-  "FAILURE_MODE",
-  "JWT_SECRET",
-  "JWT_ALGORITHMS",
-  "JWT_PRIVATE_KEY_FILE",
-  "JWT_PUBLIC_KEY_FILE",
-  "JWT_ISSUER",
-  "JWT_AUDIENCE",
-  "JWT_TTL_SECONDS",
-  "SESSION_IDLE_TTL_SECONDS",
-  "SESSION_MAX_AGE_SECONDS",
-  "MAX_SESSIONS_PER_USER",
-  "LOGIN_LOCKOUT",
-  "POLICY_FILE",
-  "USERS_FILE",
-  "ADMIN_TOKEN",
-  "METRICS_TOKEN",
-  "TRUSTED_PROXY_HOPS",
-  "IPV6_SUBNET",
-  "LOG_LEVEL",
-  "LOG_FORMAT",
-  "WORKERS",
-  "DRAIN_DELAY_MS",
-  "DENIAL_CACHE_SIZE",
-  "ENV_FILE",
-  "NODE_ENV",
-  "TOLLGATE_REDIS_FUNCTIONS",
-  "npm_lifecycle_event",
-] as const;
-
-type SettingName = (typeof SETTINGS)[number];
-
 const JWT_ALGORITHMS: readonly JwtAlgorithm[] = ["HS256", "HS384", "HS512", "RS256", "ES256"];
 const LOG_LEVELS: readonly LogLevel[] = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const LOG_FORMATS: readonly LogFormat[] = ["auto", "json", "pretty"];
-
-/** Reads one variable at a time, collecting problems instead of throwing on the first. */
-class Reader {
-  readonly problems: string[] = [];
-  constructor(private readonly env: Env) {}
-
-  raw(name: SettingName): string | undefined {
-    const value = this.env[name];
-    return value === undefined || value.trim() === "" ? undefined : value.trim();
-  }
-
-  int(name: SettingName, fallback: number, min: number, max: number): number {
-    const value = this.raw(name);
-    if (value === undefined) return fallback;
-    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      this.problems.push(`${name}: expected a whole number from ${min} to ${max}, got "${value}"`);
-      return fallback;
-    }
-    return Number(value);
-  }
-
-  port(name: SettingName, fallback: number): number {
-    return this.int(name, fallback, 1, 65535);
-  }
-
-  host(name: SettingName, fallback: string): string {
-    const value = this.raw(name);
-    if (value === undefined) return fallback;
-    const problem = hostProblem(value);
-    if (problem === undefined) return value;
-    this.problems.push(`${name}: ${problem}`);
-    return fallback;
-  }
-
-  oneOf<T extends string>(name: SettingName, allowed: readonly T[], fallback: T): T {
-    const value = this.raw(name);
-    if (value === undefined) return fallback;
-    const found = allowed.find((a) => a.toLowerCase() === value.toLowerCase());
-    if (found === undefined) {
-      this.problems.push(`${name}: expected one of ${allowed.join(", ")}, got "${value}"`);
-      return fallback;
-    }
-    return found;
-  }
-
-  file(name: SettingName): string | undefined {
-    const path = this.raw(name);
-    if (path === undefined) return undefined;
-    try {
-      return readFileSync(path, "utf8");
-    } catch (error) {
-      this.problems.push(
-        `${name}: cannot read "${path}" (${(error as NodeJS.ErrnoException).code ?? "error"})`,
-      );
-      return undefined;
-    }
-  }
-
-  /**
-   * A secret given in the environment: never echoed in a message. `alwaysMinBytes`: the length is
-   * required outside production too (a signing key); otherwise only production requires it.
-   */
-  secret(
-    name: SettingName,
-    production: boolean,
-    alwaysMinBytes: boolean,
-  ): { value: string; generated: boolean } {
-    const value = this.raw(name);
-    if (value === undefined) {
-      if (production) this.problems.push(`${name}: required when NODE_ENV=production`);
-      return { value: randomBytes(32).toString("base64url"), generated: true };
-    }
-    this.strongEnough(name, value, production, { minBytes: MIN_SECRET_BYTES, always: alwaysMinBytes });
-    return { value, generated: false };
-  }
-
-  /** Production refuses short, published and predictable secrets; elsewhere only what `always` asks. */
-  strongEnough(
-    name: string,
-    value: string,
-    production: boolean,
-    length: { minBytes: number; always: boolean },
-  ): void {
-    if ((production || length.always) && Buffer.byteLength(value, "utf8") < length.minBytes) {
-      this.problems.push(`${name}: must be at least ${length.minBytes} bytes long`);
-    } else if (production) {
-      this.refuseWeak(name, value);
-    }
-  }
-
-  /** Production refuses secrets published in the repository or too predictable to be secret. */
-  refuseWeak(name: string, value: string): void {
-    const reason = weakSecretReason(value);
-    if (reason !== undefined) this.problems.push(`${name}: ${reason}`);
-  }
-}
 
 function parseAlgorithms(reader: Reader): JwtAlgorithm[] {
   const value = reader.raw("JWT_ALGORITHMS") ?? "HS256";

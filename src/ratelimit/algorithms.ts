@@ -1,8 +1,18 @@
 // The three algorithms' arithmetic, in microseconds: the memory store runs it, the Lua scripts mirror it.
+import {
+  type CounterState,
+  EPS,
+  evidence,
+  firstFresh,
+  type GcraState,
+  type LayerEvaluation,
+  type LayerStates,
+  type LogState,
+  type RecordState,
+  type WindowOutcome,
+} from "./layer-state.js";
 import type { HitResult, Rule, Window } from "./types.js";
 
-/** Counts are compared with a little slack: the weighted counter's estimate is a float. */
-const EPS = 1e-9;
 /** gcra compares durations of up to days in µs: well above a double's rounding at that size. */
 const EPS_US = 1e-3;
 /** Entries of window lengths a rule no longer has are kept while they matter, this many at most. */
@@ -18,99 +28,6 @@ function keptOthers<E extends { w: number }>(
 ): E[] {
   const mine = new Set(windows.map((w) => w.windowMs * 1000));
   return (entries ?? []).filter((e) => !mine.has(e.w) && mattersUntil(e) > now).slice(0, Math.max(0, room));
-}
-
-/**
- * Whether requests counted in [start, end) may fall inside the `w` µs before `now`: counted whole
- * when they may, as nothing tells when within their span they came (the safe side).
- */
-function mayBeInside(start: number, end: number, now: number, w: number): boolean {
-  return Math.max(start, end) > now - w;
-}
-
-/**
- * How many requests of a window of `limit` in `w` µs the kept states show, for a window that has no
- * state of its own (a new length, or a new algorithm): the log its entries inside the window (exact);
- * a counter entry its counts
- * whose fixed windows reach into this one; a gcra entry the requests its debt still stands for
- * (its debt over its interval). The largest: they count the same
- * requests.
- */
-function evidence(states: LayerStates | undefined, w: number, now: number): number {
-  const record = states?.record;
-  const log = states?.log;
-  let most = log === undefined ? 0 : log.times.length - firstFresh(log.times, log.head, now - w);
-  if (record?.algorithm === "sliding-counter") {
-    for (const e of record.entries) {
-      const end = Math.min(e.b + e.w, now);
-      const k = (mayBeInside(e.b, end, now, w) ? e.c : 0) + (mayBeInside(e.b - e.w, e.b, now, w) ? e.p : 0);
-      most = Math.max(most, k);
-    }
-  } else if (record?.algorithm === "gcra") {
-    // The requests the debt still stands for, each at its own limit's interval.
-    for (const e of record.entries) most = Math.max(most, (Math.max(0, e.debt - (now - e.at)) * e.n) / e.w);
-  }
-  return most;
-}
-
-/** One window's answer: as it stands, and as it would stand if this request were counted. */
-export type WindowOutcome = {
-  room: boolean;
-  limit: number;
-  windowUs: number;
-  usedNow: number;
-  remainingNow: number;
-  resetNowUs: number;
-  usedAfter: number;
-  remainingAfter: number;
-  resetAfterUs: number;
-  /** When this request would be allowed (0 when there is room now). */
-  retryAtUs: number;
-};
-
-/**
- * The sliding log: one list of request times in µs, oldest first, for every window of the layer;
- * entries before `head` are gone. A request counts in all of a layer's windows or in none, so one
- * list holds them all: it is cut at the longest window, and each window counts the entries inside
- * its own span, whatever windows the layer had before (a reload, an override, another order).
- */
-export type LogState = { algorithm: "sliding-log"; times: number[]; head: number };
-/** The sliding counter per window length: the current fixed window's start and count, the previous count. */
-export type CounterState = {
-  algorithm: "sliding-counter";
-  entries: { w: number; b: number; c: number; p: number }[];
-};
-/**
- * gcra per window length: the debt (how far the bucket is ahead of now) as of time `at`, and the
- * limit `n` it was counted with (a debt is requests times their interval, w / n).
- */
-export type GcraState = { algorithm: "gcra"; entries: { w: number; at: number; debt: number; n: number }[] };
-export type LayerState = LogState | CounterState | GcraState;
-/** The state a subject's record keeps for a category: one algorithm's at a time. */
-export type RecordState = CounterState | GcraState;
-/**
- * What is kept of a subject's category, as Redis keeps it: the sliding log's list, and the record's
- * counter or gcra state. Each survives a change of algorithm, so that a new one starts from what
- * the other shows.
- */
-export type LayerStates = { log?: LogState; record?: RecordState };
-
-export type LayerEvaluation = {
-  outcomes: WindowOutcome[];
-  room: boolean;
-  /** What is kept of the category with this request counted (a state another algorithm's replaced). */
-  commit(): LayerStates;
-};
-
-function firstFresh(times: number[], head: number, cutoff: number): number {
-  let lo = head;
-  let hi = times.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((times[mid] as number) <= cutoff) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /** Whether a log holds no entry at all (Redis: its list does not exist). */

@@ -4,8 +4,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, SETTINGS } from "../../src/config/env.js";
+import { ConfigError, loadConfig } from "../../src/config/env.js";
 import { metricsExposureWarning } from "../../src/config/hosts.js";
+import { SETTINGS } from "../../src/config/setting-names.js";
 
 function problems(env: Record<string, string>): string[] {
   try {

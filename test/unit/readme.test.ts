@@ -212,7 +212,7 @@ describe("the README", () => {
   });
 
   it("names in its settings table (and .env.example) only variables tollgate knows, so that none is warned about as unknown", async () => {
-    const { SETTINGS } = await import("../../src/config/env.js");
+    const { SETTINGS } = await import("../../src/config/setting-names.js");
     const known = new Set<string>(SETTINGS);
     const documented = tableAfter("## Settings").flatMap((row) => backticked(row[0] ?? ""));
     expect(documented.length).toBeGreaterThan(30); // the scan finds them

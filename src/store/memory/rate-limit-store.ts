@@ -1,12 +1,6 @@
 // The limiter in process memory: the embedded default for a single instance without Redis.
-import {
-  describedWindow,
-  evaluateLayer,
-  hitResultOf,
-  type LayerEvaluation,
-  type LayerState,
-  type LayerStates,
-} from "../../ratelimit/algorithms.js";
+import { describedWindow, evaluateLayer, hitResultOf } from "../../ratelimit/algorithms.js";
+import type { LayerEvaluation, LayerState, LayerStates } from "../../ratelimit/layer-state.js";
 import type {
   Clock,
   HitResult,

@@ -1,0 +1,50 @@
+// The names of every variable tollgate reads: the one list that settings, docs and warnings follow.
+import { REDIS_SETTINGS } from "./redis-settings.js";
+
+/**
+ * Every variable tollgate reads, and no other: env.ts's Reader takes only these names. Besides
+ * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT, a switch of the tests
+ * (TOLLGATE_REDIS_FUNCTIONS) and npm's npm_lifecycle_event; any other variable that looks like a
+ * setting is warned about at start-up (unknown-settings.ts).
+ */
+export const SETTINGS = [
+  "PORT",
+  "CHECK_PORT",
+  "ADMIN_PORT",
+  "HOST",
+  "CHECK_HOST",
+  "ADMIN_HOST",
+  "UPSTREAM_PORT",
+  ...REDIS_SETTINGS,
+  "REDIS_TIMEOUT_MS",
+  "REDIS_KEY_PREFIX",
+  "FAILURE_MODE",
+  "JWT_SECRET",
+  "JWT_ALGORITHMS",
+  "JWT_PRIVATE_KEY_FILE",
+  "JWT_PUBLIC_KEY_FILE",
+  "JWT_ISSUER",
+  "JWT_AUDIENCE",
+  "JWT_TTL_SECONDS",
+  "SESSION_IDLE_TTL_SECONDS",
+  "SESSION_MAX_AGE_SECONDS",
+  "MAX_SESSIONS_PER_USER",
+  "LOGIN_LOCKOUT",
+  "POLICY_FILE",
+  "USERS_FILE",
+  "ADMIN_TOKEN",
+  "METRICS_TOKEN",
+  "TRUSTED_PROXY_HOPS",
+  "IPV6_SUBNET",
+  "LOG_LEVEL",
+  "LOG_FORMAT",
+  "WORKERS",
+  "DRAIN_DELAY_MS",
+  "DENIAL_CACHE_SIZE",
+  "ENV_FILE",
+  "NODE_ENV",
+  "TOLLGATE_REDIS_FUNCTIONS",
+  "npm_lifecycle_event",
+] as const;
+
+export type SettingName = (typeof SETTINGS)[number];
