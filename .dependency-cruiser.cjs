@@ -1,42 +1,61 @@
-// Dependencies point one way: http → authz / auth / ratelimit (logic and ports) ← store (adapters),
-// with config below everything; main.ts, app.ts and workers.ts compose. `npm run check` fails on any
-// import these rules forbid and on any cycle.
-const FEATURES = "^src/(auth|authz|ratelimit)/";
+// Dependencies point one way: frontends / http → check / auth / ratelimit / policy (logic and ports)
+// ← store (adapters), with config below everything and process/ beside it; main.ts and app.ts
+// compose. `npm run check` fails on any import these rules forbid and on any cycle.
+const FEATURES = "^src/(auth|check|ratelimit|policy)/";
+const EDGE = "^src/(frontends|http)/";
+const ADAPTERS = "^src/store/(memory|redis)/|^src/store/store\\.ts$";
+const ROOT = "^src/(app|main)\\.ts$";
 module.exports = {
   forbidden: [
     { name: "no-cycles", severity: "error", from: {}, to: { circular: true } },
     {
       name: "features-never-import-adapters-or-the-edge",
       comment:
-        "Feature folders hold logic and port types; the adapters and HTTP are wired in by the composition root.",
+        "Feature folders hold logic and port types; the adapters and the edge are wired in by the composition root.",
       severity: "error",
       from: { path: FEATURES },
-      to: { path: "^src/(store|http)/|^src/(app|main|workers)\\.ts$" },
+      to: { path: `${ADAPTERS}|${EDGE}|${ROOT}|^src/process/workers\\.ts$` },
     },
     {
       name: "config-is-below-everything",
       severity: "error",
       from: { path: "^src/config/" },
-      to: { path: "^src/(auth|authz|ratelimit|store|http|metrics)/|^src/(app|main|workers)\\.ts$" },
+      to: { path: `${FEATURES}|^src/(store|frontends|http|metrics|process)/|${ROOT}` },
+    },
+    {
+      name: "policy-is-below-the-check",
+      comment: "The policy (schema, routes, request targets, compilation) knows nothing of checks or stores.",
+      severity: "error",
+      from: { path: "^src/policy/" },
+      to: { path: "^src/(check|store)/" },
     },
     {
       name: "the-edge-never-imports-adapters",
-      comment: "http/ gets its ports from the composition root (http/api-store.ts is the shape it needs).",
+      comment:
+        "frontends/ and http/ get their ports from the composition root (http/api-store.ts is the shape the APIs need).",
       severity: "error",
-      from: { path: "^src/http/" },
-      to: { path: "^src/store/|^src/(app|main)\\.ts$" },
+      from: { path: EDGE },
+      to: { path: `${ADAPTERS}|${ROOT}` },
     },
     {
       name: "adapters-never-import-the-edge",
       severity: "error",
       from: { path: "^src/store/" },
-      to: { path: "^src/(http|metrics)/|^src/(app|main|workers)\\.ts$" },
+      to: { path: `${EDGE}|^src/(metrics|check)/|${ROOT}|^src/process/workers\\.ts$` },
     },
     {
       name: "metrics-observe-only",
       severity: "error",
       from: { path: "^src/metrics/" },
-      to: { path: "^src/(store|http|auth)/|^src/(app|main)\\.ts$" },
+      to: { path: `^src/(store|auth)/|${EDGE}|${ROOT}` },
+    },
+    {
+      name: "only-front-ends-speak-protocols",
+      comment:
+        "node:http, node:http2, node:net and gRPC libraries belong to the front ends (frontends/ for checks, http/ for the APIs); the composition root only wires their listeners.",
+      severity: "error",
+      from: { path: "^src/", pathNot: `${EDGE}|${ROOT}` },
+      to: { path: "^(node:)?(http|http2)$|node_modules/@grpc/|node_modules/express/" },
     },
     {
       name: "ioredis-only-in-the-redis-adapter",
@@ -59,7 +78,7 @@ module.exports = {
     {
       name: "prom-client-only-in-metrics",
       severity: "error",
-      from: { path: "^src/", pathNot: "^src/(metrics/|workers\\.ts$)" },
+      from: { path: "^src/", pathNot: "^src/(metrics/|process/workers\\.ts$)" },
       to: { path: "node_modules/prom-client/" },
     },
     {

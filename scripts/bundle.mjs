@@ -15,14 +15,14 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const EXTERNAL = ["ioredis", "pino", "pino-pretty"];
 
 /**
- * The Lua scripts sit next to dist/src/store/redis/scripts.js; in the bundle, import.meta.url is
+ * The Lua scripts sit next to dist/src/store/redis/loader.js; in the bundle, import.meta.url is
  * dist/src/main.js. The one place that locates them is rewritten, and the build fails if that place
  * is not found exactly once.
  */
 const luaDirectory = {
   name: "lua-directory",
   setup(context) {
-    context.onLoad({ filter: /[\\/]store[\\/]redis[\\/]scripts\.js$/ }, (args) => {
+    context.onLoad({ filter: /[\\/]store[\\/]redis[\\/]loader\.js$/ }, (args) => {
       const from = 'new URL("./lua/", import.meta.url)';
       const text = readFileSync(args.path, "utf8");
       const count = text.split(from).length - 1;

@@ -5,19 +5,19 @@ import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { createLockout } from "./auth/lockout.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
-import { type Checker, createChecker } from "./authz/checker.js";
-import { createDeadSessions } from "./authz/dead-sessions.js";
-import { createDenialCache } from "./authz/denial-cache.js";
-import { createPolicyState, type PolicyState, type ReloadResult } from "./authz/policy-state.js";
+import { type Checker, createChecker } from "./check/checker.js";
+import { createDeadSessions } from "./check/dead-sessions.js";
+import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
-import type { Policy } from "./config/policy.js";
+import { createCheckServer } from "./frontends/check-listener.js";
 import { createAdminApi } from "./http/admin-api.js";
-import { createCheckServer } from "./http/check-listener.js";
 import { createPublicApi } from "./http/public-api.js";
-import type { Logger } from "./logger.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import type { Readiness } from "./readiness.js";
+import type { Policy } from "./policy/policy.js";
+import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
+import type { Logger } from "./process/logger.js";
+import type { Readiness } from "./process/readiness.js";
 import type { Store } from "./store/store.js";
 
 export type Tollgate = {

@@ -3,20 +3,27 @@ import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { createTollgate } from "./app.js";
+import { withSharedJwtSecret } from "./auth/jwt-secret.js";
 import { createLockout } from "./auth/lockout.js";
 import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
 import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
-import { loadPolicy, type Policy, PolicyError } from "./config/policy.js";
-import { createHttpServer } from "./http/server.js";
-import { withSharedJwtSecret } from "./jwt-secret.js";
-import { listenProblem } from "./listen-problem.js";
-import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./logger.js";
-import { stopWithNpm } from "./parent-watch.js";
-import { createReadiness, type Readiness } from "./readiness.js";
-import { createStore, type Store, storeTimeouts } from "./store/store.js";
-import { isReloadMessage, isWorker, RELOAD_OTHERS, shouldSupervise, superviseWorkers } from "./workers.js";
+import { createHttpServer } from "./frontends/server.js";
+import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
+import { listenProblem } from "./process/listen-problem.js";
+import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
+import { stopWithNpm } from "./process/parent-watch.js";
+import { createReadiness, type Readiness } from "./process/readiness.js";
+import {
+  isReloadMessage,
+  isWorker,
+  RELOAD_OTHERS,
+  shouldSupervise,
+  superviseWorkers,
+} from "./process/workers.js";
+import { storeTimeouts } from "./store/failure.js";
+import { createStore, type Store } from "./store/store.js";
 
 /** After the drain delay, how long requests in flight may take before the process exits anyway. */
 const FORCED_EXIT_MS = 10_000;

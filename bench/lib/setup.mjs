@@ -3,7 +3,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
-import { DEFAULT_POLICY_YAML } from "../../dist/src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../dist/src/policy/policy.js";
 import { findBinary, ROOT } from "./processes.mjs";
 import { connectRedis } from "./redis-stats.mjs";
 import { createUser, login, startRedis, startTollgate } from "./services.mjs";

@@ -1,7 +1,7 @@
 // Login, token authentication and session management: the identity rules, free of HTTP.
 import type { Config } from "../config/env.js";
-import type { Logger } from "../logger.js";
-import { sidPrefix } from "../logger.js";
+import type { Logger } from "../process/logger.js";
+import { sidPrefix } from "../process/logger.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
 import type { Lockout } from "./lockout.js";
 import { verifyPassword } from "./passwords.js";

@@ -1,8 +1,8 @@
 // Start-up users: USERS_FILE (JSON) loaded into the store, or the demo users outside production.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { ANONYMOUS_TIER, type Policy } from "../config/policy.js";
 import { ProblemsError, problemsOf } from "../config/problems.js";
+import { ANONYMOUS_TIER, type Policy } from "../policy/policy.js";
 import { ID_PATTERN } from "./jwt.js";
 import { isPasswordHash } from "./passwords.js";
 import type { NewUser, UserStore } from "./types.js";

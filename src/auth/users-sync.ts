@@ -1,5 +1,5 @@
 // Start-up reconciliation of the store with USERS_FILE, and the removal of demo users in production.
-import type { Logger } from "../logger.js";
+import type { Logger } from "../process/logger.js";
 import type { Lockout } from "./lockout.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";

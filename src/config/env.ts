@@ -1,10 +1,10 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
 import { availableParallelism } from "node:os";
 import { type Env, Reader } from "./env-reader.js";
-import { parseLimit } from "./policy.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
+import { parseLimit } from "./rules.js";
 import { SETTINGS } from "./setting-names.js";
 import { type UnknownSetting, unknownSettings } from "./unknown-settings.js";
 

@@ -25,3 +25,30 @@ export type Layer = { category: string; rule: Rule; shadow?: boolean };
 
 /** The category name of the per-address layer; no route may use it. */
 export const IP_LAYER = "ip";
+
+/** A category's rule for every named tier, as the check hands it to the store. */
+export type TierRules = ReadonlyMap<string, Rule>;
+
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+/** The largest count a window may have. */
+export const MAX_COUNT = 1_000_000;
+const MAX_WINDOW_MS = 7 * UNIT_MS.d;
+
+/** Parses "<count>/<duration>", for example "100/1h" or "10/15m"; "100/h" is "100/1h". */
+export function parseLimit(text: string): Window | undefined {
+  const match = /^(\d{1,7})\/(\d{1,6})?([smhd])$/.exec(text.trim());
+  if (match === null) return undefined;
+  const limit = Number(match[1]);
+  const windowMs = Number(match[2] ?? 1) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
+  if (limit < 1 || limit > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
+  return { limit, windowMs };
+}
+
+/** A window length as a policy writes it: the largest unit that divides it, e.g. 3600000 → "1h". */
+export function durationText(ms: number): string {
+  for (const unit of ["d", "h", "m"] as const)
+    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  return `${Math.round(ms / 1000)}s`;
+}
+
+export const limitText = (w: Window): string => `${w.limit}/${durationText(w.windowMs)}`;

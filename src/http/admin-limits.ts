@@ -2,9 +2,10 @@
 import type { Request, Router } from "express";
 import { z } from "zod";
 import type { User } from "../auth/types.js";
-import type { PolicyState } from "../authz/policy-state.js";
-import { limitText, windowsOrNullSchema } from "../config/policy.js";
-import type { Logger } from "../logger.js";
+import { limitText } from "../config/rules.js";
+import { windowsOrNullSchema } from "../policy/policy.js";
+import type { PolicyState } from "../policy/policy-state.js";
+import type { Logger } from "../process/logger.js";
 import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
 import { HttpError, jsonBody } from "./errors.js";

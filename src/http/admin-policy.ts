@@ -1,11 +1,11 @@
 // Admin: the policy in force and its reload, and a dry-run check (the decision, nothing counted).
 import type { Router } from "express";
 import { z } from "zod";
-import type { Checker } from "../authz/checker.js";
-import type { Decision } from "../authz/decide.js";
-import { type PolicyState, policyDocument, type ReloadResult } from "../authz/policy-state.js";
-import { renderDecision } from "./check-responses.js";
-import { normalizeIp } from "./client-ip.js";
+import type { Checker } from "../check/checker.js";
+import type { Decision } from "../check/types.js";
+import { normalizeIp } from "../frontends/client-ip.js";
+import { renderDecision } from "../frontends/render.js";
+import { type PolicyState, policyDocument, type ReloadResult } from "../policy/policy-state.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 

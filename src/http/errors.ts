@@ -1,8 +1,8 @@
 // Error codes, their HTTP statuses and bodies, in one place. Handlers never leak internal messages.
 import express, { type ErrorRequestHandler, type RequestHandler, type Response } from "express";
-import { reservedKeyProblems } from "../config/reserved-keys.js";
-import type { Logger } from "../logger.js";
-import { StoreUnavailableError } from "../unavailable.js";
+import { reservedKeyProblems } from "../policy/reserved-keys.js";
+import type { Logger } from "../process/logger.js";
+import { StoreUnavailableError } from "../store/failure.js";
 
 export const STATUS = {
   bad_request: 400,

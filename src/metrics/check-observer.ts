@@ -1,9 +1,10 @@
 // What every check and store event leaves behind: metric counts (label children resolved once per
 // label set), the store's up/down state, and throttled log lines.
-import type { Decision } from "../authz/decide.js";
-import type { Logger } from "../logger.js";
+
+import type { Decision } from "../check/types.js";
+import type { Logger } from "../process/logger.js";
+import { createThrottledLog } from "../process/throttled-log.js";
 import { ipSubject, userSubject } from "../ratelimit/types.js";
-import { createThrottledLog } from "../throttled-log.js";
 import type { Metrics } from "./metrics.js";
 
 export type CheckProtocol = "envoy" | "nginx";

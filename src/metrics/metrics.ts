@@ -1,6 +1,6 @@
 // Every Prometheus metric of tollgate, on one registry. Labels stay bounded: never an id, IP or key.
 import { Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from "prom-client";
-import { metricsText } from "../workers.js";
+import { metricsText } from "../process/workers.js";
 import { createLeanHistogram } from "./lean-histogram.js";
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -2,11 +2,10 @@
 
 import { newSessionId } from "../auth/ids.js";
 import type { NameAdoption, SessionStore, UserStore } from "../auth/types.js";
-import type { AuthorizeStore } from "../authz/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
-import { withDeadline } from "../deadline.js";
+import type { AuthorizeStore } from "../ratelimit/authorize-port.js";
 import type { RateLimitStore } from "../ratelimit/types.js";
-import { guarded } from "./errors.js";
+import { guarded, storeTimeouts, withDeadline } from "./failure.js";
 import {
   announcingLimiter,
   announcingSessions,
@@ -61,17 +60,6 @@ export type Store = {
   sharedJwtSecret(candidate: string): Promise<string>;
   close(): Promise<void>;
 };
-
-/**
- * Every wait on the store, from REDIS_TIMEOUT_MS (a check's): the public and admin APIs, and a
- * (re)connection, may take longer than a check.
- */
-export const storeTimeouts = (checkTimeoutMs: number) => ({
-  apiMs: Math.max(1_000, checkTimeoutMs * 10),
-  connectMs: Math.max(1_000, checkTimeoutMs * 10),
-  /** A connection (or the invalidations' subscription) silent this long is dropped and made again. */
-  watchdog: { intervalMs: 1_000, silenceMs: Math.max(3_000, checkTimeoutMs * 20) },
-});
 
 /**
  * A session store whose `create` gives up after `timeoutMs`, and then revokes the session should its

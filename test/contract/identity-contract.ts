@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { UsersFileEntry } from "../../src/auth/users-file.js";
 import { syncUsersFile } from "../../src/auth/users-sync.js";
-import { createLogger } from "../../src/logger.js";
+import { createLogger } from "../../src/process/logger.js";
 import type { Store } from "../../src/store/store.js";
 import {
   ADMIN_TOKEN,

@@ -1,7 +1,7 @@
 // Forged identity and client-address headers through real nginx and the Envoy harness: none takes effect.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
 import { type Reply, send } from "../support/http-client.js";
 import type { Nginx } from "../support/nginx.js";

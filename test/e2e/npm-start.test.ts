@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { waitFor } from "../support/ports.js";
 import { freeTollgatePorts, type TollgatePorts, testTollgateEnv } from "../support/processes.js";
 

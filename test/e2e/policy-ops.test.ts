@@ -2,7 +2,7 @@
 // admin endpoint) while a load runs, shadow mode's marks, a user's own limits, the dry run.
 import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
 import { type Reply, send } from "../support/http-client.js";
 import type { Nginx } from "../support/nginx.js";

@@ -2,7 +2,7 @@
 // tollgate, every request is refused at the check or served by the route whose category was charged.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
 import type { Nginx } from "../support/nginx.js";
 import { login, type TollgateProcess } from "../support/processes.js";

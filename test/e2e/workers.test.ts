@@ -9,8 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
-import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/workers.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
+import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/process/workers.js";
 import { waitFor } from "../support/ports.js";
 import {
   freeTollgatePorts,

@@ -3,7 +3,7 @@
 import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
-import { createLogger } from "../../src/logger.js";
+import { createLogger } from "../../src/process/logger.js";
 import { logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import type { RedisClient } from "../../src/store/redis/client.js";

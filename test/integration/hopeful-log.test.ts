@@ -3,7 +3,8 @@
 // plain way gives, however the guess turns out: the user check (authorize) and the address's (limit).
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import type { AuthorizeResult, TierRules } from "../../src/authz/types.js";
+import type { TierRules } from "../../src/config/rules.js";
+import type { AuthorizeResult } from "../../src/ratelimit/authorize-port.js";
 import { type Layer, logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";

@@ -2,9 +2,9 @@
 // with stops start-up with one line, and an unreachable Redis stops it after a bounded wait.
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
+import { withSharedJwtSecret } from "../../src/auth/jwt-secret.js";
 import { loadConfig } from "../../src/config/env.js";
-import { withSharedJwtSecret } from "../../src/jwt-secret.js";
-import { createLogger } from "../../src/logger.js";
+import { createLogger } from "../../src/process/logger.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { freePort } from "../support/ports.js";

@@ -3,7 +3,7 @@
 // run out (lib/common.lua's extend_log). Every path that pushes: the user check's usual window
 // (authorize), the address's (limit), and the general way (several windows).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TierRules } from "../../src/authz/types.js";
+import type { TierRules } from "../../src/config/rules.js";
 import { type Layer, logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { DEFAULT_POLICY_YAML } from "../../src/config/policy.js";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-policy-ops-"));

@@ -3,15 +3,15 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { logRule } from "../../src/ratelimit/types.js";
 import { MAX_BATCH } from "../../src/store/redis/coalesce.js";
-import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import {
   ANSWER_BYTES,
   hitFromReply as hitOf,
   ruleSpec,
   USUAL_ANSWER_BYTES,
-} from "../../src/store/redis/rule-specs.js";
-import { createHotScripts } from "../../src/store/redis/scripts.js";
+} from "../../src/store/redis/codec.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createHotScripts } from "../../src/store/redis/loader.js";
+import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 import { startRedisServer } from "../support/redis-server.js";

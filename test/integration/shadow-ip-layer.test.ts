@@ -5,12 +5,12 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { hashPassword } from "../../src/auth/passwords.js";
-import { createChecker } from "../../src/authz/checker.js";
-import { compilePolicy } from "../../src/authz/decide.js";
-import { createDenialCache } from "../../src/authz/denial-cache.js";
+import { createChecker } from "../../src/check/checker.js";
+import { createDenialCache } from "../../src/check/denial-cache.js";
 import { loadConfig } from "../../src/config/env.js";
-import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/config/policy.js";
-import { createLogger } from "../../src/logger.js";
+import { compilePolicy } from "../../src/policy/compile.js";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore, type Store } from "../../src/store/store.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 

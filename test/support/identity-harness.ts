@@ -6,10 +6,10 @@ import { expect } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { createLockout } from "../../src/auth/lockout.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import type { Decision } from "../../src/authz/decide.js";
+import type { Decision } from "../../src/check/types.js";
 import { loadConfig } from "../../src/config/env.js";
-import { loadPolicy } from "../../src/config/policy.js";
-import { createLogger } from "../../src/logger.js";
+import { loadPolicy } from "../../src/policy/policy.js";
+import { createLogger } from "../../src/process/logger.js";
 import type { Store } from "../../src/store/store.js";
 
 export const JWT_SECRET = "x".repeat(32);

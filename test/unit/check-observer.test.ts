@@ -1,10 +1,12 @@
 // The check observer: what each decision and store event leaves in the metrics and the log.
 import { describe, expect, it } from "vitest";
-import { compilePolicy, decideUser, plan } from "../../src/authz/decide.js";
-import { parsePolicy } from "../../src/config/policy.js";
-import { createLogger } from "../../src/logger.js";
+import { decideUser } from "../../src/check/decide.js";
+import { plan } from "../../src/check/plan.js";
 import { createCheckObserver, decisionLabels } from "../../src/metrics/check-observer.js";
 import { createMetrics } from "../../src/metrics/metrics.js";
+import { compilePolicy } from "../../src/policy/compile.js";
+import { parsePolicy } from "../../src/policy/policy.js";
+import { createLogger } from "../../src/process/logger.js";
 
 const compiled = compilePolicy(
   parsePolicy(

@@ -1,6 +1,6 @@
 // Client addresses: trusted hops, IPv6 subnets, mapped addresses and junk.
 import { describe, expect, it } from "vitest";
-import { clientIp, normalizeIp } from "../../src/http/client-ip.js";
+import { clientIp, normalizeIp } from "../../src/frontends/client-ip.js";
 
 const one = { trustedProxyHops: 1, ipv6Subnet: 64 };
 

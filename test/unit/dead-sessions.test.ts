@@ -1,6 +1,6 @@
 // The dead-session memory: bounded, and forgetting a session once its token has expired.
 import { describe, expect, it } from "vitest";
-import { createDeadSessions } from "../../src/authz/dead-sessions.js";
+import { createDeadSessions } from "../../src/check/dead-sessions.js";
 
 describe("dead sessions", () => {
   it("remember a session until its token's expiry", () => {

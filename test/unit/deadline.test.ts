@@ -1,6 +1,6 @@
 // The check path's store deadline: one timer for many calls, expiring in arrival order.
 import { describe, expect, it } from "vitest";
-import { createDeadline, StoreTimeoutError, withDeadline } from "../../src/deadline.js";
+import { createDeadline, StoreTimeoutError, withDeadline } from "../../src/store/failure.js";
 
 const resolveAfter = <T>(ms: number, value: T): Promise<T> =>
   new Promise((r) => setTimeout(() => r(value), ms));

@@ -1,17 +1,12 @@
 // The pure decision core and its rendering for Envoy and nginx.
 import { describe, expect, it } from "vitest";
 import type { TokenCheck } from "../../src/auth/jwt.js";
-import {
-  type CompiledPolicy,
-  compilePolicy,
-  decideAnonymous,
-  decideDegraded,
-  decideUser,
-  plan,
-} from "../../src/authz/decide.js";
-import type { AuthorizeResult } from "../../src/authz/types.js";
-import { DEFAULT_POLICY_YAML, loadPolicy, parsePolicy } from "../../src/config/policy.js";
-import { renderDecision, renderForNginx } from "../../src/http/check-responses.js";
+import { decideAnonymous, decideDegraded, decideUser } from "../../src/check/decide.js";
+import { plan } from "../../src/check/plan.js";
+import { renderDecision, renderForNginx } from "../../src/frontends/render.js";
+import { type CompiledPolicy, compilePolicy } from "../../src/policy/compile.js";
+import { DEFAULT_POLICY_YAML, loadPolicy, parsePolicy } from "../../src/policy/policy.js";
+import type { AuthorizeResult } from "../../src/ratelimit/authorize-port.js";
 import type { HitResult } from "../../src/ratelimit/types.js";
 
 const compiled = compilePolicy(loadPolicy(undefined));

@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { createProcessLogger, fdWriter } from "../../src/logger.js";
+import { createProcessLogger, fdWriter } from "../../src/process/logger.js";
 
-const LOGGER = fileURLToPath(new URL("../../dist/src/logger.js", import.meta.url));
+const LOGGER = fileURLToPath(new URL("../../dist/src/process/logger.js", import.meta.url));
 
 /** Logs one line through a logger made as main.ts makes it, and returns what reached the file. */
 async function logToFile(options: { format: "auto" | "json" | "pretty"; isTTY: boolean }): Promise<string> {

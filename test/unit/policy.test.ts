@@ -1,7 +1,8 @@
 // The policy file: the built-in default, route matching, and one fixture per kind of error.
 import { describe, expect, it } from "vitest";
-import { loadPolicy, PolicyError, parseLimit } from "../../src/config/policy.js";
-import { matchRoute, normalizePath } from "../../src/config/routes.js";
+import { parseLimit } from "../../src/config/rules.js";
+import { loadPolicy, PolicyError } from "../../src/policy/policy.js";
+import { matchRoute, normalizePath } from "../../src/policy/routes.js";
 
 const fixture = (name: string) => new URL(`../fixtures/policy/${name}`, import.meta.url).pathname;
 

@@ -1,7 +1,7 @@
 // The canonical request target: what is decided, and what is refused because an upstream could read it otherwise.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalTarget } from "../../src/config/request-target.js";
+import { canonicalTarget } from "../../src/policy/request-target.js";
 
 const pathOf = (raw: string): string | undefined => {
   const target = canonicalTarget(raw);

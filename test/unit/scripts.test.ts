@@ -1,8 +1,8 @@
-// The Lua scripts are declared once (src/store/redis/scripts.ts): every file is declared, every
+// The Lua scripts are declared once (src/store/redis/loader.ts): every file is declared, every
 // declaration has its file, and each file says how many KEYS it takes as its name does.
 import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { LUA_DIR, SCRIPTS, type ScriptName, scriptFile } from "../../src/store/redis/scripts.js";
+import { LUA_DIR, SCRIPTS, type ScriptName, scriptFile } from "../../src/store/redis/loader.js";
 
 const files = readdirSync(LUA_DIR).filter((f) => f.endsWith(".lua"));
 

@@ -1,7 +1,7 @@
 // The throttled log on a pinned clock: one line per key per second, suppressed counts, bounded memory.
 import { describe, expect, it } from "vitest";
-import { createLogger } from "../../src/logger.js";
-import { createThrottledLog, MAX_SLOTS } from "../../src/throttled-log.js";
+import { createLogger } from "../../src/process/logger.js";
+import { createThrottledLog, MAX_SLOTS } from "../../src/process/throttled-log.js";
 
 type Line = { level: string; event: string; msg: string; suppressed: number; [field: string]: unknown };
 

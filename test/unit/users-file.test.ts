@@ -12,7 +12,7 @@ import {
   readUsersFile,
   UsersFileError,
 } from "../../src/auth/users-file.js";
-import { loadPolicy } from "../../src/config/policy.js";
+import { loadPolicy } from "../../src/policy/policy.js";
 
 describe("demo users", () => {
   it("carry a hash of their documented password, and of no other", async () => {

@@ -1,5 +1,6 @@
 // The check's store call on the memory stores: IP layer, session, tier and windows in one synchronous step.
-import type { AuthorizeStore } from "../../authz/types.js";
+
+import type { AuthorizeStore } from "../../ratelimit/authorize-port.js";
 import { IP_LAYER, type Rule, userSubject, type Window } from "../../ratelimit/types.js";
 import type { MemoryIdentity } from "./identity-store.js";
 import type { MemoryRateLimitStore, SubjectLayer } from "./rate-limit-store.js";

@@ -1,12 +1,9 @@
 // The check's Redis call: the IP layer, session validity, the user's current tier and windows, atomically.
-import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore } from "../../authz/types.js";
+
+import type { AuthorizeRequest, AuthorizeResult, AuthorizeStore } from "../../ratelimit/authorize-port.js";
 import type { HitResult, Rule } from "../../ratelimit/types.js";
 import { IP_LAYER, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
-import { isCluster } from "./is-cluster.js";
-import type { Keys } from "./keys.js";
-import { limitCall } from "./rate-limit-store.js";
-import { createRoomGuesses } from "./room-guesses.js";
 import {
   ANSWER_BYTES,
   answerNowUs,
@@ -17,8 +14,12 @@ import {
   tierTable,
   USUAL_ANSWER_BYTES,
   usualWindow,
-} from "./rule-specs.js";
-import { hotScripts } from "./scripts.js";
+} from "./codec.js";
+import { isCluster } from "./is-cluster.js";
+import type { Keys } from "./keys.js";
+import { hotScripts } from "./loader.js";
+import { limitCall } from "./rate-limit-store.js";
+import { createRoomGuesses } from "./room-guesses.js";
 
 /** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;

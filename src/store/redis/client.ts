@@ -3,8 +3,8 @@ import { createRequire } from "node:module";
 import type * as IORedis from "ioredis";
 import type { Cluster, Redis, RedisOptions } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
+import { defineScripts } from "./loader.js";
 import { watchRefusals } from "./refusals.js";
-import { defineScripts } from "./scripts.js";
 import { followSwitchMaster } from "./switch-master.js";
 
 let ioredisModule: typeof IORedis | undefined;

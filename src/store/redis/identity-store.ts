@@ -4,8 +4,8 @@ import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
 import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
+import { parseWindowsSpec, windowsSpec } from "./codec.js";
 import type { Keys } from "./keys.js";
-import { parseWindowsSpec, windowsSpec } from "./rule-specs.js";
 import { adoptAsTyped, claimName } from "./usernames.js";
 
 function toUser(fields: Record<string, string>): User | undefined {

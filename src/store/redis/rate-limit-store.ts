@@ -1,10 +1,10 @@
 // The limiter on Redis: one atomic limit.lua call per request, time from Redis TIME.
 import { type Clock, isUserSubject, type Layer, type RateLimitStore } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
+import { hitFromReply, ruleSpec, usualWindow, windowStatesFromReply } from "./codec.js";
 import type { Keys } from "./keys.js";
+import { hotScripts } from "./loader.js";
 import { createRoomGuesses } from "./room-guesses.js";
-import { hitFromReply, ruleSpec, usualWindow, windowStatesFromReply } from "./rule-specs.js";
-import { hotScripts } from "./scripts.js";
 
 export type RedisRateLimitStoreOptions = {
   redis: RedisClient;

@@ -1,6 +1,6 @@
 // Drops a Redis connection that stops answering without closing, so that ioredis makes a new one.
 import type { Redis } from "ioredis";
-import { withDeadline } from "../../deadline.js";
+import { withDeadline } from "../failure.js";
 import type { RedisClient } from "./client.js";
 import { isCluster } from "./is-cluster.js";
 

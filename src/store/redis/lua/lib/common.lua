@@ -61,7 +61,7 @@ local function remember(key, value)
   return value
 end
 
--- A rule, packed by src/store/redis/rule-specs.ts as text of fixed widths (ioredis writes text
+-- A rule, packed by src/store/redis/codec.ts as text of fixed widths (ioredis writes text
 -- arguments cheaper than binary ones): a digit for the algorithm (1 sliding log, 2 sliding
 -- counter, 3 gcra), a digit for the number of windows, then per window its limit in 6 hex digits
 -- and its length in µs in 10 (shortest first). A tier table is ";<tier>=<4 hex digits>" per tier,

@@ -1,8 +1,6 @@
 // The check's port to the store: one call that validates the session and counts the request.
-import type { HitResult, Rule, Subject } from "../ratelimit/types.js";
-
-/** A category's rule for every named tier, as the check hands it to the store. */
-export type TierRules = ReadonlyMap<string, Rule>;
+import type { TierRules } from "../config/rules.js";
+import type { HitResult, Rule, Subject } from "./types.js";
 
 export type AuthorizeRequest = {
   userId: string;

@@ -1,5 +1,5 @@
 // Keys that JavaScript objects treat specially, found anywhere in a parsed document (policy, request body).
-import { fieldPath } from "./problems.js";
+import { fieldPath } from "../config/problems.js";
 
 /**
  * A record or a copy built from a document sets the prototype on "__proto__" instead of a field

@@ -6,7 +6,7 @@
 import cluster, { type Worker } from "node:cluster";
 import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
-import type { Config } from "./config/env.js";
+import type { Config } from "../config/env.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
@@ -105,7 +105,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
 
   // Workers run the compiled entry point itself, not whatever script started the primary (npm start's
   // build check, for one), so they start as fast as the primary's own start-up allows.
-  cluster.setupPrimary({ exec: fileURLToPath(new URL("./main.js", import.meta.url)) });
+  cluster.setupPrimary({ exec: fileURLToPath(new URL("../main.js", import.meta.url)) });
   const aggregator = new AggregatorRegistry();
   const reload = (except?: Worker): void => {
     for (const slot of slots) {

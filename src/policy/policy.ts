@@ -2,11 +2,20 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml, YAMLParseError } from "yaml";
 import { z } from "zod";
-import { ProblemsError, problemsOf } from "./problems.js";
+import { ProblemsError, problemsOf } from "../config/problems.js";
+import {
+  ALGORITHMS,
+  durationText,
+  IP_LAYER,
+  MAX_COUNT,
+  MAX_WINDOWS,
+  parseLimit,
+  type Rule,
+  type Window,
+} from "../config/rules.js";
 import { canonicalTarget } from "./request-target.js";
 import { RESERVED_KEYS, reservedKeyProblems } from "./reserved-keys.js";
 import { normalizePath, type Route, type RouteRule } from "./routes.js";
-import { ALGORITHMS, IP_LAYER, MAX_WINDOWS, type Rule, type Window } from "./rules.js";
 
 export const ANONYMOUS_TIER = "anonymous";
 
@@ -60,30 +69,8 @@ default: { category: general, token: required }
 const NAME = /^[a-z][a-z0-9_-]{0,31}$/;
 /** HEAD is not among them: it is answered by GET handlers upstream and limited by the GET routes. */
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
-const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-const MAX_COUNT = 1_000_000;
-const MAX_WINDOW_MS = 7 * UNIT_MS.d;
 /** Keys of a tier that are settings, not categories. */
 const TIER_SETTINGS = ["algorithm", "mode"];
-
-/** Parses "<count>/<duration>", for example "100/1h" or "10/15m"; "100/h" is "100/1h". */
-export function parseLimit(text: string): Window | undefined {
-  const match = /^(\d{1,7})\/(\d{1,6})?([smhd])$/.exec(text.trim());
-  if (match === null) return undefined;
-  const limit = Number(match[1]);
-  const windowMs = Number(match[2] ?? 1) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
-  if (limit < 1 || limit > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
-  return { limit, windowMs };
-}
-
-/** A window length as a policy writes it: the largest unit that divides it, e.g. 3600000 → "1h". */
-export function durationText(ms: number): string {
-  for (const unit of ["d", "h", "m"] as const)
-    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
-  return `${Math.round(ms / 1000)}s`;
-}
-
-export const limitText = (w: Window): string => `${w.limit}/${durationText(w.windowMs)}`;
 
 const BAD_LIMIT = `expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`;
 

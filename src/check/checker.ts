@@ -1,7 +1,8 @@
 // Runs one check: token, plan, a cached refusal or the one store call, decision; store failures degrade.
 import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
-import { createDeadline } from "../deadline.js";
+import type { CompiledPolicy } from "../policy/compile.js";
+import type { AuthorizeResult, AuthorizeStore } from "../ratelimit/authorize-port.js";
 import {
   type HitResult,
   IP_LAYER,
@@ -9,17 +10,12 @@ import {
   type RateLimitStore,
   userSubject,
 } from "../ratelimit/types.js";
+import { createDeadline } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
-import {
-  type CompiledPolicy,
-  type Decision,
-  decideAnonymous,
-  decideDegraded,
-  decideUser,
-  plan,
-} from "./decide.js";
+import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
-import type { AuthorizeResult, AuthorizeStore } from "./types.js";
+import { plan } from "./plan.js";
+import type { Decision } from "./types.js";
 
 export type CheckRequest = { method: string; path: string; authorization: string | undefined; ip: string };
 

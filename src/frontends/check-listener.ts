@@ -1,12 +1,12 @@
 // The check listener on CHECK_PORT: Envoy ext_authz (/ext_authz/*) and nginx auth_request (/nginx/auth).
 // Every proxied request waits on this, so it is plain node:http with no router in between.
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Checker } from "../authz/checker.js";
-import type { Decision } from "../authz/decide.js";
-import type { Logger } from "../logger.js";
+import type { Checker } from "../check/checker.js";
+import type { Decision } from "../check/types.js";
 import type { CheckProtocol } from "../metrics/check-observer.js";
-import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./check-responses.js";
+import type { Logger } from "../process/logger.js";
 import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
+import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./render.js";
 import { createHttpServer } from "./server.js";
 
 export type CheckListenerOptions = {

@@ -1,4 +1,14 @@
-// A deadline on a store call that measures the store, not a busy event loop.
+// The store's one failure as the rest of tollgate sees it: unreachable, or slower than a deadline
+// that measures the store, not a busy event loop. Ports wrapped by `guarded` surface every failure
+// as StoreUnavailableError (answered 503); the check path puts its own deadline on each call
+// (`createDeadline`) and degrades per FAILURE_MODE.
+
+export class StoreUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super("the store is unavailable", { cause });
+    this.name = "StoreUnavailableError";
+  }
+}
 
 export class StoreTimeoutError extends Error {
   constructor(ms: number) {
@@ -99,3 +109,35 @@ export function createDeadline(ms: number): <T>(promise: Promise<T>) => Promise<
       );
     });
 }
+
+/**
+ * Wraps every method of a port so that any store failure, or an answer slower than `timeoutMs`,
+ * surfaces as StoreUnavailableError.
+ */
+export function guarded<T extends object>(port: T, timeoutMs: number): T {
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(port)) {
+    out[name] =
+      typeof value === "function"
+        ? async (...args: unknown[]) => {
+            try {
+              return await withDeadline((value as (...a: unknown[]) => Promise<unknown>)(...args), timeoutMs);
+            } catch (error) {
+              throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError(error);
+            }
+          }
+        : value;
+  }
+  return out as T;
+}
+
+/**
+ * Every wait on the store, from REDIS_TIMEOUT_MS (a check's): the public and admin APIs, and a
+ * (re)connection, may take longer than a check.
+ */
+export const storeTimeouts = (checkTimeoutMs: number) => ({
+  apiMs: Math.max(1_000, checkTimeoutMs * 10),
+  connectMs: Math.max(1_000, checkTimeoutMs * 10),
+  /** A connection (or the invalidations' subscription) silent this long is dropped and made again. */
+  watchdog: { intervalMs: 1_000, silenceMs: Math.max(3_000, checkTimeoutMs * 20) },
+});

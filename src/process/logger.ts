@@ -1,7 +1,7 @@
 // Logs on stdout: JSON lines, or readable lines on a terminal; credentials are redacted wherever they might appear.
 import { writeSync } from "node:fs";
 import { pino } from "pino";
-import type { LogFormat, LogLevel } from "./config/env.js";
+import type { LogFormat, LogLevel } from "../config/env.js";
 
 export type Logger = pino.Logger;
 

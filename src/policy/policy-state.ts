@@ -1,8 +1,9 @@
 // The policy in force, swapped whole on a reload: a check reads it once, so none sees half of two.
 import { createHash } from "node:crypto";
-import { limitText, loadPolicy, type Policy, PolicyError } from "../config/policy.js";
+import { limitText } from "../config/rules.js";
 import type { Rule } from "../ratelimit/types.js";
-import { type CompiledPolicy, compilePolicy } from "./decide.js";
+import { type CompiledPolicy, compilePolicy } from "./compile.js";
+import { loadPolicy, type Policy, PolicyError } from "./policy.js";
 
 export type ActivePolicy = {
   policy: Policy;

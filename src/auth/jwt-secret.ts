@@ -1,10 +1,18 @@
 // Outside production with Redis and no JWT_SECRET: the secret is generated once and kept in Redis,
 // so that tokens outlive a restart, as the users and sessions they stand for do, and every instance
 // on the same Redis and REDIS_KEY_PREFIX accepts the tokens of the others.
-import type { Config } from "./config/env.js";
-import { MIN_SECRET_BYTES, weakSecretReason } from "./config/secrets.js";
-import type { Logger } from "./logger.js";
-import { type Store, storeTimeouts } from "./store/store.js";
+import type { Config } from "../config/env.js";
+import { MIN_SECRET_BYTES, weakSecretReason } from "../config/secrets.js";
+import type { Logger } from "../process/logger.js";
+import { storeTimeouts } from "../store/failure.js";
+
+/** What the secret needs of the store (the Store of store/store.ts). */
+export type SecretStore = {
+  kind: "redis" | "memory";
+  connected(timeoutMs: number): Promise<boolean>;
+  refusedSetting(): string | undefined;
+  sharedJwtSecret(candidate: string): Promise<string>;
+};
 
 /**
  * How long start-up waits for the store to give the secret. Nothing listens meanwhile, so a longer
@@ -24,7 +32,7 @@ function keptSecretProblem(secret: string): string | undefined {
 
 type SharedSecretOptions = {
   config: Config;
-  store: Store;
+  store: SecretStore;
   logger: Logger;
   fail: (problems: string[]) => never;
   /** How long to wait for the store (default SHARED_SECRET_WAIT_MS). */

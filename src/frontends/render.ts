@@ -1,7 +1,9 @@
 // Renders a Decision as the check listener's answer: status, headers and body, for Envoy and nginx.
-import type { Decision, LimitState, NamedRule } from "../authz/decide.js";
+
+import type { Decision, LimitState } from "../check/types.js";
+import { bearerChallenge } from "../http/errors.js";
+import type { NamedRule } from "../policy/compile.js";
 import { IP_LAYER } from "../ratelimit/types.js";
-import { bearerChallenge } from "./errors.js";
 
 export type CheckResponse = { status: number; headers: Record<string, string>; body: string };
 

@@ -1,0 +1,51 @@
+// Steps 1 and 2 of a check: the route of the request target, then the token; what the store must count.
+import type { TierRules } from "../config/rules.js";
+import { type CompiledPolicy, type NamedRule, routeFor } from "../policy/compile.js";
+import { ipSubject } from "../ratelimit/types.js";
+import type { Facts, Plan } from "./types.js";
+
+const NO_RULES: TierRules = new Map();
+
+/** Step 1 and 2 of the decision: the route, then the token. */
+export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
+  const route = routeFor(compiled, facts.method, facts.path);
+  if (typeof route === "string") {
+    // Never counted as another route: an upstream could read this target as a different path.
+    const description = `The request target is ambiguous: ${route}`;
+    return { kind: "done", decision: { kind: "deny", status: 400, description } };
+  }
+  if (!route.limited)
+    return {
+      kind: "done",
+      decision: { kind: "allow", identity: undefined, limit: undefined, degraded: false },
+    };
+  const { token } = facts;
+  const subject = ipSubject(facts.ip);
+  if (route.token === "required" && token?.ok === true) {
+    return {
+      kind: "user",
+      userId: token.claims.sub,
+      sessionId: token.claims.sid,
+      claimTier: token.claims.tier,
+      category: route.category,
+      rules: compiled.byCategory.get(route.category) ?? NO_RULES,
+      ip:
+        compiled.ip === undefined
+          ? undefined
+          : { subject, rule: compiled.ip.rule, shadow: compiled.ip.mode === "shadow" },
+    };
+  }
+  // No token, a bad one, or a route that takes none: counted against the client's address.
+  const anonymous = compiled.anonymous.get(route.category) as NamedRule;
+  const named = compiled.ip === undefined ? [anonymous] : [compiled.ip, anonymous];
+  return {
+    kind: "anonymous",
+    subject,
+    category: route.category,
+    // A full shadow layer refuses nothing: the enforced ones still decide and count.
+    layers: named.map((n) => ({ category: n.category, rule: n.rule, shadow: n.mode === "shadow" })),
+    named,
+    tokenRequired: route.token === "required",
+    token,
+  };
+}

@@ -1,0 +1,54 @@
+// The check's vocabulary: the facts a front end hands in, the plan of what to ask the store, and the
+// Decision a front end renders.
+import type { TokenCheck } from "../auth/jwt.js";
+import type { Identity } from "../auth/types.js";
+import type { Rule, TierRules } from "../config/rules.js";
+import type { NamedRule } from "../policy/compile.js";
+import type { HitResult, Layer } from "../ratelimit/types.js";
+
+/** The limit that applied: the described window's state after this request, and every layer's rule. */
+export type LimitState = HitResult & {
+  tier: string;
+  /** The described layer's category: the route's, or `ip`. */
+  category: string;
+  described: NamedRule;
+  /** Every layer the request was counted against (for RateLimit-Policy), in evaluation order. */
+  layers: readonly NamedRule[];
+  /** The window was full but the layer is in shadow mode: allowed, and marked. */
+  shadow: boolean;
+};
+
+export type DenyReason = "missing" | "invalid" | "expired" | "revoked" | "inactive" | "unknown_tier";
+
+export type Decision =
+  | { kind: "allow"; identity: Identity | undefined; limit: LimitState | undefined; degraded: boolean }
+  | { kind: "deny"; status: 401; reason: DenyReason; description: string; tokenSent: boolean }
+  | { kind: "deny"; status: 429; limit: LimitState; identity: Identity | undefined }
+  | { kind: "deny"; status: 400; description: string }
+  | { kind: "deny"; status: 503 };
+
+export type Facts = { method: string; path: string; token: TokenCheck | undefined; ip: string };
+
+/** What the check must ask the store, if anything. */
+export type Plan =
+  | { kind: "done"; decision: Decision }
+  | {
+      kind: "anonymous";
+      subject: string;
+      category: string;
+      /** The IP layer (when the policy has one), then the anonymous tier's rule for the category. */
+      layers: readonly Layer[];
+      named: readonly NamedRule[];
+      tokenRequired: boolean;
+      token: TokenCheck | undefined;
+    }
+  | {
+      kind: "user";
+      userId: string;
+      sessionId: string;
+      claimTier: string;
+      category: string;
+      rules: TierRules;
+      /** The IP layer; `shadow`: over it only marks, the session and the user's layer decide. */
+      ip: { subject: string; rule: Rule; shadow: boolean } | undefined;
+    };
