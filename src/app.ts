@@ -90,7 +90,6 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     // At most 100,000 (about 10 MB): past that the oldest are forgotten and cost a lookup again.
     deadSessions: createDeadSessions({ maxEntries: 100_000 }),
     tokens,
-    authorizer: store.unguarded.authorizer,
     limiter: store.unguarded.limiter,
     failureMode: config.failureMode,
     timeoutMs: config.redisTimeoutMs,

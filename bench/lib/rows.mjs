@@ -187,7 +187,8 @@ export const MEMORY_COUNTS = [10, 1_000, 100_000];
 export async function memoryBySubject(redisUrl, redisClient) {
   const { createRedisClient } = await loadDist("src/store/redis/client.js");
   const { createKeys } = await loadDist("src/store/redis/keys.js");
-  const { createRedisRateLimitStore } = await loadDist("src/store/redis/rate-limit-store.js");
+  const { createRedisLimiter } = await loadDist("src/store/redis/limiter.js");
+  const { createLimiter } = await loadDist("src/ratelimit/limiter.js");
   const client = createRedisClient({ url: redisUrl });
   try {
     // The check path's client fails fast while disconnected: wait until it is ready.
@@ -201,7 +202,7 @@ export async function memoryBySubject(redisUrl, redisClient) {
       });
     }
     const keys = createKeys(KEY_PREFIX);
-    const store = createRedisRateLimitStore({ redis: client, keys });
+    const store = createLimiter(createRedisLimiter({ redis: client, keys }));
     const rows = [];
     for (const algorithm of ["sliding-log", "sliding-counter", "gcra"]) {
       for (const count of MEMORY_COUNTS) {

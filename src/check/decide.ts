@@ -2,9 +2,8 @@
 import type { Identity } from "../auth/types.js";
 import type { CompiledPolicy, NamedRule } from "../policy/compile.js";
 import { ANONYMOUS_TIER } from "../policy/policy.js";
-import type { AuthorizeResult } from "../ratelimit/authorize-port.js";
 import type { HitResult } from "../ratelimit/types.js";
-import type { Decision, DenyReason, LimitState, Plan } from "./types.js";
+import type { Decision, DenyReason, LimitState, Plan, UserAnswer } from "./types.js";
 
 /** One object shape for every limit state (no spreads on the check path). */
 function limitState(hit: HitResult, tier: string, layers: readonly NamedRule[], shadow: boolean): LimitState {
@@ -69,7 +68,7 @@ export function decideAnonymous(p: Extract<Plan, { kind: "anonymous" }>, hit: Hi
 export function decideUser(
   compiled: CompiledPolicy,
   p: Extract<Plan, { kind: "user" }>,
-  answer: AuthorizeResult,
+  answer: UserAnswer,
 ): Decision {
   switch (answer.kind) {
     case "no_session":

@@ -27,13 +27,22 @@ type Entry = {
 /** How many sessions of one user a cached refusal remembers as valid. */
 const MAX_SESSIONS = 8;
 
+/**
+ * Keyed by layer and window: a subject's category (a layer) and the length of the window that
+ * refused, so that a layer of several windows, or a rate limit service's descriptor, holds the
+ * refusal of each window apart.
+ */
 export type DenialCache = {
-  /** The refusal of `subject`'s `category` with Retry-After counted down (a copy), or undefined. */
+  /**
+   * The refusal of `subject`'s `category` with Retry-After counted down (a copy), or undefined: of
+   * its window of `windowMs`, or, without it, of whichever window frees last.
+   */
   lookup(
     subject: string,
     category: string,
     sessionId: string | undefined,
     nowMs: number,
+    windowMs?: number,
   ): Refusal | undefined;
   /**
    * Remembers a refusal whose request would pass at `retryAtMs`, answering it until `untilMs` (no
@@ -43,6 +52,7 @@ export type DenialCache = {
   remember(
     subject: string,
     category: string,
+    windowMs: number,
     sessionId: string | undefined,
     refusal: Refusal,
     times: { retryAtMs: number; untilMs: number },
@@ -59,6 +69,7 @@ export type DenialCache = {
 
 export function createDenialCache(options: { maxEntries?: number } = {}): DenialCache {
   const maxEntries = options.maxEntries ?? 100_000;
+  /** Per subject, per "<category>\n<window ms>". */
   const bySubject = new Map<string, Map<string, Entry>>();
   let entries = 0;
   let generation = 0;
@@ -71,18 +82,36 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
     bySubject.delete(subject);
   };
 
+  /** The entry of one window, dropped when it no longer answers. */
+  const live = (own: Map<string, Entry>, key: string, nowMs: number): Entry | undefined => {
+    const entry = own.get(key);
+    if (entry === undefined || entry.untilMs > nowMs) return entry;
+    own.delete(key);
+    entries -= 1;
+    return undefined;
+  };
+
+  /** The layer's entry that frees last, of any window. */
+  const latest = (own: Map<string, Entry>, category: string, nowMs: number): Entry | undefined => {
+    let best: Entry | undefined;
+    const prefix = `${category}\n`;
+    for (const key of own.keys()) {
+      if (!key.startsWith(prefix)) continue;
+      const entry = live(own, key, nowMs);
+      if (entry !== undefined && (best === undefined || entry.retryAtMs > best.retryAtMs)) best = entry;
+    }
+    return best;
+  };
+
   return {
-    lookup(subject, category, sessionId, nowMs) {
+    lookup(subject, category, sessionId, nowMs, windowMs) {
       if (!enabled) return undefined;
       const own = bySubject.get(subject);
-      const entry = own?.get(category);
-      if (entry === undefined || own === undefined) return undefined;
-      if (entry.untilMs <= nowMs) {
-        own.delete(category);
-        entries -= 1;
-        if (own.size === 0) bySubject.delete(subject);
-        return undefined;
-      }
+      if (own === undefined) return undefined;
+      const entry =
+        windowMs === undefined ? latest(own, category, nowMs) : live(own, `${category}\n${windowMs}`, nowMs);
+      if (own.size === 0) bySubject.delete(subject);
+      if (entry === undefined) return undefined;
       if (
         entry.sessionIds !== undefined &&
         (sessionId === undefined || !entry.sessionIds.includes(sessionId))
@@ -105,7 +134,7 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
       return { hit: counted, user };
     },
 
-    remember(subject, category, sessionId, refusal, times, seen) {
+    remember(subject, category, windowMs, sessionId, refusal, times, seen) {
       if (!enabled || seen !== generation) return;
       const { retryAtMs } = times;
       const untilMs = Math.min(times.untilMs, retryAtMs);
@@ -116,7 +145,8 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
         own = new Map();
         bySubject.set(subject, own);
       }
-      const previous = own.get(category);
+      const key = `${category}\n${windowMs}`;
+      const previous = own.get(key);
       let sessionIds: string[] | undefined;
       if (sessionId !== undefined) {
         // Sessions seen valid earlier stay so: a revocation since would have dropped the subject.
@@ -124,7 +154,7 @@ export function createDenialCache(options: { maxEntries?: number } = {}): Denial
         sessionIds = known.includes(sessionId) ? known : [...known.slice(-(MAX_SESSIONS - 1)), sessionId];
       }
       if (previous === undefined) entries += 1;
-      own.set(category, { untilMs, retryAtMs, refusal, sessionIds });
+      own.set(key, { untilMs, retryAtMs, refusal, sessionIds });
     },
 
     generation: () => generation,

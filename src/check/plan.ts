@@ -43,7 +43,7 @@ export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
     subject,
     category: route.category,
     // A full shadow layer refuses nothing: the enforced ones still decide and count.
-    layers: named.map((n) => ({ category: n.category, rule: n.rule, shadow: n.mode === "shadow" })),
+    layers: named.map((n) => ({ subject, category: n.category, rule: n.rule, shadow: n.mode === "shadow" })),
     named,
     tokenRequired: route.token === "required",
     token,

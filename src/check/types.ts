@@ -4,7 +4,8 @@ import type { TokenCheck } from "../auth/jwt.js";
 import type { Identity } from "../auth/types.js";
 import type { Rule, TierRules } from "../config/rules.js";
 import type { NamedRule } from "../policy/compile.js";
-import type { HitResult, Layer } from "../ratelimit/types.js";
+import type { LimitLayer } from "../ratelimit/limiter.js";
+import type { HitResult } from "../ratelimit/types.js";
 
 /** The limit that applied: the described window's state after this request, and every layer's rule. */
 export type LimitState = HitResult & {
@@ -37,7 +38,7 @@ export type Plan =
       subject: string;
       category: string;
       /** The IP layer (when the policy has one), then the anonymous tier's rule for the category. */
-      layers: readonly Layer[];
+      layers: readonly LimitLayer[];
       named: readonly NamedRule[];
       tokenRequired: boolean;
       token: TokenCheck | undefined;
@@ -51,4 +52,22 @@ export type Plan =
       rules: TierRules;
       /** The IP layer; `shadow`: over it only marks, the session and the user's layer decide. */
       ip: { subject: string; rule: Rule; shadow: boolean } | undefined;
+    };
+
+/** What the limiter answered for a user's request, as the decision reads it. */
+export type UserAnswer =
+  | { kind: "no_session" }
+  | { kind: "user_inactive" }
+  | { kind: "unknown_tier"; tier: string }
+  /** The IP layer is full and enforced: refused before the session was looked at. */
+  | { kind: "ip_denied"; hit: HitResult }
+  | {
+      kind: "ok";
+      tier: string;
+      /** Layer 0 is the IP layer when the request had one; the user's layer is the last. */
+      hit: HitResult;
+      /** The user's own rule for the category, when an admin set one. */
+      ownRule: Rule | undefined;
+      /** The session's absolute expiry (ms). */
+      sessionExpiresAtMs: number;
     };

@@ -3,8 +3,8 @@ import { REDIS_SETTINGS } from "./redis-settings.js";
 
 /**
  * Every variable tollgate reads, and no other: env.ts's Reader takes only these names. Besides
- * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT, a switch of the tests
- * (TOLLGATE_REDIS_FUNCTIONS) and npm's npm_lifecycle_event; any other variable that looks like a
+ * the settings, ENV_FILE (main.ts), the demo upstream's UPSTREAM_PORT and npm's
+ * npm_lifecycle_event; any other variable that looks like a
  * setting is warned about at start-up (unknown-settings.ts).
  */
 export const SETTINGS = [
@@ -43,7 +43,6 @@ export const SETTINGS = [
   "DENIAL_CACHE_SIZE",
   "ENV_FILE",
   "NODE_ENV",
-  "TOLLGATE_REDIS_FUNCTIONS",
   "npm_lifecycle_event",
 ] as const;
 

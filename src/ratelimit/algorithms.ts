@@ -11,7 +11,7 @@ import {
   type RecordState,
   type WindowOutcome,
 } from "./layer-state.js";
-import type { HitResult, Rule, Window } from "./types.js";
+import type { Rule, Window } from "./types.js";
 
 /** gcra compares durations of up to days in µs: well above a double's rounding at that size. */
 const EPS_US = 1e-3;
@@ -44,6 +44,7 @@ function evaluateLog(
   states: LayerStates | undefined,
   now: number,
   dry: boolean,
+  k: number,
 ): LayerEvaluation {
   const migrating = logGone(states?.log) && states?.record !== undefined;
   const seeded = migrating
@@ -70,19 +71,20 @@ function evaluateLog(
     const first = firstFresh(list.times, from, now - w);
     const used = list.times.length - first + seeded;
     const oldest = used === 0 ? now : at(first);
-    const room = used < n;
+    const room = used + k <= n;
+    const resetNowUs = oldest + (used === 0 ? 0 : w);
     return {
       room,
       limit: n,
       windowUs: w,
       usedNow: used,
       remainingNow: Math.max(0, n - used),
-      resetNowUs: oldest + (used === 0 ? 0 : w),
-      usedAfter: used + 1,
-      remainingAfter: n - used - 1,
-      resetAfterUs: oldest + w,
-      // Denied: the (used - limit)-th oldest entry's departure makes room.
-      retryAtUs: room ? 0 : at(first + used - n) + w,
+      resetNowUs,
+      usedAfter: used + k,
+      remainingAfter: room ? n - used - k : 0,
+      resetAfterUs: k > 0 || !room ? oldest + w : resetNowUs,
+      // Denied: the (used + k - limit)-th oldest entry's departure makes room (past the entries: a window).
+      retryAtUs: room ? 0 : at(first + used + k - n - 1) + w,
     };
   });
   return {
@@ -92,7 +94,7 @@ function evaluateLog(
       // A clock that steps back must not unsort the log.
       const last = list.times[list.times.length - 1];
       const stamp = last !== undefined && last > now ? last : now;
-      for (let i = 0; i <= seeded; i += 1) list.times.push(stamp);
+      for (let i = 0; i < seeded + k; i += 1) list.times.push(stamp);
       return migrating ? { log: list } : { ...states, log: list };
     },
   };
@@ -110,6 +112,8 @@ const ceilUs = (x: number): number => Math.max(0, Math.ceil(x - 1e-3));
  */
 export function counterWait(p: number, c: number, elapsed: number, w: number, target: number): number {
   if ((p * (w - elapsed)) / w + c <= target + EPS) return 0;
+  // More than the limit at once: never; both fixed windows passing is the honest bound.
+  if (target < 0) return 2 * w - elapsed;
   if (c <= target + EPS && p > 0) return ceilUs(w * (1 - (target - c) / p) - elapsed);
   return ceilUs(2 * w - elapsed - (w * target) / c);
 }
@@ -126,6 +130,7 @@ function evaluateCounter(
   windows: readonly Window[],
   states: LayerStates | undefined,
   now: number,
+  k: number,
 ): LayerEvaluation {
   const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
   let seeded = false;
@@ -148,9 +153,9 @@ function evaluateCounter(
     const elapsed = now - cb;
     const estimate = (p * (w - elapsed)) / w + c;
     const remainingNow = Math.max(0, Math.floor(n - estimate + EPS));
-    const remainingAfter = Math.max(0, Math.floor(n - estimate - 1 + EPS));
-    const room = estimate + 1 <= n + EPS;
-    next.push({ w, b: cb, c: c + 1, p });
+    const remainingAfter = remainingNow > 0 ? Math.max(0, Math.floor(n - estimate - k + EPS)) : 0;
+    const room = estimate + k <= n + EPS;
+    next.push({ w, b: cb, c: c + k, p });
     return {
       room,
       limit: n,
@@ -160,8 +165,8 @@ function evaluateCounter(
       resetNowUs: now + (remainingNow >= n ? 0 : counterWait(p, c, elapsed, w, n - remainingNow - 1)),
       usedAfter: n - remainingAfter,
       remainingAfter,
-      resetAfterUs: now + counterWait(p, c + 1, elapsed, w, n - remainingAfter - 1),
-      retryAtUs: room ? 0 : now + counterWait(p, c, elapsed, w, n - 1),
+      resetAfterUs: now + counterWait(p, c + k, elapsed, w, n - remainingAfter - 1),
+      retryAtUs: room ? 0 : now + counterWait(p, c, elapsed, w, n - k),
     };
   });
   const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
@@ -177,6 +182,7 @@ function evaluateGcra(
   windows: readonly Window[],
   states: LayerStates | undefined,
   now: number,
+  k: number,
 ): LayerEvaluation {
   const own = states?.record?.algorithm === "gcra" ? states.record : undefined;
   let seeded = false;
@@ -193,9 +199,9 @@ function evaluateGcra(
         ? Math.min(evidence(states, w, now), n) * interval
         : // Counted with another limit: the same requests, each at this limit's interval.
           (Math.max(0, stored.debt - (now - stored.at)) * stored.n) / n;
-    const room = debt + interval <= w + EPS_US;
+    const after = debt + k * interval;
+    const room = after <= w + EPS_US;
     const remainingNow = Math.max(0, Math.floor((w - debt) / interval + EPS));
-    const after = debt + interval;
     const remainingAfter = Math.max(0, Math.floor((w - after) / interval + EPS));
     next.push({ w, at: now, debt: after, n });
     return {
@@ -225,65 +231,14 @@ export function evaluateLayer(
   states: LayerStates | undefined,
   nowUs: number,
   dry = false,
+  k = 1,
 ): LayerEvaluation {
   switch (rule.algorithm) {
     case "sliding-log":
-      return evaluateLog(rule.windows, states, nowUs, dry);
+      return evaluateLog(rule.windows, states, nowUs, dry, k);
     case "sliding-counter":
-      return evaluateCounter(rule.windows, states, nowUs);
+      return evaluateCounter(rule.windows, states, nowUs, k);
     case "gcra":
-      return evaluateGcra(rule.windows, states, nowUs);
+      return evaluateGcra(rule.windows, states, nowUs, k);
   }
-}
-
-/**
- * The window an answer describes: allowed, the one with least room left after this request;
- * denied, the refusing one that frees last, of an enforced layer when one refused (`shadow` tells
- * which layers are in shadow mode). Ties go to the last layer (the most specific, the route's
- * category after the IP layer) and, within it, to the first (shortest) window.
- */
-export function describedWindow(
-  evaluations: readonly LayerEvaluation[],
-  allowed: boolean,
-  shadow: (layer: number) => boolean = () => false,
-): { layer: number; window: number } {
-  // A refusal by an enforced layer is the one to tell: a shadow layer's would read as a pass.
-  const enforcedFull = !allowed && evaluations.some((e, l) => !e.room && !shadow(l));
-  let best = Number.NEGATIVE_INFINITY;
-  let layer = evaluations.length - 1;
-  let window = 0;
-  for (let l = evaluations.length - 1; l >= 0; l -= 1) {
-    if (enforcedFull && shadow(l)) continue;
-    const outcomes = (evaluations[l] as LayerEvaluation).outcomes;
-    for (let i = 0; i < outcomes.length; i += 1) {
-      const o = outcomes[i] as WindowOutcome;
-      const value = allowed ? -o.remainingAfter : o.room ? undefined : o.retryAtUs;
-      if (value !== undefined && value > best) {
-        best = value;
-        layer = l;
-        window = i;
-      }
-    }
-  }
-  return { layer, window };
-}
-
-/** The answer in ms, from the described window of a decided request. */
-export function hitResultOf(
-  allowed: boolean,
-  at: { layer: number; window: number },
-  o: WindowOutcome,
-  nowUs: number,
-): HitResult {
-  return {
-    allowed,
-    layer: at.layer,
-    window: at.window,
-    limit: o.limit,
-    windowMs: o.windowUs / 1000,
-    used: allowed ? o.usedAfter : o.usedNow,
-    remaining: allowed ? o.remainingAfter : o.remainingNow,
-    resetAtMs: (allowed ? o.resetAfterUs : o.resetNowUs) / 1000,
-    retryAfterMs: allowed ? 0 : Math.max(1, Math.ceil((o.retryAtUs - nowUs) / 1000)),
-  };
 }

@@ -1,6 +1,6 @@
 // Invalidations: "this subject may be freer than you think", to every tollgate sharing the store.
 import type { SessionStore, UserStore } from "../auth/types.js";
-import type { RateLimitStore } from "../ratelimit/types.js";
+import type { LimiterPort } from "../ratelimit/limiter.js";
 import { userSubject } from "../ratelimit/types.js";
 
 /**
@@ -70,9 +70,9 @@ export function announcingSessions(sessions: SessionStore, bus: Invalidations): 
 }
 
 /** The limiter, announcing resets of a subject's windows. */
-export function announcingLimiter(limiter: RateLimitStore, bus: Invalidations): RateLimitStore {
+export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): LimiterPort {
   return {
-    ...limiter,
+    limit: (request) => limiter.limit(request),
     async reset(subject, categories) {
       await limiter.reset(subject, categories);
       bus.publish(subject);

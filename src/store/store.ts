@@ -3,8 +3,7 @@
 import { newSessionId } from "../auth/ids.js";
 import type { NameAdoption, SessionStore, UserStore } from "../auth/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
-import type { AuthorizeStore } from "../ratelimit/authorize-port.js";
-import type { RateLimitStore } from "../ratelimit/types.js";
+import { createLimiter, type Limiter, type LimiterPort } from "../ratelimit/limiter.js";
 import { guarded, storeTimeouts, withDeadline } from "./failure.js";
 import {
   announcingLimiter,
@@ -13,15 +12,13 @@ import {
   createLocalInvalidations,
   type Invalidations,
 } from "./invalidations.js";
-import { createMemoryAuthorizeStore } from "./memory/authorize-store.js";
 import { createMemoryIdentityStore } from "./memory/identity-store.js";
-import { createMemoryRateLimitStore } from "./memory/rate-limit-store.js";
-import { createRedisAuthorizeStore } from "./redis/authorize-store.js";
+import { createMemoryLimiter } from "./memory/limiter.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
-import { createRedisRateLimitStore } from "./redis/rate-limit-store.js";
+import { createRedisLimiter } from "./redis/limiter.js";
 import { clearError, refusedSetting } from "./redis/refusals.js";
 import { adoptCanonicalNames } from "./redis/usernames.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
@@ -31,12 +28,12 @@ export type Store = {
   users: UserStore;
   sessions: SessionStore;
   /** For the APIs (users, sessions and this limiter): failures and slow answers surface as StoreUnavailableError. */
-  limiter: RateLimitStore;
+  limiter: Limiter;
   /**
-   * For the check path: raw ports, without the APIs' deadline or announcements; the checker puts
-   * its own REDIS_TIMEOUT_MS deadline on each call and degrades per FAILURE_MODE.
+   * For the check path: the raw limiter, without the APIs' deadline or announcements; the checker
+   * puts its own REDIS_TIMEOUT_MS deadline on each call and degrades per FAILURE_MODE.
    */
-  unguarded: { limiter: RateLimitStore; authorizer: AuthorizeStore };
+  unguarded: { limiter: Limiter };
   /** Announcements of subjects that may be freer than a cached refusal says. */
   invalidations: Invalidations;
   /** At start-up: gives users stored before canonical usernames their canonical name (Redis; once per store). */
@@ -102,7 +99,7 @@ export function createRedisStore(options: {
   const heartbeat = options.watchdog ?? timeouts.watchdog;
   const watchdog = watchConnections(redis, heartbeat);
   const keys = createKeys(options.prefix);
-  const limiter = createRedisRateLimitStore({ redis, keys });
+  const limiter = createLimiter(createRedisLimiter({ redis, keys }));
   const invalidations = createRedisInvalidations({
     redis,
     channel: `${options.prefix}invalidations`,
@@ -114,8 +111,8 @@ export function createRedisStore(options: {
     kind: "redis",
     users: guarded(announcingUsers(users, invalidations), timeoutMs),
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
-    limiter: guarded(announcingLimiter(limiter, invalidations), timeoutMs),
-    unguarded: { limiter, authorizer: createRedisAuthorizeStore({ redis, keys }) },
+    limiter: createLimiter(guarded<LimiterPort>(announcingLimiter(limiter, invalidations), timeoutMs)),
+    unguarded: { limiter },
     invalidations,
     adoptCanonicalNames: () => adoptCanonicalNames({ redis, keys, users }),
     connected: (timeoutMs) =>
@@ -160,15 +157,16 @@ export function createRedisStore(options: {
 }
 
 export function createMemoryStore(): Store {
-  const limiter = createMemoryRateLimitStore();
   const identity = createMemoryIdentityStore();
+  const memory = createMemoryLimiter({ identity });
+  const limiter = createLimiter(memory);
   const invalidations = createLocalInvalidations();
   return {
     kind: "memory",
     users: announcingUsers(identity.users, invalidations),
     sessions: announcingSessions(identity.sessions, invalidations),
-    limiter: announcingLimiter(limiter, invalidations),
-    unguarded: { limiter, authorizer: createMemoryAuthorizeStore({ identity, limiter }) },
+    limiter: createLimiter(announcingLimiter(limiter, invalidations)),
+    unguarded: { limiter },
     invalidations,
     // Nothing outlives the process: every name in it was stored canonical.
     adoptCanonicalNames: async () => ({ ran: false, adopted: 0, collisions: [] }),
@@ -178,7 +176,7 @@ export function createMemoryStore(): Store {
     refusedSetting: () => undefined,
     sharedJwtSecret: async (candidate) => candidate,
     async close() {
-      limiter.close();
+      memory.close();
       identity.close();
     },
   };

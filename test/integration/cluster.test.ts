@@ -5,14 +5,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/process/logger.js";
 import { logRule, userSubject } from "../../src/ratelimit/types.js";
-import { createRedisAuthorizeStore } from "../../src/store/redis/authorize-store.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { fileTarget } from "../support/identity-harness.js";
+import { redisLimiter, userChecks } from "../support/limiters.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;
@@ -28,6 +27,11 @@ function intercepting(
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== "function") return value;
       const bound = (value as (...args: unknown[]) => unknown).bind(target);
+      // A script is a function call (FCALL tollgate_<script>_<hash>), reached through call().
+      const script = (args: unknown[]) =>
+        args[0] === "FCALL" && String(args[1]).startsWith(`tollgate_${command}_`);
+      if (property === "call" || property === "callBuffer")
+        return (...args: unknown[]) => (script(args) ? around(() => bound(...args)) : bound(...args));
       if (property !== command) return bound;
       return (...args: unknown[]) => around(() => bound(...args));
     },
@@ -51,7 +55,7 @@ afterAll(async () => {
 
 describeRateLimitContract("redis cluster", {
   create: async (now) => ({
-    store: createRedisRateLimitStore({ redis: cluster, keys: createKeys(testPrefix()), clock: now }),
+    store: redisLimiter({ redis: cluster, keys: createKeys(testPrefix()), clock: now }),
     close: async () => {},
   }),
 });
@@ -63,7 +67,7 @@ describeIdentityContract("redis cluster", () =>
 describe("tollgate on a redis cluster", () => {
   it("runs its scripts on a master that never saw them (NOSCRIPT answered with EVAL there)", async () => {
     const keys = createKeys(testPrefix());
-    const store = createRedisRateLimitStore({ redis: cluster, keys });
+    const store = redisLimiter({ redis: cluster, keys });
     const subjects = Array.from({ length: 30 }, (_, i) => `u:flush-${i}`);
     const rule = [{ category: "general", rule: logRule(2, 60_000) }];
     for (const subject of subjects) expect((await store.hit(subject, rule)).allowed).toBe(true);
@@ -80,8 +84,8 @@ describe("tollgate on a redis cluster", () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
     const store = createRedisStore({ redis: cluster, prefix });
-    const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
-    const limiter = createRedisRateLimitStore({ redis: cluster, keys });
+    const authorizer = userChecks(redisLimiter({ redis: cluster, keys }));
+    const limiter = redisLimiter({ redis: cluster, keys });
     const session = (username: string) => userWithSession(store, username);
     const ipRule = logRule(3, 60_000);
     const ip = { subject: "ip:198.51.100.99", rule: ipRule };
@@ -113,8 +117,8 @@ describe("tollgate on a redis cluster", () => {
     const prefix = testPrefix();
     const keys = createKeys(prefix);
     const store = createRedisStore({ redis: cluster, prefix });
-    const authorizer = createRedisAuthorizeStore({ redis: cluster, keys });
-    const limiter = createRedisRateLimitStore({ redis: cluster, keys });
+    const authorizer = userChecks(redisLimiter({ redis: cluster, keys }));
+    const limiter = redisLimiter({ redis: cluster, keys });
     const ipRule = logRule(1, 60_000);
     const ip = { subject: "ip:198.51.100.98", rule: ipRule, shadow: true };
     const userRule = logRule(2, 60_000);

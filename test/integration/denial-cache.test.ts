@@ -213,6 +213,7 @@ describe("the cache itself", () => {
     cache.remember(
       "u:1",
       "search",
+      60_000,
       "s1",
       denial(5_000),
       { retryAtMs: 5_000, untilMs: 4_000 },
@@ -225,6 +226,7 @@ describe("the cache itself", () => {
     cache.remember(
       "u:1",
       "search",
+      60_000,
       "s1",
       denial(5_000),
       { retryAtMs: 5_000, untilMs: 5_000 },
@@ -233,6 +235,7 @@ describe("the cache itself", () => {
     cache.remember(
       "u:1",
       "search",
+      60_000,
       "s2",
       denial(5_000),
       { retryAtMs: 5_000, untilMs: 5_000 },
@@ -249,12 +252,21 @@ describe("the cache itself", () => {
     const cache = createDenialCache();
     const seen = cache.generation();
     cache.invalidate("u:other");
-    cache.remember("ip:1", "login", undefined, denial(1_000), { retryAtMs: 1_000, untilMs: 1_000 }, seen);
+    cache.remember(
+      "ip:1",
+      "login",
+      60_000,
+      undefined,
+      denial(1_000),
+      { retryAtMs: 1_000, untilMs: 1_000 },
+      seen,
+    );
     expect(cache.lookup("ip:1", "login", undefined, 0)).toBeUndefined();
     cache.setEnabled(false);
     cache.remember(
       "ip:1",
       "login",
+      60_000,
       undefined,
       denial(1_000),
       { retryAtMs: 1_000, untilMs: 1_000 },
@@ -265,6 +277,7 @@ describe("the cache itself", () => {
     cache.remember(
       "ip:1",
       "login",
+      60_000,
       undefined,
       denial(1_000),
       { retryAtMs: 1_000, untilMs: 1_000 },
@@ -279,6 +292,7 @@ describe("the cache itself", () => {
       cache.remember(
         `ip:${i}`,
         "login",
+        60_000,
         undefined,
         denial(1_000),
         { retryAtMs: 9e9, untilMs: 9e9 },

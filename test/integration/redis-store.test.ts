@@ -1,8 +1,8 @@
 // The Redis store runs the shared contract against a real redis-server, with a pinned clock.
 import { afterAll } from "vitest";
 import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { redisLimiter } from "../support/limiters.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 const redis = connectRedis();
@@ -12,7 +12,7 @@ afterAll(async () => {
 
 describeRateLimitContract("redis", {
   create: async (now) => ({
-    store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock: now }),
+    store: redisLimiter({ redis, keys: createKeys(testPrefix()), clock: now }),
     close: async () => {},
   }),
 });

@@ -2,10 +2,10 @@
 // identity and rate-limit contracts run unchanged through the Sentinels.
 import { afterAll, describe, expect, it } from "vitest";
 import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { redisLimiter } from "../support/limiters.js";
 import { connectTopology, testPrefix, topologyEnv } from "../support/redis.js";
 
 const redis = connectTopology("sentinel");
@@ -15,7 +15,7 @@ afterAll(async () => {
 
 describeRateLimitContract("redis sentinel", {
   create: async (now) => ({
-    store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock: now }),
+    store: redisLimiter({ redis, keys: createKeys(testPrefix()), clock: now }),
     close: async () => {},
   }),
 });

@@ -229,7 +229,7 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
       const check = createChecker({
         policy: () => compiled,
         tokens: tollgate.tokens,
-        authorizer: store.unguarded.authorizer,
+
         limiter: store.unguarded.limiter,
         denials: createDenialCache(),
         failureMode: "open",

@@ -5,13 +5,13 @@ import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { ALGORITHMS, type HitResult, type Layer, logRule } from "../../src/ratelimit/types.js";
 import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
+import { redisLimiter } from "../support/limiters.js";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 const prefix = testPrefix();
 const keys = createKeys(prefix);
 const clients: Redis[] = Array.from({ length: 8 }, () => connectRedis());
-const stores = clients.map((redis) => createRedisRateLimitStore({ redis, keys }));
+const stores = clients.map((redis) => redisLimiter({ redis, keys }));
 const store = stores[0] as (typeof stores)[number];
 const redis = clients[0] as Redis;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -151,7 +151,7 @@ describe("counter and gcra state on Redis", () => {
 
   it("reads a gcra state from before gcra kept its limit as the share of its window it fills", async () => {
     const nowMs = 1_700_000_000_000;
-    const pinned = createRedisRateLimitStore({ redis, keys, clock: () => nowMs });
+    const pinned = redisLimiter({ redis, keys, clock: () => nowMs });
     const subject = "ip:198.51.100.77";
     const w = 3_600_000_000;
     // Three quarters of the hour in debt, written as the build before this one wrote it ('G', 3 doubles).

@@ -4,9 +4,8 @@ import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Algorithm, HitResult, Layer, RateLimitStore, Rule, Window } from "../../src/ratelimit/types.js";
-import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
 import { createKeys } from "../../src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
+import { memoryLimiter, redisLimiter } from "../support/limiters.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 /**
@@ -277,14 +276,14 @@ const stores: Array<[string, StoreFactory]> = [
   [
     "the Redis store",
     (clock) => ({
-      store: createRedisRateLimitStore({ redis, keys: createKeys(testPrefix()), clock }),
+      store: redisLimiter({ redis, keys: createKeys(testPrefix()), clock }),
       close: () => {},
     }),
   ],
   [
     "the memory store",
     (clock) => {
-      const store = createMemoryRateLimitStore({ clock, sweepIntervalMs: 3_600_000 });
+      const store = memoryLimiter({ clock, sweepIntervalMs: 3_600_000 });
       return { store, close: () => store.close() };
     },
   ],

@@ -1,14 +1,15 @@
 // A separate Node process that hits one window through the built Redis store, on command.
 // Started with fork(); waits for {go: true}, fires its hits at once and reports how many passed.
 
+import { createLimiter } from "../../dist/src/ratelimit/limiter.js";
 import { createRedisClient } from "../../dist/src/store/redis/client.js";
 import { createKeys } from "../../dist/src/store/redis/keys.js";
-import { createRedisRateLimitStore } from "../../dist/src/store/redis/rate-limit-store.js";
+import { createRedisLimiter } from "../../dist/src/store/redis/limiter.js";
 
 const [url, prefix, subject, hits, limit, windowMs, algorithm = "sliding-log"] = process.argv.slice(2);
 const redis = createRedisClient({ url, commandTimeoutMs: 10_000, offlineQueue: true });
 await redis.ping();
-const store = createRedisRateLimitStore({ redis, keys: createKeys(prefix) });
+const store = createLimiter(createRedisLimiter({ redis, keys: createKeys(prefix) }));
 const layers = [
   {
     category: "general",

@@ -3,10 +3,10 @@ import { describe, expect, it } from "vitest";
 import type { TokenCheck } from "../../src/auth/jwt.js";
 import { decideAnonymous, decideDegraded, decideUser } from "../../src/check/decide.js";
 import { plan } from "../../src/check/plan.js";
+import type { UserAnswer as AuthorizeResult } from "../../src/check/types.js";
 import { renderDecision, renderForNginx } from "../../src/frontends/render.js";
 import { type CompiledPolicy, compilePolicy } from "../../src/policy/compile.js";
 import { DEFAULT_POLICY_YAML, loadPolicy, parsePolicy } from "../../src/policy/policy.js";
-import type { AuthorizeResult } from "../../src/ratelimit/authorize-port.js";
 import type { HitResult } from "../../src/ratelimit/types.js";
 
 const compiled = compilePolicy(loadPolicy(undefined));

@@ -1,12 +1,12 @@
 // The memory store: the shared contract, plus the bounded memory that the embedded default needs.
 import { describe, expect, it } from "vitest";
 import { logRule } from "../../src/ratelimit/types.js";
-import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { memoryLimiter } from "../support/limiters.js";
 
 describeRateLimitContract("memory", {
   create: async (now) => {
-    const store = createMemoryRateLimitStore({ clock: now });
+    const store = memoryLimiter({ clock: now });
     return { store, close: async () => store.close() };
   },
 });
@@ -14,7 +14,7 @@ describeRateLimitContract("memory", {
 describe("memory store housekeeping", () => {
   it("forgets windows once their last request has left them", async () => {
     let now = 0;
-    const store = createMemoryRateLimitStore({ clock: () => now });
+    const store = memoryLimiter({ clock: () => now });
     const layers = [{ category: "general", rule: logRule(10, 1_000) }];
     for (let i = 0; i < 1_000; i += 1) await store.hit(`ip:10.0.${i >> 8}.${i & 255}`, layers);
     expect(store.size()).toBe(1_000);
@@ -33,7 +33,7 @@ describe("memory store housekeeping", () => {
 
   it("keeps a long-lived busy window compact", async () => {
     let now = 0;
-    const store = createMemoryRateLimitStore({ clock: () => now });
+    const store = memoryLimiter({ clock: () => now });
     const layer = { category: "general", rule: logRule(5, 1_000) };
     let allowed = 0;
     for (let i = 0; i < 100_000; i += 1) {

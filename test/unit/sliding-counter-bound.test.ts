@@ -3,7 +3,7 @@
 // traffic that is not aimed at the boundary).
 import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/ratelimit/types.js";
-import { createMemoryRateLimitStore } from "../../src/store/memory/rate-limit-store.js";
+import { memoryLimiter } from "../support/limiters.js";
 
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
@@ -22,7 +22,7 @@ function busiestWindow(admitted: number[]): number {
 /** Replays request times (ms, ascending) through one algorithm; returns the admitted times. */
 async function admittedTimes(algorithm: Algorithm, times: number[]): Promise<number[]> {
   let now = 0;
-  const store = createMemoryRateLimitStore({ clock: () => now, sweepIntervalMs: 3_600_000 });
+  const store = memoryLimiter({ clock: () => now, sweepIntervalMs: 3_600_000 });
   const layers = [
     { category: "general", rule: { algorithm, windows: [{ limit: LIMIT, windowMs: WINDOW_MS }] } },
   ];

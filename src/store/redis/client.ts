@@ -3,7 +3,6 @@ import { createRequire } from "node:module";
 import type * as IORedis from "ioredis";
 import type { Cluster, Redis, RedisOptions } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
-import { defineScripts } from "./loader.js";
 import { watchRefusals } from "./refusals.js";
 import { followSwitchMaster } from "./switch-master.js";
 
@@ -142,7 +141,6 @@ export function createRedisClient(options: RedisClientOptions): RedisClient {
       lazyConnect: false,
     });
   }
-  defineScripts(client);
   watchRefusals(client, topology);
   return client;
 }

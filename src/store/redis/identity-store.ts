@@ -5,6 +5,7 @@ import type { Session, SessionStore, User, UserPatch, UserStore } from "../../au
 import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import { parseWindowsSpec, windowsSpec } from "./codec.js";
+import { identityScripts } from "./identity-scripts.js";
 import type { Keys } from "./keys.js";
 import { adoptAsTyped, claimName } from "./usernames.js";
 
@@ -108,7 +109,7 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       await redis.zadd(keys.userIndex, 0, user.id);
       const { limits: _, ...fields } = user;
       await redis.hset(keys.user(user.id), userFields(fields));
-      if ((await redis.nameConfirm(keys.username(input.username), user.id)) !== 1) {
+      if ((await identityScripts(redis).nameConfirm(keys.username(input.username), user.id)) !== 1) {
         if (input.id === undefined) {
           await redis.del(keys.user(user.id));
           await redis.zrem(keys.userIndex, user.id);
@@ -130,7 +131,7 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
     async update(userId, patch) {
       const fields = userFields(patch);
       // Only an existing user is changed: HSET on a missing key would bring a deleted user back.
-      const changed = await redis.userUpdate(
+      const changed = await identityScripts(redis).userUpdate(
         keys.user(userId),
         keys.sessionIndex(userId),
         ...Object.entries(fields).flat(),
@@ -148,9 +149,13 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       await redis.set(keys.usernameGone(user.username), userId);
       // Then the user hash, and the user's sessions marked: from then on no check, touch or login
       // accepts the user.
-      await redis.userDelete(keys.user(userId), keys.sessionIndex(userId));
+      await identityScripts(redis).userDelete(keys.user(userId), keys.sessionIndex(userId));
       await redis.zrem(keys.userIndex, userId);
-      await redis.usernameRelease(keys.username(user.username), keys.usernameGone(user.username), userId);
+      await identityScripts(redis).usernameRelease(
+        keys.username(user.username),
+        keys.usernameGone(user.username),
+        userId,
+      );
       return true;
     },
 
@@ -197,7 +202,7 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
       // counts live sessions only and never evicts a session in use for the sake of a dead one.
       await store.list(input.userId);
       const sessionId = input.sessionId ?? newSessionId();
-      const [createdAt, ...evicted] = await redis.sessionCreate(
+      const [createdAt, ...evicted] = await identityScripts(redis).sessionCreate(
         keys.session(input.userId, sessionId),
         keys.sessionIndex(input.userId),
         keys.user(input.userId),
@@ -228,7 +233,7 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
     },
 
     async touch(userId, sessionId, idleMs) {
-      const [status, tier] = await redis.sessionTouch(
+      const [status, tier] = await identityScripts(redis).sessionTouch(
         keys.session(userId, sessionId),
         keys.sessionIndex(userId),
         keys.user(userId),
@@ -270,7 +275,7 @@ export function createRedisSessionStore(options: { redis: RedisClient; keys: Key
     },
 
     async revokeAll(userId) {
-      return redis.sessionsRevokeAll(keys.sessionIndex(userId));
+      return identityScripts(redis).sessionsRevokeAll(keys.sessionIndex(userId));
     },
   };
   return store;

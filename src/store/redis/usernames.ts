@@ -1,6 +1,7 @@
 // Username claims on Redis, by canonical name, and the adoption of names stored before they were canonical.
 import type { NameAdoption, User, UserStore } from "../../auth/types.js";
 import type { RedisClient } from "./client.js";
+import { identityScripts } from "./identity-scripts.js";
 import type { Keys } from "./keys.js";
 
 type Names = { redis: RedisClient; keys: Keys };
@@ -23,18 +24,18 @@ const CLAIM_LEASE_MS = 10_000;
  */
 export async function claimName({ redis, keys }: Names, username: string, userId: string): Promise<boolean> {
   const key = keys.username(username);
-  const [status, owner] = await redis.nameClaim(key, userId, CLAIM_LEASE_MS);
+  const [status, owner] = await identityScripts(redis).nameClaim(key, userId, CLAIM_LEASE_MS);
   if (status === 1) return true;
   if (status === 0 || owner === undefined) return false;
   if ((await redis.exists(keys.user(owner))) === 1) return false;
-  return (await redis.nameTakeover(key, owner, userId, CLAIM_LEASE_MS)) === 1;
+  return (await identityScripts(redis).nameTakeover(key, owner, userId, CLAIM_LEASE_MS)) === 1;
 }
 
 /** Makes `user`'s canonical name its own for good; false when another user holds it. */
 async function adopt(names: Names, user: User): Promise<boolean> {
   return (
     (await claimName(names, user.username, user.id)) &&
-    (await names.redis.nameConfirm(names.keys.username(user.username), user.id)) === 1
+    (await identityScripts(names.redis).nameConfirm(names.keys.username(user.username), user.id)) === 1
   );
 }
 

@@ -1,101 +1,121 @@
--- Counts a request in a subject's layers (a client address's IP layer and category, a username's
--- failed logins, …) when every window of every layer has room, and in none otherwise, atomically.
--- A full shadow layer refuses nothing: the request counts in the layers with room when every
--- enforced one has room.
--- KEYS[1]  the subject's record hash: counter and gcra states in fields r:<category> (a user's
---          record is the user hash; any other subject's expires, its deadline in field x)
--- KEYS[2…] each layer's sliding-log list, one per layer (every window of a log layer counts in it;
---          a counter or gcra layer reads it only when a change of algorithm left one)
+-- Includes: prelude window layer session
+-- Counts `k` requests in a request's layers, atomically, and answers every window of every layer.
+-- A layer is a subject's category under a rule. The fixed layers come with the call (a client
+-- address's IP layer, an anonymous category, a username's failed logins, a descriptor); with an
+-- identity, the user's layer comes last, its rule read in the same call from the session: the
+-- user's own windows for the category, or the tier's rule. ALL_OR_NONE counts the request in every
+-- layer or in none (a full shadow layer refuses nothing: then the layers with room count it);
+-- EACH counts it in every layer that has room, independently (Envoy's rate limit service).
+-- KEYS     per fixed layer: its subject's record hash (counter and gcra states in fields
+--          r:<category>; a user's record is the user hash; any other subject's expires, its
+--          deadline in field x), then its sliding-log list (a log counts in it; a counter or gcra
+--          reads it when a change of algorithm left one);
+--          then, with an identity: the session hash, the user's session index, the user hash and
+--          the user's list of the category
 -- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
--- ARGV[2]  "1" count the request, "3" count it and expect room (see log_push), "0" decide only,
---          "2" decide only and add every window's state
--- ARGV[3]  "1" when the record expires (any subject but a user)
--- ARGV[4]  the shadow layers: a digit per layer, "1" for one in shadow mode ("" when none is)
--- ARGV[5…] per layer: its rule (see rule_of_tier) and its category
--- Reply    the answer (see pack_answer); with ARGV[2] "2", then per layer and window five doubles:
---          limit, window µs, used, remaining, reset µs. For one layer of one window and any other
---          mode, the usual answer (see pack_usual).
+-- ARGV[2]  HOW_COUNT, or HOW_DRY_RUN (decide without counting or renewing anything)
+-- ARGV[3]  MODE_ALL_OR_NONE or MODE_EACH
+-- ARGV[4]  k, how many requests this one counts as (0: only look)
+-- ARGV[5]  how many fixed layers
+-- then     per fixed layer: its rule (see layer.lua), its category, "1" in shadow mode, "1" when
+--          its record expires
+-- then     with an identity: session id, session idle lifetime (ms), the user's category, and the
+--          category's rule per tier: ";<tier>=<rule>" per tier
+-- Reply    four doubles: a STATUS_*, now (µs), the session's absolute expiry (ms; 0 without an
+--          identity) and the length of the text that follows: with an identity "<tier>\n<own
+--          windows>" (STATUS_UNKNOWN_TIER: the tier); then per layer, per window, three doubles (see
+--          pack_layer), with the request counted in the layers that count it. STATUS_NO_SESSION and
+--          STATUS_USER_INACTIVE carry no layers; STATUS_REFUSED_BEFORE_IDENTITY (an enforced fixed
+--          layer is full: the session was not looked at) only the fixed layers.
 local now = clock_us(ARGV[1])
-local mode = ARGV[2]
-local dry = mode ~= '1' and mode ~= '3'
-local expiring = ARGV[3] == '1'
-if #ARGV == 6 and mode ~= '2' then
-  -- The usual request: one layer of one window, decided straight through (a layer alone counts
-  -- only when it has room, shadow or not).
-  local spec = ARGV[5]
-  local algo, n = byte(spec, 1) - 48, byte(spec, 2) - 48
-  if n == 1 then
-    local field = 'r:' .. ARGV[6]
-    local state, deadline
-    if algo ~= 1 then
-      local v = call('HMGET', KEYS[1], 'x', field)
-      deadline, state = tonum(v[1]), v[2] or nil
-    end
-    local reply, usual, room, expires, w = single(spec, 1, KEYS[2], KEYS[1], field, state, now, dry, mode == '3')
-    if usual then
-      if room and not dry and expires and expiring then
-        extend_record(KEYS[1], deadline, expires, w, now)
-      end
-      return reply
-    end
-  end
-end
-local G = general()
+local dry = tonum(ARGV[2]) == HOW_DRY_RUN
+local each = tonum(ARGV[3]) == MODE_EACH
+local k = tonum(ARGV[4])
+local fixed = tonum(ARGV[5])
 local layers = {}
-local fields = {'x'}
-local shadows = ARGV[4]
-for a = 5, #ARGV, 2 do
-  local layer = G.layer_at(ARGV[a], 1)
-  layer.field = 'r:' .. ARGV[a + 1]
-  layer.shadow = byte(shadows, #layers + 1) == 49
-  layers[#layers + 1] = layer
-  if layer.algo ~= 1 then
-    fields[#fields + 1] = layer.field
+for i = 1, fixed do
+  local a = 2 + 4 * i
+  local layer = layer_of(ARGV[a])
+  layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], 'r:' .. ARGV[a + 1]
+  layer.shadow, layer.expiring = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
+  local state
+  if layer.algo ~= ALGO_SLIDING_LOG then
+    local v = call('HMGET', layer.record, 'x', layer.field)
+    layer.deadline, state = tonum(v[1]), v[2] or nil
   end
+  evaluate(layer, layer.key, k, state, now, dry, layer.record, layer.field)
+  layers[i] = layer
 end
-local states = {}
-local deadline
-if #fields > 1 then
-  local values = call('HMGET', KEYS[1], unpack(fields))
-  for f = 2, #fields do
-    states[fields[f]] = values[f] or nil
-  end
-  deadline = tonum(values[1])
-end
-local first = 2
-local allowed = true
-for l = 1, #layers do
-  local layer = layers[l]
-  G.evaluate(layer, KEYS, first, states[layer.field], now, dry, KEYS[1], layer.field)
-  first = first + 1
-  allowed = allowed and layer.room
-end
-if (allowed or G.counts(layers)) and not dry then
-  local needed, slack = 0, 0
-  for l = 1, #layers do
-    local layer = layers[l]
-    if layer.room then
-      G.commit(layer, now, KEYS[1], layer.field)
-      if layer.expires_us then
-        needed = max(needed, layer.expires_us)
-        slack = max(slack, layer[10 * layer.n - 8])
-      end
+
+local function counts()
+  for i = 1, #layers do
+    if not layers[i].room and not layers[i].shadow then
+      return false
     end
   end
-  if needed > 0 and expiring then
-    extend_record(KEYS[1], deadline, needed, slack, now)
-  end
+  return true
 end
-local reply = G.answer(layers, allowed, now)
-if mode == '2' then
-  local parts = {reply}
-  for l = 1, #layers do
-    local layer = layers[l]
-    for i = 1, layer.n do
-      local b = 10 * i - 10
-      parts[#parts + 1] = spack('<ddddd', layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4], layer[b + 5])
+
+-- The reply: four doubles (a STATUS_*, now µs, the session's expiry ms, the text's length), the
+-- text, then every layer's windows.
+local function packed(status, exp, text, counted)
+  local parts = {spack('<dddd', status, now, exp, #text), text}
+  for i = 1, #layers do
+    parts[i + 2] = pack_layer(layers[i], counted and layers[i].counted)
+  end
+  return concat(parts)
+end
+
+local at = 6 + 4 * fixed
+local exp, tail = 0, ''
+if ARGV[at] then
+  if not each and not counts() then
+    return packed(STATUS_REFUSED_BEFORE_IDENTITY, 0, '', false)
+  end
+  local base = 2 * fixed
+  local category = ARGV[at + 2]
+  local status, tier, own
+  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], ARGV[at], ARGV[at + 1],
+    floor(now / 1000), dry, category)
+  if status ~= SESSION_VALID then
+    return spack('<dddd', status == SESSION_GONE and STATUS_NO_SESSION or STATUS_USER_INACTIVE, now, 0, 0)
+  end
+  local tiers = ARGV[at + 3]
+  local found = find(tiers, ';' .. tier .. '=', 1, true)
+  local spec = found and match(tiers, '^[^;]*', found + #tier + 2)
+  if not spec and not own then
+    return spack('<dddd', STATUS_UNKNOWN_TIER, now, 0, #tier) .. tier
+  end
+  -- The user's own windows are counted with the tier's algorithm for the category.
+  local mine = own and layer_of(own, spec and byte(spec, 1) - 48 or ALGO_SLIDING_LOG) or layer_of(spec)
+  mine.record, mine.key, mine.field = KEYS[base + 3], KEYS[base + 4], 'r:' .. category
+  local state
+  if mine.algo ~= ALGO_SLIDING_LOG then
+    state = call('HGET', mine.record, mine.field) or nil
+  end
+  evaluate(mine, mine.key, k, state, now, dry, mine.record, mine.field)
+  layers[#layers + 1] = mine
+  tail = tier .. '\n' .. (own or '')
+end
+
+-- The layers that count the request (or would, on a dry run) report their windows with it counted.
+local counting = k > 0 and (each or counts())
+local needed, slack, deadline = {}, {}, {}
+for i = 1, #layers do
+  local layer = layers[i]
+  layer.counted = counting and layer.room
+  if layer.counted and not dry then
+    commit(layer, k, now, layer.record, layer.field)
+    -- Records that expire: until the latest time a state written into them matters.
+    if layer.expiring and layer.expires_us then
+      local r = layer.record
+      needed[r] = max(needed[r] or 0, layer.expires_us)
+      slack[r] = max(slack[r] or 0, layer[10 * layer.n - 8])
+      deadline[r] = deadline[r] or layer.deadline or false
     end
   end
-  reply = concat(parts)
 end
-return reply
+for r, until_us in pairs(needed) do
+  extend_record(r, deadline[r] or nil, until_us, slack[r], now)
+end
+return packed(STATUS_OK, exp, tail, true)

@@ -1,3 +1,4 @@
+-- Includes: prelude
 -- Claims a username for a creation in progress: a lease that expires unless nameConfirm makes it
 -- permanent, so that a creation which dies half-way frees the name by itself and a concurrent
 -- creation never mistakes a claim in progress for an abandoned one.

@@ -1,3 +1,4 @@
+-- Includes: prelude
 -- Makes a creation's username claim permanent once the user's hash is written.
 -- KEYS[1]  the username's index key {n:<hex>}:uid
 -- ARGV[1]  the creating user's id

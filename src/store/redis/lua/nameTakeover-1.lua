@@ -1,3 +1,4 @@
+-- Includes: prelude
 -- Moves a permanent username claim whose user no longer exists (a deletion that failed half-way,
 -- or a creation by an older tollgate) to a new creation, as a lease like nameClaim's. A
 -- compare-and-set: of two creations taking over one abandoned name exactly one succeeds.

@@ -1,3 +1,4 @@
+-- Includes: prelude session
 -- Creates a session and enforces the per-user cap atomically, evicting (deleting) the oldest
 -- sessions; refuses when the user was disabled, deleted or given a new password after the login
 -- checked it. The session carries what a check needs of its user (see session_view).

@@ -1,3 +1,4 @@
+-- Includes: prelude session
 -- Revokes every session of a user at once: deletes each session the index lists, and the index.
 -- KEYS[1]  the user's session index
 -- Reply    how many sessions still existed (index entries of sessions that expired by themselves

@@ -1,3 +1,4 @@
+-- Includes: prelude session
 -- Deletes a user hash, and marks every live session of the user as a deleted user's (see
 -- session_view), so that no check accepts them from this step on; revoking them deletes them.
 -- KEYS[1]  the user hash {u:<id>}:user; KEYS[2] the user's session index

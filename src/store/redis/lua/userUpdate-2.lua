@@ -1,3 +1,4 @@
+-- Includes: prelude session
 -- Changes fields of an existing user; never creates one (a deleted user stays deleted). When a
 -- field that sessions carry changes (see session_view), every live session's copy is rewritten in
 -- the same step, so that a check sees a new tier, a disable or new own windows at once.

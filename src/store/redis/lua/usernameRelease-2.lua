@@ -1,3 +1,4 @@
+-- Includes: prelude
 -- Frees a username whose user was deleted, and remembers the deletion for USERS_FILE.
 -- KEYS[1]  the username's id key {n:<hex>}:uid; KEYS[2] its deletion mark {n:<hex>}:gone
 -- ARGV[1]  the deleted user's id (the name is freed only if it still points there)

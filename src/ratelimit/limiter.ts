@@ -1,0 +1,167 @@
+// The limiter's one port: a request's layers (and, for a user, the session read in the same call)
+// in, every window of every layer out. Every store (memory, Redis) implements `limit` and `reset`;
+// `hit` and `peek` are built on `limit` here, once.
+import type { Rule, TierRules } from "../config/rules.js";
+import type { HitResult, Layer, Subject, WindowState } from "./types.js";
+
+/** A subject's category under a rule: what one layer counts. */
+export type LimitLayer = Layer & { subject: Subject };
+
+/**
+ * The user's layer, whose rule is read in the same store call as the session: the user's own
+ * windows for the category, or the category's rule for the tier the user has now.
+ */
+export type IdentityLayer = {
+  userId: string;
+  sessionId: string;
+  /** The session's idle lifetime, renewed by a counted check. */
+  idleMs: number;
+  category: string;
+  rules: TierRules;
+};
+
+export type LimitRequest = {
+  /** Layers whose rule the caller knows (an IP layer, an anonymous category, a descriptor). */
+  layers: readonly LimitLayer[];
+  /** The user's layer, last, when the request carries a session. */
+  identity?: IdentityLayer;
+  /** How many requests this one counts as (default 1; 0 only looks). */
+  addend?: number;
+  /**
+   * `all-or-none` (the default, the HTTP check): counted in every layer or in none; a full shadow
+   * layer refuses nothing. `each` (Envoy's rate limit service): counted in every layer with room.
+   * In `all-or-none` a full enforced layer refuses before the session is looked at.
+   */
+  mode?: "all-or-none" | "each";
+  /** Decide without counting or renewing anything. */
+  dryRun?: boolean;
+};
+
+/** One window after the call: with the request counted when its layer counted it, otherwise as it stands. */
+export type WindowResult = {
+  limit: number;
+  windowMs: number;
+  used: number;
+  remaining: number;
+  /** Unix ms when Remaining next grows. */
+  resetAtMs: number;
+  /** 0 when the window had room; otherwise ms until the request would have room (≥ 1). */
+  retryAfterMs: number;
+};
+
+export type LayerResult = {
+  /** Every window had room. */
+  room: boolean;
+  counted: boolean;
+  windows: WindowResult[];
+};
+
+export type IdentityResult = {
+  tier: string;
+  /** The rule the user's layer was counted under, and whether it is the user's own. */
+  rule: Rule;
+  ownRule: Rule | undefined;
+  sessionExpiresAtMs: number;
+};
+
+export type LimitResult =
+  | { kind: "no_session" }
+  | { kind: "user_inactive" }
+  | { kind: "unknown_tier"; tier: string }
+  | {
+      kind: "limited";
+      /** Every window of every layer had room. */
+      allowed: boolean;
+      /** The request's layers in order, the user's last; only the fixed ones when refused before identity. */
+      layers: LayerResult[];
+      /** The user's tier and rule; undefined without an identity, or when a fixed layer refused before it. */
+      identity: IdentityResult | undefined;
+    };
+
+/** What every store implements. */
+export type LimiterPort = {
+  limit(request: LimitRequest): Promise<LimitResult>;
+  /** Forgets the subject's windows for these categories. */
+  reset(subject: Subject, categories: readonly string[]): Promise<void>;
+};
+
+export type Limiter = LimiterPort & {
+  /** The layers of one subject, counted all-or-none, described as one window (see describe). */
+  hit(subject: Subject, layers: readonly Layer[], options?: { dryRun?: boolean }): Promise<HitResult>;
+  /** Every window of one layer as it stands, without counting anything. */
+  peek(subject: Subject, layer: Layer): Promise<WindowState[]>;
+};
+
+/** Whether every layer counts the request under all-or-none: each has room, or is in shadow mode. */
+export function countsAll(rooms: readonly boolean[], shadow: (layer: number) => boolean): boolean {
+  return rooms.every((room, l) => room || shadow(l));
+}
+
+/**
+ * The window an answer describes: allowed, the one with least room left after this request;
+ * denied, the refusing one that frees last, of an enforced layer when one refused (`shadow` tells
+ * which layers are in shadow mode). Ties go to the last layer (the most specific, the route's
+ * category after the IP layer) and, within it, to the first (shortest) window.
+ */
+export function describe(
+  layers: readonly LayerResult[],
+  allowed: boolean,
+  shadow: (layer: number) => boolean = () => false,
+): HitResult {
+  const enforcedFull = !allowed && layers.some((l, i) => !l.room && !shadow(i));
+  let best = Number.NEGATIVE_INFINITY;
+  let at = layers.length - 1;
+  let window = 0;
+  for (let l = layers.length - 1; l >= 0; l -= 1) {
+    if (enforcedFull && shadow(l)) continue;
+    const windows = (layers[l] as LayerResult).windows;
+    for (let i = 0; i < windows.length; i += 1) {
+      const w = windows[i] as WindowResult;
+      const value = allowed ? -w.remaining : w.retryAfterMs > 0 ? w.retryAfterMs : undefined;
+      if (value !== undefined && value > best) {
+        best = value;
+        at = l;
+        window = i;
+      }
+    }
+  }
+  const w = (layers[at] as LayerResult).windows[window];
+  if (w === undefined) throw new Error("a layer without windows");
+  return {
+    allowed,
+    layer: at,
+    window,
+    limit: w.limit,
+    windowMs: w.windowMs,
+    used: w.used,
+    remaining: w.remaining,
+    resetAtMs: w.resetAtMs,
+    retryAfterMs: allowed ? 0 : Math.max(1, w.retryAfterMs),
+  };
+}
+
+export function createLimiter(port: LimiterPort): Limiter {
+  return {
+    limit: (request) => port.limit(request),
+    reset: (subject, categories) => port.reset(subject, categories),
+    async hit(subject, layers, options) {
+      const result = await port.limit({
+        layers: layers.map((l) => ({ ...l, subject })),
+        dryRun: options?.dryRun === true,
+      });
+      if (result.kind !== "limited") throw new Error(`no identity was asked for, yet: ${result.kind}`);
+      return describe(result.layers, result.allowed, (l) => layers[l]?.shadow === true);
+    },
+    async peek(subject, layer) {
+      const result = await port.limit({ layers: [{ ...layer, subject }], dryRun: true, addend: 0 });
+      if (result.kind !== "limited") throw new Error(`no identity was asked for, yet: ${result.kind}`);
+      return (result.layers[0] as LayerResult).windows.map((w) => ({
+        limit: w.limit,
+        windowMs: w.windowMs,
+        used: w.used,
+        remaining: w.remaining,
+        resetAtMs: w.resetAtMs,
+      }));
+    },
+  };
+}

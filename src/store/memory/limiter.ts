@@ -1,0 +1,163 @@
+// The limiter in process memory: the embedded default for a single instance without Redis. The
+// session read and the count are one synchronous step, as Redis makes them one script.
+import type { Rule, Window } from "../../config/rules.js";
+import { evaluateLayer } from "../../ratelimit/algorithms.js";
+import type { LayerEvaluation, LayerState, LayerStates, WindowOutcome } from "../../ratelimit/layer-state.js";
+import {
+  countsAll,
+  type IdentityResult,
+  type LayerResult,
+  type LimiterPort,
+  type LimitLayer,
+  type LimitResult,
+} from "../../ratelimit/limiter.js";
+import { type Clock, type Subject, userSubject } from "../../ratelimit/types.js";
+import type { MemoryIdentity } from "./identity-store.js";
+
+/** What is kept of a subject's category (as Redis keeps it) and the time after which none of it matters. */
+type Entry = { states: LayerStates; expiresAtMs: number };
+
+export type MemoryLimiter = LimiterPort & {
+  /** Drops every layer with nothing left in it; runs by itself every `sweepIntervalMs`. */
+  sweep(): void;
+  /** How many layers are held. */
+  size(): number;
+  close(): void;
+};
+
+export type MemoryLimiterOptions = {
+  /** Sessions and users, for a request with an identity; without it, such a request finds no session. */
+  identity?: MemoryIdentity;
+  clock?: Clock;
+  sweepIntervalMs?: number;
+};
+
+const keyOf = (subject: Subject, category: string): string => `${subject}\u0000${category}`;
+
+/** A layer's state matters until its longest window has passed since the last count (gcra: its debt drains). */
+function expiryOf(state: LayerState, nowMs: number, rule: Rule): number {
+  const longest = Math.max(...rule.windows.map((w) => w.windowMs));
+  switch (state.algorithm) {
+    case "sliding-log":
+      return nowMs + longest;
+    case "sliding-counter":
+      return Math.max(nowMs + 2 * longest, ...state.entries.map((e) => (e.b + 2 * e.w) / 1000));
+    case "gcra":
+      return Math.max(nowMs + longest, ...state.entries.map((e) => (e.at + e.debt) / 1000));
+  }
+}
+
+/** A window's outcome as the port answers it: with the request counted, or as it stands. */
+function windowOf(o: WindowOutcome, counted: boolean, nowUs: number) {
+  return {
+    limit: o.limit,
+    windowMs: o.windowUs / 1000,
+    used: counted ? o.usedAfter : o.usedNow,
+    remaining: counted ? o.remainingAfter : o.remainingNow,
+    resetAtMs: (counted ? o.resetAfterUs : o.resetNowUs) / 1000,
+    retryAfterMs: o.room ? 0 : Math.max(1, Math.ceil((o.retryAtUs - nowUs) / 1000)),
+  };
+}
+
+export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryLimiter {
+  const clock = options.clock ?? Date.now;
+  const kept = new Map<string, Entry>();
+  /** One Rule object per user's own windows, so that answers built from it are prepared once. */
+  const ownRules = new WeakMap<readonly Window[], Rule>();
+  const ownRule = (windows: readonly Window[], tierRule: Rule | undefined): Rule => {
+    const algorithm = tierRule?.algorithm ?? "sliding-log";
+    let rule = ownRules.get(windows);
+    if (rule === undefined || rule.algorithm !== algorithm) {
+      rule = { algorithm, windows };
+      ownRules.set(windows, rule);
+    }
+    return rule;
+  };
+
+  const limitNow = (request: Parameters<LimiterPort["limit"]>[0]): LimitResult => {
+    const nowMs = clock();
+    const nowUs = nowMs * 1000;
+    const k = request.addend ?? 1;
+    const dry = request.dryRun === true;
+    const each = request.mode === "each";
+    const layers: LimitLayer[] = [...request.layers];
+    const evaluate = (l: LimitLayer) =>
+      evaluateLayer(l.rule, kept.get(keyOf(l.subject, l.category))?.states, nowUs, dry, k);
+    const evaluations: LayerEvaluation[] = layers.map(evaluate);
+    const shadow = (i: number) => layers[i]?.shadow === true;
+    const rooms = () => evaluations.map((e) => e.room);
+    const results = (counting: boolean): LayerResult[] =>
+      evaluations.map((e) => {
+        const counted = counting && e.room;
+        return { room: e.room, counted, windows: e.outcomes.map((o) => windowOf(o, counted, nowUs)) };
+      });
+
+    let identity: IdentityResult | undefined;
+    const asked = request.identity;
+    if (asked !== undefined) {
+      // An enforced fixed layer that is full refuses before the session is looked at.
+      if (!each && !countsAll(rooms(), shadow)) {
+        return { kind: "limited", allowed: false, layers: results(false), identity: undefined };
+      }
+      const touched = options.identity?.touchNow(asked.userId, asked.sessionId, asked.idleMs, !dry) ?? {
+        kind: "no_session" as const,
+      };
+      if (touched.kind !== "ok") return touched;
+      const tierRule = asked.rules.get(touched.tier);
+      const own = touched.limits[asked.category];
+      const rule = own === undefined ? tierRule : ownRule(own, tierRule);
+      if (rule === undefined) return { kind: "unknown_tier", tier: touched.tier };
+      const mine = { subject: userSubject(asked.userId), category: asked.category, rule };
+      layers.push(mine);
+      evaluations.push(evaluate(mine));
+      identity = {
+        tier: touched.tier,
+        rule,
+        ownRule: own === undefined ? undefined : rule,
+        sessionExpiresAtMs: touched.expiresAt,
+      };
+    }
+    const counting = k > 0 && (each || countsAll(rooms(), shadow));
+    if (counting && !dry) {
+      layers.forEach((l, i) => {
+        const evaluation = evaluations[i] as LayerEvaluation;
+        if (!evaluation.room) return;
+        const states = evaluation.commit();
+        const key = keyOf(l.subject, l.category);
+        const before = kept.get(key);
+        const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
+        kept.set(key, { states, expiresAtMs: Math.max(before?.expiresAtMs ?? 0, ...expires) });
+      });
+    }
+    return {
+      kind: "limited",
+      allowed: evaluations.every((e) => e.room),
+      layers: results(counting),
+      identity,
+    };
+  };
+
+  const limiter: MemoryLimiter = {
+    limit: (request) => Promise.resolve(limitNow(request)),
+
+    reset(subject, categories) {
+      for (const category of categories) kept.delete(keyOf(subject, category));
+      return Promise.resolve();
+    },
+
+    sweep() {
+      const now = clock();
+      for (const [key, entry] of kept) if (entry.expiresAtMs <= now) kept.delete(key);
+    },
+
+    size: () => kept.size,
+
+    close() {
+      clearInterval(timer);
+    },
+  };
+
+  const timer = setInterval(() => limiter.sweep(), options.sweepIntervalMs ?? 10_000);
+  timer.unref();
+  return limiter;
+}

@@ -1,0 +1,226 @@
+// The limiter on Redis: one atomic lua/limit.lua call per request (time from Redis TIME), the
+// session read in the same call. On Redis Cluster a call touches one subject's keys (one slot):
+// the layers of other subjects (a client address's) are counted in calls of their own, first, and
+// taken back when a later call refuses the request (all-or-none).
+import type { Rule } from "../../config/rules.js";
+import {
+  countsAll,
+  type IdentityLayer,
+  type IdentityResult,
+  type LayerResult,
+  type LimiterPort,
+  type LimitLayer,
+  type LimitRequest,
+  type LimitResult,
+} from "../../ratelimit/limiter.js";
+import { type Clock, isUserSubject, userSubject } from "../../ratelimit/types.js";
+import type { RedisClient } from "./client.js";
+import {
+  algorithmOfText,
+  parseWindowsSpec,
+  refusalOf,
+  replyHead,
+  replyLayers,
+  replyNowUs,
+  ruleText,
+  tierTable,
+} from "./codec.js";
+import { isCluster } from "./is-cluster.js";
+import type { Keys } from "./keys.js";
+import { scriptsOf } from "./loader.js";
+import { LUA_CONSTANTS as C } from "./protocol.js";
+
+export type RedisLimiterOptions = {
+  redis: RedisClient;
+  keys: Keys;
+  /** Tests only: a pinned clock in ms instead of Redis TIME. */
+  clock?: Clock;
+};
+
+/** A bounded cache of parsed own rules. */
+const MAX_CACHED = 10_000;
+
+type Call = { layers: readonly LimitLayer[]; identity: IdentityLayer | undefined };
+type Answer = { result: LimitResult; nowUs: number };
+
+export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
+  const { redis, keys, clock } = options;
+  const scripts = scriptsOf(redis);
+  const split = isCluster(redis);
+  const ownRules = new Map<string, Rule | undefined>();
+  const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
+
+  /** The user's own windows (text of the user hash) with the algorithm of the tier's rule. */
+  const ownRule = (text: string, tierRule: Rule | undefined): Rule | undefined => {
+    const key = `${tierRule?.algorithm ?? "sliding-log"}|${text}`;
+    if (!ownRules.has(key)) {
+      if (ownRules.size >= MAX_CACHED) ownRules.clear();
+      ownRules.set(key, parseWindowsSpec(text, tierRule?.algorithm ?? "sliding-log"));
+    }
+    return ownRules.get(key);
+  };
+
+  /** One limit.lua call: its keys, its arguments. */
+  const argsOf = (call: Call, request: LimitRequest, dry: boolean) => {
+    const list: string[] = [];
+    const args: (string | number)[] = [
+      nowArg(),
+      dry ? C.HOW_DRY_RUN : C.HOW_COUNT,
+      request.mode === "each" ? C.MODE_EACH : C.MODE_ALL_OR_NONE,
+      request.addend ?? 1,
+      call.layers.length,
+    ];
+    for (const l of call.layers) {
+      list.push(keys.record(l.subject), keys.log(l.subject, l.category));
+      args.push(
+        ruleText(l.rule),
+        l.category,
+        l.shadow === true ? "1" : "0",
+        isUserSubject(l.subject) ? "0" : "1",
+      );
+    }
+    const id = call.identity;
+    if (id !== undefined) {
+      list.push(keys.session(id.userId, id.sessionId), keys.sessionIndex(id.userId), keys.user(id.userId));
+      list.push(keys.log(userSubject(id.userId), id.category));
+      args.push(id.sessionId, id.idleMs, id.category, tierTable(id.rules));
+    }
+    return { list, args };
+  };
+
+  const run = async (call: Call, request: LimitRequest, dry: boolean): Promise<Answer> => {
+    const { list, args } = argsOf(call, request, dry);
+    const reply = (await scripts.callBuffer("limit", list, args)) as Buffer;
+    const head = replyHead(reply);
+    const nowUs = replyNowUs(reply);
+    const refusal = refusalOf(head.status, head.text);
+    if (refusal !== undefined) return { result: refusal, nowUs };
+    const rules = call.layers.map((l) => l.rule);
+    let identity: IdentityResult | undefined;
+    if (call.identity !== undefined && head.status === C.STATUS_OK) {
+      const cut = head.text.indexOf("\n");
+      const tier = head.text.slice(0, cut);
+      const tierRule = call.identity.rules.get(tier);
+      const own = head.text.slice(cut + 1);
+      const mine = own === "" ? undefined : ownRule(own, tierRule);
+      const rule = mine ?? tierRule ?? { algorithm: algorithmOfText("1") ?? "sliding-log", windows: [] };
+      rules.push(rule);
+      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: head.sessionExpiresAtMs };
+    }
+    const layers = replyLayers(reply, rules, Buffer.byteLength(head.text));
+    const shadow = (i: number) => call.layers[i]?.shadow === true;
+    const k = request.addend ?? 1;
+    const counting =
+      head.status === C.STATUS_OK &&
+      k > 0 &&
+      (request.mode === "each" ||
+        countsAll(
+          layers.map((l) => l.room),
+          shadow,
+        ));
+    for (const l of layers) l.counted = counting && l.room;
+    return { result: { kind: "limited", allowed: layers.every((l) => l.room), layers, identity }, nowUs };
+  };
+
+  /** Takes back a call's counted layers (fire and forget: a failed release leaves them counted, the safe side). */
+  const release = (call: Call, answer: Answer, k: number): void => {
+    if (answer.result.kind !== "limited") return;
+    const layers = answer.result.layers;
+    const counted = call.layers.filter((_, i) => layers[i]?.counted === true);
+    for (const l of counted) {
+      const list = [keys.record(l.subject), keys.log(l.subject, l.category)];
+      scripts
+        .callBuffer("limitRelease", list, [answer.nowUs, k, ruleText(l.rule), l.category])
+        .catch(() => undefined);
+    }
+    for (const l of layers) l.counted = false;
+  };
+
+  /**
+   * Redis Cluster, several subjects: a call per subject, the user's last. All-or-none: a call that
+   * refuses takes the earlier calls' counts back; the later ones only look (a dry run), or, when
+   * the user's call is among them, are not made at all (refused before the session is looked at).
+   */
+  const clustered = async (request: LimitRequest, calls: Call[]): Promise<LimitResult> => {
+    const dry = request.dryRun === true;
+    const k = request.addend ?? 1;
+    if (request.mode === "each") {
+      const answers = await Promise.all(calls.map((c) => run(c, request, dry)));
+      return merge(answers.map((a) => a.result));
+    }
+    const done: { call: Call; answer: Answer }[] = [];
+    let refused = false;
+    for (const call of calls) {
+      if (refused && call.identity !== undefined) {
+        const layers = done.flatMap((d) =>
+          d.answer.result.kind === "limited" ? d.answer.result.layers : [],
+        );
+        return { kind: "limited", allowed: false, layers, identity: undefined };
+      }
+      const answer = await run(call, request, dry || refused);
+      done.push({ call, answer });
+      const r = answer.result;
+      const shadow = (i: number) => call.layers[i]?.shadow === true;
+      if (
+        refused ||
+        (r.kind === "limited" &&
+          countsAll(
+            r.layers.map((l) => l.room),
+            shadow,
+          ))
+      )
+        continue;
+      // This call refused: the earlier ones counted what must not stay counted.
+      refused = true;
+      if (!dry) for (const d of done.slice(0, -1)) release(d.call, d.answer, k);
+      if (r.kind !== "limited") return r;
+    }
+    return merge(done.map((d) => d.answer.result));
+  };
+
+  return {
+    async limit(request) {
+      const calls = split
+        ? callsBySubject(request)
+        : [{ layers: request.layers, identity: request.identity }];
+      if (calls.length === 1) return (await run(calls[0] as Call, request, request.dryRun === true)).result;
+      return clustered(request, calls);
+    },
+
+    async reset(subject, categories) {
+      if (categories.length === 0) return;
+      await redis.del(...categories.map((c) => keys.log(subject, c)));
+      await redis.hdel(keys.record(subject), ...categories.map((c) => `r:${c}`));
+    },
+  };
+}
+
+/** The layers grouped per subject (one slot each), in order, the user's identity with the user's subject, last. */
+function callsBySubject(request: LimitRequest): Call[] {
+  const groups = new Map<string, LimitLayer[]>();
+  for (const l of request.layers) {
+    const group = groups.get(l.subject) ?? [];
+    group.push(l);
+    groups.set(l.subject, group);
+  }
+  const id = request.identity;
+  const own = id === undefined ? undefined : userSubject(id.userId);
+  const calls: Call[] = [];
+  for (const [subject, layers] of groups) if (subject !== own) calls.push({ layers, identity: undefined });
+  if (id !== undefined) calls.push({ layers: groups.get(own as string) ?? [], identity: id });
+  else if (own !== undefined && groups.has(own))
+    calls.push({ layers: groups.get(own) ?? [], identity: undefined });
+  return calls;
+}
+
+/** Several calls' answers as one: the first refusal of the session, else every layer in order. */
+function merge(results: LimitResult[]): LimitResult {
+  const layers: LayerResult[] = [];
+  let identity: IdentityResult | undefined;
+  for (const r of results) {
+    if (r.kind !== "limited") return r;
+    layers.push(...r.layers);
+    identity ??= r.identity;
+  }
+  return { kind: "limited", allowed: layers.every((l) => l.room), layers, identity };
+}

@@ -1,0 +1,258 @@
+-- A layer: one subject's category under one rule of one or more windows, evaluated, counted, and
+-- answered. Needs prelude.lua and window.lua.
+--
+-- A rule arrives as text (src/store/redis/codec.ts): the algorithm's code (ALGO_*), then per window
+-- "<limit>/<length µs>", comma-separated, e.g. "110/60000000,1000/3600000000". A layer table:
+-- `algo`, `n` windows, `room`; per window i, from b = 10(i-1): [b+1] limit, [b+2] length, then the
+-- outcome: [b+3] used, [b+4] remaining, [b+5] reset as it stands; [b+6], [b+7], [b+8] the same with
+-- the request counted; [b+9] when it would be allowed (0: room).
+
+-- Entries of window lengths a rule no longer has are kept while they matter, this many at most.
+local MAX_KEPT = 16
+
+local function layer_of(spec, algo)
+  local layer = {algo = algo or byte(spec, 1) - 48, n = 0, room = true}
+  for l, w in gmatch(spec, '(%d+)/(%d+)') do
+    local b = 10 * layer.n
+    layer[b + 1], layer[b + 2] = tonum(l), tonum(w)
+    layer.n = layer.n + 1
+  end
+  return layer
+end
+
+local function set(layer, i, room, ...)
+  local b = 10 * i - 8
+  local v = {...}
+  for j = 1, 8 do
+    layer[b + j] = v[j]
+  end
+  if not room then
+    layer.room = false
+  end
+end
+
+-- Counter and gcra keep their state in one field of the subject's record hash: 'C' or 'Q', then per
+-- window length four packed doubles (counter: w, fixed window start, count, previous count; gcra: w,
+-- time of the last change, debt, the limit it was counted with). 'G', gcra's state before it kept
+-- its limit (three doubles), is read only as evidence for a new state.
+-- Returns per window of the layer its stored numbers; the packed entries of other lengths that
+-- still matter (a reload may bring them back) with the latest time one of them matters; and every
+-- entry, of either algorithm, as evidence for a window with no entry of its own.
+local function entries(layer, state, now)
+  local letter = layer.algo == ALGO_SLIDING_COUNTER and 'C' or 'Q'
+  local found, kept, latest, all = {}, {}, 0, {}
+  local kind = state and sub(state, 1, 1)
+  if kind == 'C' or kind == 'Q' or kind == 'G' then
+    local size = kind == 'G' and 24 or 32
+    local fmt = size == 32 and '<dddd' or '<ddd'
+    for pos = 2, #state - size + 1, size do
+      local w, a, b, c = sunpack(fmt, state, pos)
+      all[#all + 1] = {kind, w, a, b, c}
+      if kind == letter then
+        local slot
+        for i = 1, layer.n do
+          if layer[10 * i - 8] == w then
+            slot = i
+          end
+        end
+        if slot then
+          found[slot] = {a, b, c}
+        else
+          local matters = layer.algo == ALGO_SLIDING_COUNTER and a + 2 * w or a + b
+          if matters > now and #kept < MAX_KEPT - layer.n then
+            kept[#kept + 1] = sub(state, pos, pos + size - 1)
+            latest = max(latest, matters)
+          end
+        end
+      end
+    end
+  end
+  return found, concat(kept), latest, all
+end
+
+-- How many requests of a window of `n` in `w` µs the entries show, for a window with no entry of
+-- its own (a new length or a new algorithm); mirrors src/ratelimit/layer-state.ts's evidence: a
+-- counter entry its counts whose fixed windows reach into this one, whole; a gcra entry the
+-- requests its debt still stands for; a 'G' entry the share of its window its debt fills, times n.
+local function evidence(all, n, w, now)
+  local most, from = 0, now - w
+  for _, e in ipairs(all) do
+    local k = 0
+    if e[1] == 'C' then
+      local ew, b = e[2], e[3]
+      if max(b, min(b + ew, now)) > from then
+        k = e[4]
+      end
+      if b > from then
+        k = k + e[5]
+      end
+    else
+      local left = e[4] - (now - e[3])
+      if left > 0 then
+        if e[1] == 'Q' then
+          k = left * e[5] / e[2]
+        else
+          k = min(left, e[2]) / e[2] * n
+        end
+      end
+    end
+    most = max(most, k)
+  end
+  return most
+end
+
+-- A sliding log's list that does not exist while the record holds a counter's or gcra's state of
+-- the category (it was one until a change of policy): as many entries, at now, as that state shows
+-- for the layer's fullest window; the first count writes them and drops the record's state.
+-- Returns that count, or nil when there is nothing to take over.
+local function log_seed(layer, key, now, record, field)
+  if call('EXISTS', key) == 1 then
+    return nil
+  end
+  local state = call('HGET', record, field)
+  if not state then
+    return nil
+  end
+  local _, _, _, all = entries({algo = ALGO_SLIDING_LOG, n = 0}, state, now)
+  local most = 0
+  for i = 1, layer.n do
+    local n = layer[10 * i - 9]
+    most = max(most, min(evidence(all, n, layer[10 * i - 8], now), n))
+  end
+  return ceil(most - EPS)
+end
+
+-- Sliding log: the layer's windows share one list, cut at the longest window; each window counts
+-- the entries inside its own span, so a window's count is what it is whatever windows came and
+-- went before it (a reload, an override, a new order).
+local function evaluate_log(layer, key, k, now, dry, record, field)
+  local longest = 1
+  for i = 2, layer.n do
+    if layer[10 * i - 8] > layer[10 * longest - 8] then
+      longest = i
+    end
+  end
+  layer.key, layer.longest = key, longest
+  local seeded = log_seed(layer, key, now, record, field)
+  layer.seeded = seeded
+  if seeded then
+    -- No list: every window holds the seeded entries, all at now.
+    for i = 1, layer.n do
+      local n, w = layer[10 * i - 9], layer[10 * i - 8]
+      local reset = seeded == 0 and now or now + w
+      if seeded + k <= n then
+        set(layer, i, true, seeded, n - seeded, reset, seeded + k, n - seeded - k, now + w, 0)
+      else
+        set(layer, i, false, seeded, max(0, n - seeded), reset, seeded + k, 0, now + w, now + w)
+      end
+    end
+    return
+  end
+  set(layer, longest, log_window(key, layer[10 * longest - 9], layer[10 * longest - 8], k, now, dry))
+  for i = 1, layer.n do
+    if i ~= longest then
+      set(layer, i, log_window(key, layer[10 * i - 9], layer[10 * i - 8], k, now, dry, true))
+    end
+  end
+end
+
+-- Counter or gcra: `state` is the record field's value. A window with no entry of its own starts
+-- from what the others and a sliding log's list show (counter: in its fixed window; gcra: that much
+-- in debt); the first count drops the list.
+local function evaluate_record(layer, key, k, state, now)
+  local found, kept, latest, all = entries(layer, state, now)
+  local counter = layer.algo == ALGO_SLIDING_COUNTER
+  local parts, expires = {counter and 'C' or 'Q'}, latest
+  for i = 1, layer.n do
+    local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i]
+    if not s then
+      local seen = max(evidence(all, n, w, now), (log_recent(key, w, now)))
+      layer.list = key
+      if counter then
+        s = {now - now % w, seen, 0}
+      else
+        s = {now, min(seen, n) * (w / n), n}
+      end
+    end
+    local r = counter and {counter_window(n, w, k, s[1], s[2], s[3], now)} or
+      {gcra_window(n, w, k, s[1], s[2], s[3], now)}
+    set(layer, i, unpack(r, 1, 8))
+    parts[#parts + 1] = r[9]
+    expires = max(expires, r[10])
+  end
+  parts[#parts + 1] = kept
+  layer.next_state, layer.expires_us = concat(parts), expires
+end
+
+-- Evaluates a layer for `k` more requests: its sliding-log list `key`, or `state`, the value of
+-- field `field` of the subject's record hash `record`.
+local function evaluate(layer, key, k, state, now, dry, record, field)
+  if layer.algo == ALGO_SLIDING_LOG then
+    evaluate_log(layer, key, k, now, dry, record, field)
+  else
+    evaluate_record(layer, key, k, state, now)
+  end
+end
+
+-- A sliding-log list must outlive its newest entry by a window. A push reads the list's TTL (a read
+-- costs Redis less than a write) and moves it only when it falls short, then to a little past a
+-- window (a hundredth of it, at most 1 s), so that a busy list's expiry is written once per that
+-- slack instead of on every request. Nothing shortens an expiry: every push to a list comes here.
+local function extend_log(key, w, created)
+  local whole = ceil(w / 1000)
+  if not created and call('PTTL', key) >= whole then
+    return
+  end
+  call('PEXPIRE', key, int(whole + min(1000, ceil(whole / 100))))
+end
+
+-- Counts `k` requests in a layer that had room for them.
+local function commit(layer, k, now, record, field)
+  if layer.algo == ALGO_SLIDING_LOG then
+    local count = k + (layer.seeded or 0)
+    if count == 0 then
+      return
+    end
+    local stamp, stamps = int(now), {}
+    for i = 1, count do
+      stamps[i] = stamp
+    end
+    local length = call('RPUSH', layer.key, unpack(stamps))
+    extend_log(layer.key, layer[10 * layer.longest - 8], length == count)
+    if layer.seeded then
+      call('HDEL', record, field)
+    end
+  else
+    call('HSET', record, field, layer.next_state)
+    if layer.list then
+      call('DEL', layer.list)
+    end
+  end
+end
+
+-- A record hash of a subject other than a user expires once none of its states matter: `deadline`
+-- is its current expiry (field x, ms of the script's clock), moved a window past what is needed so
+-- that it moves rarely. The expiry is set relative to now, so a pinned test clock works too.
+local function extend_record(record, deadline, needed_us, slack_us, now)
+  local needed = ceil(needed_us / 1000)
+  if not deadline or needed > deadline then
+    local at = needed + ceil(slack_us / 1000)
+    call('HSET', record, 'x', int(at))
+    call('PEXPIRE', record, int(at - floor(now / 1000)))
+  end
+end
+
+-- A layer's windows for the reply: per window three doubles, used, reset (µs) and when the
+-- request would be allowed (µs; 0: room), as it stands, or with the request counted when `counted`.
+local function pack_layer(layer, counted)
+  local parts = {}
+  for i = 1, layer.n do
+    local b = 10 * i - 10
+    if counted then
+      parts[i] = spack('<ddd', layer[b + 6], layer[b + 8], 0)
+    else
+      parts[i] = spack('<ddd', layer[b + 3], layer[b + 5], layer[b + 9])
+    end
+  end
+  return concat(parts)
+end

@@ -1,0 +1,30 @@
+// The numbers the Lua scripts and the TypeScript that calls them agree on, defined once: the loader
+// writes each as a `local NAME = value` line ahead of every script, and codec.ts reads them here.
+export const LUA_CONSTANTS = {
+  /** A rule's algorithm, the first character of its text (see lua/includes/layer.lua). */
+  ALGO_SLIDING_LOG: 1,
+  ALGO_SLIDING_COUNTER: 2,
+  ALGO_GCRA: 3,
+  /** limit.lua's ARGV[2]: count the request, or decide only (nothing counted or renewed). */
+  HOW_COUNT: 1,
+  HOW_DRY_RUN: 0,
+  /** limit.lua's ARGV[3]: count in every layer or in none (the HTTP check), or in each with room (RLS). */
+  MODE_ALL_OR_NONE: 1,
+  MODE_EACH: 2,
+  /** limit.lua's reply status. */
+  STATUS_OK: 0,
+  STATUS_NO_SESSION: 1,
+  STATUS_USER_INACTIVE: 2,
+  STATUS_UNKNOWN_TIER: 3,
+  STATUS_REFUSED_BEFORE_IDENTITY: 4,
+  /** session_touch's answer (lua/includes/session.lua), also sessionTouch's reply. */
+  SESSION_VALID: 1,
+  SESSION_GONE: 0,
+  SESSION_USER_INACTIVE: -1,
+} as const;
+
+/** The Lua lines that define every constant. */
+export const luaConstants = (): string =>
+  Object.entries(LUA_CONSTANTS)
+    .map(([name, value]) => `local ${name} = ${value}`)
+    .join("\n");
