@@ -31,7 +31,7 @@ export function bearer(token) {
 
 /** @param {Record<string, string>} [extra] @returns {Record<string, string>} */
 export function jsonHeaders(extra = {}) {
-  // Object.assign, not spread: k6 before 0.52 cannot parse object spread (see the README).
+  // Object.assign, not spread: k6 before 0.52 cannot parse object spread (see docs/tests.md).
   return Object.assign({ "Content-Type": "application/json" }, extra);
 }
 

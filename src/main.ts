@@ -201,7 +201,7 @@ async function main(): Promise<void> {
   if (args.includes("--help") || args.includes("-h")) {
     fdWriter(1).write(
       "usage: npm start  (or node dist/src/main.js)\n" +
-        "Every setting comes from the environment or .env; the README's Settings section lists them.\n",
+        "Every setting comes from the environment or .env; docs/settings.md lists them.\n",
     );
     return;
   }

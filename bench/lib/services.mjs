@@ -123,7 +123,7 @@ export async function startNginx({ kind, dir, workers, checkPort, publicPort, up
     prefix: join(dir, `nginx-${kind}`),
     ...(kind === "tollgate" ? {} : { template: join(BENCH_DIR, "nginx-direct.conf.template") }),
     workers,
-    // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
+    // The production value docs/nginx.md recommends (above tollgate's REDIS_TIMEOUT_MS).
     checkTimeout: "1s",
     checkPort,
     publicPort,

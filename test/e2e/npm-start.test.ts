@@ -1,6 +1,6 @@
 // `npm start` as a shell runs it in the background (`npm start &`): npm leads a process group of its
-// own, the job, and tollgate is npm's child. The README's reload instructions must work there, and a
-// signal to the whole job must never leave a tollgate running on without npm.
+// own, the job, and tollgate is npm's child. The reload instructions of docs/operations.md must work
+// there, and a signal to the whole job must never leave a tollgate running on without npm.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";

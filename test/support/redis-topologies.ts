@@ -96,7 +96,7 @@ export type RedisCluster = {
 /**
  * Six nodes made into 3 masters with one replica each. A short node timeout makes a replica take
  * over about two seconds after its master dies; `cluster-require-full-coverage no` keeps the other
- * masters serving meanwhile (what the README recommends for production).
+ * masters serving meanwhile (what docs/scaling.md recommends for production).
  */
 export async function startRedisCluster(): Promise<RedisCluster> {
   const [redisCliBinary] = binaries("redis-cli", "redis-server");

@@ -1,13 +1,16 @@
-// The README against the code: every logged event and every Redis key is documented, and nothing cites a missing document.
+// The README and docs/ against the code: every logged event, Redis key, metric and setting is documented in the
+// docs/ file that holds its table, and nothing cites a missing document.
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createMetrics } from "../../src/metrics/metrics.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
+/** A document of docs/, by its name there. */
+const doc = (name: string): string => readFileSync(join(ROOT, "docs", name), "utf8");
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -16,11 +19,12 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** The markdown table that follows `heading`, as rows of cells. */
-function tableAfter(heading: string): string[][] {
-  const start = README.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`README has no "${heading}"`);
-  const lines = README.slice(start).split("\n");
+/** The markdown table that follows `heading` in docs/`name`, as rows of cells. */
+function tableAfter(name: string, heading: string): string[][] {
+  const text = `\n${doc(name)}`;
+  const start = text.indexOf(`\n${heading}\n`);
+  if (start < 0) throw new Error(`docs/${name} has no "${heading}"`);
+  const lines = text.slice(start).split("\n");
   const first = lines.findIndex((line) => line.startsWith("|"));
   const rows: string[][] = [];
   for (const line of lines.slice(first)) {
@@ -67,9 +71,11 @@ function eventLevels(): Map<string, Set<string>> {
   return levels;
 }
 
-describe("the README", () => {
+describe("the README and docs/", () => {
   it("lists in its events table exactly the events the code logs", () => {
-    const documented = new Set(tableAfter("### Logs").flatMap((row) => backticked(row[0] ?? "")));
+    const documented = new Set(
+      tableAfter("operations.md", "## Logs").flatMap((row) => backticked(row[0] ?? "")),
+    );
     const logged = loggedEvents();
     expect(logged.size).toBeGreaterThan(20); // the scan finds them
     expect([...logged].filter((e) => !documented.has(e)).sort()).toEqual([]);
@@ -81,7 +87,7 @@ describe("the README", () => {
     // Every logged event was found with its level, so none escapes the comparison below.
     expect([...loggedEvents()].filter((e) => !levels.has(e)).sort()).toEqual([]);
     const wrong: string[] = [];
-    for (const row of tableAfter("### Logs")) {
+    for (const row of tableAfter("operations.md", "## Logs")) {
       const events = backticked(row[0] ?? "");
       // "info · warn" gives one level per event; a single level covers every event of the row.
       const documented = (row[1] ?? "").split("·").map((level) => level.trim());
@@ -90,7 +96,7 @@ describe("the README", () => {
         // "warn/info": an event the code logs at either level, as the row's text explains.
         const logged = [...(levels.get(event) ?? [])].sort();
         if (logged.join("/") !== level.split("/").sort().join("/"))
-          wrong.push(`${event}: README ${level}, code ${logged.join("/") || "none"}`);
+          wrong.push(`${event}: docs ${level}, code ${logged.join("/") || "none"}`);
       }
     }
     expect(wrong).toEqual([]);
@@ -110,17 +116,19 @@ describe("the README", () => {
             .join(".+")}$`,
         ),
     );
-    const documented = tableAfter("### Redis keys").map((row) => backticked(row[0] ?? "")[0] ?? "");
+    const documented = tableAfter("redis-keys.md", "# Redis keys").map(
+      (row) => backticked(row[0] ?? "")[0] ?? "",
+    );
     for (const key of documented) {
       expect(
         patterns.some((p) => p.test(key)),
-        `${key} is in the README but no key builder makes it`,
+        `${key} is in docs/redis-keys.md but no key builder makes it`,
       ).toBe(true);
     }
     for (const [i, pattern] of patterns.entries()) {
       expect(
         documented.some((key) => pattern.test(key)),
-        `${builders[i]} is written but not in the README`,
+        `${builders[i]} is written but not in docs/redis-keys.md`,
       ).toBe(true);
     }
   });
@@ -144,7 +152,7 @@ describe("the README", () => {
         labels: [...new Set(labels)].filter((l) => l !== "le").sort(),
       });
     }
-    const rows = tableAfter("### Metrics (`GET /metrics` on `ADMIN_PORT`)");
+    const rows = tableAfter("operations.md", "## Metrics (`GET /metrics` on `ADMIN_PORT`)");
     const documented = new Map(
       rows.flatMap((row) => backticked(row[0] ?? "").map((name) => [name, row] as const)),
     );
@@ -174,7 +182,7 @@ describe("the README", () => {
           [...(m[1] as string).matchAll(/"([a-z_]+)"/g)].map((v) => v[1] as string),
         ),
       );
-    const row = tableAfter("### Metrics (`GET /metrics` on `ADMIN_PORT`)").find((r) =>
+    const row = tableAfter("operations.md", "## Metrics (`GET /metrics` on `ADMIN_PORT`)").find((r) =>
       (r[0] ?? "").includes("tollgate_decisions_total"),
     );
     const labels = row?.[2] ?? "";
@@ -202,10 +210,12 @@ describe("the README", () => {
     expect(read.size).toBeGreaterThan(20); // the scan finds them
     const main = readFileSync(join(ROOT, "src/main.ts"), "utf8");
     for (const m of main.matchAll(/process\.env\.([A-Z_]+)/g)) read.add(m[1] as string);
-    const settings = new Set(tableAfter("## Settings").flatMap((row) => row.flatMap(backticked)));
+    const settings = new Set(
+      tableAfter("settings.md", "# Settings").flatMap((row) => row.flatMap(backticked)),
+    );
     const example = readFileSync(join(ROOT, ".env.example"), "utf8");
     for (const name of read) {
-      expect(settings.has(name), `${name} in the Settings table`).toBe(true);
+      expect(settings.has(name), `${name} in the docs/settings.md table`).toBe(true);
       if (name !== "ENV_FILE")
         expect(example, `${name} in .env.example`).toMatch(new RegExp(`^#? ?${name}=`, "m"));
     }
@@ -214,7 +224,7 @@ describe("the README", () => {
   it("names in its settings table (and .env.example) only variables tollgate knows, so that none is warned about as unknown", async () => {
     const { SETTINGS } = await import("../../src/config/setting-names.js");
     const known = new Set<string>(SETTINGS);
-    const documented = tableAfter("## Settings").flatMap((row) => backticked(row[0] ?? ""));
+    const documented = tableAfter("settings.md", "# Settings").flatMap((row) => backticked(row[0] ?? ""));
     expect(documented.length).toBeGreaterThan(30); // the scan finds them
     expect(documented.filter((name) => !known.has(name))).toEqual([]);
     // `cp .env.example .env` sets only settings.
@@ -296,5 +306,52 @@ describe("the repository", () => {
       .filter((l) => !/^https?:/.test(l));
     for (const link of links) expect(() => statSync(join(ROOT, link)), link).not.toThrow();
     expect(links).toContain("bench/README.md");
+  });
+
+  it("links from the README and docs/ only to files, and headings in them, that exist", () => {
+    /** A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens. */
+    const slug = (heading: string): string =>
+      heading
+        .trim()
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+        .replace(/\s/g, "-");
+    const anchors = (file: string): Set<string> => {
+      const found = new Set<string>();
+      let fenced = false;
+      for (const line of readFileSync(join(ROOT, file), "utf8").split("\n")) {
+        if (line.startsWith("```")) fenced = !fenced;
+        const heading = /^#+ (.*)$/.exec(line);
+        if (!fenced && heading) found.add(slug(heading[1] as string));
+      }
+      return found;
+    };
+    const documents = [
+      "README.md",
+      ...readdirSync(join(ROOT, "docs"))
+        .filter((name) => name.endsWith(".md"))
+        .map((name) => `docs/${name}`),
+    ];
+    const broken: string[] = [];
+    let seen = 0;
+    for (const document of documents) {
+      const text = readFileSync(join(ROOT, document), "utf8");
+      for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const link = match[1] as string;
+        if (/^https?:/.test(link)) continue;
+        seen += 1;
+        const [path = "", anchor] = link.split("#");
+        const target = path === "" ? document : join(dirname(document), path);
+        try {
+          statSync(join(ROOT, target));
+        } catch {
+          broken.push(`${document}: ${link}`);
+          continue;
+        }
+        if (anchor !== undefined && !anchors(target).has(anchor)) broken.push(`${document}: ${link}`);
+      }
+    }
+    expect(seen).toBeGreaterThan(20); // the scan finds them
+    expect(broken).toEqual([]);
   });
 });

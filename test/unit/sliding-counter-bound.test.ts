@@ -1,5 +1,5 @@
 // How far the sliding counter over-admits against the exact log: measured on adversarial and random
-// traces, with the bound the README states (at most 2 × limit − 1 in any window; about limit on
+// traces, with the bound docs/check.md states (at most 2 × limit − 1 in any window; about limit on
 // traffic that is not aimed at the boundary).
 import { describe, expect, it } from "vitest";
 import type { Algorithm } from "../../src/ratelimit/types.js";
