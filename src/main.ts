@@ -2,6 +2,7 @@
 import { existsSync } from "node:fs";
 import type { Server } from "node:http";
 import { isatty } from "node:tty";
+import { fileURLToPath } from "node:url";
 import { createTollgate } from "./app.js";
 import { withSharedJwtSecret } from "./auth/jwt-secret.js";
 import { createLockout } from "./auth/lockout.js";
@@ -229,7 +230,7 @@ async function main(): Promise<void> {
   const exposure = isWorker() ? undefined : metricsExposureWarning(config);
   if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
-  if (shouldSupervise(config)) return superviseWorkers(config, logger);
+  if (shouldSupervise(config)) return superviseWorkers(config, logger, fileURLToPath(import.meta.url));
   const store = createStore({
     redis: config.redis,
     timeoutMs: config.redisTimeoutMs,

@@ -4,7 +4,6 @@
 // it lets every worker drain and exits 0 once all are gone, and on SIGHUP every worker reloads its
 // policy (as after a reload through any one worker's admin port).
 import cluster, { type Worker } from "node:cluster";
-import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "../config/env.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
@@ -84,7 +83,8 @@ type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: numbe
  * An ADMIN_TOKEN generated for this start (unset outside production) is made once here and handed
  * to every worker. A generated JWT secret is not: workers need Redis, where they all find the same.
  */
-export function superviseWorkers(config: Config, logger: Logger): void {
+/** `entry`: the file each worker runs (main.js: bundled, this module is part of it). */
+export function superviseWorkers(config: Config, logger: Logger, entry: string): void {
   const env: Record<string, string> = {};
   if (config.adminTokenGenerated) {
     env.ADMIN_TOKEN = config.adminToken;
@@ -105,7 +105,7 @@ export function superviseWorkers(config: Config, logger: Logger): void {
 
   // Workers run the compiled entry point itself, not whatever script started the primary (npm start's
   // build check, for one), so they start as fast as the primary's own start-up allows.
-  cluster.setupPrimary({ exec: fileURLToPath(new URL("../main.js", import.meta.url)) });
+  cluster.setupPrimary({ exec: entry });
   const aggregator = new AggregatorRegistry();
   const reload = (except?: Worker): void => {
     for (const slot of slots) {
