@@ -355,7 +355,9 @@ describe("a session creation that fails without an answer", () => {
       expect(await store.sessions.list(user.id)).toEqual([]);
       monitor.close();
       // The creation did run, late, and the revocation of the same session after it.
-      const sessionKey = /\S+:s:\S+/.exec(ran.find((line) => line.toLowerCase().startsWith("fcall ")) ?? "")?.[0];
+      const sessionKey = /\S+:s:\S+/.exec(
+        ran.find((line) => line.toLowerCase().startsWith("fcall ")) ?? "",
+      )?.[0];
       expect(sessionKey).toBeDefined();
       const created = ran.findIndex(
         (line) => line.toLowerCase().startsWith("fcall ") && line.includes(sessionKey as string),
