@@ -3,9 +3,9 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Checker } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
-import type { CheckProtocol } from "../metrics/check-observer.js";
 import type { Logger } from "../process/logger.js";
 import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
+import type { Protocol } from "./front-end.js";
 import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./render.js";
 import { createHttpServer } from "./server.js";
 
@@ -14,7 +14,7 @@ export type CheckListenerOptions = {
   clientIp: ClientIpOptions;
   logger: Logger;
   /** Called once per answered check, for metrics and logs. */
-  onDecision?(protocol: CheckProtocol, decision: Decision, seconds: number, ip: string): void;
+  onDecision?(protocol: Protocol, decision: Decision, seconds: number, ip: string): void;
 };
 
 const ENVOY_PREFIX = "/ext_authz";
@@ -65,7 +65,7 @@ export function createCheckHandler(options: CheckListenerOptions) {
    * downstream address in X-Tollgate-Client-Ip (a header clients cannot reach the check with: it is
    * not in allowed_headers). Without it, and for nginx, X-Forwarded-For per TRUSTED_PROXY_HOPS.
    */
-  const clientAddress = (req: IncomingMessage, protocol: CheckProtocol): string => {
+  const clientAddress = (req: IncomingMessage, protocol: Protocol): string => {
     if (protocol === "envoy") {
       const direct = header(req, CLIENT_IP_HEADER);
       const address = direct === undefined ? undefined : normalizeIp(direct, options.clientIp.ipv6Subnet);
@@ -77,7 +77,7 @@ export function createCheckHandler(options: CheckListenerOptions) {
   const answer = async (
     req: IncomingMessage,
     res: ServerResponse,
-    protocol: CheckProtocol,
+    protocol: Protocol,
     method: string,
     path: string,
   ): Promise<void> => {
