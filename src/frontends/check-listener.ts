@@ -122,7 +122,7 @@ export function createCheckHandler(options: CheckListenerOptions) {
           "uri_too_long",
           `The request target is longer than ${MAX_URI} bytes`,
         );
-        send(res, { ...forNginx({ ...tooLong, headers: { ...tooLong.headers } }), body: tooLong.body });
+        send(res, { ...forNginx(tooLong), body: tooLong.body });
         return;
       }
       work = answer(req, res, "nginx", method, uri);
