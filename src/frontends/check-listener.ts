@@ -4,7 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Checker } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
-import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
+import { CLIENT_IP_HEADER, type ClientIpOptions, clientAddress } from "./client-ip.js";
 import type { Protocol } from "./front-end.js";
 import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./render.js";
 import { createHttpServer } from "./server.js";
@@ -20,7 +20,6 @@ export type CheckListenerOptions = {
 const ENVOY_PREFIX = "/ext_authz";
 const NGINX_PATH = "/nginx/auth";
 const MAX_URI = 8192;
-export const CLIENT_IP_HEADER = "x-tollgate-client-ip";
 
 function send(res: ServerResponse, response: CheckResponse): void {
   // A known length (not chunked): nginx reuses an auth_request connection only when it can tell the
@@ -60,19 +59,15 @@ const header = (req: IncomingMessage, name: string): string | undefined => {
 export function createCheckHandler(options: CheckListenerOptions) {
   const { checker, logger, onDecision } = options;
 
-  /**
-   * Envoy's ext_authz client appends its own address to X-Forwarded-For, so envoy.yaml sends the
-   * downstream address in X-Tollgate-Client-Ip (a header clients cannot reach the check with: it is
-   * not in allowed_headers). Without it, and for nginx, X-Forwarded-For per TRUSTED_PROXY_HOPS.
-   */
-  const clientAddress = (req: IncomingMessage, protocol: Protocol): string => {
-    if (protocol === "envoy") {
-      const direct = header(req, CLIENT_IP_HEADER);
-      const address = direct === undefined ? undefined : normalizeIp(direct, options.clientIp.ipv6Subnet);
-      if (address !== undefined) return address;
-    }
-    return clientIp(header(req, "x-forwarded-for"), req.socket.remoteAddress, options.clientIp);
-  };
+  const clientAddressOf = (req: IncomingMessage, protocol: Protocol): string =>
+    clientAddress(
+      {
+        stated: protocol === "envoy" ? header(req, CLIENT_IP_HEADER) : undefined,
+        forwardedFor: header(req, "x-forwarded-for"),
+        peer: req.socket.remoteAddress,
+      },
+      options.clientIp,
+    );
 
   const answer = async (
     req: IncomingMessage,
@@ -82,7 +77,7 @@ export function createCheckHandler(options: CheckListenerOptions) {
     path: string,
   ): Promise<void> => {
     const started = process.hrtime.bigint();
-    const ip = clientAddress(req, protocol);
+    const ip = clientAddressOf(req, protocol);
     const decision = await checker({ method, path, authorization: header(req, "authorization"), ip });
     const now = Date.now();
     send(res, protocol === "envoy" ? renderDecision(decision, now) : renderForNginx(decision, now));
