@@ -10,6 +10,8 @@ import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
 import { createCheckServer } from "./frontends/check-listener.js";
+import { envoyHttp } from "./frontends/envoy-http.js";
+import { nginx } from "./frontends/nginx.js";
 import { createAdminApi } from "./http/admin-api.js";
 import { createPublicApi } from "./http/public-api.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
@@ -99,12 +101,15 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     onStoreError: (operation, error) => observer.storeFailed(operation, error),
     onStoreOk: () => observer.storeAnswered(),
   });
-  const checkServer = createCheckServer({
-    checker,
-    clientIp,
-    logger,
-    onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
-  });
+  const checkServer = createCheckServer(
+    {
+      checker,
+      clientIp,
+      logger,
+      onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
+    },
+    [envoyHttp, nginx],
+  );
 
   const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
     const result = policy.reload();

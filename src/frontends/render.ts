@@ -82,26 +82,3 @@ export function renderDecision(decision: Decision, nowMs: number): CheckResponse
       }
   }
 }
-
-/**
- * nginx's auth_request passes only 2xx, 401 and 403: a 400, 414, 429 or 503 becomes 403 with the real status
- * in X-Authz-Status, and every denial carries its JSON body in X-Authz-Body for nginx to send.
- * auth_request never reads a body, so none is sent: an empty one keeps the connection reusable.
- */
-export function renderForNginx(decision: Decision, nowMs: number): CheckResponse {
-  return forNginx(renderDecision(decision, nowMs));
-}
-
-/** Any check answer, reshaped for auth_request: a new answer, the one given stays as it was. */
-export function forNginx(response: CheckResponse): CheckResponse {
-  if (response.status === 200) return response;
-  return {
-    status: response.status === 401 ? 401 : 403,
-    headers: {
-      ...response.headers,
-      "x-authz-status": String(response.status),
-      "x-authz-body": response.body,
-    },
-    body: "",
-  };
-}
