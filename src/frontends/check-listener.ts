@@ -1,11 +1,12 @@
 // The check listener on CHECK_PORT: the HTTP check front ends it is given (Envoy's /ext_authz/*,
 // nginx's /nginx/auth), each at its paths. Every proxied request waits on this, so it is plain
 // node:http with a small table of path prefixes and no router in between.
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { httpListener } from "../http/http-listener.js";
 import type { CheckContext } from "./front-end.js";
 import { type HttpCheckFrontEnd, jsonAnswer, matchesPath, type PathMatcher } from "./http-check.js";
+import type { Listener, ListenerAddress } from "./listener.js";
 import type { CheckResponse } from "./render.js";
-import { createHttpServer } from "./server.js";
 
 type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd };
 
@@ -41,7 +42,7 @@ function send(res: ServerResponse, response: CheckResponse): void {
   res.end();
 }
 
-export function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheckFrontEnd[]) {
+function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheckFrontEnd[]) {
   const { checker, clientIp, logger, onDecision } = context;
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
@@ -79,6 +80,10 @@ export function createCheckHandler(context: CheckContext, frontEnds: readonly Ht
   };
 }
 
-export function createCheckServer(context: CheckContext, frontEnds: readonly HttpCheckFrontEnd[]): Server {
-  return createHttpServer(createCheckHandler(context, frontEnds));
+export function createCheckListener(
+  address: ListenerAddress,
+  context: CheckContext,
+  frontEnds: readonly HttpCheckFrontEnd[],
+): Listener {
+  return httpListener(address, createCheckHandler(context, frontEnds));
 }
