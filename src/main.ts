@@ -1,6 +1,7 @@
 // Composition root: .env → settings → logger → store → listeners → users → ready; SIGTERM drains.
 import { existsSync } from "node:fs";
 import { isatty } from "node:tty";
+import { fileURLToPath } from "node:url";
 import { createTollgate } from "./app.js";
 import { withSharedJwtSecret } from "./auth/jwt-secret.js";
 import { createLockout } from "./auth/lockout.js";
@@ -153,7 +154,9 @@ async function main(): Promise<void> {
   const exposure = isWorker() ? undefined : metricsExposureWarning(config);
   if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
-  if (shouldSupervise(config)) return superviseWorkers(config, logger);
+  if (shouldSupervise(config)) {
+    return superviseWorkers({ config, logger, entry: fileURLToPath(import.meta.url) });
+  }
   const store = createStore({
     redis: config.redis,
     timeoutMs: config.redisTimeoutMs,

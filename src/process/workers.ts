@@ -4,7 +4,6 @@
 // it lets every worker drain and exits 0 once all are gone, and on SIGHUP every worker reloads its
 // policy (as after a reload through any one worker's admin port).
 import cluster, { type Worker } from "node:cluster";
-import { fileURLToPath } from "node:url";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "../config/env.js";
 import type { ListenerAddress } from "../frontends/listener.js";
@@ -99,7 +98,8 @@ type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: numbe
  * An ADMIN_TOKEN generated for this start (unset outside production) is made once here and handed
  * to every worker. A generated JWT secret is not: workers need Redis, where they all find the same.
  */
-export function superviseWorkers(config: Config, logger: Logger): void {
+export function superviseWorkers(options: { config: Config; logger: Logger; entry: string }): void {
+  const { config, logger } = options;
   const env: Record<string, string> = {};
   if (config.adminTokenGenerated) {
     env.ADMIN_TOKEN = config.adminToken;
@@ -117,8 +117,9 @@ export function superviseWorkers(config: Config, logger: Logger): void {
   let exitCode = 0;
 
   // Workers run the compiled entry point itself, not whatever script started the primary (npm start's
-  // build check, for one), so they start as fast as the primary's own start-up allows.
-  cluster.setupPrimary({ exec: fileURLToPath(new URL("../main.js", import.meta.url)) });
+  // build check, for one), so they start as fast as the primary's own start-up allows. The entry
+  // names itself: this file's own location differs between tsc's output and the bundled main.js.
+  cluster.setupPrimary({ exec: options.entry });
   const aggregator = new AggregatorRegistry();
   const reload = (except?: Worker): void => {
     for (const slot of slots) {
