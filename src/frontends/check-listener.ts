@@ -47,8 +47,12 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheck
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
-  const check = async (req: IncomingMessage, res: ServerResponse, route: Route, url: string) => {
-    const { frontEnd } = route;
+  const check = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    frontEnd: HttpCheckFrontEnd,
+    url: string,
+  ) => {
     const started = process.hrtime.bigint();
     const facts = frontEnd.facts(req, url, clientIp);
     if ("status" in facts) {
@@ -73,7 +77,7 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheck
       }
       return;
     }
-    check(req, res, route, url).catch((error: unknown) => {
+    check(req, res, route.frontEnd, url).catch((error: unknown) => {
       logger.error({ err: error }, "check failed unexpectedly");
       if (!res.headersSent) send(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
     });
