@@ -1,6 +1,5 @@
-// Wires one tollgate from its parts: the policy in force, services, the three listeners, the observer.
-import type { Server } from "node:http";
-import type { Express } from "express";
+// Wires one tollgate from its parts: the policy in force, services, what its listeners serve (the
+// APIs, the check front ends' context), the observer. Which listeners there are: src/listeners.ts.
 import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { createLockout } from "./auth/lockout.js";
@@ -9,8 +8,9 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
-import { createCheckServer } from "./frontends/check-listener.js";
+import type { CheckContext } from "./frontends/front-end.js";
 import { createAdminApi } from "./http/admin-api.js";
+import type { HttpHandler } from "./http/http-listener.js";
 import { createPublicApi } from "./http/public-api.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
@@ -21,9 +21,10 @@ import type { Readiness } from "./process/readiness.js";
 import type { Store } from "./store/store.js";
 
 export type Tollgate = {
-  publicApp: Express;
-  adminApp: Express;
-  checkServer: Server;
+  publicApp: HttpHandler;
+  adminApp: HttpHandler;
+  /** What every check front end is given: the checker, the client-IP settings, the observer. */
+  checks: CheckContext;
   checker: Checker;
   auth: AuthService;
   tokens: TokenService;
@@ -98,12 +99,12 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     onStoreError: (operation, error) => observer.storeFailed(operation, error),
     onStoreOk: () => observer.storeAnswered(),
   });
-  const checkServer = createCheckServer({
+  const checks: CheckContext = {
     checker,
     clientIp,
     logger,
     onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
-  });
+  };
 
   const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
     const result = policy.reload();
@@ -151,5 +152,5 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     readyTimeoutMs: config.redisTimeoutMs,
     readiness,
   });
-  return { publicApp, adminApp, checkServer, checker, auth, tokens, metrics, policy, reloadPolicy };
+  return { publicApp, adminApp, checks, checker, auth, tokens, metrics, policy, reloadPolicy };
 }

@@ -1,6 +1,5 @@
 // Composition root: .env → settings → logger → store → listeners → users → ready; SIGTERM drains.
 import { existsSync } from "node:fs";
-import type { Server } from "node:http";
 import { isatty } from "node:tty";
 import { fileURLToPath } from "node:url";
 import { createTollgate } from "./app.js";
@@ -10,29 +9,24 @@ import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users
 import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
-import { createHttpServer } from "./frontends/server.js";
+import { createListeners } from "./listeners.js";
 import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
 import { listenProblem } from "./process/listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
 import { stopWithNpm } from "./process/parent-watch.js";
 import { createReadiness, type Readiness } from "./process/readiness.js";
+import { stopOnSignals } from "./process/shutdown.js";
 import {
   isReloadMessage,
   isWorker,
   RELOAD_OTHERS,
+  reportListening,
   shouldSupervise,
   superviseWorkers,
 } from "./process/workers.js";
 import { storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
 
-/** After the drain delay, how long requests in flight may take before the process exits anyway. */
-const FORCED_EXIT_MS = 10_000;
-/**
- * A signal this soon after the first is the same stop delivered twice (to the whole process group,
- * and once more by a parent that forwards it: npm, the WORKERS supervisor), not a person insisting.
- */
-const SAME_STOP_MS = 1_000;
 const stderr = fdWriter(2);
 
 function fail(lines: string[]): never {
@@ -64,16 +58,6 @@ function startupSettings(): { config: Config; policy: Policy } {
     if (error instanceof ConfigError || error instanceof PolicyError) fail(error.problems);
     throw error;
   }
-}
-
-function listen(server: Server, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
 }
 
 /**
@@ -137,66 +121,6 @@ function urlOf(host: string, port: number): string {
   return `http://${name}:${port}`;
 }
 
-type Listener = { name: "public" | "check" | "admin"; server: Server; port: number; host: string };
-
-function stopOnSignals(options: {
-  listeners: Listener[];
-  store: Store;
-  logger: Logger;
-  readiness: Readiness;
-  drainDelayMs: number;
-}): void {
-  const { listeners, store, logger, readiness } = options;
-  let drain: NodeJS.Timeout | undefined;
-  let closing = false;
-  const close = (): void => {
-    if (closing) return;
-    closing = true;
-    clearTimeout(drain);
-    const closed = listeners.map(
-      ({ server }) =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
-        }),
-    );
-    void Promise.all(closed)
-      .then(() => store.close())
-      .catch(() => undefined)
-      .then(() => {
-        logger.info({ event: "stopped" }, "stopped");
-        process.exit(0);
-      });
-  };
-  let stoppingSince = 0;
-  const stop = (signal: NodeJS.Signals): void => {
-    if (readiness.phase() === "stopping") {
-      // A second signal cuts the drain delay short, unless it is the first one delivered again.
-      if (Date.now() - stoppingSince >= SAME_STOP_MS) close();
-      return;
-    }
-    stoppingSince = Date.now();
-    readiness.markStopping();
-    // SIGTERM comes from an orchestrator with a load balancer to warn; SIGINT from a person at a terminal.
-    const delay = signal === "SIGTERM" ? options.drainDelayMs : 0;
-    logger.info(
-      { event: "stopping", signal, drainDelayMs: delay },
-      delay > 0 ? `/ready answers 503; the listeners close in ${delay} ms` : "closing the listeners",
-    );
-    // Not unref'd: whatever else holds the process, this ends it.
-    setTimeout(() => {
-      logger.warn(
-        { event: "stop_forced" },
-        `requests still open ${FORCED_EXIT_MS / 1000} s after closing; exiting`,
-      );
-      process.exit(0);
-    }, delay + FORCED_EXIT_MS);
-    drain = setTimeout(close, delay);
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
-}
-
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   if (args.includes("--help") || args.includes("-h")) {
@@ -230,7 +154,9 @@ async function main(): Promise<void> {
   const exposure = isWorker() ? undefined : metricsExposureWarning(config);
   if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
-  if (shouldSupervise(config)) return superviseWorkers(config, logger, fileURLToPath(import.meta.url));
+  if (shouldSupervise(config)) {
+    return superviseWorkers({ config, logger, entry: fileURLToPath(import.meta.url) });
+  }
   const store = createStore({
     redis: config.redis,
     timeoutMs: config.redisTimeoutMs,
@@ -269,35 +195,23 @@ async function main(): Promise<void> {
   process.on("message", (message: unknown) => {
     if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
   });
-  const listeners: Listener[] = [
-    { name: "public", server: createHttpServer(tollgate.publicApp), port: config.port, host: config.host },
-    { name: "check", server: tollgate.checkServer, port: config.checkPort, host: config.checkHost },
-    {
-      name: "admin",
-      server: createHttpServer(tollgate.adminApp),
-      port: config.adminPort,
-      host: config.adminHost,
-    },
-  ];
-  for (const { server } of listeners) {
-    server.keepAliveTimeout = Math.max(server.keepAliveTimeout, 75_000);
-    server.headersTimeout = Math.max(server.headersTimeout, 80_000);
-  }
+  const listeners = createListeners(settings, tollgate);
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
   await Promise.all(
     listeners.map((listener) =>
-      listen(listener.server, listener.port, listener.host).catch((error: NodeJS.ErrnoException) =>
-        fail([listenProblem({ ...listener, error })]),
-      ),
+      listener.start().catch((error: NodeJS.ErrnoException) => fail([listenProblem(listener, error)])),
     ),
   );
+  // Under WORKERS, the supervisor counts this worker as started.
+  reportListening(listeners);
   await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });
   if (readiness.phase() === "stopping") return;
   readiness.markReady();
-  const urls = Object.fromEntries(listeners.map(({ name, port, host }) => [name, urlOf(host, port)]));
+  const urls = Object.fromEntries(listeners.map(({ name, host, port }) => [name, urlOf(host, port)]));
+  const where = Object.entries(urls).map(([name, url]) => `${name} ${url}`);
   logger.info(
     {
       event: "ready",
@@ -307,7 +221,7 @@ async function main(): Promise<void> {
       urls,
     },
     // The pid to signal (kill -HUP reloads): a worker's would reload that worker alone.
-    `tollgate ready${isWorker() ? "" : ` (pid ${process.pid})`}: API ${urls.public}, checks ${urls.check}, admin ${urls.admin}`,
+    `tollgate ready${isWorker() ? "" : ` (pid ${process.pid})`}: ${where.join(", ")}`,
   );
   if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));
 }

@@ -10,6 +10,8 @@ export type Env = Record<string, string | undefined>;
 /** Reads one variable at a time, collecting problems instead of throwing on the first. */
 export class Reader {
   readonly problems: string[] = [];
+  /** Every port setting read, in order: each is a listener's, and no two listeners share a port. */
+  readonly ports: { name: SettingName; value: number }[] = [];
   constructor(private readonly env: Env) {}
 
   raw(name: SettingName): string | undefined {
@@ -28,7 +30,9 @@ export class Reader {
   }
 
   port(name: SettingName, fallback: number): number {
-    return this.int(name, fallback, 1, 65535);
+    const value = this.int(name, fallback, 1, 65535);
+    this.ports.push({ name, value });
+    return value;
   }
 
   host(name: SettingName, fallback: string): string {

@@ -212,14 +212,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (metricsToken !== undefined) {
     reader.strongEnough("METRICS_TOKEN", metricsToken, production, { minBytes: 16, always: false });
   }
-  const ports = [
-    ["PORT", config.port],
-    ["CHECK_PORT", config.checkPort],
-    ["ADMIN_PORT", config.adminPort],
-  ] as const;
-  for (const [i, [name, value]] of ports.entries()) {
-    const clash = ports.slice(0, i).find(([, other]) => other === value);
-    if (clash !== undefined) reader.problems.push(`${name}: ${value} is already used by ${clash[0]}`);
+  // Every port setting read above, a new listener's included: no two may name the same port.
+  for (const [i, { name, value }] of reader.ports.entries()) {
+    const clash = reader.ports.slice(0, i).find((other) => other.value === value);
+    if (clash !== undefined) reader.problems.push(`${name}: ${value} is already used by ${clash.name}`);
   }
   if (reader.problems.length > 0) throw new ConfigError(reader.problems);
   return config;

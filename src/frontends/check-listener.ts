@@ -1,27 +1,29 @@
-// The check listener on CHECK_PORT: Envoy ext_authz (/ext_authz/*) and nginx auth_request (/nginx/auth).
-// Every proxied request waits on this, so it is plain node:http with no router in between.
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Checker } from "../check/checker.js";
-import type { Decision } from "../check/types.js";
-import type { CheckProtocol } from "../metrics/check-observer.js";
-import type { Logger } from "../process/logger.js";
-import { type ClientIpOptions, clientIp, normalizeIp } from "./client-ip.js";
-import { type CheckResponse, forNginx, renderDecision, renderForNginx } from "./render.js";
-import { createHttpServer } from "./server.js";
+// The check listener on CHECK_PORT: the HTTP check front ends it is given (Envoy's /ext_authz/*,
+// nginx's /nginx/auth), each at its paths. Every proxied request waits on this, so it is plain
+// node:http with a small table of path prefixes and no router in between.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { httpListener } from "../http/http-listener.js";
+import type { CheckContext } from "./front-end.js";
+import { type HttpCheckFrontEnd, jsonAnswer, matchesPath, type PathMatcher } from "./http-check.js";
+import type { Listener, ListenerAddress } from "./listener.js";
+import type { CheckResponse } from "./render.js";
 
-export type CheckListenerOptions = {
-  checker: Checker;
-  clientIp: ClientIpOptions;
-  logger: Logger;
-  /** Called once per answered check, for metrics and logs. */
-  onDecision?(protocol: CheckProtocol, decision: Decision, seconds: number, ip: string): void;
-};
+type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd };
 
-const ENVOY_PREFIX = "/ext_authz";
-const NGINX_PATH = "/nginx/auth";
-const MAX_URI = 8192;
-export const CLIENT_IP_HEADER = "x-tollgate-client-ip";
+/** The table of request targets: every path of every front end, in the order they are given. */
+function routeTable(frontEnds: readonly HttpCheckFrontEnd[]): readonly Route[] {
+  return frontEnds.flatMap((frontEnd) => frontEnd.paths.map((path) => ({ ...path, frontEnd })));
+}
 
+function findRoute(routes: readonly Route[], url: string): Route | undefined {
+  for (const route of routes) if (matchesPath(url, route)) return route;
+  return undefined;
+}
+
+/**
+ * Writes an answer rendered for this request alone, so its length is added to its own headers in
+ * place rather than to a copy of them.
+ */
 function send(res: ServerResponse, response: CheckResponse): void {
   // A known length (not chunked): nginx reuses an auth_request connection only when it can tell the
   // body is complete, and without it opens a new TCP connection for every check.
@@ -40,106 +42,52 @@ function send(res: ServerResponse, response: CheckResponse): void {
   res.end();
 }
 
-function jsonResponse(status: number, error: string, message: string): CheckResponse {
-  return {
-    status,
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ error, message }),
-  };
-}
+function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheckFrontEnd[]) {
+  const { checker, clientIp, logger, onDecision } = context;
+  const routes = routeTable(frontEnds);
+  const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
-function sendJson(res: ServerResponse, status: number, error: string, message: string): void {
-  send(res, jsonResponse(status, error, message));
-}
-
-const header = (req: IncomingMessage, name: string): string | undefined => {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value.join(",") : value;
-};
-
-export function createCheckHandler(options: CheckListenerOptions) {
-  const { checker, logger, onDecision } = options;
-
-  /**
-   * Envoy's ext_authz client appends its own address to X-Forwarded-For, so envoy.yaml sends the
-   * downstream address in X-Tollgate-Client-Ip (a header clients cannot reach the check with: it is
-   * not in allowed_headers). Without it, and for nginx, X-Forwarded-For per TRUSTED_PROXY_HOPS.
-   */
-  const clientAddress = (req: IncomingMessage, protocol: CheckProtocol): string => {
-    if (protocol === "envoy") {
-      const direct = header(req, CLIENT_IP_HEADER);
-      const address = direct === undefined ? undefined : normalizeIp(direct, options.clientIp.ipv6Subnet);
-      if (address !== undefined) return address;
-    }
-    return clientIp(header(req, "x-forwarded-for"), req.socket.remoteAddress, options.clientIp);
-  };
-
-  const answer = async (
+  const check = async (
     req: IncomingMessage,
     res: ServerResponse,
-    protocol: CheckProtocol,
-    method: string,
-    path: string,
-  ): Promise<void> => {
+    frontEnd: HttpCheckFrontEnd,
+    url: string,
+  ) => {
     const started = process.hrtime.bigint();
-    const ip = clientAddress(req, protocol);
-    const decision = await checker({ method, path, authorization: header(req, "authorization"), ip });
-    const now = Date.now();
-    send(res, protocol === "envoy" ? renderDecision(decision, now) : renderForNginx(decision, now));
-    onDecision?.(protocol, decision, Number(process.hrtime.bigint() - started) / 1e9, ip);
+    const facts = frontEnd.facts(req, url, clientIp);
+    if ("status" in facts) {
+      send(res, facts);
+      return;
+    }
+    const decision = await checker(facts);
+    send(res, frontEnd.render(decision, Date.now()));
+    onDecision?.(frontEnd.protocol, decision, Number(process.hrtime.bigint() - started) / 1e9, facts.ip);
   };
 
   return (req: IncomingMessage, res: ServerResponse): void => {
     // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
     req.resume();
     const url = req.url ?? "/";
-    let work: Promise<void> | undefined;
-    if (
-      url.startsWith(ENVOY_PREFIX) &&
-      (url.length === ENVOY_PREFIX.length ||
-        url.charCodeAt(ENVOY_PREFIX.length) === 47 ||
-        url.charCodeAt(ENVOY_PREFIX.length) === 63)
-    ) {
-      const path = url.slice(ENVOY_PREFIX.length) || "/";
-      if (path.length > MAX_URI) {
-        sendJson(res, 414, "uri_too_long", `The request target is longer than ${MAX_URI} bytes`);
-        return;
+    const route = findRoute(routes, url);
+    if (route === undefined) {
+      if (url === "/health" && req.method === "GET") {
+        send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
+      } else {
+        send(res, jsonAnswer(404, "not_found", elsewhere));
       }
-      work = answer(req, res, "envoy", req.method ?? "GET", path.startsWith("/") ? path : `/${path}`);
-    } else if (url === NGINX_PATH || url.startsWith(`${NGINX_PATH}?`)) {
-      const method = header(req, "x-original-method");
-      const uri = header(req, "x-original-uri");
-      if (method === undefined || uri === undefined) {
-        // Only a direct caller can get here: nginx always sends both.
-        sendJson(res, 400, "bad_request", "nginx checks need X-Original-Method and X-Original-URI");
-        return;
-      }
-      if (uri.length > MAX_URI) {
-        // A real 414 through nginx (auth_request turns any 4xx but 401 and 403 into a 500); the body
-        // stays for direct callers, nginx never reads it.
-        const tooLong = jsonResponse(
-          414,
-          "uri_too_long",
-          `The request target is longer than ${MAX_URI} bytes`,
-        );
-        send(res, { ...forNginx({ ...tooLong, headers: { ...tooLong.headers } }), body: tooLong.body });
-        return;
-      }
-      work = answer(req, res, "nginx", method, uri);
-    } else if (url === "/health" && req.method === "GET") {
-      send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
-      return;
-    } else {
-      sendJson(res, 404, "not_found", "Checks go to /ext_authz/<path> (Envoy) or /nginx/auth (nginx)");
       return;
     }
-    work.catch((error: unknown) => {
+    check(req, res, route.frontEnd, url).catch((error: unknown) => {
       logger.error({ err: error }, "check failed unexpectedly");
-      if (!res.headersSent) sendJson(res, 503, "unavailable", "The check could not be completed");
+      if (!res.headersSent) send(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
     });
   };
 }
 
-export function createCheckServer(options: CheckListenerOptions): Server {
-  return createHttpServer(createCheckHandler(options));
+export function createCheckListener(
+  address: ListenerAddress,
+  context: CheckContext,
+  frontEnds: readonly HttpCheckFrontEnd[],
+): Listener {
+  return httpListener(address, createCheckHandler(context, frontEnds));
 }

@@ -1,7 +1,15 @@
-// The client's address: from X-Forwarded-For per TRUSTED_PROXY_HOPS, normalized into a subject key.
+// The client's address, normalized into a subject key (IPV6_SUBNET): the one way every front end
+// (and the public API) learns it, from what its proxy states or X-Forwarded-For per TRUSTED_PROXY_HOPS.
 import { isIP } from "node:net";
 
 export type ClientIpOptions = { trustedProxyHops: number; ipv6Subnet: number };
+
+/**
+ * Envoy's statement of the client's address, which envoy.yaml sets from the downstream address:
+ * Envoy's ext_authz client appends its own address to X-Forwarded-For. Clients cannot reach the
+ * check with this header (it is not in allowed_headers).
+ */
+export const CLIENT_IP_HEADER = "x-tollgate-client-ip";
 
 function expandIpv6(address: string): number[] | undefined {
   let text = address;
@@ -68,4 +76,17 @@ export function clientIp(
   const entries = forwardedFor.split(",");
   const entry = entries[Math.max(0, entries.length - options.trustedProxyHops)] ?? "";
   return normalizeIp(entry, options.ipv6Subnet) ?? fallback;
+}
+
+/**
+ * The client's subject address as a front end learns it. `stated`: an address the proxy states
+ * itself (Envoy's X-Tollgate-Client-Ip; a gRPC check's source peer), used when it is an address.
+ * Otherwise X-Forwarded-For per TRUSTED_PROXY_HOPS, else the peer address.
+ */
+export function clientAddress(
+  from: { stated?: string | undefined; forwardedFor: string | undefined; peer: string | undefined },
+  options: ClientIpOptions,
+): string {
+  const stated = from.stated === undefined ? undefined : normalizeIp(from.stated, options.ipv6Subnet);
+  return stated ?? clientIp(from.forwardedFor, from.peer, options);
 }

@@ -7,11 +7,12 @@ import { createThrottledLog } from "../process/throttled-log.js";
 import { ipSubject, userSubject } from "../ratelimit/types.js";
 import type { Metrics } from "./metrics.js";
 
-export type CheckProtocol = "envoy" | "nginx";
-
 export type CheckObserver = {
-  /** One answered check: its protocol, decision, time taken and client address. */
-  decided(protocol: CheckProtocol, decision: Decision, seconds: number, ip: string): void;
+  /**
+   * One answered check: the front end's protocol label, the decision, time taken and client address.
+   * The label is a constant of the front end that answered ("envoy", "nginx"), so it stays bounded.
+   */
+  decided(protocol: string, decision: Decision, seconds: number, ip: string): void;
   /** A store call of a check failed: the check degraded. */
   storeFailed(operation: "authorize" | "hit", error: unknown): void;
   /** A store call of a check succeeded. */
@@ -58,8 +59,8 @@ export function createCheckObserver(options: {
   let storeUp = true;
   metrics.storeUp.set(1);
 
-  const durations = new Map<CheckProtocol, ReturnType<typeof metrics.checkDuration.labels>>();
-  const durationChild = (protocol: CheckProtocol) => {
+  const durations = new Map<string, ReturnType<typeof metrics.checkDuration.labels>>();
+  const durationChild = (protocol: string) => {
     let child = durations.get(protocol);
     if (child === undefined) {
       child = metrics.checkDuration.labels(protocol);

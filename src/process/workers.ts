@@ -1,4 +1,4 @@
-// WORKERS=N: one primary process that runs N tollgate workers on the same three ports (node:cluster).
+// WORKERS=N: one primary process that runs N tollgate workers on the same ports (node:cluster).
 // Each worker is a whole tollgate with its own Redis connection; the primary only supervises: it
 // restarts a worker that dies (with a backoff, so a crash loop does not spin), on SIGTERM or SIGINT
 // it lets every worker drain and exits 0 once all are gone, and on SIGHUP every worker reloads its
@@ -6,6 +6,7 @@
 import cluster, { type Worker } from "node:cluster";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "../config/env.js";
+import type { ListenerAddress } from "../frontends/listener.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
@@ -55,6 +56,20 @@ export const RELOAD_OTHERS = { type: "tollgate:reload-others" } as const;
 export const isReloadMessage = (message: unknown): boolean =>
   typeof message === "object" && message !== null && (message as { type?: unknown }).type === RELOAD_MESSAGE;
 
+/** A worker tells the primary that every one of its listeners listens, and where. */
+const LISTENING_MESSAGE = "tollgate:listening";
+type Where = Pick<ListenerAddress, "name" | "host" | "port">;
+type ListeningMessage = { type: typeof LISTENING_MESSAGE; listeners: Where[] };
+const isListeningMessage = (message: unknown): message is ListeningMessage =>
+  typeof message === "object" && message !== null && (message as ListeningMessage).type === LISTENING_MESSAGE;
+
+/** In a worker: tells the supervisor that this worker listens on all its listeners' ports. */
+export function reportListening(listeners: readonly Where[]): void {
+  if (!cluster.isWorker) return;
+  const where = listeners.map(({ name, host, port }) => ({ name, host, port }));
+  process.send?.({ type: LISTENING_MESSAGE, listeners: where } satisfies ListeningMessage);
+}
+
 /** Restart delays: doubled per death in a row of one worker slot, from the first to the last. */
 export const RESTART_FIRST_MS = 250;
 export const RESTART_MAX_MS = 10_000;
@@ -83,8 +98,8 @@ type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: numbe
  * An ADMIN_TOKEN generated for this start (unset outside production) is made once here and handed
  * to every worker. A generated JWT secret is not: workers need Redis, where they all find the same.
  */
-/** `entry`: the file each worker runs (main.js: bundled, this module is part of it). */
-export function superviseWorkers(config: Config, logger: Logger, entry: string): void {
+export function superviseWorkers(options: { config: Config; logger: Logger; entry: string }): void {
+  const { config, logger } = options;
   const env: Record<string, string> = {};
   if (config.adminTokenGenerated) {
     env.ADMIN_TOKEN = config.adminToken;
@@ -96,16 +111,15 @@ export function superviseWorkers(config: Config, logger: Logger, entry: string):
     startedAt: 0,
     deathsInARow: 0,
   }));
-  const ports = new Set([config.port, config.checkPort, config.adminPort]);
-  /** Ports each worker listens on so far: a worker is up once it has all three. */
-  const listeningOn = new Map<Worker, Set<number>>();
+  /** Whether a worker has listened on all its ports yet: before that, a death stops everything. */
   let up = false;
   let stopping = false;
   let exitCode = 0;
 
   // Workers run the compiled entry point itself, not whatever script started the primary (npm start's
-  // build check, for one), so they start as fast as the primary's own start-up allows.
-  cluster.setupPrimary({ exec: entry });
+  // build check, for one), so they start as fast as the primary's own start-up allows. The entry
+  // names itself: this file's own location differs between tsc's output and the bundled main.js.
+  cluster.setupPrimary({ exec: options.entry });
   const aggregator = new AggregatorRegistry();
   const reload = (except?: Worker): void => {
     for (const slot of slots) {
@@ -113,9 +127,28 @@ export function superviseWorkers(config: Config, logger: Logger, entry: string):
       if (w !== undefined && w !== except && w.isConnected()) w.send({ type: RELOAD_MESSAGE });
     }
   };
+  /** The first worker to listen on all its ports: the workers are up. */
+  const started = (listeners: Where[]): void => {
+    if (up) return;
+    up = true;
+    logger.info(
+      {
+        event: "workers_started",
+        workers: config.workers,
+        ports: listeners.map(({ port }) => port),
+        hosts: Object.fromEntries(listeners.map(({ name, host }) => [name, host])),
+      },
+      `tollgate workers share the ports (supervisor pid ${process.pid}: kill -HUP ${process.pid} reloads every worker)`,
+    );
+  };
+
   cluster.on("message", (worker, message: unknown) => {
     if ((message as { type?: unknown } | null)?.type === RELOAD_OTHERS.type) {
       reload(worker);
+      return;
+    }
+    if (isListeningMessage(message)) {
+      started(message.listeners);
       return;
     }
     if (!isMetricsMessage(message)) return;
@@ -134,28 +167,10 @@ export function superviseWorkers(config: Config, logger: Logger, entry: string):
     slot.worker = cluster.fork(env);
   };
 
-  cluster.on("listening", (worker, address) => {
-    const seen = listeningOn.get(worker) ?? new Set<number>();
-    seen.add(address.port);
-    listeningOn.set(worker, seen);
-    if (up || ![...ports].every((port) => seen.has(port))) return;
-    up = true;
-    logger.info(
-      {
-        event: "workers_started",
-        workers: config.workers,
-        ports: [...ports],
-        hosts: { public: config.host, check: config.checkHost, admin: config.adminHost },
-      },
-      `tollgate workers share the ports (supervisor pid ${process.pid}: kill -HUP ${process.pid} reloads every worker)`,
-    );
-  });
-
   cluster.on("exit", (worker, code, signal) => {
     const slot = slots.find((s) => s.worker === worker);
     if (slot === undefined) return;
     slot.worker = undefined;
-    listeningOn.delete(worker);
     if (stopping) {
       if (slots.every((s) => s.worker === undefined)) {
         logger.info({ event: "stopped" }, "all workers stopped");

@@ -121,6 +121,14 @@ describe("WORKERS=2 with real Redis", () => {
     const workers = childrenOf(primary);
     expect(workers).toHaveLength(2);
     expect([...listeningPids(tollgate)].sort((a, b) => a - b)).toEqual(workers);
+    // The supervisor says once where the workers listen, as the first worker reported it.
+    const started = logLines(tollgate).filter((l) => l.event === "workers_started");
+    expect(started).toHaveLength(1);
+    expect(started[0]).toMatchObject({
+      workers: 2,
+      ports: [tollgate.port, tollgate.checkPort, tollgate.adminPort],
+      hosts: { public: "127.0.0.1", check: "127.0.0.1", admin: "127.0.0.1" },
+    });
     // Ten logins, each on a new connection from its own client address: every worker answers some.
     const before = logLines(tollgate).length;
     for (let i = 0; i < 10; i += 1) {

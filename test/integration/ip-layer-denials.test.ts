@@ -1,6 +1,5 @@
 // A refusal by the client address's layer (policy `ip:`) is the address's: it names the layer and the
 // requester's own tier, never another identity, cached or not, on Envoy and nginx, memory and Redis.
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
@@ -9,6 +8,7 @@ import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore, type Store } from "../../src/store/store.js";
 import { demoToken } from "../support/in-process.js";
+import { serveListeners } from "../support/listeners.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 const IP_LIMIT = 3;
@@ -33,15 +33,13 @@ async function start(store: Store, denialCacheSize: number): Promise<Running> {
   });
   await loadUsers(store.users, demoUsers());
   const tollgate = createTollgate({ config, policy: POLICY, store, logger: createLogger("silent") });
-  const server = tollgate.checkServer;
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const serving = await serveListeners(config, tollgate);
   return {
     tollgate,
     store,
-    checkUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    checkUrl: serving.url("check"),
     async close() {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await serving.close();
       await store.close();
     },
   };

@@ -1,14 +1,13 @@
 // /metrics after a known mix of checks and auth events: exact counts, bounded labels, METRICS_TOKEN.
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import { loadConfig } from "../../src/config/env.js";
+import { type Config, loadConfig } from "../../src/config/env.js";
 import { policyFromDocument } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore } from "../../src/store/store.js";
+import { type Serving, serveListeners } from "../support/listeners.js";
 import { parsePrometheus, type Sample, sampleValue, series } from "../support/prometheus.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
@@ -40,23 +39,15 @@ const POLICY = policyFromDocument(
   "metrics test policy",
 );
 
-const servers: Server[] = [];
+const serving: Serving[] = [];
 let redis: Redis;
-
-async function serve(server: Server): Promise<string> {
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 type Urls = { check: string; public: string; admin: string };
 
-async function start(tollgate: Tollgate): Promise<Urls> {
-  return {
-    check: await serve(tollgate.checkServer),
-    public: await serve(createServer(tollgate.publicApp)),
-    admin: await serve(createServer(tollgate.adminApp)),
-  };
+async function start(config: Config, tollgate: Tollgate): Promise<Urls> {
+  const listeners = await serveListeners(config, tollgate);
+  serving.push(listeners);
+  return { check: listeners.url("check"), public: listeners.url("public"), admin: listeners.url("admin") };
 }
 
 let urls: Urls;
@@ -66,32 +57,27 @@ beforeAll(async () => {
   redis = connectRedis();
   const store = createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 });
   await loadUsers(store.users, demoUsers());
-  const tollgate = createTollgate({
-    // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
-    config: loadConfig({
-      ADMIN_TOKEN,
-      REDIS_TIMEOUT_MS: "2000",
-      MAX_SESSIONS_PER_USER: "2",
-      LOGIN_LOCKOUT: "3/15m",
-    }),
-    policy: POLICY,
-    store,
-    logger: createLogger("silent"),
+  // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
+  const config = loadConfig({
+    ADMIN_TOKEN,
+    REDIS_TIMEOUT_MS: "2000",
+    MAX_SESSIONS_PER_USER: "2",
+    LOGIN_LOCKOUT: "3/15m",
   });
-  urls = await start(tollgate);
+  const tollgate = createTollgate({ config, policy: POLICY, store, logger: createLogger("silent") });
+  urls = await start(config, tollgate);
+  const guardedConfig = loadConfig({ ADMIN_TOKEN, METRICS_TOKEN });
   const withToken = createTollgate({
-    config: loadConfig({ ADMIN_TOKEN, METRICS_TOKEN }),
+    config: guardedConfig,
     policy: POLICY,
     store: createMemoryStore(),
     logger: createLogger("silent"),
   });
-  guarded = await start(withToken);
+  guarded = await start(guardedConfig, withToken);
 });
 
 afterAll(async () => {
-  await Promise.all(
-    servers.map((s) => new Promise((resolve) => s.close(resolve)).finally(() => s.closeAllConnections())),
-  );
+  await Promise.all(serving.map((listeners) => listeners.close()));
   redis.disconnect();
 });
 

@@ -1,7 +1,6 @@
 // The per-address layer in shadow mode (policy `mode: shadow`) only marks a request over it: the
 // session, the user and the token are judged, and the enforced layers count and refuse, exactly as
 // when the address has room; on Envoy and nginx, memory and Redis, with and without the denial cache.
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { hashPassword } from "../../src/auth/passwords.js";
@@ -12,6 +11,7 @@ import { compilePolicy } from "../../src/policy/compile.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore, type Store } from "../../src/store/store.js";
+import { type Serving, serveListeners } from "../support/listeners.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 const IP_LIMIT = 2;
@@ -69,6 +69,7 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
   ])("%s", (_cache, denialCacheSize) => {
     let store: Store;
     let tollgate: Tollgate;
+    let serving: Serving;
     let checkUrl = "";
     beforeAll(async () => {
       store = makeStore();
@@ -79,13 +80,11 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
         DENIAL_CACHE_SIZE: String(denialCacheSize),
       });
       tollgate = createTollgate({ config, policy: SHADOW, store, logger: createLogger("silent") });
-      const server = tollgate.checkServer;
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      checkUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      serving = await serveListeners(config, tollgate);
+      checkUrl = serving.url("check");
     });
     afterAll(async () => {
-      tollgate.checkServer.closeAllConnections();
-      await new Promise((resolve) => tollgate.checkServer.close(resolve));
+      await serving.close();
       await store.close();
     });
 

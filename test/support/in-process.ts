@@ -1,15 +1,13 @@
 // One tollgate in this process on a real Redis: its three listeners on free ports, its log lines kept.
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
 import { loadConfig } from "../../src/config/env.js";
-import { createHttpServer } from "../../src/frontends/server.js";
 import { loadPolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
 import type { WatchdogTimings } from "../../src/store/redis/watchdog.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
+import { serveListeners } from "./listeners.js";
 import { connectRedis, testPrefix } from "./redis.js";
 
 export const IN_PROCESS_JWT_SECRET = "in-process-jwt-secret-0123456789-abcdef";
@@ -44,14 +42,6 @@ export type InProcessOptions = {
   watchdog?: WatchdogTimings;
 };
 
-function listen(server: Server): Promise<string> {
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    });
-  });
-}
-
 /** Builds a tollgate (listeners included) as main.ts does, but in this process, so tests can reach its parts. */
 export async function startInProcess(options: InProcessOptions = {}): Promise<InProcess> {
   const env = {
@@ -82,36 +72,19 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     await loadUsers(store.users, demoUsers());
   }
   const tollgate = createTollgate({ config, policy: loadPolicy(config.policyFile), store, logger });
-  const servers = [
-    tollgate.checkServer,
-    createHttpServer(tollgate.publicApp),
-    createHttpServer(tollgate.adminApp),
-  ];
-  const [checkUrl, publicUrl, adminUrl] = (await Promise.all(servers.map(listen))) as [
-    string,
-    string,
-    string,
-  ];
+  const serving = await serveListeners(config, tollgate);
   return {
     tollgate,
     store,
     redis,
     prefix,
-    checkUrl,
-    publicUrl,
-    adminUrl,
+    checkUrl: serving.url("check"),
+    publicUrl: serving.url("public"),
+    adminUrl: serving.url("admin"),
     adminToken: config.adminToken,
     logWrites: () => [...writes],
     async close() {
-      await Promise.all(
-        servers.map(
-          (server) =>
-            new Promise<void>((resolve) => {
-              server.close(() => resolve());
-              server.closeAllConnections();
-            }),
-        ),
-      );
+      await serving.close();
       // Its subscriber connection too (store.close), unless another instance still uses the store.
       if (shared === undefined) await store.close().catch(() => redis.disconnect());
     },

@@ -1,6 +1,6 @@
 // Client addresses: trusted hops, IPv6 subnets, mapped addresses and junk.
 import { describe, expect, it } from "vitest";
-import { clientIp, normalizeIp } from "../../src/frontends/client-ip.js";
+import { clientAddress, clientIp, normalizeIp } from "../../src/frontends/client-ip.js";
 
 const one = { trustedProxyHops: 1, ipv6Subnet: 64 };
 
@@ -38,5 +38,16 @@ describe("client address", () => {
     for (const junk of ["", "1.2.3", "1.2.3.4.5", "999.1.1.1", "hello", "1.2.3.4\r\nX: y", "::g"]) {
       expect(normalizeIp(junk, 64), junk).toBeUndefined();
     }
+  });
+
+  it("takes an address the proxy states itself over X-Forwarded-For, keyed by the same IPv6 subnet", () => {
+    const from = { forwardedFor: "6.6.6.6, 203.0.113.9", peer: "10.0.0.2" };
+    expect(clientAddress({ ...from, stated: "198.51.100.4" }, one)).toBe("198.51.100.4");
+    expect(clientAddress({ ...from, stated: "2001:db8:1:2:aaaa::1" }, one)).toBe("2001:db8:1:2:0:0:0:0/64");
+    expect(clientAddress({ ...from, stated: "::ffff:198.51.100.4" }, one)).toBe("198.51.100.4");
+    // Not an address, or none stated: X-Forwarded-For per the trusted hops, as without it.
+    expect(clientAddress({ ...from, stated: "junk" }, one)).toBe("203.0.113.9");
+    expect(clientAddress(from, one)).toBe("203.0.113.9");
+    expect(clientAddress({ ...from, stated: undefined }, { ...one, trustedProxyHops: 0 })).toBe("10.0.0.2");
   });
 });

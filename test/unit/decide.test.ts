@@ -4,7 +4,8 @@ import type { TokenCheck } from "../../src/auth/jwt.js";
 import { decideAnonymous, decideDegraded, decideUser } from "../../src/check/decide.js";
 import { plan } from "../../src/check/plan.js";
 import type { UserAnswer as AuthorizeResult } from "../../src/check/types.js";
-import { renderDecision, renderForNginx } from "../../src/frontends/render.js";
+import { forNginx, renderForNginx } from "../../src/frontends/nginx.js";
+import { renderDecision } from "../../src/frontends/render.js";
 import { type CompiledPolicy, compilePolicy } from "../../src/policy/compile.js";
 import { DEFAULT_POLICY_YAML, loadPolicy, parsePolicy } from "../../src/policy/policy.js";
 import type { HitResult } from "../../src/ratelimit/types.js";
@@ -383,5 +384,14 @@ default: { category: general }
       status: 403,
       headers: { "x-authz-status": "503" },
     });
+  });
+
+  it("reshapes an answer for nginx into a new one, leaving the answer it was given as it was", () => {
+    const envoy = renderDecision(denied, NOW);
+    const before = structuredClone(envoy);
+    const reshaped = forNginx(envoy);
+    expect(envoy).toEqual(before);
+    expect(reshaped.headers).not.toBe(envoy.headers);
+    expect(reshaped).toMatchObject({ status: 403, body: "", headers: { "x-authz-status": "429" } });
   });
 });

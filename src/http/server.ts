@@ -1,4 +1,4 @@
-// The node:http server under each listener: Envoy's header limit, and JSON for requests node cannot parse.
+// The node:http server under each HTTP listener: Envoy's header limit, and JSON for requests node cannot parse.
 import { createServer, type RequestListener, type Server } from "node:http";
 import type { Duplex } from "node:stream";
 

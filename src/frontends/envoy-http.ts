@@ -1,0 +1,32 @@
+// Envoy's ext_authz HTTP service: any method on /ext_authz + the original path and query. Envoy
+// allows on status 200 exactly and sends any other answer (status, headers, body) to the client.
+import { CLIENT_IP_HEADER, clientAddress } from "./client-ip.js";
+import { type HttpCheckFrontEnd, header, MAX_URI, uriTooLong } from "./http-check.js";
+import { renderDecision } from "./render.js";
+
+/** envoy.yaml's path_prefix. */
+const PREFIX = "/ext_authz";
+
+export const envoyHttp: HttpCheckFrontEnd = {
+  protocol: "envoy",
+  paths: [{ path: PREFIX, subpaths: true }],
+  usage: `${PREFIX}/<path> (Envoy)`,
+  facts(req, url, clientIp) {
+    const path = url.slice(PREFIX.length) || "/";
+    if (path.length > MAX_URI) return uriTooLong();
+    return {
+      method: req.method ?? "GET",
+      path: path.startsWith("/") ? path : `/${path}`,
+      authorization: header(req, "authorization"),
+      ip: clientAddress(
+        {
+          stated: header(req, CLIENT_IP_HEADER),
+          forwardedFor: header(req, "x-forwarded-for"),
+          peer: req.socket.remoteAddress,
+        },
+        clientIp,
+      ),
+    };
+  },
+  render: renderDecision,
+};

@@ -1,0 +1,22 @@
+// What every check front end shares: its protocol label and what the composition root hands it.
+// A front end turns its protocol's request into the check's facts and the Decision into its answer.
+import type { Checker } from "../check/checker.js";
+import type { Decision } from "../check/types.js";
+import type { Logger } from "../process/logger.js";
+import type { ClientIpOptions } from "./client-ip.js";
+
+/**
+ * The label metrics and logs give a front end's checks: "envoy", "nginx" ("envoy-grpc" next).
+ * A plain string, so that a new front end declares its own without editing a shared list; always a
+ * constant of the front end, never request data, so that the metric label stays bounded.
+ */
+export type Protocol = string;
+
+/** What every check front end gets from the composition root. */
+export type CheckContext = {
+  checker: Checker;
+  clientIp: ClientIpOptions;
+  logger: Logger;
+  /** Called once per answered check, for metrics and logs. */
+  onDecision?(protocol: Protocol, decision: Decision, seconds: number, ip: string): void;
+};

@@ -1,0 +1,58 @@
+// An HTTP check front end as the check listener serves it: the request targets it answers, the
+// check's facts from one request, and its protocol's answer to a Decision.
+import type { IncomingMessage } from "node:http";
+import type { CheckRequest } from "../check/checker.js";
+import type { Decision } from "../check/types.js";
+import type { ClientIpOptions } from "./client-ip.js";
+import type { Protocol } from "./front-end.js";
+import type { CheckResponse } from "./render.js";
+
+/** The longest original request target a check takes: a longer one is answered 414. */
+export const MAX_URI = 8192;
+
+/**
+ * A request target a front end answers: `path` itself, with or without a query, and with
+ * `subpaths` every path below it too (`/ext_authz/api/products?q=1`).
+ */
+export type PathMatcher = { path: string; subpaths: boolean };
+
+export type HttpCheckFrontEnd = {
+  protocol: Protocol;
+  /** Its rows in the check listener's table of request targets. */
+  paths: readonly PathMatcher[];
+  /** Where its checks go, as the 404 for a request anywhere else names it. */
+  usage: string;
+  /** The check's facts, or the answer to a request no check can be made of (400, 414). */
+  facts(req: IncomingMessage, url: string, clientIp: ClientIpOptions): CheckRequest | CheckResponse;
+  /** The Decision as this protocol answers it: a new answer per call. */
+  render(decision: Decision, nowMs: number): CheckResponse;
+};
+
+const SLASH = "/".charCodeAt(0);
+const QUESTION_MARK = "?".charCodeAt(0);
+
+/** Whether `matcher` answers `url`: one startsWith and one character, no regex per request. */
+export function matchesPath(url: string, matcher: PathMatcher): boolean {
+  if (!url.startsWith(matcher.path)) return false;
+  if (url.length === matcher.path.length) return true;
+  const next = url.charCodeAt(matcher.path.length);
+  return next === QUESTION_MARK || (matcher.subpaths && next === SLASH);
+}
+
+/** A request header's value; a repeated header's values joined as one list. */
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value.join(",") : value;
+}
+
+export function jsonAnswer(status: number, error: string, message: string): CheckResponse {
+  return {
+    status,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ error, message }),
+  };
+}
+
+export function uriTooLong(): CheckResponse {
+  return jsonAnswer(414, "uri_too_long", `The request target is longer than ${MAX_URI} bytes`);
+}

@@ -1,0 +1,25 @@
+// A listener as a value: where it binds, and how it starts, drains and stops. The composition root
+// lists them (src/listeners.ts); start-up, readiness, signals, start-up problems and the WORKERS
+// supervisor iterate over that list and name none of them.
+import type { SettingName } from "../config/setting-names.js";
+
+/** Where a listener binds, and the settings that choose it (start-up problems name them). */
+export type ListenerAddress = {
+  /** Its key among the URLs of the ready line and the hosts of the supervisor's workers_started. */
+  name: string;
+  host: string;
+  port: number;
+  settings: { host: SettingName; port: SettingName };
+};
+
+export type Listener = Readonly<ListenerAddress> & {
+  /** Listens; rejects with the system's error (EADDRINUSE, EACCES…) when it cannot. */
+  start(): Promise<void>;
+  /** Stops accepting connections and closes the idle ones; requests in flight are answered. */
+  drain(): void;
+  /**
+   * Resolves once every connection has closed, draining first if that has not begun. `force`
+   * closes the connections still open at once, requests in flight or not (tests, never a stop).
+   */
+  stop(options?: { force?: boolean }): Promise<void>;
+};

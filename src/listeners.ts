@@ -1,0 +1,38 @@
+// The listeners of one tollgate, one entry each. A new front end is its file(s) in frontends/, its
+// settings in config/ and one entry here: start-up, readiness, signals, start-up problems and the
+// WORKERS supervisor iterate over this list and name no listener themselves.
+import type { Tollgate } from "./app.js";
+import type { Config } from "./config/env.js";
+import { createCheckListener } from "./frontends/check-listener.js";
+import { envoyHttp } from "./frontends/envoy-http.js";
+import type { Listener } from "./frontends/listener.js";
+import { nginx } from "./frontends/nginx.js";
+import { httpListener } from "./http/http-listener.js";
+
+export function createListeners(config: Config, tollgate: Tollgate): Listener[] {
+  return [
+    httpListener(
+      { name: "public", host: config.host, port: config.port, settings: { host: "HOST", port: "PORT" } },
+      tollgate.publicApp,
+    ),
+    createCheckListener(
+      {
+        name: "check",
+        host: config.checkHost,
+        port: config.checkPort,
+        settings: { host: "CHECK_HOST", port: "CHECK_PORT" },
+      },
+      tollgate.checks,
+      [envoyHttp, nginx],
+    ),
+    httpListener(
+      {
+        name: "admin",
+        host: config.adminHost,
+        port: config.adminPort,
+        settings: { host: "ADMIN_HOST", port: "ADMIN_PORT" },
+      },
+      tollgate.adminApp,
+    ),
+  ];
+}

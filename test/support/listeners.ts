@@ -1,0 +1,38 @@
+// A tollgate's listeners, exactly as src/listeners.ts lists them, on loopback ports the system picks.
+import type { Tollgate } from "../../src/app.js";
+import type { Config } from "../../src/config/env.js";
+import { createListeners } from "../../src/listeners.js";
+
+export type Serving = {
+  /** The base URL of the listener named `name` ("public", "check", "admin"). */
+  url(name: string): string;
+  /** Closes every listener at once, connections in flight included. */
+  close(): Promise<void>;
+};
+
+export async function serveListeners(config: Config, tollgate: Tollgate): Promise<Serving> {
+  const loopback = "127.0.0.1";
+  const listeners = createListeners(
+    {
+      ...config,
+      host: loopback,
+      checkHost: loopback,
+      adminHost: loopback,
+      port: 0,
+      checkPort: 0,
+      adminPort: 0,
+    },
+    tollgate,
+  );
+  await Promise.all(listeners.map((listener) => listener.start()));
+  return {
+    url(name) {
+      const listener = listeners.find((l) => l.name === name);
+      if (listener === undefined) throw new Error(`no listener named ${name}`);
+      return `http://${loopback}:${listener.port}`;
+    },
+    async close() {
+      await Promise.all(listeners.map((listener) => listener.stop({ force: true })));
+    },
+  };
+}
