@@ -106,17 +106,8 @@ describe("the loader", () => {
         { limit: 5, windowMs: 600_000 },
       ],
     };
-    const args = [
-      "",
-      LUA_CONSTANTS.HOW_COUNT,
-      LUA_CONSTANTS.MODE_ALL_OR_NONE,
-      1,
-      1,
-      ruleText(two),
-      "search",
-      "0",
-      "1",
-    ];
+    // counted (no flags), one request; one fixed layer: its rule, its record field, enforced, expiring
+    const args = ["", 0, 1, ruleText(two), "r:search", "0", "1"];
     const reply = (await scriptsOf(redis).callBuffer(
       "limit",
       [keys.record(subject), keys.log(subject, "search")],

@@ -53,7 +53,7 @@ export function parseWindowsSpec(text: string, algorithm: Algorithm): Rule | und
   return windows.length === 0 ? undefined : { algorithm, windows };
 }
 
-/** The reply's head: status, now µs, the session's expiry ms, the text's length. */
+/** The reply's head: status, now µs, the session's expiry ms, the length of the text at the end. */
 const HEAD_BYTES = 32;
 const WINDOW_BYTES = 24;
 
@@ -66,14 +66,14 @@ export function replyHead(reply: Buffer): { status: number; text: string; sessio
   return {
     status: reply.readDoubleLE(0),
     sessionExpiresAtMs: reply.readDoubleLE(16),
-    text: length === 0 ? "" : reply.toString("utf8", HEAD_BYTES, HEAD_BYTES + length),
+    text: length === 0 ? "" : reply.toString("utf8", reply.length - length),
   };
 }
 
 /** The windows of the reply's layers, one rule per layer in order. */
-export function replyLayers(reply: Buffer, rules: readonly Rule[], textBytes: number): LayerResult[] {
+export function replyLayers(reply: Buffer, rules: readonly Rule[]): LayerResult[] {
   const nowUs = replyNowUs(reply);
-  let at = HEAD_BYTES + textBytes;
+  let at = HEAD_BYTES;
   return rules.map((rule) => {
     let room = true;
     const windows = rule.windows.map((w): WindowResult => {

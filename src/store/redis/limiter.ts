@@ -65,16 +65,16 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const list: string[] = [];
     const args: (string | number)[] = [
       nowArg(),
-      dry ? C.HOW_DRY_RUN : C.HOW_COUNT,
-      request.mode === "each" ? C.MODE_EACH : C.MODE_ALL_OR_NONE,
+      (dry ? C.FLAG_DRY_RUN : 0) +
+        (request.mode === "each" ? C.FLAG_EACH : 0) +
+        (call.identity === undefined ? 0 : C.FLAG_IDENTITY),
       request.addend ?? 1,
-      call.layers.length,
     ];
     for (const l of call.layers) {
       list.push(keys.record(l.subject), keys.log(l.subject, l.category));
       args.push(
         ruleText(l.rule),
-        l.category,
+        `r:${l.category}`,
         l.shadow === true ? "1" : "0",
         isUserSubject(l.subject) ? "0" : "1",
       );
@@ -83,7 +83,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     if (id !== undefined) {
       list.push(keys.session(id.userId, id.sessionId), keys.sessionIndex(id.userId), keys.user(id.userId));
       list.push(keys.log(userSubject(id.userId), id.category));
-      args.push(id.sessionId, id.idleMs, id.category, tierTable(id.rules));
+      args.push(id.sessionId, id.idleMs, `r:${id.category}`, tierTable(id.rules));
     }
     return { list, args };
   };
@@ -98,16 +98,17 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const rules = call.layers.map((l) => l.rule);
     let identity: IdentityResult | undefined;
     if (call.identity !== undefined && head.status === C.STATUS_OK) {
+      // "<tier>" or "<tier>\n<own windows>"
       const cut = head.text.indexOf("\n");
-      const tier = head.text.slice(0, cut);
+      const tier = cut === -1 ? head.text : head.text.slice(0, cut);
       const tierRule = call.identity.rules.get(tier);
-      const own = head.text.slice(cut + 1);
+      const own = cut === -1 ? "" : head.text.slice(cut + 1);
       const mine = own === "" ? undefined : ownRule(own, tierRule);
       const rule = mine ?? tierRule ?? { algorithm: algorithmOfText("1") ?? "sliding-log", windows: [] };
       rules.push(rule);
       identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: head.sessionExpiresAtMs };
     }
-    const layers = replyLayers(reply, rules, Buffer.byteLength(head.text));
+    const layers = replyLayers(reply, rules);
     const shadow = (i: number) => call.layers[i]?.shadow === true;
     const k = request.addend ?? 1;
     const counting =

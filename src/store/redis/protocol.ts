@@ -5,12 +5,15 @@ export const LUA_CONSTANTS = {
   ALGO_SLIDING_LOG: 1,
   ALGO_SLIDING_COUNTER: 2,
   ALGO_GCRA: 3,
-  /** limit.lua's ARGV[2]: count the request, or decide only (nothing counted or renewed). */
-  HOW_COUNT: 1,
-  HOW_DRY_RUN: 0,
-  /** limit.lua's ARGV[3]: count in every layer or in none (the HTTP check), or in each with room (RLS). */
-  MODE_ALL_OR_NONE: 1,
-  MODE_EACH: 2,
+  /**
+   * limit.lua's ARGV[2], flags added together: FLAG_DRY_RUN decides without counting or renewing
+   * anything; FLAG_EACH counts in each layer with room (Envoy's rate limit service) instead of in
+   * every layer or in none (the HTTP check); FLAG_IDENTITY: the call reads a session and counts
+   * the user's layer after the fixed ones.
+   */
+  FLAG_DRY_RUN: 1,
+  FLAG_EACH: 2,
+  FLAG_IDENTITY: 4,
   /** limit.lua's reply status. */
   STATUS_OK: 0,
   STATUS_NO_SESSION: 1,

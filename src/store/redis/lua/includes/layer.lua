@@ -11,21 +11,33 @@
 local MAX_KEPT = 16
 
 local function layer_of(spec, algo)
-  local layer = {algo = algo or byte(spec, 1) - 48, n = 0, room = true}
-  for l, w in gmatch(spec, '(%d+)/(%d+)') do
-    local b = 10 * layer.n
-    layer[b + 1], layer[b + 2] = tonum(l), tonum(w)
+  -- Sized once: ten array slots (a window's numbers) and every field a layer gets.
+  local layer = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, algo = algo or byte(spec, 1) - 48, n = 0, room = true,
+    record = false, key = false, field = false, longest = 1, seeded = false, counted = false,
+    shadow = false, expiring = false, deadline = false, next_state = false, expires_us = false,
+    list = false}
+  -- Parsed with plain finds (no pattern matching): "<algo>:" then "<limit>/<µs>" per window.
+  local pos, b = (find(spec, ':', 1, true) or 0) + 1, 0
+  while true do
+    local slash = find(spec, '/', pos, true)
+    if not slash then
+      return layer
+    end
+    local comma = find(spec, ',', slash, true)
+    layer[b + 1], layer[b + 2] = tonum(sub(spec, pos, slash - 1)), tonum(sub(spec, slash + 1, comma and comma - 1))
     layer.n = layer.n + 1
+    if not comma then
+      return layer
+    end
+    pos, b = comma + 1, b + 10
   end
-  return layer
 end
 
-local function set(layer, i, room, ...)
+-- Writes window i's outcome into the layer (fixed arguments: no table per call).
+local function put(layer, i, room, used, rem, reset, used_after, rem_after, reset_after, retry)
   local b = 10 * i - 8
-  local v = {...}
-  for j = 1, 8 do
-    layer[b + j] = v[j]
-  end
+  layer[b + 1], layer[b + 2], layer[b + 3], layer[b + 4] = used, rem, reset, used_after
+  layer[b + 5], layer[b + 6], layer[b + 7] = rem_after, reset_after, retry
   if not room then
     layer.room = false
   end
@@ -105,10 +117,7 @@ end
 -- the category (it was one until a change of policy): as many entries, at now, as that state shows
 -- for the layer's fullest window; the first count writes them and drops the record's state.
 -- Returns that count, or nil when there is nothing to take over.
-local function log_seed(layer, key, now, record, field)
-  if call('EXISTS', key) == 1 then
-    return nil
-  end
+local function log_seed(layer, now, record, field)
   local state = call('HGET', record, field)
   if not state then
     return nil
@@ -133,25 +142,29 @@ local function evaluate_log(layer, key, k, now, dry, record, field)
     end
   end
   layer.key, layer.longest = key, longest
-  local seeded = log_seed(layer, key, now, record, field)
-  layer.seeded = seeded
-  if seeded then
-    -- No list: every window holds the seeded entries, all at now.
+  local head = call('LINDEX', key, '0')
+  if not head then
+    -- No list: empty, or seeded from the counter's or gcra's state the record holds (all at now).
+    local seeded = call('HEXISTS', record, field) == 1 and log_seed(layer, now, record, field) or 0
+    if seeded > 0 then
+      layer.seeded = seeded
+    end
     for i = 1, layer.n do
       local n, w = layer[10 * i - 9], layer[10 * i - 8]
       local reset = seeded == 0 and now or now + w
       if seeded + k <= n then
-        set(layer, i, true, seeded, n - seeded, reset, seeded + k, n - seeded - k, now + w, 0)
+        put(layer, i, true, seeded, n - seeded, reset, seeded + k, n - seeded - k, k > 0 and now + w or reset, 0)
       else
-        set(layer, i, false, seeded, max(0, n - seeded), reset, seeded + k, 0, now + w, now + w)
+        put(layer, i, false, seeded, max(0, n - seeded), reset, seeded + k, 0, now + w, now + w)
       end
     end
     return
   end
-  set(layer, longest, log_window(key, layer[10 * longest - 9], layer[10 * longest - 8], k, now, dry))
+  put(layer, longest, log_window(key, layer[10 * longest - 9], layer[10 * longest - 8], k, now, dry, false,
+    head + 0))
   for i = 1, layer.n do
     if i ~= longest then
-      set(layer, i, log_window(key, layer[10 * i - 9], layer[10 * i - 8], k, now, dry, true))
+      put(layer, i, log_window(key, layer[10 * i - 9], layer[10 * i - 8], k, now, dry, true))
     end
   end
 end
@@ -174,11 +187,17 @@ local function evaluate_record(layer, key, k, state, now)
         s = {now, min(seen, n) * (w / n), n}
       end
     end
-    local r = counter and {counter_window(n, w, k, s[1], s[2], s[3], now)} or
-      {gcra_window(n, w, k, s[1], s[2], s[3], now)}
-    set(layer, i, unpack(r, 1, 8))
-    parts[#parts + 1] = r[9]
-    expires = max(expires, r[10])
+    local room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us
+    if counter then
+      room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
+        counter_window(n, w, k, s[1], s[2], s[3], now)
+    else
+      room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
+        gcra_window(n, w, k, s[1], s[2], s[3], now)
+    end
+    put(layer, i, room, used, rem, reset, used_after, rem_after, reset_after, retry)
+    parts[#parts + 1] = packed
+    expires = max(expires, until_us)
   end
   parts[#parts + 1] = kept
   layer.next_state, layer.expires_us = concat(parts), expires
@@ -198,12 +217,28 @@ end
 -- costs Redis less than a write) and moves it only when it falls short, then to a little past a
 -- window (a hundredth of it, at most 1 s), so that a busy list's expiry is written once per that
 -- slack instead of on every request. Nothing shortens an expiry: every push to a list comes here.
-local function extend_log(key, w, created)
+-- With Redis's clock the expiry is set as an absolute time and the library remembers it (memo,
+-- under the list's key), so that the pushes within the slack need not read the TTL: sound because
+-- every push to a list runs here, an expiry only moves later, and a list deleted since (trimmed
+-- empty, reset, evicted) is made anew by a push that finds it new (`created`), which sets its
+-- expiry afresh. A test's pinned clock is not the one expiries run on: then nothing is remembered.
+local function extend_log(key, w, now, created)
+  local until_us = memo[key]
+  if until_us and not created and real_clock and now + w <= until_us then
+    return
+  end
   local whole = ceil(w / 1000)
   if not created and call('PTTL', key) >= whole then
     return
   end
-  call('PEXPIRE', key, int(whole + min(1000, ceil(whole / 100))))
+  local ms = whole + min(1000, ceil(whole / 100))
+  if not real_clock then
+    call('PEXPIRE', key, int(ms))
+    return
+  end
+  local at = floor(now / 1000) + ms
+  call('PEXPIREAT', key, int(at))
+  remember(key, at * 1000)
 end
 
 -- Counts `k` requests in a layer that had room for them.
@@ -213,12 +248,17 @@ local function commit(layer, k, now, record, field)
     if count == 0 then
       return
     end
-    local stamp, stamps = int(now), {}
-    for i = 1, count do
-      stamps[i] = stamp
+    local length
+    if count == 1 then
+      length = call('RPUSH', layer.key, int(now))
+    else
+      local stamp, stamps = int(now), {}
+      for i = 1, count do
+        stamps[i] = stamp
+      end
+      length = call('RPUSH', layer.key, unpack(stamps))
     end
-    local length = call('RPUSH', layer.key, unpack(stamps))
-    extend_log(layer.key, layer[10 * layer.longest - 8], length == count)
+    extend_log(layer.key, layer[10 * layer.longest - 8], now, length == count)
     if layer.seeded then
       call('HDEL', record, field)
     end
@@ -245,6 +285,12 @@ end
 -- A layer's windows for the reply: per window three doubles, used, reset (µs) and when the
 -- request would be allowed (µs; 0: room), as it stands, or with the request counted when `counted`.
 local function pack_layer(layer, counted)
+  if layer.n == 1 then
+    if counted then
+      return spack('<ddd', layer[6], layer[8], 0)
+    end
+    return spack('<ddd', layer[3], layer[5], layer[9])
+  end
   local parts = {}
   for i = 1, layer.n do
     local b = 10 * i - 10
@@ -254,5 +300,34 @@ local function pack_layer(layer, counted)
       parts[i] = spack('<ddd', layer[b + 3], layer[b + 5], layer[b + 9])
     end
   end
+  return concat(parts)
+end
+
+-- Whether the request counts in every layer (all-or-none): each has room, or is in shadow mode.
+local function counts_all(layers)
+  for i = 1, #layers do
+    if not layers[i].room and not layers[i].shadow then
+      return false
+    end
+  end
+  return true
+end
+
+-- The reply: four doubles (a STATUS_*, now µs, the session's expiry ms, the length of the text at
+-- the end), every layer's windows (see pack_layer) with the request counted where `counted`, then
+-- the text. A single window packs in one call.
+local function pack_reply(status, now, exp, text, layers, counted)
+  if #layers == 1 and layers[1].n == 1 then
+    local l = layers[1]
+    if counted and l.counted then
+      return spack('<dddddddc0', status, now, exp, #text, l[6], l[8], 0, text)
+    end
+    return spack('<dddddddc0', status, now, exp, #text, l[3], l[5], l[9], text)
+  end
+  local parts = {spack('<dddd', status, now, exp, #text)}
+  for i = 1, #layers do
+    parts[i + 1] = pack_layer(layers[i], counted and layers[i].counted)
+  end
+  parts[#parts + 1] = text
   return concat(parts)
 end

@@ -43,11 +43,11 @@ end
 -- Validates a session and renews its idle lifetime. A session is valid while its hash exists, its
 -- absolute expiry is ahead and its user is neither disabled nor deleted; revocation deletes the
 -- hash. The renewal (two writes) is skipped while the last one is younger than a tenth of the idle
--- lifetime (at most 1 s), and on a dry run. `idle_ms` is a string of digits. `category`: whose own
--- windows to find in v (nil: not needed).
+-- lifetime (at most 1 s), and on a dry run. `idle_ms` is a string of digits. `field`: the record
+-- field "r:<category>" of the category whose own windows to find in v (nil: not needed).
 -- Returns SESSION_VALID, the tier, the own windows of the category (or nil) and the session's
 -- absolute expiry (ms); SESSION_GONE; or SESSION_USER_INACTIVE (user missing or disabled).
-local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, category)
+local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, field)
   local v = call('HGET', session_key, 'v')
   local exp = v and sub(v, 14, 26) + 0
   if not exp or exp <= now_ms then
@@ -63,8 +63,8 @@ local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, 
     return SESSION_USER_INACTIVE
   end
   local own
-  if category and #v > ends then
-    local needle = '\n' .. category .. '='
+  if field and #v > ends then
+    local needle = '\n' .. sub(field, 3) .. '='
     local at = find(v, needle, ends + 1, true)
     if at then
       own = match(v, '^[^\n]*', at + #needle)

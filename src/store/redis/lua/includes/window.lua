@@ -34,13 +34,9 @@ end
 
 -- Sliding log, the list's longest window: counts the fresh entries and, unless dry, drops the stale
 -- ones; the first fresh one is found by galloping from the head, so a busy window costs one extra
--- read. Returns count, oldest fresh entry, its index in the list (after any trim).
-local function log_fresh(key, w, now, dry)
-  local head = call('LINDEX', key, '0')
-  if not head then
-    return 0, now, 0
-  end
-  head = head + 0
+-- read. `head` is the list's first entry (the list exists). Returns count, oldest fresh entry, its
+-- index in the list (after any trim).
+local function log_fresh(key, w, now, dry, head)
   local len = call('LLEN', key)
   local cutoff = now - w
   if head > cutoff then
@@ -112,13 +108,13 @@ local function log_recent(key, w, now)
 end
 
 -- One sliding-log window of `n` in `w` µs. `recent`: the list's longest window is another, longer
--- one (see log_recent); the window then drops nothing.
-local function log_window(key, n, w, k, now, dry, recent)
+-- one (see log_recent); the window then drops nothing. Otherwise `head` is the list's first entry.
+local function log_window(key, n, w, k, now, dry, recent, head)
   local used, oldest, at
   if recent then
     used, oldest, at = log_recent(key, w, now)
   else
-    used, oldest, at = log_fresh(key, w, now, dry)
+    used, oldest, at = log_fresh(key, w, now, dry, head)
   end
   local rem = max(0, n - used)
   local reset = used == 0 and now or oldest + w
