@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { forget, removeOnExit, stopOnExit } from "./leftovers.js";
+import { forget, removeOnExit, stopOnExit } from "./leftovers.mjs";
 import { portOpen, prepareNginx, waitFor } from "./local.mjs";
 
 export type NginxOptions = {

@@ -1,7 +1,7 @@
 // Runs the real tollgate and upstream processes (built in dist/) on free ports for end-to-end tests.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { stopOnExit } from "./leftovers.js";
+import { stopOnExit } from "./leftovers.mjs";
 import { freePort, httpOk, waitFor } from "./local.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));

@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { connect } from "node:net";
 import { findBinary } from "./binaries.js";
-import { stopOnExit } from "./leftovers.js";
+import { stopOnExit } from "./leftovers.mjs";
 import { freePort, redisServerArgs, waitFor } from "./ports.js";
 
 export type RedisServer = {

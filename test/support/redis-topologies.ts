@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { findBinary } from "./binaries.js";
-import { forget, removeOnExit, stopOnExit } from "./leftovers.js";
+import { forget, removeOnExit, stopOnExit } from "./leftovers.mjs";
 import { freePort, redisServerArgs, waitFor } from "./ports.js";
 
 const run = promisify(execFile);
