@@ -11,8 +11,8 @@ import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { demoToken } from "../support/in-process.js";
 import { monitorRedis } from "../support/local.mjs";
+import { type RedisServer, startRedisServer } from "../support/processes.mjs";
 import { isWatchdogTraffic } from "../support/redis.js";
-import { type RedisServer, startRedisServer } from "../support/redis-server.js";
 
 let server: RedisServer;
 let redis: Redis;

@@ -8,8 +8,8 @@ import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
 import { monitorRedis } from "../support/local.mjs";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 describeIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
 

@@ -1,7 +1,7 @@
 // Hostile text in usernames, ids, devices, user agents and addresses: keys, headers and logs stay intact.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalUsername } from "../../src/auth/usernames.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import { type InProcess, startInProcess } from "../support/in-process.js";
 import { rawRequest } from "../support/raw-http.js";
 

@@ -13,8 +13,8 @@ import { createKeys } from "../../src/store/redis/keys.js";
 import { createHotScripts } from "../../src/store/redis/loader.js";
 import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-store.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, testPrefix } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 // Every store of this file runs its hot scripts as scripts, as on a Redis without functions.
 process.env.TOLLGATE_REDIS_FUNCTIONS = "off";

@@ -6,8 +6,8 @@ import { createRedisInvalidations } from "../../src/store/redis/invalidations.js
 import { watchConnections } from "../../src/store/redis/watchdog.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, redisUrl } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 const WATCHDOG = { intervalMs: 100, silenceMs: 600 };
 const target = () => {

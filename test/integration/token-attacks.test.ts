@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { closeClient, type Reply, send } from "../support/http-client.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import { IN_PROCESS_JWT_SECRET, type InProcess, startInProcess } from "../support/in-process.js";
 
 const AUDIENCE = "tollgate-api";

@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
 import { requireBinaries } from "./binaries.js";
 import { removeOnExit } from "./leftovers.mjs";
-import { type RedisServer, startRedisServer } from "./redis-server.js";
+import { type RedisServer, startRedisServer } from "./processes.mjs";
 import {
   type RedisCluster,
   type RedisSentinels,
