@@ -12,7 +12,7 @@ import { createRedisRateLimitStore } from "../../src/store/redis/rate-limit-stor
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
-import { fileTarget } from "../support/identity-harness.js";
+import { fileTarget } from "../support/in-process.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 
 const cluster = connectTopology("cluster") as Cluster;

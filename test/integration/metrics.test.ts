@@ -1,19 +1,13 @@
 // /metrics after a known mix of checks and auth events: exact counts, bounded labels, METRICS_TOKEN.
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTollgate, type Tollgate } from "../../src/app.js";
-import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import { loadConfig } from "../../src/config/env.js";
 import { policyFromDocument } from "../../src/policy/policy.js";
-import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore } from "../../src/store/store.js";
+import { type InProcess, type OnStoreOptions, startInProcess } from "../support/in-process.js";
 import { parsePrometheus, type Sample, sampleValue, series } from "../support/prometheus.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
+import { ADMIN_TOKEN, METRICS_TOKEN } from "../support/secrets.mjs";
 
-const ADMIN_TOKEN = "metrics-test-admin-token-0123456789";
-const METRICS_TOKEN = "metrics-test-scrape-token-0123456789";
 const CHECK_IP = "198.51.100.23";
 const LOGIN_IP = "203.0.113.9";
 const FRESH_PASSWORD = "fresh-user-password-42";
@@ -40,23 +34,15 @@ const POLICY = policyFromDocument(
   "metrics test policy",
 );
 
-const servers: Server[] = [];
 let redis: Redis;
-
-async function serve(server: Server): Promise<string> {
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const instances: InProcess[] = [];
 
 type Urls = { check: string; public: string; admin: string };
 
-async function start(tollgate: Tollgate): Promise<Urls> {
-  return {
-    check: await serve(tollgate.checkServer),
-    public: await serve(createServer(tollgate.publicApp)),
-    admin: await serve(createServer(tollgate.adminApp)),
-  };
+async function start(options: OnStoreOptions): Promise<Urls> {
+  const instance = await startInProcess(options);
+  instances.push(instance);
+  return { check: instance.checkUrl, public: instance.publicUrl, admin: instance.adminUrl };
 }
 
 let urls: Urls;
@@ -64,34 +50,27 @@ let guarded: Urls;
 
 beforeAll(async () => {
   redis = connectRedis();
-  const store = createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 });
-  await loadUsers(store.users, demoUsers());
-  const tollgate = createTollgate({
+  urls = await start({
     // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
-    config: loadConfig({
-      ADMIN_TOKEN,
+    store: createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 }),
+    policy: POLICY,
+    env: {
+      LOG_LEVEL: "silent",
       REDIS_TIMEOUT_MS: "2000",
       MAX_SESSIONS_PER_USER: "2",
       LOGIN_LOCKOUT: "3/15m",
-    }),
-    policy: POLICY,
-    store,
-    logger: createLogger("silent"),
+    },
   });
-  urls = await start(tollgate);
-  const withToken = createTollgate({
-    config: loadConfig({ ADMIN_TOKEN, METRICS_TOKEN }),
-    policy: POLICY,
+  guarded = await start({
     store: createMemoryStore(),
-    logger: createLogger("silent"),
+    policy: POLICY,
+    demoUsers: false,
+    env: { LOG_LEVEL: "silent", METRICS_TOKEN },
   });
-  guarded = await start(withToken);
 });
 
 afterAll(async () => {
-  await Promise.all(
-    servers.map((s) => new Promise((resolve) => s.close(resolve)).finally(() => s.closeAllConnections())),
-  );
+  await Promise.all(instances.map((instance) => instance.close()));
   redis.disconnect();
 });
 

@@ -22,6 +22,28 @@ export type SendOptions = {
 export declare function closeClient(): void;
 export declare function send(url: string, options?: SendOptions): Promise<Reply>;
 
+/** An answer of an API client: the body parsed when it is JSON, else its text. */
+export type ApiReply<T> = { status: number; headers: Headers; body: T };
+
+// The bodies the public and admin APIs answer.
+export type ErrorBody = { error: string; message: string };
+
+export type CallOptions = {
+  token?: string;
+  json?: unknown;
+  /** A raw body, sent as it is: a string goes as text/plain unless `headers` say otherwise, bytes with no type. */
+  body?: string | Uint8Array;
+  headers?: Record<string, string>;
+};
+
+export type Client = <T = ErrorBody>(
+  method: string,
+  path: string,
+  options?: CallOptions,
+) => Promise<ApiReply<T>>;
+
+export declare function client(base: string): Client;
+
 export type LoginBody = {
   access_token: string;
   token_type: string;
@@ -29,6 +51,23 @@ export type LoginBody = {
   session_id: string;
   user_id: string;
   tier: string;
+};
+
+export type SessionBody = {
+  session_id: string;
+  device_name: string;
+  ip: string;
+  user_agent: string;
+  created_at: string;
+  last_accessed: string;
+  is_current?: boolean;
+};
+export type SessionsBody = { sessions: SessionBody[]; total: number };
+export type MeBody = { user_id: string; username: string; tier: string; device: string; session_id: string };
+export type LimitsBody = {
+  user_id: string;
+  tier: string;
+  limits: Record<string, { limit: number; used: number; remaining: number; reset: number }>;
 };
 
 export declare function login(

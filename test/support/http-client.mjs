@@ -1,7 +1,7 @@
 // The one HTTP client of the tests and the bench for well-formed requests, on node:http: keep-alive,
-// a chosen loopback source address, every header value kept. On top of `send`: a login and a
-// readiness probe. Requests node refuses to send (CR/LF, control bytes, broken framing) go through
-// raw-http.ts instead.
+// a chosen loopback source address, every header value kept. On top of `send`: a JSON client bound to
+// a base URL (the public and admin APIs), a login, and a readiness probe. Requests node refuses to
+// send (CR/LF, control bytes, broken framing) go through raw-http.ts instead.
 import { Agent, request } from "node:http";
 
 const agent = new Agent({ keepAlive: true, maxSockets: Number.POSITIVE_INFINITY });
@@ -62,6 +62,34 @@ export function send(url, options = {}) {
     req.on("error", reject);
     req.end(body);
   });
+}
+
+const hasHeader = (headers, name) => Object.keys(headers).some((key) => key.toLowerCase() === name);
+
+/**
+ * A client of the API at `base`: `call(method, path, { token, json, body, headers })` sends a bearer
+ * token and a JSON body when given, labels a string `body` text/plain unless `headers` say otherwise
+ * (bytes go with no type), and answers the status, the headers (a Headers) and the body, parsed when
+ * it is JSON.
+ */
+export function client(base) {
+  return async (method, path, options = {}) => {
+    const headers = { ...options.headers };
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+    let body = options.body;
+    if (options.json !== undefined) {
+      body = JSON.stringify(options.json);
+      headers["content-type"] ??= "application/json";
+    } else if (typeof body === "string" && !hasHeader(headers, "content-type")) {
+      headers["content-type"] = "text/plain;charset=UTF-8";
+    }
+    const reply = await send(`${base}${path}`, { method, headers, ...(body === undefined ? {} : { body }) });
+    const all = new Headers();
+    for (const [name, values] of Object.entries(reply.headers))
+      for (const value of values) all.append(name, value);
+    const isJson = /^application\/json\b/.test(all.get("content-type") ?? "");
+    return { status: reply.status, headers: all, body: isJson ? reply.json() : reply.text };
+  };
 }
 
 /** POST /auth/login on tollgate's public listener at `baseUrl`; the body when it answers 200, else fails. */
