@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { ROOT, stopAll, stopAllOnSignals } from "../test/support/processes.mjs";
 import { benchRun } from "./lib/bench-run.mjs";
-import { installExitHandlers, ROOT, stopAll } from "./lib/processes.mjs";
 import { profileRun } from "./lib/profile-run.mjs";
 
 const HELP = `usage: npm run bench -- [options]
@@ -80,7 +80,8 @@ function parseOptions() {
 }
 
 async function main() {
-  installExitHandlers();
+  // However the bench ends, no process it started outlives it (test/support/leftovers.mjs on exit).
+  stopAllOnSignals("bench");
   const options = readOptions();
   const dir = mkdtempSync(join(os.tmpdir(), "tollgate-bench-"));
   const context = { options, dir, resultsDir: join(ROOT, "bench", "results") };

@@ -1,6 +1,7 @@
 // The default run: every service up, the rows one after another (the scale-out rows last), then the report and the JSON.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ROOT, startNginx, startUpstream } from "../../test/support/processes.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
@@ -14,7 +15,7 @@ import {
 } from "./report.mjs";
 import { memoryBySubject, monitorSamples, runRows } from "./rows.mjs";
 import { scaleOutRows } from "./scale-out.mjs";
-import { KEY_PREFIX, startCeiling, startNginx, startTollgate, startUpstream } from "./services.mjs";
+import { benchTollgate, KEY_PREFIX, startCeiling } from "./services.mjs";
 import {
   BUILT_IN,
   bearer,
@@ -27,15 +28,29 @@ import {
   startCore,
 } from "./setup.mjs";
 
+/**
+ * An nginx of the bench, in the run's folder: "tollgate" is nginx/nginx.conf.template (auth_request to
+ * tollgate), "direct" is bench/nginx-direct.conf.template (a plain reverse proxy to the upstream).
+ */
+const benchNginx = (kind, dir, workers) => ({
+  name: `nginx (${kind})`,
+  prefix: join(dir, `nginx-${kind}`),
+  ...(kind === "tollgate" ? {} : { template: join(ROOT, "bench", "nginx-direct.conf.template") }),
+  workers,
+  // The production value the README recommends (above tollgate's REDIS_TIMEOUT_MS).
+  checkTimeout: "1s",
+});
+
 /** The proxies, the upstream and the ceilings, on top of the core (redis-server and tollgate). */
 async function startAround(core, { dir, options }) {
   const upstream = await startUpstream();
   const workers = options.nginxWorkers;
-  const nginxDirect = await startNginx({ kind: "direct", dir, workers, upstreamPort: upstream.port });
+  const nginxDirect = await startNginx({
+    ...benchNginx("direct", dir, workers),
+    upstreamPort: upstream.port,
+  });
   const nginxTollgate = await startNginx({
-    kind: "tollgate",
-    dir,
-    workers,
+    ...benchNginx("tollgate", dir, workers),
     checkPort: core.tollgate.checkPort,
     publicPort: core.tollgate.port,
     upstreamPort: upstream.port,
@@ -58,21 +73,21 @@ async function startAround(core, { dir, options }) {
   // The same build with WORKERS=2 on the same Redis, users and policy: the core's tokens work on it.
   const policyFile = join(dir, "policy.yaml");
   const shared = { redisUrl: core.redis.url, policyFile, main: options.tollgateMain };
-  const twoWorkers = await startTollgate({
+  const twoWorkers = await benchTollgate({
     ...shared,
     name: "tollgate (2 workers)",
     workers: 2,
     env: { DENIAL_CACHE_SIZE: "0" },
   });
   // The same build with its denial cache on (the default): refusals answered without Redis.
-  const cached = await startTollgate({ ...shared, name: "tollgate (denial cache)" });
+  const cached = await benchTollgate({ ...shared, name: "tollgate (denial cache)" });
   // --compare FILE: another build (e.g. main's, before a change) measured in the same run, on the
   // same policy, since the rules a check sends grow with the tiers; the built-in policy alone when
   // the build refuses the bench's (an older build may not know its algorithm tiers).
   let compare;
   if (options.compare !== undefined) {
     const start = (file) =>
-      startTollgate({
+      benchTollgate({
         ...shared,
         policyFile: file,
         main: options.compare,

@@ -35,7 +35,7 @@ export async function profileRun({ options, dir, resultsDir }) {
     const window = { fromUs, toUs: nowUs() };
     const load = summarizeLoad([slice]);
     // SIGTERM: tollgate drains and exits, and V8 writes the profile on the way out.
-    await core.tollgate.proc.stop(20_000);
+    await core.tollgate.stop("SIGTERM", 20_000);
     const file = join(profileDir, "tollgate.cpuprofile");
     const summary = summarizeProfile(file, { top: 30, window });
     mkdirSync(resultsDir, { recursive: true });

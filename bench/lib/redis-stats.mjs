@@ -1,6 +1,6 @@
 // What Redis saw: command counts per check (INFO commandstats, MONITOR) and memory per window entry.
 import { Redis } from "ioredis";
-import { monitorRedis } from "./processes.mjs";
+import { monitorRedis } from "../../test/support/local.mjs";
 
 const SCRIPT_COMMANDS = ["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"];
 /** The bench's own commands between CONFIG RESETSTAT and INFO, which Redis counts too. */

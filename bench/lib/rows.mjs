@@ -1,15 +1,16 @@
 // One measured row, the MONITOR samples and the memory fill: the measurements behind the report.
 import { join } from "node:path";
+import { send } from "../../test/support/http-client.mjs";
+import { ROOT, trackedNames } from "../../test/support/processes.mjs";
 import { cpuFigures, cpuUsage, speedProbe } from "./cpu.mjs";
 import { burst, measure, measureSplit, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
-import { ROOT, trackedNames } from "./processes.mjs";
 import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes } from "./redis-stats.mjs";
 import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
 const MONITOR_REQUESTS = 2_000;
 
-const servedBy = async (countUrl) => Number(await (await fetch(countUrl)).text());
+const servedBy = async (countUrl) => Number((await send(countUrl)).text);
 
 /**
  * Counts what the server under test handled: tollgate's decision counters, or a ceiling's GET /count.
@@ -51,7 +52,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
       before = await counters(spec, tollgate);
       // With WORKERS the RSS of one process is not the server's: that row shows none.
       if (spec.tollgate && spec.workers === undefined)
-        rss = sampleRss((spec.tollgates?.[0] ?? spec.server ?? tollgate).proc.child.pid);
+        rss = sampleRss((spec.tollgates?.[0] ?? spec.server ?? tollgate).child.pid);
       cpu = cpuUsage(trackedNames());
     },
   });

@@ -3,8 +3,10 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { findBinary, freePort, portOpen, redisServerArgs, startProcess, waitFor } from "./processes.mjs";
-import { login, startTollgate } from "./services.mjs";
+import { login } from "../../test/support/http-client.mjs";
+import { findBinary, freePort, portOpen, redisServerArgs, waitFor } from "../../test/support/local.mjs";
+import { startProcess } from "../../test/support/processes.mjs";
+import { benchTollgate } from "./services.mjs";
 
 const run = promisify(execFile);
 const cli = (port, ...args) =>
@@ -32,7 +34,6 @@ export async function startCluster(dir) {
         "--cluster-port",
         String(await freePort()),
       ],
-      emergencySignal: "SIGTERM",
     });
     await waitFor(() => portOpen(port), 10_000, `redis cluster node on ${port}`, proc);
     ports.push(port);
@@ -61,12 +62,12 @@ export async function startCluster(dir) {
 export async function scaleOutRows({ core, dir, options }) {
   const policyFile = join(dir, "policy.yaml");
   const common = { policyFile, main: options.tollgateMain };
-  const second = await startTollgate({ ...common, redisUrl: core.redis.url, name: "tollgate (2nd)" });
+  const second = await benchTollgate({ ...common, redisUrl: core.redis.url, name: "tollgate (2nd)" });
   const cluster = await startCluster(dir);
   const redisEnv = { REDIS_CLUSTER_NODES: cluster.nodes };
   const onCluster = [
-    await startTollgate({ ...common, redisEnv, name: "tollgate (cluster 1)" }),
-    await startTollgate({ ...common, redisEnv, name: "tollgate (cluster 2)" }),
+    await benchTollgate({ ...common, redisEnv, name: "tollgate (cluster 1)" }),
+    await benchTollgate({ ...common, redisEnv, name: "tollgate (cluster 2)" }),
   ];
   const bobOnCluster = await login(onCluster[0].url, "bob_pro");
   const checkUrl = (tollgate) => `${tollgate.checkUrl}/ext_authz/api/products`;

@@ -4,9 +4,11 @@ import { readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { join } from "node:path";
 import { DEFAULT_POLICY_YAML } from "../../dist/src/policy/policy.js";
-import { findBinary, ROOT } from "./processes.mjs";
+import { login, send } from "../../test/support/http-client.mjs";
+import { findBinary } from "../../test/support/local.mjs";
+import { ROOT, startRedisServer } from "../../test/support/processes.mjs";
 import { connectRedis } from "./redis-stats.mjs";
-import { createUser, login, startRedis, startTollgate } from "./services.mjs";
+import { benchTollgate, createUser } from "./services.mjs";
 
 // A limit that the bench never fills (the policy caps counts at 1,000,000): a window never holds more
 // than `rate × 10 s` entries, so the allowed, anonymous and nginx rows really are all allowed.
@@ -58,13 +60,13 @@ export function machineInfo(options) {
  * allowed row, ent_carol (enterprise) for nginx, alice (free) for the 429 row.
  */
 export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, denialCache = false }) {
-  const redis = await startRedis();
+  const redis = await startRedisServer();
   const redisClient = connectRedis(redis.url);
   const policyFile = join(dir, "policy.yaml");
   writeFileSync(policyFile, policy);
   // Without the denial cache: every row measures the store call (a cached row has a tollgate of its own;
   // `denialCache` gives the profile of that row one with the cache on).
-  const tollgate = await startTollgate({
+  const tollgate = await benchTollgate({
     redisUrl: redis.url,
     policyFile,
     main: options.tollgateMain,
@@ -91,19 +93,19 @@ export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, 
 /** Spends the free user's 100/1h so that every later check of theirs is a 429. */
 export async function exhaust(url, headers) {
   for (let i = 0; i < 200; i += 1) {
-    const res = await fetch(url, { headers });
-    await res.arrayBuffer();
-    if (res.status === 429) return;
-    if (res.status !== 200) throw new Error(`exhausting the free user's window: unexpected ${res.status}`);
+    const { status } = await send(url, { headers });
+    if (status === 429) return;
+    if (status !== 200) throw new Error(`exhausting the free user's window: unexpected ${status}`);
   }
   throw new Error("the free user's window did not fill after 200 checks");
 }
 
 /** One request before the load, so that a wrong setup fails the bench instead of measuring errors. */
 export async function expectStatus(what, url, headers, expected) {
-  const res = await fetch(url, { headers });
-  const body = await res.text();
-  if (res.status !== expected) {
-    throw new Error(`preflight of "${what}": expected ${expected}, got ${res.status} ${body.slice(0, 300)}`);
+  const reply = await send(url, { headers });
+  if (reply.status !== expected) {
+    throw new Error(
+      `preflight of "${what}": expected ${expected}, got ${reply.status} ${reply.text.slice(0, 300)}`,
+    );
   }
 }

@@ -7,19 +7,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { Store } from "../../src/store/store.js";
-import {
-  ADMIN_TOKEN,
-  claimsOf,
-  type ErrorBody,
-  type LimitsBody,
-  type LoginBody,
-  type MeBody,
-  type Running,
-  type SessionsBody,
-  sleep,
-  startTollgate,
-  uniqueName,
-} from "../support/identity-harness.js";
+import type { ErrorBody, LimitsBody, LoginBody, MeBody, SessionsBody } from "../support/http-client.mjs";
+import { claimsOf, type InProcess, sleep, startInProcess, uniqueName } from "../support/in-process.js";
+import { ADMIN_TOKEN, JWT_SECRET } from "../support/secrets.mjs";
 import { describeUserLifecycleContract } from "./user-lifecycle-contract.js";
 import { describeUsernameContract } from "./username-contract.js";
 
@@ -39,14 +29,17 @@ const SESSION_FIELDS = [
 
 export function describeIdentityContract(name: string, makeStore: StoreFactory): void {
   describe(`identity contract: ${name}`, () => {
-    const started: Running[] = [];
+    const started: InProcess[] = [];
     /** A tollgate on a fresh store of its own. */
-    const start = async (env: Record<string, string> = {}): Promise<Running> => {
-      const running = await startTollgate({ store: await makeStore(), env });
+    const start = async (env: Record<string, string> = {}): Promise<InProcess> => {
+      const running = await startInProcess({
+        store: await makeStore(),
+        env: { LOG_LEVEL: "silent", ...env },
+      });
       started.push(running);
       return running;
     };
-    let t: Running;
+    let t: InProcess;
 
     beforeAll(async () => {
       t = await start();
@@ -369,7 +362,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
 
     describe("username lockout", () => {
       /** Ten wrong passwords for the name, each from an address of its own. */
-      const failTenTimes = async (username: string, on: Running = t) => {
+      const failTenTimes = async (username: string, on: InProcess = t) => {
         for (let i = 0; i < 10; i += 1) {
           const failed = await on.login(username, `wrong-${i}`, { ip: `203.0.113.${i + 1}` });
           expect(failed.status, `attempt ${i + 1}`).toBe(401);
@@ -549,7 +542,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
           expect(missing.status, `${method} ${path}`).toBe(401);
           expect(missing.body.error).toBe("unauthorized");
           expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="tollgate"');
-          for (const wrong of ["z".repeat(32), `${ADMIN_TOKEN}y`, ADMIN_TOKEN.slice(1), JWT_SECRET_LIKE]) {
+          for (const wrong of ["z".repeat(32), `${ADMIN_TOKEN}y`, ADMIN_TOKEN.slice(1), JWT_SECRET]) {
             const reply = await t.admin(method, path, { ...body, token: wrong });
             expect(reply.status, `${method} ${path} with a wrong token`).toBe(401);
             expect(reply.headers.get("www-authenticate")).toMatch(
@@ -812,9 +805,6 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
   describeUserLifecycleContract(name, makeStore);
   describeUsernameContract(name, makeStore);
 }
-
-/** Shaped like an admin token but not it. */
-const JWT_SECRET_LIKE = "x".repeat(32);
 
 /** A well-formed token with tollgate's claims, signed with someone else's secret. */
 function forged(): string {

@@ -6,16 +6,9 @@ import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-
 import { syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/process/logger.js";
 import type { Store } from "../../src/store/store.js";
-import {
-  ADMIN_TOKEN,
-  type ErrorBody,
-  fileTarget,
-  type LoginBody,
-  type MeBody,
-  type Running,
-  startTollgate,
-  uniqueName,
-} from "../support/identity-harness.js";
+import type { ErrorBody, LoginBody, MeBody } from "../support/http-client.mjs";
+import { fileTarget, type InProcess, startInProcess, uniqueName } from "../support/in-process.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 type UserBody = { user_id: string; username: string; tier: string; disabled: boolean; source: string };
 type PageBody = { users: UserBody[]; next_cursor: string | null };
@@ -25,9 +18,9 @@ const silent = createLogger("silent");
 
 export function describeUserLifecycleContract(name: string, makeStore: () => Store | Promise<Store>): void {
   describe(`user lifecycle contract: ${name}`, () => {
-    let t: Running;
+    let t: InProcess;
     beforeAll(async () => {
-      t = await startTollgate({ store: await makeStore() });
+      t = await startInProcess({ store: await makeStore(), env: { LOG_LEVEL: "silent" } });
     });
     afterAll(async () => {
       await t.close();

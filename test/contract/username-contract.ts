@@ -5,16 +5,9 @@ import type { UsersFileEntry } from "../../src/auth/users-file.js";
 import { syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/process/logger.js";
 import type { Store } from "../../src/store/store.js";
-import {
-  ADMIN_TOKEN,
-  type ErrorBody,
-  fileTarget,
-  type LoginBody,
-  type MeBody,
-  type Running,
-  startTollgate,
-  uniqueName,
-} from "../support/identity-harness.js";
+import type { ErrorBody, LoginBody, MeBody } from "../support/http-client.mjs";
+import { fileTarget, type InProcess, startInProcess, uniqueName } from "../support/in-process.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 type Created = { user_id: string; username: string; tier: string };
 type UserBody = { user_id: string; username: string };
@@ -34,9 +27,9 @@ const capitalised = (stem: string): string => {
 
 export function describeUsernameContract(name: string, makeStore: () => Store | Promise<Store>): void {
   describe(`username contract: ${name}`, () => {
-    let t: Running;
+    let t: InProcess;
     beforeAll(async () => {
-      t = await startTollgate({ store: await makeStore() });
+      t = await startInProcess({ store: await makeStore(), env: { LOG_LEVEL: "silent" } });
     });
     afterAll(async () => {
       await t.close();

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTollgate, type TollgateProcess } from "../support/processes.js";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 /** The status of GET `url`, or the error code when nothing listens there. */
@@ -76,7 +76,7 @@ describe("production with /metrics open beyond loopback", () => {
         HOST: "127.0.0.1",
         ADMIN_HOST: "0.0.0.0",
       },
-      30_000,
+      { readyMs: 30_000 },
     );
     // Both workers are up (each logs its own ready line) before the count.
     await expect.poll(() => linesWith(tollgate?.output() ?? "", "ready").length, { timeout: 15_000 }).toBe(2);

@@ -5,15 +5,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { type Nginx, startNginx } from "../support/nginx.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import { loopbackAddresses } from "../support/ports.js";
 import {
+  type Nginx,
+  startNginx,
   startTollgate,
   startUpstream,
   type TollgateProcess,
   type UpstreamProcess,
-} from "../support/processes.js";
+} from "../support/processes.mjs";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 const PASSWORD = "brute-force-test-password";

@@ -3,13 +3,13 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readEnvoyYaml } from "../support/envoy-config.js";
 import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import {
   startTollgate,
   startUpstream,
   type TollgateProcess,
   type UpstreamProcess,
-} from "../support/processes.js";
+} from "../support/processes.mjs";
 import {
   type Recorded,
   type RecordingServer,

@@ -3,10 +3,9 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
-import { type Reply, send } from "../support/http-client.js";
-import type { Nginx } from "../support/nginx.js";
+import { type Reply, send } from "../support/http-client.mjs";
 import { loopbackAddresses } from "../support/ports.js";
-import type { TollgateProcess, UpstreamProcess } from "../support/processes.js";
+import type { Nginx, TollgateProcess, UpstreamProcess } from "../support/processes.mjs";
 import { type Stack, startStack } from "../support/stack.js";
 
 const PASSWORD = "forgery-test-password";

@@ -4,10 +4,9 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
-import { type Reply, send } from "../support/http-client.js";
-import type { Nginx } from "../support/nginx.js";
+import { type Reply, send } from "../support/http-client.mjs";
 import { loopbackAddresses } from "../support/ports.js";
-import type { TollgateProcess } from "../support/processes.js";
+import type { Nginx, TollgateProcess } from "../support/processes.mjs";
 import { type Stack, startStack } from "../support/stack.js";
 
 const PASSWORD = "layers-test-password";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../support/ports.js";
-import { freeTollgatePorts, testTollgateEnv } from "../support/processes.js";
+import { freeTollgatePorts, tollgateEnv } from "../support/processes.mjs";
 
 const MAIN = fileURLToPath(new URL("../../dist/src/main.js", import.meta.url));
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -27,7 +27,7 @@ async function spawnTollgate(env: Record<string, string> = {}, cwd = ROOT): Prom
   const { port, checkPort, adminPort } = ports;
   const child = spawn(process.execPath, [MAIN], {
     cwd,
-    env: { ...testTollgateEnv(ports), ...env },
+    env: { ...tollgateEnv(ports), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -274,7 +274,7 @@ describe("stopping", () => {
     const { port } = ports;
     const npm = spawn("npm", ["start"], {
       cwd: ROOT,
-      env: { ...testTollgateEnv(ports), HOME: process.env.HOME ?? tmpdir() },
+      env: { ...tollgateEnv(ports), HOME: process.env.HOME ?? tmpdir() },
       stdio: ["ignore", "pipe", "ignore"],
     });
     let out = "";

@@ -1,13 +1,14 @@
 // End to end through a real nginx (auth_request) with real tollgate, upstream and Redis processes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Nginx, startNginx } from "../support/nginx.js";
+import { login } from "../support/http-client.mjs";
 import {
-  login,
+  type Nginx,
+  startNginx,
   startTollgate,
   startUpstream,
   type TollgateProcess,
   type UpstreamProcess,
-} from "../support/processes.js";
+} from "../support/processes.mjs";
 import { rawRequest } from "../support/raw-http.js";
 import { type RecordingServer, recordingServer } from "../support/recording-server.js";
 import { redisUrl, testPrefix } from "../support/redis.js";

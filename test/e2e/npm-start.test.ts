@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { waitFor } from "../support/ports.js";
-import { freeTollgatePorts, type TollgatePorts, testTollgateEnv } from "../support/processes.js";
+import { freeTollgatePorts, type TollgatePorts, tollgateEnv } from "../support/processes.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "tollgate-npm-start-"));
@@ -36,7 +36,7 @@ async function npmStartJob(): Promise<Job> {
   const npm = spawn("npm", ["start"], {
     cwd: ROOT,
     env: {
-      ...testTollgateEnv(ports),
+      ...tollgateEnv(ports),
       HOME: process.env.HOME ?? dir,
       POLICY_FILE: policyFile,
       LOG_FORMAT: "json",

@@ -2,16 +2,16 @@
 import { request } from "node:http";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { login } from "../support/http-client.mjs";
 import { monitorRedis } from "../support/local.mjs";
 import {
-  login,
+  type RedisServer,
+  startRedisServer,
   startTollgate,
-  TEST_ADMIN_TOKEN,
-  TEST_JWT_SECRET,
   type TollgateProcess,
-} from "../support/processes.js";
+} from "../support/processes.mjs";
 import { connectRedis } from "../support/redis.js";
-import { type RedisServer, startRedisServer } from "../support/redis-server.js";
+import { ADMIN_TOKEN, JWT_SECRET } from "../support/secrets.mjs";
 
 const PREFIX = "ops:";
 const TIMEOUT_MS = 100;
@@ -115,7 +115,7 @@ async function getJson(url: string, headers: Record<string, string> = {}) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
 async function sessionsOf(userId: string): Promise<number> {
   const { status, body } = await getJson(`${open.adminUrl}/admin/users/${userId}/sessions`, admin);
@@ -510,7 +510,7 @@ describe("logs of every process in this file", () => {
   it("hold no token, password, secret or full session id", () => {
     expect(issued).toHaveLength(20);
     const all = started.map((p) => p.output()).join("\n");
-    const forbidden = [...issued, TEST_JWT_SECRET, TEST_ADMIN_TOKEN, CREATED_PASSWORD];
+    const forbidden = [...issued, JWT_SECRET, ADMIN_TOKEN, CREATED_PASSWORD];
     expect(forbidden.filter((s) => all.includes(s))).toEqual([]);
     // The demo password, as a word of its own (it is also part of the JWT secret, checked above).
     expect(all.match(/\bsecret\b/g) ?? []).toEqual([]);

@@ -4,9 +4,8 @@ import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
-import { type Reply, send } from "../support/http-client.js";
-import type { Nginx } from "../support/nginx.js";
-import { login, type TollgateProcess } from "../support/processes.js";
+import { login, type Reply, send } from "../support/http-client.mjs";
+import type { Nginx, TollgateProcess } from "../support/processes.mjs";
 import { type Stack, startStack } from "../support/stack.js";
 
 const withTier = (tier: string, row: string) =>

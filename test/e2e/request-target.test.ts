@@ -4,8 +4,8 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { EnvoyHarness } from "../support/envoy-harness.js";
-import type { Nginx } from "../support/nginx.js";
-import { login, type TollgateProcess } from "../support/processes.js";
+import { login } from "../support/http-client.mjs";
+import type { Nginx, TollgateProcess } from "../support/processes.mjs";
 import { type RawReply, rawRequest } from "../support/raw-http.js";
 import { type Stack, startStack } from "../support/stack.js";
 

@@ -3,7 +3,8 @@
 import { randomBytes } from "node:crypto";
 import type { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { login, startTollgate, TEST_ADMIN_TOKEN, type TollgateProcess } from "../support/processes.js";
+import { login } from "../support/http-client.mjs";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { connectTopology } from "../support/redis.js";
 import {
   type RedisCluster,
@@ -11,6 +12,7 @@ import {
   startRedisCluster,
   startRedisSentinels,
 } from "../support/redis-topologies.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 /**
  * REDIS_TIMEOUT_MS: long enough that a burst of 600 on this shared 2-core machine is answered by the
@@ -28,7 +30,7 @@ const RECOVERY_LIMIT_MS = 20_000;
 const PASSWORD = "scale-out-password-42";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const admin = { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" };
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
 
 type Answer = {
   status: number;

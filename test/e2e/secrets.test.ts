@@ -8,11 +8,12 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoUsers } from "../../src/auth/users-file.js";
 import { createRedisStore } from "../../src/store/store.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
+import { closeClient, login, type Reply, send } from "../support/http-client.mjs";
 import { freePort, waitFor } from "../support/ports.js";
-import { login, startTollgate, TEST_JWT_SECRET, type TollgateProcess } from "../support/processes.js";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { rawRequest } from "../support/raw-http.js";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
+import { JWT_SECRET as TEST_JWT_SECRET, METRICS_TOKEN as TEST_METRICS_TOKEN } from "../support/secrets.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 // Made per run: production refuses every secret written in this repository, tests' included.
@@ -137,7 +138,7 @@ describe("production start-up refuses weak or missing credentials", () => {
       ...withUsers(),
       JWT_SECRET: TEST_JWT_SECRET,
       ADMIN_TOKEN: composeAdmin as string,
-      METRICS_TOKEN: "metrics-test-scrape-token-0123456789",
+      METRICS_TOKEN: TEST_METRICS_TOKEN,
     });
     expect(exit.code).toBe(1);
     for (const name of ["JWT_SECRET", "ADMIN_TOKEN", "METRICS_TOKEN"]) {

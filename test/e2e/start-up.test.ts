@@ -5,14 +5,14 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { login } from "../support/http-client.mjs";
 import { freePort } from "../support/ports.js";
 import {
   freeTollgatePorts,
-  login,
   startTollgate,
   type TollgateProcess,
-  testTollgateEnv,
-} from "../support/processes.js";
+  tollgateEnv,
+} from "../support/processes.mjs";
 import { connectRedis, redisUrl, testPrefix, topologyEnv } from "../support/redis.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -23,7 +23,7 @@ type Exit = { code: number | null; stdout: string; stderr: string };
 async function runToExit(env: Record<string, string>, limitMs = 20_000): Promise<Exit> {
   const child = spawn(process.execPath, ["dist/src/main.js"], {
     cwd: ROOT,
-    env: { ...testTollgateEnv(await freeTollgatePorts()), LOG_FORMAT: "json", ...env },
+    env: { ...tollgateEnv(await freeTollgatePorts()), LOG_FORMAT: "json", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
@@ -66,7 +66,7 @@ describe("a port already in use", () => {
   ] as const)("stops start-up with exit 1 and one line naming %s", async (name, field) => {
     const exit = await withTakenPort(async (port) => {
       const ports = { ...(await freeTollgatePorts()), [field]: port };
-      return { port, ...(await runToExit(testTollgateEnv(ports))) };
+      return { port, ...(await runToExit(tollgateEnv(ports))) };
     });
     expect(exit.code, exit.stderr).toBe(1);
     expect(exit.stderr).toContain(`tollgate: ${name}: ${exit.port} is in use on 127.0.0.1`);

@@ -19,8 +19,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { findBinary, requireBinaries } from "../support/binaries.js";
-import { startNginx } from "../support/nginx.js";
 import { freePort } from "../support/ports.js";
+import { startNginx } from "../support/processes.mjs";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const VITEST = join(ROOT, "node_modules/vitest/vitest.mjs");

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashPassword } from "../../src/auth/passwords.js";
-import { startTollgate, type TollgateProcess } from "../support/processes.js";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
 const prefix = testPrefix();
@@ -49,7 +49,10 @@ async function storeAsBefore(user: { id: string; username: string; password: str
 }
 
 const start = () =>
-  startTollgate({ REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: prefix, USERS_FILE: usersFile }, 20_000);
+  startTollgate(
+    { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: prefix, USERS_FILE: usersFile },
+    { readyMs: 20_000 },
+  );
 
 async function login(username: string, password: string): Promise<{ status: number; userId?: string }> {
   const res = await fetch(`${tollgate?.url}/auth/login`, {

@@ -11,14 +11,14 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/process/workers.js";
+import { login } from "../support/http-client.mjs";
 import { waitFor } from "../support/ports.js";
 import {
   freeTollgatePorts,
-  login,
   startTollgate,
   type TollgateProcess,
-  testTollgateEnv,
-} from "../support/processes.js";
+  tollgateEnv,
+} from "../support/processes.mjs";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 type Answer = { status: number; body: string };
@@ -107,7 +107,7 @@ describe("WORKERS=2 with real Redis", () => {
         REDIS_TIMEOUT_MS: "2000",
         POLICY_FILE: policyFile,
       },
-      45_000,
+      { readyMs: 45_000 },
     );
     primary = tollgate.child.pid as number;
     await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
@@ -288,7 +288,7 @@ describe("the worker supervisor", () => {
   it("prints a generated admin token once, framed apart from the log lines, and every worker accepts it", async () => {
     const tollgate = await startTollgate(
       { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), WORKERS: "2", ADMIN_TOKEN: "" },
-      45_000,
+      { readyMs: 45_000 },
     );
     try {
       await waitFor(async () => listeningPids(tollgate).size === 2, 30_000, "two workers listening");
@@ -312,7 +312,7 @@ describe("the worker supervisor", () => {
     const child = spawn(process.execPath, ["dist/src/main.js"], {
       cwd: fileURLToPath(new URL("../../", import.meta.url)),
       env: {
-        ...testTollgateEnv(await freeTollgatePorts()),
+        ...tollgateEnv(await freeTollgatePorts()),
         REDIS_URL: redisUrl(),
         REDIS_KEY_PREFIX: testPrefix(),
         WORKERS: "2",
@@ -365,7 +365,7 @@ describe("the worker supervisor", () => {
       cwd: fileURLToPath(new URL("../../", import.meta.url)),
       env: {
         // Public port: the one already in use.
-        ...testTollgateEnv({ ...(await freeTollgatePorts()), port }),
+        ...tollgateEnv({ ...(await freeTollgatePorts()), port }),
         REDIS_URL: redisUrl(),
         REDIS_KEY_PREFIX: testPrefix(),
         WORKERS: "2",

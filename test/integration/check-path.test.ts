@@ -2,32 +2,26 @@
 import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTollgate, type Tollgate } from "../../src/app.js";
+import type { Tollgate } from "../../src/app.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import { loadConfig } from "../../src/config/env.js";
-import { loadPolicy } from "../../src/policy/policy.js";
-import { createLogger } from "../../src/process/logger.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
-import { demoToken } from "../support/in-process.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 import { monitorRedis } from "../support/local.mjs";
+import { type RedisServer, startRedisServer } from "../support/processes.mjs";
 import { isWatchdogTraffic } from "../support/redis.js";
-import { type RedisServer, startRedisServer } from "../support/redis-server.js";
 
 let server: RedisServer;
 let redis: Redis;
 let store: Store;
-const build = (failureMode: "open" | "closed"): Tollgate =>
-  createTollgate({
-    config: loadConfig({
-      JWT_SECRET: "j".repeat(32),
-      ADMIN_TOKEN: "a".repeat(32),
-      FAILURE_MODE: failureMode,
-    }),
-    policy: loadPolicy(undefined),
-    store,
-    logger: createLogger("silent"),
-  });
+/** Every tollgate of this file, on the one store (its demo users loaded once), closed after the file. */
+const instances: InProcess[] = [];
+const startOn = async (env: Record<string, string>): Promise<Tollgate> => {
+  const instance = await startInProcess({ store, demoUsers: false, env: { LOG_LEVEL: "silent", ...env } });
+  instances.push(instance);
+  return instance.tollgate;
+};
+const build = (failureMode: "open" | "closed"): Promise<Tollgate> => startOn({ FAILURE_MODE: failureMode });
 let open: Tollgate;
 let closed: Tollgate;
 let token = "";
@@ -39,13 +33,7 @@ const shared = {
   ADMIN_TOKEN: randomBytes(32).toString("base64"),
   FAILURE_MODE: "open",
 };
-const buildOn = (env: Record<string, string>): Tollgate =>
-  createTollgate({
-    config: loadConfig({ ...shared, ...env }),
-    policy: loadPolicy(undefined),
-    store,
-    logger: createLogger("silent"),
-  });
+const buildOn = (env: Record<string, string>): Promise<Tollgate> => startOn({ ...shared, ...env });
 let demo: Tollgate;
 let production: Tollgate;
 let demoSigned = "";
@@ -57,15 +45,16 @@ beforeAll(async () => {
   store = createRedisStore({ redis, prefix: "tg:" });
   expect(await store.connected(5_000)).toBe(true);
   await loadUsers(store.users, demoUsers());
-  open = build("open");
-  closed = build("closed");
+  open = await build("open");
+  closed = await build("closed");
   token = await demoToken(open.auth, "bob_pro");
-  demo = buildOn({});
-  production = buildOn({ NODE_ENV: "production" });
+  demo = await buildOn({});
+  production = await buildOn({ NODE_ENV: "production" });
   demoSigned = await demoToken(demo.auth, "bob_pro");
 });
 
 afterAll(async () => {
+  for (const instance of instances) await instance.close();
   redis.disconnect();
   await server.stop();
 });

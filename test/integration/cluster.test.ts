@@ -10,7 +10,7 @@ import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
-import { fileTarget } from "../support/identity-harness.js";
+import { fileTarget } from "../support/in-process.js";
 import { redisLimiter, userChecks } from "../support/limiters.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
 

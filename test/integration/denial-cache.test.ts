@@ -11,7 +11,7 @@ import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { storeTimeouts } from "../../src/store/failure.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
-import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, isWatchdogTraffic, redisUrl } from "../support/redis.js";
 
@@ -25,8 +25,8 @@ writeFileSync(
   DEFAULT_POLICY_YAML.replace(/(free: +\{ general: 100\/1h, +)search: 20\/1h/, "$1search: 3/1h"),
 );
 
-let a: InProcess;
-let b: InProcess;
+let a: InProcessOnRedis;
+let b: InProcessOnRedis;
 
 beforeAll(async () => {
   a = await startInProcess({ env: { POLICY_FILE: policyFile } });
@@ -37,7 +37,7 @@ afterAll(async () => {
   await a?.close();
 });
 
-const check = (instance: InProcess, token: string, path = "/api/search") =>
+const check = (instance: InProcessOnRedis, token: string, path = "/api/search") =>
   instance.tollgate.checker({ method: "GET", path, authorization: `Bearer ${token}`, ip: "198.51.100.20" });
 
 /**
@@ -79,7 +79,7 @@ async function eventually(run: () => Promise<Decision>, ok: (d: Decision) => boo
   return last;
 }
 
-async function spendSearches(instance: InProcess, token: string): Promise<Decision> {
+async function spendSearches(instance: InProcessOnRedis, token: string): Promise<Decision> {
   for (let i = 0; i < 3; i += 1) expect(await check(instance, token)).toMatchObject({ kind: "allow" });
   return check(instance, token);
 }

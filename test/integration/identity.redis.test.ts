@@ -7,21 +7,26 @@ import { allUsers } from "../../src/auth/users-sync.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
-import { ADMIN_TOKEN, type MeBody, type Running, startTollgate } from "../support/identity-harness.js";
+import type { MeBody } from "../support/http-client.mjs";
+import { type InProcess, startInProcess } from "../support/in-process.js";
 import { userChecks } from "../support/limiters.js";
 import { monitorRedis } from "../support/local.mjs";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 describeIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
 
 describe("identity on redis", () => {
   const prefix = testPrefix();
   const redis = connectRedis();
-  const instances: Running[] = [];
-  let t: Running;
-  const startOnPrefix = async (): Promise<Running> => {
-    const running = await startTollgate({ store: createRedisStore({ redis: connectRedis(), prefix }) });
+  const instances: InProcess[] = [];
+  let t: InProcess;
+  const startOnPrefix = async (): Promise<InProcess> => {
+    const running = await startInProcess({
+      store: createRedisStore({ redis: connectRedis(), prefix }),
+      env: { LOG_LEVEL: "silent" },
+    });
     instances.push(running);
     return running;
   };

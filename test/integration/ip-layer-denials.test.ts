@@ -1,14 +1,9 @@
 // A refusal by the client address's layer (policy `ip:`) is the address's: it names the layer and the
 // requester's own tier, never another identity, cached or not, on Envoy and nginx, memory and Redis.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTollgate, type Tollgate } from "../../src/app.js";
-import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import { loadConfig } from "../../src/config/env.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
-import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore, type Store } from "../../src/store/store.js";
-import { demoToken } from "../support/in-process.js";
-import { serveListeners } from "../support/listeners.js";
+import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 const IP_LIMIT = 3;
@@ -17,33 +12,12 @@ const IP_POLICY_HEADER = `"ip";q=${IP_LIMIT};w=60`;
 
 type Answer = { status: number; headers: Headers; body: Record<string, unknown> };
 
-type Running = {
-  tollgate: Tollgate;
-  store: Store;
-  checkUrl: string;
-  close(): Promise<void>;
-};
-
-async function start(store: Store, denialCacheSize: number): Promise<Running> {
-  const config = loadConfig({
-    JWT_SECRET: "j".repeat(32),
-    ADMIN_TOKEN: "a".repeat(32),
-    LOG_LEVEL: "silent",
-    DENIAL_CACHE_SIZE: String(denialCacheSize),
-  });
-  await loadUsers(store.users, demoUsers());
-  const tollgate = createTollgate({ config, policy: POLICY, store, logger: createLogger("silent") });
-  const serving = await serveListeners(config, tollgate);
-  return {
-    tollgate,
+const start = (store: Store, denialCacheSize: number): Promise<InProcess> =>
+  startInProcess({
     store,
-    checkUrl: serving.url("check"),
-    async close() {
-      await serving.close();
-      await store.close();
-    },
-  };
-}
+    policy: POLICY,
+    env: { LOG_LEVEL: "silent", DENIAL_CACHE_SIZE: String(denialCacheSize) },
+  });
 
 const STORES: [string, () => Store][] = [
   ["memory", () => createMemoryStore()],
@@ -59,7 +33,7 @@ describe.each(STORES)("IP-layer refusals on the %s store", (_name, makeStore) =>
     ["with the denial cache", 100_000],
     ["without the denial cache", 0],
   ])("%s", (_cache, denialCacheSize) => {
-    let t: Running;
+    let t: InProcess;
     let carol = ""; // enterprise
     let alice = ""; // free
     beforeAll(async () => {
@@ -69,6 +43,7 @@ describe.each(STORES)("IP-layer refusals on the %s store", (_name, makeStore) =>
     });
     afterAll(async () => {
       await t.close();
+      await t.store.close();
     });
 
     const answer = async (response: Response): Promise<Answer> => {

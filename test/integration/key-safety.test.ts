@@ -1,8 +1,8 @@
 // Hostile text in usernames, ids, devices, user agents and addresses: keys, headers and logs stay intact.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalUsername } from "../../src/auth/usernames.js";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { type InProcess, startInProcess } from "../support/in-process.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
+import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { rawRequest } from "../support/raw-http.js";
 
 const PASSWORD = "key-safety-password";
@@ -10,7 +10,7 @@ const PASSWORD = "key-safety-password";
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const TEN_KB = "k".repeat(10 * 1024);
 
-let tollgate: InProcess;
+let tollgate: InProcessOnRedis;
 const replies: Reply[] = [];
 
 /** Every reply passes through here: never a 5xx, always a JSON error body, never a broken header. */

@@ -9,8 +9,8 @@ import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { redisLimiter, userChecks } from "../support/limiters.js";
 import { monitorRedis } from "../support/local.mjs";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, testPrefix, userWithSession } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 // A Redis of its own: what the function library learned of a list is the library's, and another
 // file's checks on a shared Redis (filling its bounded memory, reloading it) would change what

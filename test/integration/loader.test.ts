@@ -17,8 +17,8 @@ import {
 } from "../../src/store/redis/loader.js";
 import { LUA_CONSTANTS } from "../../src/store/redis/protocol.js";
 import { redisLimiter } from "../support/limiters.js";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, testPrefix } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 const redis = connectRedis();
 afterAll(async () => {

@@ -1,13 +1,13 @@
 // The per-username lockout across tollgate instances on one Redis: LOGIN_LOCKOUT bounds the password
 // checks of one name in total, however many instances the concurrent guesses are spread over.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type InProcess, startInProcess } from "../support/in-process.js";
+import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 
 const LOCKOUT = 10;
 const PASSWORD = "a long password";
 
-let a: InProcess;
-let b: InProcess;
+let a: InProcessOnRedis;
+let b: InProcessOnRedis;
 
 beforeAll(async () => {
   a = await startInProcess({ demoUsers: false });
@@ -18,7 +18,7 @@ afterAll(async () => {
   await a?.close();
 });
 
-const login = async (on: InProcess, username: string, password: string): Promise<number> => {
+const login = async (on: InProcessOnRedis, username: string, password: string): Promise<number> => {
   const reply = await fetch(`${on.publicUrl}/auth/login`, {
     method: "POST",
     headers: { "content-type": "application/json" },

@@ -1,7 +1,7 @@
 // Unknown users, wrong passwords and disabled users cost the same scrypt work and get the same answer.
 import type * as crypto from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { closeClient, send } from "../support/http-client.js";
+import { closeClient, send } from "../support/http-client.mjs";
 import { type InProcess, startInProcess } from "../support/in-process.js";
 
 type ScryptCall = {

@@ -1,18 +1,13 @@
 // /metrics after a known mix of checks and auth events: exact counts, bounded labels, METRICS_TOKEN.
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTollgate, type Tollgate } from "../../src/app.js";
-import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
-import { type Config, loadConfig } from "../../src/config/env.js";
 import { policyFromDocument } from "../../src/policy/policy.js";
-import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore } from "../../src/store/store.js";
-import { type Serving, serveListeners } from "../support/listeners.js";
+import { type InProcess, type OnStoreOptions, startInProcess } from "../support/in-process.js";
 import { parsePrometheus, type Sample, sampleValue, series } from "../support/prometheus.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
+import { ADMIN_TOKEN, METRICS_TOKEN } from "../support/secrets.mjs";
 
-const ADMIN_TOKEN = "metrics-test-admin-token-0123456789";
-const METRICS_TOKEN = "metrics-test-scrape-token-0123456789";
 const CHECK_IP = "198.51.100.23";
 const LOGIN_IP = "203.0.113.9";
 const FRESH_PASSWORD = "fresh-user-password-42";
@@ -39,15 +34,15 @@ const POLICY = policyFromDocument(
   "metrics test policy",
 );
 
-const serving: Serving[] = [];
 let redis: Redis;
+const instances: InProcess[] = [];
 
 type Urls = { check: string; public: string; admin: string };
 
-async function start(config: Config, tollgate: Tollgate): Promise<Urls> {
-  const listeners = await serveListeners(config, tollgate);
-  serving.push(listeners);
-  return { check: listeners.url("check"), public: listeners.url("public"), admin: listeners.url("admin") };
+async function start(options: OnStoreOptions): Promise<Urls> {
+  const instance = await startInProcess(options);
+  instances.push(instance);
+  return { check: instance.checkUrl, public: instance.publicUrl, admin: instance.adminUrl };
 }
 
 let urls: Urls;
@@ -55,29 +50,27 @@ let guarded: Urls;
 
 beforeAll(async () => {
   redis = connectRedis();
-  const store = createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 });
-  await loadUsers(store.users, demoUsers());
-  // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
-  const config = loadConfig({
-    ADMIN_TOKEN,
-    REDIS_TIMEOUT_MS: "2000",
-    MAX_SESSIONS_PER_USER: "2",
-    LOGIN_LOCKOUT: "3/15m",
-  });
-  const tollgate = createTollgate({ config, policy: POLICY, store, logger: createLogger("silent") });
-  urls = await start(config, tollgate);
-  const guardedConfig = loadConfig({ ADMIN_TOKEN, METRICS_TOKEN });
-  const withToken = createTollgate({
-    config: guardedConfig,
+  urls = await start({
+    // A generous store deadline: a slow CI machine must not turn an exact count into "degraded".
+    store: createRedisStore({ redis, prefix: testPrefix(), timeoutMs: 2000 }),
     policy: POLICY,
-    store: createMemoryStore(),
-    logger: createLogger("silent"),
+    env: {
+      LOG_LEVEL: "silent",
+      REDIS_TIMEOUT_MS: "2000",
+      MAX_SESSIONS_PER_USER: "2",
+      LOGIN_LOCKOUT: "3/15m",
+    },
   });
-  guarded = await start(guardedConfig, withToken);
+  guarded = await start({
+    store: createMemoryStore(),
+    policy: POLICY,
+    demoUsers: false,
+    env: { LOG_LEVEL: "silent", METRICS_TOKEN },
+  });
 });
 
 afterAll(async () => {
-  await Promise.all(serving.map((listeners) => listeners.close()));
+  await Promise.all(instances.map((instance) => instance.close()));
   redis.disconnect();
 });
 

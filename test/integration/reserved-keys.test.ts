@@ -1,7 +1,7 @@
 // "__proto__", "constructor" and "prototype" as keys of a JSON body, at any depth, on every endpoint
 // that reads one: a 400 naming the field, never a key silently dropped, never a polluted prototype.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { closeClient, type Reply, send } from "../support/http-client.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import { type InProcess, startInProcess } from "../support/in-process.js";
 
 let tollgate: InProcess;

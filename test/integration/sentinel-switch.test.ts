@@ -11,7 +11,7 @@ import type { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { findBinary } from "../support/binaries.js";
-import { stopOnExit } from "../support/leftovers.js";
+import { stopOnExit } from "../support/leftovers.mjs";
 import { freePort, redisServerArgs, waitFor } from "../support/ports.js";
 import { redisCli } from "../support/redis-topologies.js";
 

@@ -2,16 +2,14 @@
 // session, the user and the token are judged, and the enforced layers count and refuse, exactly as
 // when the address has room; on Envoy and nginx, memory and Redis, with and without the denial cache.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTollgate, type Tollgate } from "../../src/app.js";
+import type { Tollgate } from "../../src/app.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { createChecker } from "../../src/check/checker.js";
 import { createDenialCache } from "../../src/check/denial-cache.js";
-import { loadConfig } from "../../src/config/env.js";
 import { compilePolicy } from "../../src/policy/compile.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
-import { createLogger } from "../../src/process/logger.js";
 import { createMemoryStore, createRedisStore, type Store } from "../../src/store/store.js";
-import { type Serving, serveListeners } from "../support/listeners.js";
+import { type InProcess, startInProcess } from "../support/in-process.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
 
 const IP_LIMIT = 2;
@@ -68,23 +66,21 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
     ["without the denial cache", 0],
   ])("%s", (_cache, denialCacheSize) => {
     let store: Store;
+    let running: InProcess;
     let tollgate: Tollgate;
-    let serving: Serving;
     let checkUrl = "";
     beforeAll(async () => {
       store = makeStore();
-      const config = loadConfig({
-        JWT_SECRET: "j".repeat(32),
-        ADMIN_TOKEN: "a".repeat(32),
-        LOG_LEVEL: "silent",
-        DENIAL_CACHE_SIZE: String(denialCacheSize),
+      running = await startInProcess({
+        store,
+        policy: SHADOW,
+        demoUsers: false,
+        env: { LOG_LEVEL: "silent", DENIAL_CACHE_SIZE: String(denialCacheSize) },
       });
-      tollgate = createTollgate({ config, policy: SHADOW, store, logger: createLogger("silent") });
-      serving = await serveListeners(config, tollgate);
-      checkUrl = serving.url("check");
+      ({ tollgate, checkUrl } = running);
     });
     afterAll(async () => {
-      await serving.close();
+      await running.close();
       await store.close();
     });
 
@@ -215,13 +211,14 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
 
   it("never replays an address's refusal remembered under enforce mode as a pass once the policy turned to shadow", async () => {
     const store = makeStore();
+    const running = await startInProcess({
+      store,
+      policy: ENFORCE,
+      demoUsers: false,
+      env: { LOG_LEVEL: "silent" },
+    });
     try {
-      const config = loadConfig({
-        JWT_SECRET: "j".repeat(32),
-        ADMIN_TOKEN: "a".repeat(32),
-        LOG_LEVEL: "silent",
-      });
-      const tollgate = createTollgate({ config, policy: ENFORCE, store, logger: createLogger("silent") });
+      const { tollgate } = running;
       // A checker whose policy turns without the announcement that clears the cache (another
       // instance's reload, the announcement still on its way).
       let compiled = compilePolicy(ENFORCE);
@@ -269,6 +266,7 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
         limit: { category: "login" },
       });
     } finally {
+      await running.close();
       await store.close();
     }
   });

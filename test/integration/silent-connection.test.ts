@@ -5,9 +5,9 @@ import { createRedisClient, type RedisClient } from "../../src/store/redis/clien
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { watchConnections } from "../../src/store/redis/watchdog.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
-import { demoToken, type InProcess, startInProcess } from "../support/in-process.js";
+import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
+import { startRedisServer } from "../support/processes.mjs";
 import { connectRedis, redisUrl } from "../support/redis.js";
-import { startRedisServer } from "../support/redis-server.js";
 
 const WATCHDOG = { intervalMs: 100, silenceMs: 600 };
 const target = () => {
@@ -27,7 +27,7 @@ async function eventually<T>(probe: () => Promise<T>, ok: (value: T) => boolean,
 describe("a check path whose Redis connection goes dark", () => {
   let proxy: DarkProxy;
   let client: RedisClient;
-  let tollgate: InProcess;
+  let tollgate: InProcessOnRedis;
   let token = "";
 
   beforeAll(async () => {
@@ -36,7 +36,7 @@ describe("a check path whose Redis connection goes dark", () => {
     client = createRedisClient({ url: proxy.url });
     await new Promise((resolve) => client.once("ready", resolve));
     tollgate = await startInProcess({
-      redis: client as InProcess["redis"],
+      redis: client as InProcessOnRedis["redis"],
       watchdog: WATCHDOG,
       env: { REDIS_TIMEOUT_MS: "100", FAILURE_MODE: "open" },
     });

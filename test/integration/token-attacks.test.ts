@@ -4,8 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { closeClient, type Reply, send } from "../support/http-client.js";
-import { IN_PROCESS_JWT_SECRET, type InProcess, startInProcess } from "../support/in-process.js";
+import { closeClient, type Reply, send } from "../support/http-client.mjs";
+import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
+import { JWT_SECRET } from "../support/secrets.mjs";
 
 const AUDIENCE = "tollgate-api";
 const PASSWORD = "a-long-enough-password";
@@ -31,8 +32,8 @@ const unsigned = (alg: string, claims: Claims): string => `${json({ alg, typ: "J
 
 const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 
-let hs: InProcess;
-let rs: InProcess;
+let hs: InProcessOnRedis;
+let rs: InProcessOnRedis;
 let keyDir: string;
 let publicPem: string;
 let privatePem: string;
@@ -52,7 +53,7 @@ async function createUser(name: string): Promise<string> {
   return res.json<{ user_id: string }>().user_id;
 }
 
-async function loginOn(target: InProcess, name: string): Promise<{ sid: string; token: string }> {
+async function loginOn(target: InProcessOnRedis, name: string): Promise<{ sid: string; token: string }> {
   const res = await send(`${target.publicUrl}/auth/login`, {
     method: "POST",
     body: { username: name, password: PASSWORD },
@@ -104,7 +105,7 @@ const nextIp = (): string => {
 type Answers = { envoy: Reply; nginx: Reply; me: Reply };
 
 /** The same token through Envoy's protocol, nginx's protocol and the public API. */
-async function everywhere(target: InProcess, token: string, path = "/api/products"): Promise<Answers> {
+async function everywhere(target: InProcessOnRedis, token: string, path = "/api/products"): Promise<Answers> {
   const authorization = `Bearer ${token}`;
   const [envoy, nginx, me] = await Promise.all([
     send(`${target.checkUrl}/ext_authz${path}`, {
@@ -168,7 +169,7 @@ function rsClaims(extra: Claims = {}): Claims {
   return { ...hsClaims({ aud: undefined }), sid: rsSession.sid, ...extra };
 }
 
-const hsValid = (extra: Claims = {}): string => hmacToken("HS256", hsClaims(extra), IN_PROCESS_JWT_SECRET);
+const hsValid = (extra: Claims = {}): string => hmacToken("HS256", hsClaims(extra), JWT_SECRET);
 
 describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIENCE set)", () => {
   it("accepts the hand-built token these cases start from, so each refusal is the attack's doing", async () => {
@@ -188,11 +189,11 @@ describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIE
     ],
     [
       "HS512 signed with the right secret (outside the allow-list)",
-      () => hmacToken("HS512", hsClaims(), IN_PROCESS_JWT_SECRET),
+      () => hmacToken("HS512", hsClaims(), JWT_SECRET),
     ],
     [
       "HS384 signed with the right secret (outside the allow-list)",
-      () => hmacToken("HS384", hsClaims(), IN_PROCESS_JWT_SECRET),
+      () => hmacToken("HS384", hsClaims(), JWT_SECRET),
     ],
     [
       "HS256 signed with another secret",
@@ -236,14 +237,14 @@ describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIE
       () => {
         const header = json({ alg: "HS256", typ: "JWT" });
         const body = `${header}.${b64("not json at all")}`;
-        return `${body}.${createHmac("sha256", IN_PROCESS_JWT_SECRET).update(body).digest("base64url")}`;
+        return `${body}.${createHmac("sha256", JWT_SECRET).update(body).digest("base64url")}`;
       },
     ],
     [
       "an alg that is a number",
       () => {
         const body = `${json({ alg: 256, typ: "JWT" })}.${json(hsClaims())}`;
-        return `${body}.${createHmac("sha256", IN_PROCESS_JWT_SECRET).update(body).digest("base64url")}`;
+        return `${body}.${createHmac("sha256", JWT_SECRET).update(body).digest("base64url")}`;
       },
     ],
     ["an alg that is a list", () => `${json({ alg: ["HS256"], typ: "JWT" })}.${json(hsClaims())}.sig`],
@@ -327,10 +328,7 @@ describe("tokens the RS256 instance must refuse (JWT_ALGORITHMS=RS256)", () => {
       "HS256 signed with the public key without its trailing newline",
       () => hmacToken("HS256", rsClaims(), publicPem.trim()),
     ],
-    [
-      "HS256 signed with the instance's JWT_SECRET",
-      () => hmacToken("HS256", rsClaims(), IN_PROCESS_JWT_SECRET),
-    ],
+    ["HS256 signed with the instance's JWT_SECRET", () => hmacToken("HS256", rsClaims(), JWT_SECRET)],
     ["alg none", () => unsigned("none", rsClaims())],
     [
       "RS256 signed by another key pair",

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
 import { requireBinaries } from "./binaries.js";
-import { removeOnExit } from "./leftovers.js";
-import { type RedisServer, startRedisServer } from "./redis-server.js";
+import { removeOnExit } from "./leftovers.mjs";
+import { type RedisServer, startRedisServer } from "./processes.mjs";
 import {
   type RedisCluster,
   type RedisSentinels,

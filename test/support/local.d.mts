@@ -10,7 +10,6 @@ export declare function waitFor(
   proc?: { alive(): boolean; output(): string },
 ): Promise<void>;
 export declare function portOpen(port: number): Promise<boolean>;
-export declare function httpOk(url: string, headers?: Record<string, string>): Promise<boolean>;
 export declare function prepareNginx(options: {
   prefix: string;
   template?: string;

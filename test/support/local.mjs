@@ -129,13 +129,6 @@ export const portOpen = (port) =>
     socket.on("error", () => resolve(false));
   });
 
-/** Whether a GET answers 2xx (the body is read, so that the connection can be reused). */
-export async function httpOk(url, headers = {}) {
-  const res = await fetch(url, { headers });
-  await res.arrayBuffer();
-  return res.ok;
-}
-
 /**
  * Renders an nginx configuration into `prefix` (nginx/nginx.conf.template, or `template`) on a free
  * port, with the prefix's temp directory: what `nginx -p prefix -c conf -g 'daemon off;'` needs.

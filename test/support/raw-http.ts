@@ -1,4 +1,6 @@
-// Raw HTTP/1.1 over a socket, for requests node's client refuses to send (CR/LF, control bytes).
+// Raw HTTP/1.1 over a socket: bytes written as given and read back as received, for requests node's
+// client refuses to send (CR/LF, control bytes, broken framing) and answers it could not parse. Not a
+// second client: every well-formed request goes through http-client.mjs.
 import { connect } from "node:net";
 
 export type RawReply = {

@@ -1,14 +1,15 @@
 // Real Redis topologies for tests on free loopback ports: a 3-master/3-replica Cluster and a
 // master + replica watched by 3 Sentinels. Each lives in a temp dir removed when it stops, and
 // whatever has started is stopped when a start fails halfway or the test process ends.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { findBinary } from "./binaries.js";
-import { forget, removeOnExit, stopOnExit } from "./leftovers.js";
+import { forget, removeOnExit } from "./leftovers.mjs";
 import { freePort, redisServerArgs, waitFor } from "./ports.js";
+import { startProcess } from "./processes.mjs";
 
 const run = promisify(execFile);
 
@@ -21,14 +22,17 @@ export type RedisNode = {
 type Launched = RedisNode & { stop(): Promise<void>; alive(): boolean };
 
 function launch(binary: string, args: string[], port: number, cwd: string): Launched {
-  const child: ChildProcess = stopOnExit(spawn(binary, args, { cwd, stdio: "ignore" }));
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const alive = () => child.exitCode === null && child.signalCode === null;
-  const halt = async (signal: NodeJS.Signals): Promise<void> => {
-    if (alive()) child.kill(signal);
-    await exited;
+  const proc = startProcess({ name: `${basename(binary)} on ${port}`, command: binary, args, cwd });
+  return {
+    port,
+    alive: proc.alive,
+    kill: async () => {
+      await proc.stop("SIGKILL");
+    },
+    stop: async () => {
+      await proc.stop("SIGTERM");
+    },
   };
-  return { port, alive, kill: () => halt("SIGKILL"), stop: () => halt("SIGTERM") };
 }
 
 /** For waitFor: a start fails at once when one of `nodes` exits instead of coming up. */

@@ -6,9 +6,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type EnvoyHarness, startEnvoyHarness } from "./envoy-harness.js";
-import { closeClient } from "./http-client.js";
-import { type Nginx, startNginx } from "./nginx.js";
-import { startTollgate, startUpstream, type TollgateProcess, type UpstreamProcess } from "./processes.js";
+import { closeClient } from "./http-client.mjs";
+import {
+  type Nginx,
+  startNginx,
+  startTollgate,
+  startUpstream,
+  type TollgateProcess,
+  type UpstreamProcess,
+} from "./processes.mjs";
 import { redisUrl, testPrefix } from "./redis.js";
 
 export type Stack = {

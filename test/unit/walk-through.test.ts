@@ -3,7 +3,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/store/store.js";
-import { ADMIN_TOKEN, type Running, startTollgate } from "../support/identity-harness.js";
+import { type InProcess, startInProcess } from "../support/in-process.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 const README = readFileSync(fileURLToPath(new URL("../../README.md", import.meta.url)), "utf8");
 
@@ -20,9 +21,9 @@ const withoutTimes = (value: unknown): unknown =>
   JSON.parse(JSON.stringify(value), (key, v: unknown) => (key === "reset" ? 0 : v));
 
 describe("the README walk-through", () => {
-  let t: Running;
+  let t: InProcess;
   beforeAll(async () => {
-    t = await startTollgate({ store: createMemoryStore() });
+    t = await startInProcess({ store: createMemoryStore(), env: { LOG_LEVEL: "silent" } });
   });
   afterAll(async () => {
     await t.close();

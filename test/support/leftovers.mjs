@@ -1,20 +1,21 @@
-// The servers and temp folders a test process made, stopped and removed however it ends: a test that
-// failed before its afterAll, a setup that threw halfway, a worker ended by vitest, or vitest stopped.
-import type { ChildProcess } from "node:child_process";
+// The servers and temp folders a test process (or the bench) made, stopped and removed however it ends:
+// a test that failed before its afterAll, a setup that threw halfway, a worker ended by vitest, vitest
+// stopped, or a bench that crashed.
 import { rmSync } from "node:fs";
 
-const children = new Set<ChildProcess>();
-const folders = new Set<string>();
+/** Each child still to stop, with the signal that stops it at once. */
+const children = new Map();
+const folders = new Set();
 
 /**
- * SIGTERM to every child still running (redis-server, redis-sentinel, nginx and tollgate all stop
- * on it at once) and every folder removed. Synchronous, since it runs on the way out.
+ * Its signal to every child still running (SIGTERM unless told: redis-server, redis-sentinel, nginx and
+ * tollgate all stop on it at once) and every folder removed. Synchronous, since it runs on the way out.
  */
-function reap(): void {
-  for (const child of children) {
+function reap() {
+  for (const [child, signal] of children) {
     if (child.exitCode !== null || child.signalCode !== null) continue;
     try {
-      child.kill("SIGTERM");
+      child.kill(signal);
     } catch {
       // gone meanwhile
     }
@@ -26,7 +27,7 @@ function reap(): void {
 
 let hooked = false;
 
-function hook(): void {
+function hook() {
   if (hooked) return;
   hooked = true;
   process.once("exit", reap);
@@ -34,7 +35,7 @@ function hook(): void {
   // an IPC channel) are ended with SIGTERM, which would end them without an "exit" event: reap,
   // then let the signal do what it would have done.
   if (process.send === undefined) return;
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  for (const signal of ["SIGINT", "SIGTERM"]) {
     process.once(signal, () => {
       reap();
       process.kill(process.pid, signal);
@@ -45,22 +46,22 @@ function hook(): void {
   process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
 }
 
-/** Stops `child` when this process ends, unless it has stopped by then. */
-export function stopOnExit<T extends ChildProcess>(child: T): T {
+/** Stops `child` with `signal` when this process ends, unless it has stopped by then. */
+export function stopOnExit(child, signal = "SIGTERM") {
   hook();
-  children.add(child);
+  children.set(child, signal);
   child.once("exit", () => children.delete(child));
   return child;
 }
 
 /** Removes `folder` (and everything in it) when this process ends, unless `forget` was called. */
-export function removeOnExit(folder: string): string {
+export function removeOnExit(folder) {
   hook();
   folders.add(folder);
   return folder;
 }
 
 /** A folder removed by its owner: nothing left to do on the way out. */
-export function forget(folder: string): void {
+export function forget(folder) {
   folders.delete(folder);
 }
