@@ -1,4 +1,4 @@
--- Includes: prelude window layer single session
+-- Includes: prelude window evidence layer single session
 -- Counts `k` requests in a request's layers, atomically, and answers every window of every layer.
 -- A layer is a subject's category under a rule. The fixed layers come with the call (a client
 -- address's IP layer, an anonymous category, a username's failed logins, a descriptor); with an

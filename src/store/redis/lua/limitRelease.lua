@@ -1,4 +1,4 @@
--- Includes: prelude layer
+-- Includes: prelude
 -- Takes back `k` requests that limit.lua counted in a subject's layers: on Redis Cluster the
 -- layers of different subjects (a client address's IP layer, the user's) are counted in calls of
 -- their own, and a request that a later call refuses must leave no trace in the earlier ones.
