@@ -21,7 +21,7 @@ export type TouchResult =
 export type MemoryIdentity = {
   users: UserStore;
   sessions: SessionStore;
-  /** The synchronous session check that the memory authorize store builds on; renews unless `renew` is false. */
+  /** The synchronous session check that the memory limiter reads in the same step as its count; renews unless `renew` is false. */
   touchNow(userId: string, sessionId: string, idleMs: number, renew?: boolean): TouchResult;
   close(): void;
 };
