@@ -132,8 +132,8 @@ end
 -- empty, reset, evicted) is made anew by a push that finds it new (`created`), which sets its
 -- expiry afresh. A test's pinned clock is not the one expiries run on: then nothing is remembered.
 local function extend_log(key, w, now, created)
-  local until_us = memo[key]
-  if until_us and not created and real_clock and now + w <= until_us then
+  local seen = memo[key]
+  if seen and not created and real_clock and now + w <= seen[1] then
     return
   end
   local whole = ceil(w / 1000)
@@ -147,7 +147,11 @@ local function extend_log(key, w, now, created)
   end
   local at = floor(now / 1000) + ms
   call('PEXPIREAT', key, int(at))
-  remember(key, at * 1000)
+  if seen then
+    seen[1] = at * 1000
+  else
+    remember(key, {at * 1000, false})
+  end
 end
 
 -- Counts `k` requests in a layer that had room for them.

@@ -37,6 +37,47 @@ local function rule_of_tier(tiers, tier)
   return spec or nil
 end
 
+-- A sliding log's count for a list whose last count left room (the library's guess, see prelude.lua's
+-- memo; shared by every tollgate on this Redis): drops what left the window, adds the request and
+-- takes the length RPUSH answers, and takes the request back (RPOP) when there was no room after
+-- all. One read less than log_window and a push. Returns as log_window does; nil when the list
+-- does not exist while the record holds another algorithm's state (the general path seeds it).
+local function log_push(key, n, w, now, record, field)
+  local cutoff = now - w
+  local oldest = call('LINDEX', key, '0')
+  if not oldest then
+    if call('HEXISTS', record, field) == 1 then
+      return nil
+    end
+    oldest = now
+  else
+    oldest = oldest + 0
+    if oldest <= cutoff then
+      local lo, fresh, v = 0, 1, nil
+      while true do
+        v = call('LINDEX', key, fresh)
+        v = v and v + 0
+        if not v or v > cutoff then
+          break
+        end
+        lo, fresh = fresh, fresh * 2
+      end
+      fresh, v = bisect_fresh(key, cutoff, lo, fresh, v)
+      oldest = v or now
+      -- past the end, LTRIM removes the key: RPUSH makes it anew, and extend_log gives it an expiry
+      call('LTRIM', key, fresh, -1)
+    end
+  end
+  local used = call('RPUSH', key, int(now)) - 1
+  local rem = n - used
+  if rem > 0 then
+    return true, used, rem, used == 0 and now or oldest + w, used + 1, rem - 1, oldest + w, 0
+  end
+  call('RPOP', key)
+  local frees = rem == 0 and oldest or tonum(call('LINDEX', key, used - n))
+  return false, used, 0, oldest + w, used + 1, 0, oldest + w, frees + w
+end
+
 -- Decides and, unless dry, counts `k` requests in the window `n`/`w` of `key` (a log) or of field
 -- `field` of `record` (counter, gcra; `state` its value). Returns whether it had room, and the
 -- window's used, reset (µs) and retry (µs; 0: room) as the reply tells them (counted when room and
@@ -46,29 +87,49 @@ end
 local function single(algo, n, w, k, key, record, field, state, now, dry)
   local room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us
   if algo == ALGO_SLIDING_LOG then
-    local head = call('LINDEX', key, '0')
-    if not head then
-      if call('HEXISTS', record, field) == 1 then
+    local seen = memo[key]
+    if k == 1 and not dry and seen and seen[2] then
+      room, used, rem, reset, used_after, rem_after, reset_after, retry = log_push(key, n, w, now, record, field)
+      if room == nil then
         return nil
       end
-      room = k <= n
-      used, reset, used_after, reset_after, retry = 0, now, k, k > 0 and now + w or now, room and 0 or now + w
-    else
-      room, used, rem, reset, used_after, rem_after, reset_after, retry =
-        log_window(key, n, w, k, now, dry, false, head + 0)
-    end
-    if room and k > 0 and not dry then
-      local stamp, length = int(now), nil
-      if k == 1 then
-        length = call('RPUSH', key, stamp)
-      else
-        local stamps = {}
-        for i = 1, k do
-          stamps[i] = stamp
-        end
-        length = call('RPUSH', key, unpack(stamps))
+      if room then
+        extend_log(key, w, now, used_after == 1)
       end
-      extend_log(key, w, now, length == k)
+      seen[2] = room and rem_after > 0
+    else
+      local head = call('LINDEX', key, '0')
+      if not head then
+        if call('HEXISTS', record, field) == 1 then
+          return nil
+        end
+        room = k <= n
+        used, reset, used_after, rem_after = 0, now, k, n - k
+        reset_after, retry = k > 0 and now + w or now, room and 0 or now + w
+      else
+        room, used, rem, reset, used_after, rem_after, reset_after, retry =
+          log_window(key, n, w, k, now, dry, false, head + 0)
+      end
+      if room and k > 0 and not dry then
+        local stamp, length = int(now), nil
+        if k == 1 then
+          length = call('RPUSH', key, stamp)
+        else
+          local stamps = {}
+          for i = 1, k do
+            stamps[i] = stamp
+          end
+          length = call('RPUSH', key, unpack(stamps))
+        end
+        extend_log(key, w, now, length == k)
+        -- What the next count may guess (extend_log made the list's memo when it set an expiry).
+        local learned = memo[key]
+        if learned then
+          learned[2] = rem_after > 0
+        end
+      elseif not dry and seen then
+        seen[2] = false
+      end
     end
   else
     local letter = algo == ALGO_SLIDING_COUNTER and 'C' or 'Q'
