@@ -1,6 +1,7 @@
 // The per-username lockout: failed logins counted per name from any address, under LOGIN_LOCKOUT alone.
 import type { Window } from "../config/rules.js";
-import { type Layer, logRule, type RateLimitStore, usernameSubject } from "../ratelimit/types.js";
+import type { Limiter } from "../ratelimit/limiter.js";
+import { type Layer, logRule, usernameSubject } from "../ratelimit/types.js";
 
 /** The category of a username's failed logins (its window's key: `{n:<hex>}:l:login_failed:0`). */
 const LOCKOUT_CATEGORY = "login_failed";
@@ -29,7 +30,7 @@ type LockoutOptions = {
    * so that raising that rule (many clients behind one NAT) never lifts the guard on passwords.
    */
   window: Window;
-  limiter: RateLimitStore;
+  limiter: Pick<Limiter, "hit" | "reset">;
 };
 
 export function createLockout(options: LockoutOptions): Lockout {

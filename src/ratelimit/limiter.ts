@@ -86,7 +86,11 @@ export type LimiterPort = {
 };
 
 export type Limiter = LimiterPort & {
-  /** The layers of one subject, counted all-or-none, described as one window (see describe). */
+  /**
+   * The layers of one subject, counted all-or-none, described as one window (see describe): a
+   * denied request leaves no trace; a full shadow layer refuses nothing (the request counts in the
+   * layers with room, and the answer is not allowed, describing the shadow layer's window).
+   */
   hit(subject: Subject, layers: readonly Layer[], options?: { dryRun?: boolean }): Promise<HitResult>;
   /** Every window of one layer as it stands, without counting anything. */
   peek(subject: Subject, layer: Layer): Promise<WindowState[]>;

@@ -1,4 +1,4 @@
-// The limiter's port: subjects, what every store (memory, Redis) answers. Rules are the policy's (config/rules.ts).
+// Subjects, window states and results: what the limiter port (limiter.ts) speaks of. Rules are the policy's (config/rules.ts).
 
 export {
   ALGORITHMS,
@@ -10,7 +10,7 @@ export {
 } from "../config/rules.js";
 
 import { canonicalUsername } from "../auth/usernames.js";
-import type { Layer, Rule } from "../config/rules.js";
+import type { Rule } from "../config/rules.js";
 
 /**
  * A subject's hash-tag content: `u:<user id>` for a user, `ip:<address>` for a client address,
@@ -55,25 +55,6 @@ export type HitResult = {
   resetAtMs: number;
   /** 0 when allowed; otherwise ms until this request would be allowed (≥ 1). */
   retryAfterMs: number;
-};
-
-export type HitOptions = {
-  /** Decide without counting anything (a dry run, or an admin's look at a window). */
-  dryRun?: boolean;
-};
-
-export type RateLimitStore = {
-  /**
-   * Counts a request in all of the subject's layers when every window of every layer has room, and
-   * in none otherwise: a denied request leaves no trace. A full shadow layer refuses nothing: when
-   * the enforced layers have room, the request counts in every layer that has room (not in the
-   * full one), and the answer is not allowed, describing the shadow layer's window.
-   */
-  hit(subject: Subject, layers: readonly Layer[], options?: HitOptions): Promise<HitResult>;
-  /** Every window of one layer as it stands, without counting anything. */
-  peek(subject: Subject, layer: Layer): Promise<WindowState[]>;
-  /** Forgets the subject's windows for these categories. */
-  reset(subject: Subject, categories: readonly string[]): Promise<void>;
 };
 
 export type Clock = () => number;

@@ -1,13 +1,8 @@
 // The contract every rate-limit store honours; run unchanged against the memory store, one Redis, a
 // Redis Cluster and Sentinel: each algorithm, windows in lists, layers counted in all or none.
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import {
-  ALGORITHMS,
-  type Algorithm,
-  type Layer,
-  type RateLimitStore,
-  type Rule,
-} from "../../src/ratelimit/types.js";
+import type { Limiter as RateLimitStore } from "../../src/ratelimit/limiter.js";
+import { ALGORITHMS, type Algorithm, type Layer, type Rule } from "../../src/ratelimit/types.js";
 
 export type ContractHarness = {
   /** A store whose clock is `now()` in ms. */
@@ -449,6 +444,60 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         const results = await Promise.all(Array.from({ length: 300 }, () => store.hit(subject, big)));
         expect(results.filter((r) => r.allowed)).toHaveLength(100);
         expect(Math.min(...results.map((r) => r.remaining))).toBe(0);
+      });
+    });
+
+    describe.each(ALGORITHMS)("the port's addend and modes: %s", (algorithm) => {
+      const five = rule(algorithm, [5, 10_000]);
+      const one = rule(algorithm, [1, 10_000]);
+      const at = (category: string, r: Rule) => ({ subject, category, rule: r });
+      const windowOf = async (request: Parameters<RateLimitStore["limit"]>[0]) => {
+        const result = await store.limit(request);
+        if (result.kind !== "limited") throw new Error(`unexpected ${result.kind}`);
+        return result;
+      };
+
+      it("counts an addend at once, and refuses one that does not fit without counting any of it", async () => {
+        const three = { layers: [at("general", five)], addend: 3 };
+        expect((await windowOf(three)).layers[0]).toMatchObject({
+          room: true,
+          counted: true,
+          windows: [{ used: 3, remaining: 2, retryAfterMs: 0 }],
+        });
+        const refused = await windowOf(three);
+        expect(refused.allowed).toBe(false);
+        expect(refused.layers[0]).toMatchObject({ room: false, counted: false, windows: [{ remaining: 2 }] });
+        expect(refused.layers[0]?.windows[0]?.retryAfterMs).toBeGreaterThan(0);
+        expect((await windowOf({ layers: [at("general", five)], addend: 2 })).layers[0]).toMatchObject({
+          counted: true,
+          windows: [{ used: 5, remaining: 0 }],
+        });
+        // An addend of 0 only looks.
+        expect((await windowOf({ layers: [at("general", five)], addend: 0 })).layers[0]).toMatchObject({
+          counted: false,
+          windows: [{ used: 5, remaining: 0 }],
+        });
+      });
+
+      it("counts each layer with room on its own in mode each, and in all or none otherwise", async () => {
+        const both = [at("search", one), at("general", five)];
+        expect((await windowOf({ layers: both, mode: "each" })).layers.map((l) => l.counted)).toEqual([
+          true,
+          true,
+        ]);
+        // The one-request layer is full: each counts the other anyway; all-or-none counts neither.
+        const each = await windowOf({ layers: both, mode: "each" });
+        expect(each.allowed).toBe(false);
+        expect(each.layers.map((l) => [l.room, l.counted])).toEqual([
+          [false, false],
+          [true, true],
+        ]);
+        expect(each.layers[1]?.windows[0]).toMatchObject({ used: 2, remaining: 3 });
+        const all = await windowOf({ layers: both });
+        expect(all.layers.map((l) => l.counted)).toEqual([false, false]);
+        expect((await store.peek(subject, { category: "general", rule: five }))[0]).toMatchObject({
+          used: 2,
+        });
       });
     });
   });

@@ -3,7 +3,8 @@
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Algorithm, HitResult, Layer, RateLimitStore, Rule, Window } from "../../src/ratelimit/types.js";
+import type { Limiter as RateLimitStore } from "../../src/ratelimit/limiter.js";
+import type { Algorithm, HitResult, Layer, Rule, Window } from "../../src/ratelimit/types.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { memoryLimiter, redisLimiter } from "../support/limiters.js";
 import { connectRedis, testPrefix } from "../support/redis.js";
