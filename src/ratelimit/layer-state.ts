@@ -31,8 +31,15 @@ export function evidence(states: LayerStates | undefined, w: number, now: number
     // The requests the debt still stands for, each at its own limit's interval.
     for (const e of record.entries) most = Math.max(most, (Math.max(0, e.debt - (now - e.at)) * e.n) / e.w);
   }
-  return most;
+  return snapCount(most);
 }
+
+/**
+ * A count as evidence gives it, to a millionth of a request: the stores compute it in µs, the tests'
+ * reference in ms, and a debt that stands for exactly one request must read as 1 in both, not as
+ * 0.9999999999 in one and 1.0000000002 in the other (a whole request allowed or refused on noise).
+ */
+export const snapCount = (k: number): number => Math.round(k * 1e6) / 1e6;
 
 /** One window's answer: as it stands, and as it would stand if this request were counted. */
 export type WindowOutcome = {

@@ -3,6 +3,7 @@
 import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { snapCount } from "../../src/ratelimit/layer-state.js";
 import type { Limiter as RateLimitStore } from "../../src/ratelimit/limiter.js";
 import type { Algorithm, HitResult, Layer, Rule, Window } from "../../src/ratelimit/types.js";
 import { createKeys } from "../../src/store/redis/keys.js";
@@ -116,7 +117,7 @@ function createModel() {
       }
       most = Math.max(most, k);
     }
-    return most;
+    return snapCount(most);
   };
 
   const windowsOf = (key: string, rule: Rule, now: number): WindowModel[] =>

@@ -71,7 +71,9 @@ local function evidence(all, n, w, now)
     end
     most = max(most, k)
   end
-  return most
+  -- To a millionth of a request, as src/ratelimit/layer-state.ts's snapCount: float noise of the
+  -- unit (µs here, ms in the tests' reference) never decides a whole request.
+  return floor(most * 1e6 + 0.5) / 1e6
 end
 
 -- A sliding log's list that does not exist while the record holds a counter's or gcra's state of
