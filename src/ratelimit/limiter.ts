@@ -37,17 +37,11 @@ export type LimitRequest = {
   dryRun?: boolean;
 };
 
-/** One window after the call: with the request counted when its layer counted it, otherwise as it stands. */
-export type WindowResult = {
-  limit: number;
-  windowMs: number;
-  used: number;
-  remaining: number;
-  /** Unix ms when Remaining next grows. */
-  resetAtMs: number;
-  /** 0 when the window had room; otherwise ms until the request would have room (≥ 1). */
-  retryAfterMs: number;
-};
+/**
+ * One window after the call: with the request counted when its layer counted it, otherwise as it
+ * stands; `retryAfterMs` 0 when the window had room, otherwise ms until the request would (≥ 1).
+ */
+export type WindowResult = WindowState & { retryAfterMs: number };
 
 export type LayerResult = {
   /** Every window had room. */
@@ -97,8 +91,8 @@ export type Limiter = LimiterPort & {
 };
 
 /** Whether every layer counts the request under all-or-none: each has room, or is in shadow mode. */
-export function countsAll(rooms: readonly boolean[], shadow: (layer: number) => boolean): boolean {
-  return rooms.every((room, l) => room || shadow(l));
+export function countsAll(layers: readonly { room: boolean }[], shadow: (layer: number) => boolean): boolean {
+  return layers.every((layer, l) => layer.room || shadow(l));
 }
 
 /**

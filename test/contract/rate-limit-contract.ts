@@ -1,12 +1,12 @@
 // The contract every rate-limit store honours; run unchanged against the memory store, one Redis, a
 // Redis Cluster and Sentinel: each algorithm, windows in lists, layers counted in all or none.
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import type { Limiter as RateLimitStore } from "../../src/ratelimit/limiter.js";
+import type { Limiter } from "../../src/ratelimit/limiter.js";
 import { ALGORITHMS, type Algorithm, type Layer, type Rule } from "../../src/ratelimit/types.js";
 
 export type ContractHarness = {
   /** A store whose clock is `now()` in ms. */
-  create(now: () => number): Promise<{ store: RateLimitStore; close(): Promise<void> }>;
+  create(now: () => number): Promise<{ store: Limiter; close(): Promise<void> }>;
 };
 
 const T0 = 1_700_000_000_000;
@@ -20,7 +20,7 @@ const layer = (category: string, r: Rule): Layer[] => [{ category, rule: r }];
 export function describeRateLimitContract(name: string, harness: ContractHarness): void {
   describe(`rate-limit store contract: ${name}`, () => {
     let now = T0;
-    let store: RateLimitStore;
+    let store: Limiter;
     const closers: (() => Promise<void>)[] = [];
     let subjectCounter = 0;
     let subject = "";
@@ -451,7 +451,7 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
       const five = rule(algorithm, [5, 10_000]);
       const one = rule(algorithm, [1, 10_000]);
       const at = (category: string, r: Rule) => ({ subject, category, rule: r });
-      const windowOf = async (request: Parameters<RateLimitStore["limit"]>[0]) => {
+      const windowOf = async (request: Parameters<Limiter["limit"]>[0]) => {
         const result = await store.limit(request);
         if (result.kind !== "limited") throw new Error(`unexpected ${result.kind}`);
         return result;

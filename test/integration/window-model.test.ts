@@ -4,7 +4,7 @@ import fc from "fast-check";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { snapCount } from "../../src/ratelimit/layer-state.js";
-import type { Limiter as RateLimitStore } from "../../src/ratelimit/limiter.js";
+import type { Limiter } from "../../src/ratelimit/limiter.js";
 import type { Algorithm, HitResult, Layer, Rule, Window } from "../../src/ratelimit/types.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { memoryLimiter, redisLimiter } from "../support/limiters.js";
@@ -273,7 +273,7 @@ afterAll(() => {
   redis?.disconnect();
 });
 
-type StoreFactory = (clock: () => number) => { store: RateLimitStore; close(): void };
+type StoreFactory = (clock: () => number) => { store: Limiter; close(): void };
 const stores: Array<[string, StoreFactory]> = [
   [
     "the Redis store",

@@ -85,7 +85,6 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
       evaluateLayer(l.rule, kept.get(keyOf(l.subject, l.category))?.states, nowUs, dry, k);
     const evaluations: LayerEvaluation[] = layers.map(evaluate);
     const shadow = (i: number) => layers[i]?.shadow === true;
-    const rooms = () => evaluations.map((e) => e.room);
     const results = (counting: boolean): LayerResult[] =>
       evaluations.map((e) => {
         const counted = counting && e.room;
@@ -96,7 +95,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
     const asked = request.identity;
     if (asked !== undefined) {
       // An enforced fixed layer that is full refuses before the session is looked at.
-      if (!each && !countsAll(rooms(), shadow)) {
+      if (!each && !countsAll(evaluations, shadow)) {
         return { kind: "limited", allowed: false, layers: results(false), identity: undefined };
       }
       const touched = options.identity?.touchNow(asked.userId, asked.sessionId, asked.idleMs, !dry) ?? {
@@ -117,7 +116,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
         sessionExpiresAtMs: touched.expiresAt,
       };
     }
-    const counting = k > 0 && (each || countsAll(rooms(), shadow));
+    const counting = k > 0 && (each || countsAll(evaluations, shadow));
     if (counting && !dry) {
       layers.forEach((l, i) => {
         const evaluation = evaluations[i] as LayerEvaluation;

@@ -9,7 +9,6 @@ const CODE: Record<Algorithm, number> = {
   "sliding-counter": C.ALGO_SLIDING_COUNTER,
   gcra: C.ALGO_GCRA,
 };
-const ALGORITHM_OF = new Map<number, Algorithm>(Object.entries(CODE).map(([a, c]) => [c, a as Algorithm]));
 
 /** "<limit>/<window µs>" per window, comma-separated: a user's own windows as the user hash holds them. */
 export const windowsSpec = (windows: readonly Window[]): string =>
@@ -26,9 +25,6 @@ export function ruleText(rule: Rule): string {
   }
   return text;
 }
-
-/** The algorithm of a rule's text. */
-export const algorithmOfText = (text: string): Algorithm | undefined => ALGORITHM_OF.get(Number(text[0]));
 
 const tables = new WeakMap<TierRules, string>();
 

@@ -68,7 +68,7 @@ function toSession(userId: string, sessionId: string, f: Record<string, string>)
     ip: f.ip ?? "",
     userAgent: f.ua ?? "",
     createdAt: Number(f.created),
-    // The last renewal leads field v, in 13 digits (see lib/common.lua's session_view); sessions
+    // The last renewal leads field v, in 13 digits (see lua/includes/session.lua's session_view); sessions
     // from before v have it in field last.
     lastAccessed: Number(f.v === undefined ? f.last : f.v.slice(0, 13)),
     expiresAt: Number(f.exp),

@@ -16,7 +16,6 @@ import {
 import { type Clock, isUserSubject, userSubject } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import {
-  algorithmOfText,
   parseWindowsSpec,
   refusalOf,
   replyHead,
@@ -104,7 +103,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       const tierRule = call.identity.rules.get(tier);
       const own = cut === -1 ? "" : head.text.slice(cut + 1);
       const mine = own === "" ? undefined : ownRule(own, tierRule);
-      const rule = mine ?? tierRule ?? { algorithm: algorithmOfText("1") ?? "sliding-log", windows: [] };
+      const rule = mine ?? tierRule ?? { algorithm: "sliding-log" as const, windows: [] };
       rules.push(rule);
       identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: head.sessionExpiresAtMs };
     }
@@ -112,13 +111,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const shadow = (i: number) => call.layers[i]?.shadow === true;
     const k = request.addend ?? 1;
     const counting =
-      head.status === C.STATUS_OK &&
-      k > 0 &&
-      (request.mode === "each" ||
-        countsAll(
-          layers.map((l) => l.room),
-          shadow,
-        ));
+      head.status === C.STATUS_OK && k > 0 && (request.mode === "each" || countsAll(layers, shadow));
     for (const l of layers) l.counted = counting && l.room;
     return { result: { kind: "limited", allowed: layers.every((l) => l.room), layers, identity }, nowUs };
   };
@@ -162,15 +155,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       done.push({ call, answer });
       const r = answer.result;
       const shadow = (i: number) => call.layers[i]?.shadow === true;
-      if (
-        refused ||
-        (r.kind === "limited" &&
-          countsAll(
-            r.layers.map((l) => l.room),
-            shadow,
-          ))
-      )
-        continue;
+      if (refused || (r.kind === "limited" && countsAll(r.layers, shadow))) continue;
       // This call refused: the earlier ones counted what must not stay counted.
       refused = true;
       if (!dry) for (const d of done.slice(0, -1)) release(d.call, d.answer, k);
