@@ -15,20 +15,32 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const EXTERNAL = ["ioredis", "pino", "pino-pretty"];
 
 /**
- * The Lua scripts sit next to dist/src/store/redis/loader.js; in the bundle, import.meta.url is
- * dist/src/main.js. The one place that locates them is rewritten, and the build fails if that place
- * is not found exactly once.
+ * Files read at run time sit next to the module that reads them (the Lua scripts next to
+ * dist/src/store/redis/loader.js, the .proto files next to dist/src/frontends/envoy-grpc/protos.js);
+ * in the bundle, import.meta.url is dist/src/main.js. The one place in each module that locates
+ * them is rewritten, and the build fails if that place is not found exactly once.
  */
-const luaDirectory = {
-  name: "lua-directory",
+const ASSET_DIRECTORIES = [
+  { module: /[\\/]store[\\/]redis[\\/]loader\.js$/, from: "./lua/", to: "./store/redis/lua/" },
+  {
+    module: /[\\/]frontends[\\/]envoy-grpc[\\/]protos\.js$/,
+    from: "./proto/",
+    to: "./frontends/envoy-grpc/proto/",
+  },
+];
+
+const assetDirectories = {
+  name: "asset-directories",
   setup(context) {
-    context.onLoad({ filter: /[\\/]store[\\/]redis[\\/]loader\.js$/ }, (args) => {
-      const from = 'new URL("./lua/", import.meta.url)';
-      const text = readFileSync(args.path, "utf8");
-      const count = text.split(from).length - 1;
-      if (count !== 1) throw new Error(`${args.path}: expected ${from} once, found it ${count} times`);
-      return { contents: text.replace(from, 'new URL("./store/redis/lua/", import.meta.url)'), loader: "js" };
-    });
+    for (const { module, from, to } of ASSET_DIRECTORIES) {
+      context.onLoad({ filter: module }, (args) => {
+        const located = `new URL("${from}", import.meta.url)`;
+        const text = readFileSync(args.path, "utf8");
+        const count = text.split(located).length - 1;
+        if (count !== 1) throw new Error(`${args.path}: expected ${located} once, found it ${count} times`);
+        return { contents: text.replace(located, `new URL("${to}", import.meta.url)`), loader: "js" };
+      });
+    }
   },
 };
 
@@ -54,6 +66,6 @@ await build({
   // CommonJS dependencies call require() for Node's built-in modules.
   banner: { js: CJS_REQUIRE },
   sourcemap: true,
-  plugins: [luaDirectory],
+  plugins: [assetDirectories],
   logLevel: "warning",
 });

@@ -1,4 +1,4 @@
-// Copies non-TypeScript runtime assets (Lua scripts) next to the compiled JavaScript in dist/, then
+// Copies non-TypeScript runtime assets (Lua scripts, the gRPC listener's .proto files) next to the compiled JavaScript in dist/, then
 // stamps the build as complete (scripts/ensure-built.mjs compares sources with the stamp).
 import { cpSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -10,7 +10,8 @@ function walk(dir) {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) walk(path);
-    else if (name.endsWith(".lua")) cpSync(path, join(root, "dist", relative(root, path)));
+    else if (name.endsWith(".lua") || name.endsWith(".proto"))
+      cpSync(path, join(root, "dist", relative(root, path)));
   }
 }
 walk(join(root, "src"));

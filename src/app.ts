@@ -14,6 +14,7 @@ import type { HttpHandler } from "./http/http-listener.js";
 import { createPublicApi } from "./http/public-api.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import { createRpcObserver } from "./metrics/rpc-observer.js";
 import type { Policy } from "./policy/policy.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
 import type { Logger } from "./process/logger.js";
@@ -104,6 +105,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     clientIp,
     logger,
     onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
+    readiness: options.readiness,
+    rpc: createRpcObserver(metrics),
   };
 
   const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {

@@ -4,6 +4,8 @@
 import type { Tollgate } from "./app.js";
 import type { Config } from "./config/env.js";
 import { createCheckListener } from "./frontends/check-listener.js";
+import { authorizationService } from "./frontends/envoy-grpc/ext-authz.js";
+import { createGrpcListener } from "./frontends/envoy-grpc/listener.js";
 import { envoyHttp } from "./frontends/envoy-http.js";
 import type { Listener } from "./frontends/listener.js";
 import { nginx } from "./frontends/nginx.js";
@@ -24,6 +26,16 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
       },
       tollgate.checks,
       [envoyHttp, nginx],
+    ),
+    createGrpcListener(
+      {
+        name: "grpc",
+        host: config.grpcHost,
+        port: config.grpcPort,
+        settings: { host: "GRPC_HOST", port: "GRPC_PORT" },
+      },
+      tollgate.checks,
+      { services: [authorizationService(tollgate.checks)], tls: config.grpcTls },
     ),
     httpListener(
       {

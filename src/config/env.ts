@@ -26,6 +26,22 @@ export type JwtSettings = {
   ttlSeconds: number;
 };
 
+/** Both files or neither: a certificate without its key (or the reverse) is a mistake, not plaintext. */
+function parseGrpcTls(reader: Reader): Config["grpcTls"] {
+  const certSet = reader.raw("GRPC_TLS_CERT_FILE") !== undefined;
+  const keySet = reader.raw("GRPC_TLS_KEY_FILE") !== undefined;
+  if (certSet !== keySet) {
+    reader.problems.push(
+      "GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE: set both for TLS, or neither for plaintext",
+    );
+    return undefined;
+  }
+  if (!certSet) return undefined;
+  const cert = reader.file("GRPC_TLS_CERT_FILE");
+  const key = reader.file("GRPC_TLS_KEY_FILE");
+  return cert === undefined || key === undefined ? undefined : { cert, key };
+}
+
 export type Config = {
   port: number;
   checkPort: number;
@@ -34,6 +50,11 @@ export type Config = {
   host: string;
   checkHost: string;
   adminHost: string;
+  /** The gRPC listener (Envoy's ext_authz over gRPC, gRPC health): GRPC_PORT, GRPC_HOST. */
+  grpcPort: number;
+  grpcHost: string;
+  /** PEM certificate chain and key: the gRPC listener speaks TLS; unset, plaintext HTTP/2 (h2c). */
+  grpcTls: { cert: string; key: string } | undefined;
   /** Unset: the embedded memory store. */
   redis: RedisSettings | undefined;
   redisTimeoutMs: number;
@@ -178,6 +199,9 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     checkHost: reader.host("CHECK_HOST", host),
     adminHost: reader.host("ADMIN_HOST", host),
+    grpcPort: reader.port("GRPC_PORT", 8081),
+    grpcHost: reader.host("GRPC_HOST", reader.host("CHECK_HOST", host)),
+    grpcTls: parseGrpcTls(reader),
     redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,

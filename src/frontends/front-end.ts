@@ -3,10 +3,11 @@
 import type { Checker } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
+import type { Readiness } from "../process/readiness.js";
 import type { ClientIpOptions } from "./client-ip.js";
 
 /**
- * The label metrics and logs give a front end's checks: "envoy", "nginx" ("envoy-grpc" next).
+ * The label metrics and logs give a front end's checks: "envoy", "nginx", "envoy-grpc".
  * A plain string, so that a new front end declares its own without editing a shared list; always a
  * constant of the front end, never request data, so that the metric label stays bounded.
  */
@@ -19,4 +20,15 @@ export type CheckContext = {
   logger: Logger;
   /** Called once per answered check, for metrics and logs. */
   onDecision?(protocol: Protocol, decision: Decision, seconds: number, ip: string): void;
+  /** Start-up and stop phases, for protocols that report health themselves (gRPC); ready when omitted. */
+  readiness?: Readiness | undefined;
+  /** Calls by method and status, for protocols with methods (gRPC). */
+  rpc?: RpcObserver | undefined;
+};
+
+/** Counts calls per method: method names are the server's own, never the request's. */
+export type RpcObserver = {
+  started(method: string): void;
+  /** `status`: the gRPC status name (OK, INVALID_ARGUMENT…), CANCELLED, or NOT_GRPC. */
+  finished(method: string, status: string): void;
 };

@@ -91,6 +91,18 @@ export function createMetrics() {
       labelNames: ["result"] as const,
       registers: [registry],
     }),
+    grpcCalls: new Counter({
+      name: "tollgate_grpc_calls_total",
+      help: "gRPC calls answered, by method and gRPC status (CANCELLED: the client left first)",
+      labelNames: ["method", "status"] as const,
+      registers: [registry],
+    }),
+    grpcInFlight: new Gauge({
+      name: "tollgate_grpc_calls_in_flight",
+      help: "gRPC calls begun and not yet answered (open health watches included), by method",
+      labelNames: ["method"] as const,
+      registers: [registry],
+    }),
     authEvents: new Counter({
       name: "tollgate_auth_events_total",
       help: "Authentication events",

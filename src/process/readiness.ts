@@ -7,17 +7,29 @@ export type Readiness = {
   markReady(): void;
   /** SIGTERM arrived: /ready answers 503 so that load balancers stop sending. */
   markStopping(): void;
+  /** Calls `listener` on every change of phase (gRPC health's Watch); returns the unsubscribe. */
+  onChange(listener: (phase: Phase) => void): () => void;
 };
 
 export function createReadiness(initial: Phase = "starting"): Readiness {
   let phase = initial;
+  const listeners = new Set<(phase: Phase) => void>();
+  const become = (next: Phase) => {
+    if (phase === next) return;
+    phase = next;
+    for (const listener of [...listeners]) listener(next);
+  };
   return {
     phase: () => phase,
     markReady() {
-      if (phase === "starting") phase = "ready";
+      if (phase === "starting") become("ready");
     },
     markStopping() {
-      phase = "stopping";
+      become("stopping");
+    },
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
     },
   };
 }

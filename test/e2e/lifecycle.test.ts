@@ -316,7 +316,12 @@ describe("first start", () => {
     const fileToken = "admin-token-from-the-env-file-0123456789";
     writeFileSync(join(dir, ".env"), `ADMIN_TOKEN=${fileToken}\nPORT=1\nLOG_FORMAT=json\n`);
     // No ENV_FILE and no ADMIN_TOKEN here: the token can only come from the file.
-    const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+    const [port, checkPort, adminPort, grpcPort] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
     const child = spawn(process.execPath, [MAIN], {
       cwd: dir,
       env: {
@@ -325,6 +330,7 @@ describe("first start", () => {
         PORT: String(port),
         CHECK_PORT: String(checkPort),
         ADMIN_PORT: String(adminPort),
+        GRPC_PORT: String(grpcPort),
       },
       stdio: "ignore",
     });

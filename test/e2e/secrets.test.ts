@@ -43,7 +43,12 @@ type Exit = { code: number | null; output: string; stderr: string };
 
 /** Runs `node dist/src/main.js` until it exits by itself (or 15 s pass, which fails the test). */
 async function runToExit(env: Record<string, string>): Promise<Exit> {
-  const [port, checkPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const [port, checkPort, adminPort, grpcPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const child = spawn(process.execPath, ["dist/src/main.js"], {
     cwd: ROOT,
     env: {
@@ -52,6 +57,7 @@ async function runToExit(env: Record<string, string>): Promise<Exit> {
       PORT: String(port),
       CHECK_PORT: String(checkPort),
       ADMIN_PORT: String(adminPort),
+      GRPC_PORT: String(grpcPort),
       NODE_ENV: "production",
       ENV_FILE: "", // never a developer's .env: its secrets would hide the ones a test leaves out
       ...env,

@@ -63,6 +63,7 @@ describe("a port already in use", () => {
     ["PORT", "port"],
     ["CHECK_PORT", "checkPort"],
     ["ADMIN_PORT", "adminPort"],
+    ["GRPC_PORT", "grpcPort"],
   ] as const)("stops start-up with exit 1 and one line naming %s", async (name, field) => {
     const exit = await withTakenPort(async (port) => {
       const ports = { ...(await freeTollgatePorts()), [field]: port };

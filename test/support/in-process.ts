@@ -1,4 +1,4 @@
-// The one tollgate the tests build in this process: its three listeners on free loopback ports, its log
+// The one tollgate the tests build in this process: its four listeners on free loopback ports, its log
 // lines kept, and clients of its public and admin APIs. On a fresh Redis store of its own by default,
 // on another instance's Redis, or on a store the test gives (memory, Cluster, Sentinel).
 import { randomBytes } from "node:crypto";
@@ -24,6 +24,8 @@ export type InProcess = {
   tollgate: Tollgate;
   store: Store;
   checkUrl: string;
+  /** The gRPC listener (ext_authz Check, health), as http://host:port. */
+  grpcUrl: string;
   publicUrl: string;
   adminUrl: string;
   adminToken: string;
@@ -116,6 +118,7 @@ export async function startInProcess(
   // The listeners exactly as src/listeners.ts lists them, on ports the system picks.
   const serving = await serveListeners(config, tollgate);
   const [checkUrl, publicUrl, adminUrl] = [serving.url("check"), serving.url("public"), serving.url("admin")];
+  const grpcUrl = serving.url("grpc");
   const api = client(publicUrl);
   const admin = client(adminUrl);
   const login: InProcess["login"] = (username, password, o = {}) =>
@@ -131,6 +134,7 @@ export async function startInProcess(
     tollgate,
     store,
     checkUrl,
+    grpcUrl,
     publicUrl,
     adminUrl,
     adminToken: config.adminToken,

@@ -4,7 +4,7 @@ import type { Config } from "../../src/config/env.js";
 import { createListeners } from "../../src/listeners.js";
 
 export type Serving = {
-  /** The base URL of the listener named `name` ("public", "check", "admin"). */
+  /** The base URL of the listener named `name` ("public", "check", "admin", "grpc"). */
   url(name: string): string;
   /** Closes every listener at once, connections in flight included. */
   close(): Promise<void>;
@@ -18,9 +18,11 @@ export async function serveListeners(config: Config, tollgate: Tollgate): Promis
       host: loopback,
       checkHost: loopback,
       adminHost: loopback,
+      grpcHost: loopback,
       port: 0,
       checkPort: 0,
       adminPort: 0,
+      grpcPort: 0,
     },
     tollgate,
   );

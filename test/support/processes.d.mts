@@ -39,7 +39,7 @@ export type RedisServer = {
 };
 export declare function startRedisServer(options?: { port?: number; name?: string }): Promise<RedisServer>;
 
-export type TollgatePorts = { port: number; checkPort: number; adminPort: number };
+export type TollgatePorts = { port: number; checkPort: number; adminPort: number; grpcPort?: number };
 export declare function freeTollgatePorts(): Promise<TollgatePorts>;
 export declare function tollgateEnv(ports: TollgatePorts): Record<string, string>;
 
@@ -47,6 +47,8 @@ export type TollgateProcess = RunningProcess &
   TollgatePorts & {
     url: string;
     checkUrl: string;
+    /** The gRPC listener, as http://127.0.0.1:port. */
+    grpcUrl: string;
     adminUrl: string;
     adminToken: string;
   };

@@ -152,22 +152,28 @@ export async function startRedisServer({ port: given, name = "redis-server" } = 
   };
 }
 
-/** Free loopback ports for tollgate's public, check and admin listeners. */
+/** Free loopback ports for tollgate's public, check, admin and gRPC listeners. */
 export async function freeTollgatePorts() {
-  return { port: await freePort(), checkPort: await freePort(), adminPort: await freePort() };
+  return {
+    port: await freePort(),
+    checkPort: await freePort(),
+    adminPort: await freePort(),
+    grpcPort: await freePort(),
+  };
 }
 
 /**
  * The settings every tollgate the tests and the bench spawn starts from: its listeners on loopback, the
  * shared secrets (secrets.mjs), no drain delay (processes are stopped at once), and never a developer's .env.
  */
-export function tollgateEnv({ port, checkPort, adminPort }) {
+export function tollgateEnv({ port, checkPort, adminPort, grpcPort }) {
   return {
     PATH: process.env.PATH ?? "",
     HOST: "127.0.0.1",
     PORT: String(port),
     CHECK_PORT: String(checkPort),
     ADMIN_PORT: String(adminPort),
+    ...(grpcPort === undefined ? {} : { GRPC_PORT: String(grpcPort) }),
     JWT_SECRET,
     ADMIN_TOKEN,
     DRAIN_DELAY_MS: "0",
@@ -193,7 +199,7 @@ export async function startTollgate(
   } = {},
 ) {
   const ports = await freeTollgatePorts();
-  const { port, checkPort, adminPort } = ports;
+  const { port, checkPort, adminPort, grpcPort } = ports;
   const proc = startProcess({
     name,
     command: process.execPath,
@@ -226,8 +232,10 @@ export async function startTollgate(
     port,
     checkPort,
     adminPort,
+    grpcPort,
     url,
     checkUrl: `http://127.0.0.1:${checkPort}`,
+    grpcUrl: `http://127.0.0.1:${grpcPort}`,
     adminUrl,
     adminToken,
   };

@@ -1,0 +1,32 @@
+// The gRPC listener on GRPC_PORT: one HTTP/2 server for the gRPC services it is given (Envoy's
+// ext_authz Authorization; the rate limit service next), with grpc.health.v1 reporting each of them.
+import type { CheckContext } from "../front-end.js";
+import type { Listener, ListenerAddress } from "../listener.js";
+import { type GrpcMethod, grpcListener } from "./grpc-server.js";
+import { createHealthService } from "./health.js";
+
+/** A gRPC service: its full name (as health reports it) and its methods by full path. */
+export type GrpcService = { name: string; methods: readonly (readonly [string, GrpcMethod])[] };
+
+export function createGrpcListener(
+  address: ListenerAddress,
+  context: CheckContext,
+  options: { services: readonly GrpcService[]; tls: { cert: string; key: string } | undefined },
+): Listener {
+  const health = createHealthService({
+    services: options.services.map((service) => service.name),
+    readiness: context.readiness,
+  });
+  const methods = new Map<string, GrpcMethod>([
+    ...options.services.flatMap((service) => service.methods),
+    ...health.methods,
+  ]);
+  const { tls } = options;
+  return grpcListener(address, {
+    methods,
+    tls: tls === undefined ? undefined : { cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
+    observer: context.rpc,
+    onError: (error, method) => context.logger.error({ err: error, method }, "gRPC call failed unexpectedly"),
+    onDrain: health.drain,
+  });
+}

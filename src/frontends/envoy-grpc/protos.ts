@@ -1,0 +1,83 @@
+// The message types of the gRPC listener, from the .proto files in proto/ (see proto/README.md),
+// compiled once at start-up by protobufjs into its generated encoders and decoders.
+import { readFileSync } from "node:fs";
+import protobuf from "protobufjs";
+
+/** Next to this module, in the sources and in dist/ (scripts/copy-assets.mjs, scripts/bundle.mjs). */
+const PROTO_DIR = new URL("./proto/", import.meta.url);
+
+/** Every file, each after the files it imports. */
+const FILES = [
+  "google/rpc/status.proto",
+  "envoy/type/v3/http_status.proto",
+  "envoy/config/core/v3/base.proto",
+  "envoy/config/core/v3/address.proto",
+  "envoy/service/auth/v3/attribute_context.proto",
+  "envoy/service/auth/v3/external_auth.proto",
+  "grpc/health/v1/health.proto",
+];
+
+/** protobuf's well-known types, which protobufjs carries itself (their fields are camelCase). */
+const WELL_KNOWN = ["google/protobuf/wrappers.proto", "google/protobuf/struct.proto"];
+
+function loadRoot(): protobuf.Root {
+  const root = new protobuf.Root();
+  for (const name of WELL_KNOWN) {
+    const descriptor = protobuf.common.get(name);
+    if (descriptor === null) throw new Error(`protobufjs lacks ${name}`);
+    root.addJSON(descriptor.nested as protobuf.INamespace["nested"] & object);
+  }
+  // Files are read here rather than by protobufjs's loader, so that the bundle never needs the
+  // loader's own way of reaching the file system.
+  for (const file of FILES) {
+    protobuf.parse(readFileSync(new URL(file, PROTO_DIR), "utf8"), root, { keepCase: true });
+  }
+  root.resolveAll();
+  return root;
+}
+
+const root = loadRoot();
+
+export const messages = {
+  CheckRequest: root.lookupType("envoy.service.auth.v3.CheckRequest"),
+  CheckResponse: root.lookupType("envoy.service.auth.v3.CheckResponse"),
+  HealthCheckRequest: root.lookupType("grpc.health.v1.HealthCheckRequest"),
+  HealthCheckResponse: root.lookupType("grpc.health.v1.HealthCheckResponse"),
+};
+
+// The decoded shapes tollgate reads (protobufjs leaves an absent message field undefined and an
+// absent scalar at its default).
+
+export type HeaderValue = { key?: string; value?: string; raw_value?: Uint8Array };
+
+export type SocketAddress = { address?: string; port_value?: number };
+
+export type Peer = { address?: { socket_address?: SocketAddress } };
+
+export type HttpRequestAttributes = {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  header_map?: { headers?: HeaderValue[] };
+};
+
+export type CheckRequestMessage = {
+  attributes?: { source?: Peer; request?: { http?: HttpRequestAttributes } };
+};
+
+/** A HeaderValueOption as tollgate writes it: `append` always stated (see ext-authz.ts). */
+export type HeaderOption = { header: { key: string; value: string }; append: { value: boolean } };
+
+/** google.protobuf.Value (protobufjs's built-in, camelCase). */
+export type StructValue = { stringValue: string };
+
+export type CheckResponseMessage = {
+  status: { code: number; message?: string };
+  ok_response?: {
+    headers: HeaderOption[];
+    headers_to_remove: string[];
+    response_headers_to_add: HeaderOption[];
+  };
+  denied_response?: { status: { code: number }; headers: HeaderOption[]; body: string };
+  dynamic_metadata?: { fields: Record<string, StructValue> };
+};
