@@ -6,6 +6,8 @@ import { createListeners } from "../../src/listeners.js";
 export type Serving = {
   /** The base URL of the listener named `name` ("public", "check", "admin", "grpc"). */
   url(name: string): string;
+  /** Drains the listener named `name` as a stop does, and resolves once its connections have closed. */
+  drain(name: string): Promise<void>;
   /** Closes every listener at once, connections in flight included. */
   close(): Promise<void>;
 };
@@ -27,11 +29,17 @@ export async function serveListeners(config: Config, tollgate: Tollgate): Promis
     tollgate,
   );
   await Promise.all(listeners.map((listener) => listener.start()));
+  const named = (name: string) => {
+    const listener = listeners.find((l) => l.name === name);
+    if (listener === undefined) throw new Error(`no listener named ${name}`);
+    return listener;
+  };
   return {
-    url(name) {
-      const listener = listeners.find((l) => l.name === name);
-      if (listener === undefined) throw new Error(`no listener named ${name}`);
-      return `http://${loopback}:${listener.port}`;
+    url: (name) => `http://${loopback}:${named(name).port}`,
+    drain(name) {
+      const listener = named(name);
+      listener.drain();
+      return listener.stop();
     },
     async close() {
       await Promise.all(listeners.map((listener) => listener.stop({ force: true })));

@@ -76,7 +76,8 @@ export function checkFacts(
 ): CheckRequest | CheckResponse {
   const attributes = message.attributes;
   const http = attributes?.request?.http;
-  if (http === undefined || !http.method || !http.path) {
+  // protobufjs leaves an absent message field null (on the prototype), never undefined.
+  if (http == null || !http.method || !http.path) {
     throw new GrpcError(
       GrpcStatus.INVALID_ARGUMENT,
       "the CheckRequest has no attributes.request.http with a method and a path",
@@ -90,7 +91,8 @@ export function checkFacts(
     authorization: requestHeader(http, "authorization"),
     ip: clientAddress(
       {
-        // The downstream address as Envoy resolved it (use_remote_address, xff_num_trusted_hops).
+        // The address of Envoy's downstream connection (its TCP peer, or what the PROXY protocol
+        // stated): not X-Forwarded-For, which Envoy does not apply here (docs/istio.md).
         stated: attributes?.source?.address?.socket_address?.address,
         forwardedFor: requestHeader(http, "x-forwarded-for"),
         peer,

@@ -45,24 +45,24 @@ export const messages = {
   HealthCheckResponse: root.lookupType("grpc.health.v1.HealthCheckResponse"),
 };
 
-// The decoded shapes tollgate reads (protobufjs leaves an absent message field undefined and an
-// absent scalar at its default).
+// The decoded shapes tollgate reads. protobufjs leaves an absent message field null and an absent
+// scalar at its default: read every message field with `?.` or `== null`.
 
 export type HeaderValue = { key?: string; value?: string; raw_value?: Uint8Array };
 
 export type SocketAddress = { address?: string; port_value?: number };
 
-export type Peer = { address?: { socket_address?: SocketAddress } };
+export type Peer = { address?: { socket_address?: SocketAddress | null } | null };
 
 export type HttpRequestAttributes = {
   method?: string;
   path?: string;
   headers?: Record<string, string>;
-  header_map?: { headers?: HeaderValue[] };
+  header_map?: { headers?: HeaderValue[] } | null;
 };
 
 export type CheckRequestMessage = {
-  attributes?: { source?: Peer; request?: { http?: HttpRequestAttributes } };
+  attributes?: { source?: Peer | null; request?: { http?: HttpRequestAttributes | null } | null } | null;
 };
 
 /** A HeaderValueOption as tollgate writes it: `append` always stated (see ext-authz.ts). */

@@ -1,0 +1,117 @@
+// The tests' gRPC client: @grpc/grpc-js with @grpc/proto-loader, a different gRPC implementation
+// from tollgate's own server (node:http2 framing, src/frontends/envoy-grpc/grpc-server.ts), over the
+// same .proto files.
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as loader from "@grpc/proto-loader";
+
+const PROTO_DIR = fileURLToPath(new URL("../../src/frontends/envoy-grpc/proto/", import.meta.url));
+
+const definition = loader.loadSync(
+  ["envoy/service/auth/v3/external_auth.proto", "grpc/health/v1/health.proto"],
+  {
+    includeDirs: [PROTO_DIR],
+    keepCase: true,
+    // Absent fields stay absent, so that a test sees what the server sent and nothing else.
+    defaults: false,
+    enums: Number,
+  },
+);
+// biome-ignore lint/suspicious/noExplicitAny: grpc-js's loaded package is untyped by nature.
+const loaded = grpc.loadPackageDefinition(definition) as any;
+
+export type HeaderOption = { header: { key: string; value: string }; append?: { value?: boolean } };
+
+export type CheckResponse = {
+  status?: { code?: number; message?: string };
+  ok_response?: {
+    headers?: HeaderOption[];
+    headers_to_remove?: string[];
+    response_headers_to_add?: HeaderOption[];
+  };
+  denied_response?: { status?: { code?: number }; headers?: HeaderOption[]; body?: string };
+  dynamic_metadata?: { fields?: Record<string, { stringValue?: string }> };
+};
+
+export type CheckRequestInput = {
+  method?: string;
+  path: string;
+  headers?: Record<string, string>;
+  /** The downstream client's address as Envoy states it in attributes.source. */
+  source?: string;
+};
+
+export function checkRequest(input: CheckRequestInput) {
+  return {
+    attributes: {
+      ...(input.source === undefined
+        ? {}
+        : { source: { address: { socket_address: { address: input.source, port_value: 40000 } } } }),
+      request: {
+        http: {
+          method: input.method ?? "GET",
+          path: input.path,
+          headers: input.headers ?? {},
+          protocol: "HTTP/1.1",
+        },
+      },
+    },
+  };
+}
+
+/** The headers of an option list as a plain record (last one wins), for assertions. */
+export const headerRecord = (options: HeaderOption[] | undefined): Record<string, string> =>
+  Object.fromEntries((options ?? []).map((option) => [option.header.key, option.header.value]));
+
+export type GrpcClients = {
+  check(input: CheckRequestInput | object): Promise<CheckResponse>;
+  /** A Check call that is expected to fail: its gRPC status code and details. */
+  checkError(input: object): Promise<{ code: number; details: string }>;
+  health(service?: string): Promise<{ status?: number } | { code: number }>;
+  /** Health Watch: every status received, and the stream's end. */
+  watch(service?: string): { statuses: number[]; ended: Promise<{ code: number }>; cancel(): void };
+  close(): void;
+};
+
+/** Clients of a tollgate gRPC listener at `url` (http://host:port). */
+export function grpcClients(url: string): GrpcClients {
+  const target = new URL(url).host;
+  const credentials = grpc.credentials.createInsecure();
+  const auth = new loaded.envoy.service.auth.v3.Authorization(target, credentials);
+  const health = new loaded.grpc.health.v1.Health(target, credentials);
+  const call = <T>(client: typeof auth, method: string, request: object) =>
+    new Promise<T>((resolve, reject) => {
+      client[method](request, { deadline: Date.now() + 15_000 }, (error: grpc.ServiceError | null, out: T) =>
+        error === null ? resolve(out) : reject(error),
+      );
+    });
+  return {
+    check: (input) =>
+      call<CheckResponse>(auth, "Check", "path" in input ? checkRequest(input as CheckRequestInput) : input),
+    checkError: (input) =>
+      call<CheckResponse>(auth, "Check", input).then(
+        (out) => {
+          throw new Error(`expected a failed call, got ${JSON.stringify(out)}`);
+        },
+        (error: grpc.ServiceError) => ({ code: error.code, details: error.details }),
+      ),
+    health: (service = "") =>
+      call<{ status?: number }>(health, "Check", { service }).catch((error: grpc.ServiceError) => ({
+        code: error.code,
+      })),
+    watch(service = "") {
+      const statuses: number[] = [];
+      const stream = health.Watch({ service });
+      stream.on("data", (message: { status?: number }) => statuses.push(message.status ?? 0));
+      const ended = new Promise<{ code: number }>((resolve) => {
+        stream.on("status", (status: grpc.StatusObject) => resolve({ code: status.code }));
+        stream.on("error", () => undefined);
+      });
+      return { statuses, ended, cancel: () => stream.cancel() };
+    },
+    close() {
+      auth.close();
+      health.close();
+    },
+  };
+}
