@@ -28,8 +28,9 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # The node image's unprivileged user; the app writes nothing to disk (logs go to stdout).
 USER node
-# 8080 public API, 9191 check (Envoy/nginx only), 9090 admin + metrics, 8000 demo upstream.
-EXPOSE 8080 9191 9090 8000
+# 8080 public API, 9191 check (Envoy/nginx only), 8081 gRPC check (Envoy ext_authz over gRPC),
+# 9090 admin + metrics, 8000 demo upstream.
+EXPOSE 8080 9191 8081 9090 8000
 # tollgate drains on SIGTERM (finishes requests in flight, closes Redis, exits 0).
 STOPSIGNAL SIGTERM
 CMD ["node", "dist/src/main.js"]

@@ -1,4 +1,4 @@
-// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml and prometheus.yml checked against the contract's ports, paths and headers.
+// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml, envoy/envoy-grpc.yaml and prometheus.yml checked against the contract's ports, paths and headers.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -10,33 +10,50 @@ const load = (path: string): Node => parse(readFileSync(new URL(path, ROOT), "ut
 const node = (value: unknown): Node => (value ?? {}) as Node;
 const nodes = (value: unknown): Node[] => (Array.isArray(value) ? (value as Node[]) : []);
 
-const envoy = load("envoy/envoy.yaml");
 const compose = load("docker-compose.yml");
 const services = node(compose.services);
-const resources = node(envoy.static_resources);
-const listener = nodes(resources.listeners)[0] ?? {};
-const hcm = node(node(nodes(node(nodes(listener.filter_chains)[0]).filters)[0]).typed_config);
-const httpFilters = nodes(hcm.http_filters);
-const routes = nodes(node(nodes(node(hcm.route_config).virtual_hosts)[0]).routes);
-const extAuthzIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.ext_authz");
-const extAuthz = node(httpFilters[extAuthzIndex]?.typed_config);
+
+/** One Envoy bootstrap of envoy/, taken apart into the pieces the tests below look at. */
+function envoyParts(path: string) {
+  const resources = node(load(path).static_resources);
+  const listener = nodes(resources.listeners)[0] ?? {};
+  const hcm = node(node(nodes(node(nodes(listener.filter_chains)[0]).filters)[0]).typed_config);
+  const httpFilters = nodes(hcm.http_filters);
+  const routes = nodes(node(nodes(node(hcm.route_config).virtual_hosts)[0]).routes);
+  const extAuthzIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.ext_authz");
+  const extAuthz = node(httpFilters[extAuthzIndex]?.typed_config);
+  const clusters = nodes(resources.clusters);
+  /** "host:port" of every endpoint of an Envoy cluster. */
+  const endpointsOf = (clusterName: unknown): string[] => {
+    const cluster = clusters.find((c) => c.name === clusterName);
+    return nodes(node(cluster?.load_assignment).endpoints).flatMap((group) =>
+      nodes(group.lb_endpoints).map((lb) => {
+        const socket = node(node(node(lb.endpoint).address).socket_address);
+        return `${String(socket.address)}:${String(socket.port_value)}`;
+      }),
+    );
+  };
+  const routeFor = (match: Node): Node | undefined =>
+    routes.find((r) => JSON.stringify(r.match) === JSON.stringify(match));
+  return {
+    resources,
+    listener,
+    hcm,
+    httpFilters,
+    routes,
+    extAuthzIndex,
+    extAuthz,
+    clusters,
+    endpointsOf,
+    routeFor,
+  };
+}
+
+const { resources, listener, hcm, httpFilters, routes, extAuthzIndex, extAuthz, endpointsOf, routeFor } =
+  envoyParts("envoy/envoy.yaml");
 const httpService = node(extAuthz.http_service);
 const authzResponse = node(httpService.authorization_response);
-
-/** "host:port" of every endpoint of an Envoy cluster. */
-function endpointsOf(clusterName: unknown): string[] {
-  const cluster = nodes(resources.clusters).find((c) => c.name === clusterName);
-  return nodes(node(cluster?.load_assignment).endpoints).flatMap((group) =>
-    nodes(group.lb_endpoints).map((lb) => {
-      const socket = node(node(node(lb.endpoint).address).socket_address);
-      return `${String(socket.address)}:${String(socket.port_value)}`;
-    }),
-  );
-}
-
-function routeFor(match: Node): Node | undefined {
-  return routes.find((r) => JSON.stringify(r.match) === JSON.stringify(match));
-}
+const grpcEnvoy = envoyParts("envoy/envoy-grpc.yaml");
 
 /** A pattern list as a set of "exact:x" / "prefix:y" strings, so that order does not matter. */
 const patterns = (list: unknown): string[] =>
@@ -159,6 +176,145 @@ describe("envoy/envoy.yaml", () => {
   });
 });
 
+/** Keys a message of Envoy's v3 API has, as far as envoy-grpc.yaml may use them (checked against the protos). */
+const API_KEYS: Record<string, readonly string[]> = {
+  ExtAuthz: [
+    "@type",
+    "grpc_service",
+    "http_service",
+    "transport_api_version",
+    "failure_mode_allow",
+    "failure_mode_allow_header_add",
+    "with_request_body",
+    "clear_route_cache",
+    "status_on_error",
+    "validate_mutations",
+    "metadata_context_namespaces",
+    "include_peer_certificate",
+    "stat_prefix",
+    "allowed_headers",
+    "disallowed_headers",
+    "include_tls_session",
+    "encode_raw_headers",
+  ],
+  GrpcService: ["envoy_grpc", "google_grpc", "timeout", "initial_metadata"],
+  EnvoyGrpc: ["cluster_name", "authority", "retry_policy"],
+  HealthCheck: [
+    "timeout",
+    "interval",
+    "initial_jitter",
+    "interval_jitter",
+    "unhealthy_threshold",
+    "healthy_threshold",
+    "reuse_connection",
+    "grpc_health_check",
+    "no_traffic_interval",
+    "unhealthy_interval",
+  ],
+  GrpcHealthCheck: ["service_name", "authority"],
+  KeepaliveSettings: ["interval", "timeout", "interval_jitter", "connection_idle_interval"],
+};
+
+const unknownKeys = (value: unknown, message: string): string[] =>
+  Object.keys(node(value)).filter((key) => !(API_KEYS[message] ?? []).includes(key));
+
+describe("envoy/envoy-grpc.yaml", () => {
+  const grpcService = node(grpcEnvoy.extAuthz.grpc_service);
+  const grpcClusterName = node(grpcService.envoy_grpc).cluster_name;
+  const grpcCluster = grpcEnvoy.clusters.find((c) => c.name === grpcClusterName);
+  const protocolOptions = node(
+    node(grpcCluster?.typed_extension_protocol_options)[
+      "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+    ],
+  );
+  const http2 = node(node(protocolOptions.explicit_http_config).http2_protocol_options);
+  const healthChecks = nodes(grpcCluster?.health_checks);
+
+  it("is envoy.yaml's edge with another check: same admin, listener, routes, replies, filters around it and upstreams", () => {
+    const http = load("envoy/envoy.yaml");
+    const grpc = load("envoy/envoy-grpc.yaml");
+    expect(grpc.admin).toEqual(http.admin);
+    const { filter_chains: grpcChains, ...grpcListener } = grpcEnvoy.listener;
+    const { filter_chains: httpChains, ...httpListener } = listener;
+    expect(grpcListener).toEqual(httpListener);
+    // The connection manager differs only in its filters and its access log format.
+    const { http_filters: _gf, access_log: _ga, ...grpcHcm } = grpcEnvoy.hcm;
+    const { http_filters: _hf, access_log: _ha, ...httpHcm } = hcm;
+    expect(grpcHcm).toEqual(httpHcm);
+    expect(grpcEnvoy.httpFilters.map((f) => f.name)).toEqual(httpFilters.map((f) => f.name));
+    expect(grpcEnvoy.httpFilters[0]).toEqual(httpFilters[0]); // header_mutation, before ext_authz
+    expect(grpcEnvoy.httpFilters.at(-1)).toEqual(httpFilters.at(-1)); // the router, last
+    for (const name of ["tollgate_public", "upstream"]) {
+      expect(
+        grpcEnvoy.clusters.find((c) => c.name === name),
+        name,
+      ).toEqual(nodes(resources.clusters).find((c) => c.name === name));
+    }
+    expect(grpcEnvoy.clusters.map((c) => c.name).sort()).toEqual([
+      "tollgate_grpc",
+      "tollgate_public",
+      "upstream",
+    ]);
+  });
+
+  it("calls Authorization/Check (API v3) through Envoy's gRPC client, without the HTTP service's settings", () => {
+    expect(grpcEnvoy.extAuthz.transport_api_version).toBe("V3");
+    expect(Object.keys(grpcService)).toContain("envoy_grpc");
+    expect(grpcEnvoy.extAuthz.http_service).toBeUndefined();
+    // Unset, Envoy sends every request header to a gRPC service; the header_mutation filter has
+    // already removed the identity and client-address headers a client sent.
+    expect(grpcEnvoy.extAuthz.allowed_headers).toBeUndefined();
+    expect(unknownKeys(grpcEnvoy.extAuthz, "ExtAuthz")).toEqual([]);
+    expect(unknownKeys(grpcService, "GrpcService")).toEqual([]);
+    expect(unknownKeys(grpcService.envoy_grpc, "EnvoyGrpc")).toEqual([]);
+  });
+
+  it("sends the check to a cluster that speaks HTTP/2 to tollgate's GRPC_PORT (8081)", () => {
+    expect(grpcCluster).toBeDefined();
+    expect(String(protocolOptions["@type"])).toMatch(/\.upstreams\.http\.v3\.HttpProtocolOptions$/);
+    expect(node(protocolOptions.explicit_http_config).http2_protocol_options).toBeDefined();
+    expect(node(protocolOptions.explicit_http_config).http_protocol_options).toBeUndefined();
+    const grpcPort = composeDefault(env("tollgate").GRPC_PORT) || "8081";
+    expect(grpcEnvoy.endpointsOf(grpcClusterName)).toEqual([`tollgate:${grpcPort}`]);
+    expect(node(services.tollgate).expose).toContain(grpcPort);
+  });
+
+  it("fails closed with 503 and waits longer for a check than tollgate waits for Redis", () => {
+    expect(grpcEnvoy.extAuthz.failure_mode_allow).toBe(false);
+    expect(node(grpcEnvoy.extAuthz.status_on_error).code).toBe("ServiceUnavailable");
+    const redisTimeoutMs = Number(composeDefault(env("tollgate").REDIS_TIMEOUT_MS) || 100);
+    const checkTimeout = seconds(grpcService.timeout);
+    expect(checkTimeout * 1000).toBeGreaterThan(redisTimeoutMs);
+    expect(checkTimeout).toBeLessThanOrEqual(1);
+    expect(grpcService.timeout).toBe(node(httpService.server_uri).timeout);
+  });
+
+  it("health-checks the Authorization service over grpc.health.v1 and pings idle HTTP/2 connections", () => {
+    expect(healthChecks).toHaveLength(1);
+    const check = node(healthChecks[0]);
+    expect(node(check.grpc_health_check).service_name).toBe("envoy.service.auth.v3.Authorization");
+    // Required by the HealthCheck message.
+    for (const field of ["timeout", "interval", "unhealthy_threshold", "healthy_threshold"])
+      expect(check[field], field).toBeDefined();
+    expect(seconds(check.timeout)).toBeLessThan(seconds(check.interval));
+    expect(unknownKeys(check, "HealthCheck")).toEqual([]);
+    expect(unknownKeys(check.grpc_health_check, "GrpcHealthCheck")).toEqual([]);
+    const keepalive = node(http2.connection_keepalive);
+    expect(seconds(keepalive.timeout)).toBeGreaterThan(0);
+    expect(seconds(keepalive.timeout)).toBeLessThan(seconds(keepalive.interval));
+    expect(unknownKeys(keepalive, "KeepaliveSettings")).toEqual([]);
+  });
+
+  it("logs the check's decision from the dynamic metadata ext_authz sets", () => {
+    const format = String(
+      node(node(node(nodes(grpcEnvoy.hcm.access_log)[0]?.typed_config).log_format).text_format_source)
+        .inline_string,
+    );
+    for (const key of ["user_id", "tier", "category", "decision", "reason"])
+      expect(format).toContain(`%DYNAMIC_METADATA(envoy.filters.http.ext_authz:${key})%`);
+  });
+});
+
 describe("docker-compose.yml", () => {
   it("runs Redis with the append-only file and a health check", () => {
     const redis = node(services.redis);
@@ -170,6 +326,7 @@ describe("docker-compose.yml", () => {
   it("runs tollgate, the upstream, Envoy on 10000 and Prometheus, with k6 only under the load profile", () => {
     expect(Object.keys(services).sort()).toEqual([
       "envoy",
+      "envoy-grpc",
       "k6",
       "prometheus",
       "redis",
@@ -183,6 +340,32 @@ describe("docker-compose.yml", () => {
     }
     expect(node(services.k6).profiles).toEqual(["load"]);
     expect(env("k6").BASE_URL).toBe("http://envoy:10000");
+  });
+
+  it("runs envoy-grpc only under the grpc profile, with envoy/envoy-grpc.yaml, on host port 10001", () => {
+    const service = node(services["envoy-grpc"]);
+    expect(service.profiles).toEqual(["grpc"]);
+    expect(service.image).toBe(node(services.envoy).image);
+    expect(service.volumes).toContain("./envoy/envoy-grpc.yaml:/etc/envoy/envoy.yaml:ro");
+    expect(service.ports).toContain("10001:10000");
+    // Its admin on the host's loopback only, like the other Envoy's.
+    for (const entry of service.ports as string[])
+      if (entry.endsWith(":9901")) expect(entry).toMatch(/^127\.0\.0\.1:/);
+    expect(node(node(service.depends_on).tollgate).condition).toBe("service_healthy");
+    const grpcProfiled = Object.entries(services).filter(([, s]) =>
+      ((node(s).profiles as string[] | undefined) ?? []).includes("grpc"),
+    );
+    expect(grpcProfiled.map(([name]) => name)).toEqual(["envoy-grpc"]);
+  });
+
+  it("keeps tollgate's gRPC check port 8081 off the host and lists every exposed port in the image", () => {
+    for (const [name] of Object.entries(services))
+      expect(publishedContainerPorts(name), name).not.toContain(8081);
+    const exposed = (node(services.tollgate).expose as string[]).map(Number);
+    expect(exposed).toContain(8081);
+    const dockerfile = readFileSync(new URL("../../Dockerfile", import.meta.url), "utf8");
+    const imagePorts = (/^EXPOSE (.+)$/m.exec(dockerfile)?.[1] ?? "").split(/\s+/).map(Number);
+    for (const port of exposed) expect(imagePorts, String(port)).toContain(port);
   });
 
   it("mounts envoy/envoy.yaml into an Envoy image of the supported 1.38 line", () => {
