@@ -52,10 +52,12 @@ module.exports = {
     {
       name: "only-front-ends-speak-protocols",
       comment:
-        "node:http, node:http2 and gRPC libraries belong to the front ends (frontends/ for checks, http/ for the APIs); the composition root only wires their listeners, as values.",
+        "node:http, node:http2, gRPC libraries and protobuf belong to the front ends (frontends/ for checks, http/ for the APIs); the composition root only wires their listeners, as values.",
       severity: "error",
       from: { path: "^src/", pathNot: EDGE },
-      to: { path: "^(node:)?(http|http2)$|node_modules/@grpc/|node_modules/express/" },
+      to: {
+        path: "^(node:)?(http|http2)$|node_modules/@grpc/|node_modules/protobufjs/|node_modules/express/",
+      },
     },
     {
       name: "ioredis-only-in-the-redis-adapter",

@@ -190,6 +190,7 @@ export function loadConfig(env: Env = process.env): Config {
   // Unset outside production: loopback only, so a laptop run never exposes the admin and check
   // ports to its network. Containers set HOST=0.0.0.0 (the Dockerfile does).
   const host = reader.host("HOST", production ? "0.0.0.0" : "127.0.0.1");
+  const checkHost = reader.host("CHECK_HOST", host);
   const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
   const config: Config = {
@@ -197,10 +198,10 @@ export function loadConfig(env: Env = process.env): Config {
     checkPort: reader.port("CHECK_PORT", 9191),
     adminPort: reader.port("ADMIN_PORT", 9090),
     host,
-    checkHost: reader.host("CHECK_HOST", host),
+    checkHost,
     adminHost: reader.host("ADMIN_HOST", host),
     grpcPort: reader.port("GRPC_PORT", 8081),
-    grpcHost: reader.host("GRPC_HOST", reader.host("CHECK_HOST", host)),
+    grpcHost: reader.host("GRPC_HOST", checkHost),
     grpcTls: parseGrpcTls(reader),
     redis: parseRedisSettings((name) => reader.raw(name), reader.problems),
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),

@@ -181,6 +181,34 @@ describe("settings", () => {
 
   it("refuse two listeners on one port", () => {
     expect(problems({ ADMIN_PORT: "8080" })).toEqual(["ADMIN_PORT: 8080 is already used by PORT"]);
+    expect(problems({ GRPC_PORT: "9191" })).toEqual(["GRPC_PORT: 9191 is already used by CHECK_PORT"]);
+  });
+
+  it("put the gRPC listener on 8081 at CHECK_HOST, plaintext, unless told otherwise", () => {
+    expect(loadConfig({})).toMatchObject({ grpcPort: 8081, grpcHost: "127.0.0.1", grpcTls: undefined });
+    expect(loadConfig({ CHECK_HOST: "10.0.0.5" }).grpcHost).toBe("10.0.0.5");
+    expect(loadConfig({ CHECK_HOST: "10.0.0.5", GRPC_HOST: "10.0.0.6", GRPC_PORT: "50051" })).toMatchObject({
+      grpcHost: "10.0.0.6",
+      grpcPort: 50051,
+    });
+  });
+
+  it("take the gRPC listener's TLS certificate and key together, and name what is missing or unreadable", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-"));
+    writeFileSync(join(dir, "cert.pem"), "CERT");
+    writeFileSync(join(dir, "key.pem"), "KEY");
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    expect(loadConfig({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key }).grpcTls).toEqual({
+      cert: "CERT",
+      key: "KEY",
+    });
+    expect(problems({ GRPC_TLS_CERT_FILE: cert })).toEqual([
+      "GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE: set both for TLS, or neither for plaintext",
+    ]);
+    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: join(dir, "missing.pem") })).toEqual([
+      `GRPC_TLS_KEY_FILE: cannot read "${join(dir, "missing.pem")}" (ENOENT)`,
+    ]);
   });
 
   it("take any admin and metrics token outside production, and require their length in production", () => {
