@@ -73,10 +73,13 @@ export type GrpcClients = {
   close(): void;
 };
 
-/** Clients of a tollgate gRPC listener at `url` (http://host:port). */
-export function grpcClients(url: string): GrpcClients {
+/** Clients of a tollgate gRPC listener at `url` (http://host:port); TLS when `rootCert` is given. */
+export function grpcClients(url: string, options: { rootCert?: Buffer } = {}): GrpcClients {
   const target = new URL(url).host;
-  const credentials = grpc.credentials.createInsecure();
+  const credentials =
+    options.rootCert === undefined
+      ? grpc.credentials.createInsecure()
+      : grpc.credentials.createSsl(options.rootCert);
   const auth = new loaded.envoy.service.auth.v3.Authorization(target, credentials);
   const health = new loaded.grpc.health.v1.Health(target, credentials);
   const call = <T>(client: typeof auth, method: string, request: object) =>
