@@ -14,11 +14,17 @@ const FILES = [
   "envoy/config/core/v3/address.proto",
   "envoy/service/auth/v3/attribute_context.proto",
   "envoy/service/auth/v3/external_auth.proto",
+  "envoy/extensions/common/ratelimit/v3/ratelimit.proto",
+  "envoy/service/ratelimit/v3/rls.proto",
   "grpc/health/v1/health.proto",
 ];
 
 /** protobuf's well-known types, which protobufjs carries itself (their fields are camelCase). */
-const WELL_KNOWN = ["google/protobuf/wrappers.proto", "google/protobuf/struct.proto"];
+const WELL_KNOWN = [
+  "google/protobuf/wrappers.proto",
+  "google/protobuf/struct.proto",
+  "google/protobuf/duration.proto",
+];
 
 function loadRoot(): protobuf.Root {
   const root = new protobuf.Root();
@@ -41,6 +47,8 @@ const root = loadRoot();
 export const messages = {
   CheckRequest: root.lookupType("envoy.service.auth.v3.CheckRequest"),
   CheckResponse: root.lookupType("envoy.service.auth.v3.CheckResponse"),
+  RateLimitRequest: root.lookupType("envoy.service.ratelimit.v3.RateLimitRequest"),
+  RateLimitResponse: root.lookupType("envoy.service.ratelimit.v3.RateLimitResponse"),
   HealthCheckRequest: root.lookupType("grpc.health.v1.HealthCheckRequest"),
   HealthCheckResponse: root.lookupType("grpc.health.v1.HealthCheckResponse"),
 };
