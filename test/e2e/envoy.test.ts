@@ -1,7 +1,8 @@
 // End to end through the Envoy harness (envoy/envoy.yaml imitated) with real tollgate, upstream and Redis.
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { readEnvoyYaml } from "../support/envoy-config.js";
+import { envoyYamlText, readEnvoyYaml } from "../support/envoy-config.js";
+import { EXT_AUTHZ_NAMESPACE } from "../support/envoy-ext-authz-grpc.js";
 import { type EnvoyHarness, startEnvoyHarness } from "../support/envoy-harness.js";
 import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import {
@@ -119,6 +120,8 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   let tollgate: TollgateProcess;
   let upstream: UpstreamProcess;
   let envoy: EnvoyHarness;
+  /** The same Envoy with envoy/envoy-grpc.yaml: ext_authz over gRPC to tollgate's GRPC_PORT. */
+  let envoyGrpc: EnvoyHarness;
   let burst: EnvoyHarness;
   const extra: Array<{ close?(): Promise<void>; stop?(): Promise<unknown> }> = [];
 
@@ -126,6 +129,10 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
     [tollgate, upstream] = await Promise.all([startTollgate(env), startUpstream()]);
     envoy = await startEnvoyHarness({
       clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
+    });
+    envoyGrpc = await startEnvoyHarness({
+      config: "envoy-grpc.yaml",
+      clusters: { tollgate_grpc: tollgate.grpcUrl, tollgate_public: tollgate.url, upstream: upstream.url },
     });
     burst = await startEnvoyHarness({
       clusters: { tollgate_check: tollgate.checkUrl, tollgate_public: tollgate.url, upstream: upstream.url },
@@ -135,56 +142,63 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
 
   afterAll(async () => {
     await Promise.all(extra.map((thing) => thing.close?.() ?? thing.stop?.()));
-    await Promise.all([envoy?.close(), burst?.close()]);
+    await Promise.all([envoy?.close(), envoyGrpc?.close(), burst?.close()]);
     await Promise.all([tollgate?.stop(), upstream?.stop()]);
     closeClient();
   });
 
-  it("runs the README walk-through: login, /me, products with limit headers, sessions, logout, 401", async () => {
-    const address = newClientAddress();
-    const alice = await loginThrough(envoy.url, "alice", "secret", address, { "x-device-name": "laptop" });
-    const auth = { headers: bearer(alice.token), localAddress: address };
+  it.each(["http", "grpc"] as const)(
+    "runs the README walk-through with %s ext_authz: login, /me, products with limit headers, sessions, logout, 401",
+    async (mode) => {
+      const harness = mode === "http" ? envoy : envoyGrpc;
+      const address = newClientAddress();
+      const alice = await loginThrough(harness.url, "alice", "secret", address, {
+        "x-device-name": "laptop",
+      });
+      const auth = { headers: bearer(alice.token), localAddress: address };
 
-    const me = await send(`${envoy.url}/me`, auth);
-    expect(me.status).toBe(200);
-    expect(me.json()).toMatchObject({ user_id: alice.userId, username: "alice", tier: "free" });
+      const me = await send(`${harness.url}/me`, auth);
+      expect(me.status).toBe(200);
+      expect(me.json()).toMatchObject({ user_id: alice.userId, username: "alice", tier: "free" });
 
-    const first = await send(`${envoy.url}/api/products`, auth);
-    const second = await send(`${envoy.url}/api/products`, auth);
-    expect([first.status, second.status]).toEqual([200, 200]);
-    // tollgate's limit headers reach the client once each (allowed_client_headers_on_success) ...
-    expect(first.header("x-ratelimit-limit")).toBe("100");
-    expect(first.header("x-ratelimit-resource")).toBe("general");
-    expect(first.header("ratelimit-policy")).toBe('"free-general";q=100;w=3600');
-    expect(Number(first.header("x-ratelimit-used")) + Number(first.header("x-ratelimit-remaining"))).toBe(
-      100,
-    );
-    expect(Number(second.header("x-ratelimit-remaining"))).toBe(
-      Number(first.header("x-ratelimit-remaining")) - 1,
-    );
-    const reset = Number(first.header("x-ratelimit-reset"));
-    expect(reset).toBeGreaterThan(Date.now() / 1000);
-    expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 3600);
-    // ... and the identity it set reaches the upstream, which echoes it.
-    expect(first.json().user).toEqual({ id: alice.userId, tier: "free" });
+      const first = await send(`${harness.url}/api/products`, auth);
+      const second = await send(`${harness.url}/api/products`, auth);
+      expect([first.status, second.status]).toEqual([200, 200]);
+      // tollgate's limit headers reach the client once each (allowed_client_headers_on_success in HTTP
+      // mode, ok_response.response_headers_to_add in gRPC mode) ...
+      expect(first.header("x-ratelimit-limit")).toBe("100");
+      expect(first.header("x-ratelimit-resource")).toBe("general");
+      expect(first.header("ratelimit-policy")).toBe('"free-general";q=100;w=3600');
+      expect(Number(first.header("x-ratelimit-used")) + Number(first.header("x-ratelimit-remaining"))).toBe(
+        100,
+      );
+      expect(Number(second.header("x-ratelimit-remaining"))).toBe(
+        Number(first.header("x-ratelimit-remaining")) - 1,
+      );
+      const reset = Number(first.header("x-ratelimit-reset"));
+      expect(reset).toBeGreaterThan(Date.now() / 1000);
+      expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 3600);
+      // ... and the identity it set reaches the upstream, which echoes it.
+      expect(first.json().user).toEqual({ id: alice.userId, tier: "free" });
 
-    const sessions = await send(`${envoy.url}/auth/sessions`, auth);
-    expect(sessions.status).toBe(200);
-    const current = sessions
-      .json<{ sessions: Array<{ is_current: boolean; device_name: string; ip: string }> }>()
-      .sessions.find((s) => s.is_current);
-    expect(current).toMatchObject({ device_name: "laptop", ip: address });
+      const sessions = await send(`${harness.url}/auth/sessions`, auth);
+      expect(sessions.status).toBe(200);
+      const current = sessions
+        .json<{ sessions: Array<{ is_current: boolean; device_name: string; ip: string }> }>()
+        .sessions.find((s) => s.is_current);
+      expect(current).toMatchObject({ device_name: "laptop", ip: address });
 
-    const logout = await send(`${envoy.url}/auth/logout`, { ...auth, method: "POST" });
-    expect(logout.status).toBe(200);
-    expect(logout.json()).toEqual({ message: "Logged out from this device" });
+      const logout = await send(`${harness.url}/auth/logout`, { ...auth, method: "POST" });
+      expect(logout.status).toBe(200);
+      expect(logout.json()).toEqual({ message: "Logged out from this device" });
 
-    const after = await send(`${envoy.url}/api/products`, auth);
-    expect(after.status).toBe(401);
-    expect(after.header("www-authenticate")).toMatch(/^Bearer realm="tollgate", error="invalid_token"/);
-    expect(after.header("content-type")).toMatch(/^application\/json/);
-    expect(after.json()).toMatchObject({ error: "unauthorized" });
-  });
+      const after = await send(`${harness.url}/api/products`, auth);
+      expect(after.status).toBe(401);
+      expect(after.header("www-authenticate")).toMatch(/^Bearer realm="tollgate", error="invalid_token"/);
+      expect(after.header("content-type")).toMatch(/^application\/json/);
+      expect(after.json()).toMatchObject({ error: "unauthorized" });
+    },
+  );
 
   it.each([
     ["alice", "free", "100"],
@@ -384,6 +398,144 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
     expect(res.json()).toEqual({ error: "unavailable", message: "The authorization service is unavailable" });
     expect(res.header("retry-after")).toBe("1");
     expect(Object.keys(res.headers).filter((h) => /^(x-ratelimit-|ratelimit)/.test(h))).toEqual([]);
+  });
+
+  describe("in gRPC mode (envoy/envoy-grpc.yaml, ext_authz to tollgate's gRPC listener)", () => {
+    it("never lets identity headers forged by the client reach the upstream, with or without the header strip", async () => {
+      const recorder = await recordingServer((req) => ({
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(req),
+      }));
+      extra.push(recorder);
+      // Without the header_mutation filter's identity removals, only tollgate's answer (headers with
+      // append false, headers_to_remove) keeps the forged values away.
+      const unstrippedYaml = envoyYamlText("envoy-grpc.yaml").replace(
+        /- remove: x-user-id\n\s*- remove: x-user-tier\n\s*- remove: x-session-id\n\s*/,
+        "",
+      );
+      expect(unstrippedYaml).not.toContain("remove: x-user-id");
+      const clusters = {
+        tollgate_grpc: tollgate.grpcUrl,
+        tollgate_public: tollgate.url,
+        upstream: recorder.url,
+      };
+      const stripped = await startEnvoyHarness({ config: "envoy-grpc.yaml", clusters });
+      const unstripped = await startEnvoyHarness({ yaml: unstrippedYaml, clusters });
+      extra.push(stripped, unstripped);
+      const forged = { "x-user-id": "bob", "x-user-tier": "enterprise", "x-session-id": "forged" };
+      for (const harness of [stripped, unstripped]) {
+        const address = newClientAddress();
+        const alice = await loginThrough(harness.url, "alice", "secret", address);
+        recorder.received.length = 0;
+        const res = await send(`${harness.url}/api/products`, {
+          headers: { ...bearer(alice.token), ...forged },
+          localAddress: address,
+        });
+        expect(res.status).toBe(200);
+        expect(res.header("x-ratelimit-limit")).toBe("100");
+        const seen = (recorder.received[0] as Recorded).headers;
+        expect(seen["x-user-id"]).toBe(alice.userId);
+        expect(seen["x-user-tier"]).toBe("free");
+        expect(seen["x-session-id"]).not.toBe("forged");
+
+        recorder.received.length = 0;
+        const anonymous = await send(`${harness.url}/api/products`, {
+          headers: forged,
+          localAddress: address,
+        });
+        expect(anonymous.status).toBe(401);
+        expect(anonymous.header("www-authenticate")).toBe('Bearer realm="tollgate"');
+        expect(recorder.received).toHaveLength(0);
+      }
+    });
+
+    it("sends X-RateLimit-*, RateLimit and RateLimit-Policy to the client on an allow, and the decision to the access log", async () => {
+      const address = newClientAddress();
+      const alice = await loginThrough(envoyGrpc.url, "alice", "secret", address);
+      envoyGrpc.accessLog.length = 0;
+      const res = await send(`${envoyGrpc.url}/api/search?q=lamp`, {
+        headers: bearer(alice.token),
+        localAddress: address,
+      });
+      expect(res.status).toBe(200);
+      expect(res.header("x-ratelimit-limit")).toBe("20");
+      expect(res.header("x-ratelimit-resource")).toBe("search");
+      expect(Number(res.header("x-ratelimit-remaining"))).toBeLessThan(20);
+      expect(res.header("ratelimit-policy")).toBe('"free-search";q=20;w=3600');
+      expect(res.header("ratelimit")).toMatch(/^"free-search";r=\d+;t=\d+$/);
+      expect(res.json()).toMatchObject({ query: "lamp", user: { id: alice.userId, tier: "free" } });
+      const logged = envoyGrpc.accessLog.find((entry) => entry.path === "/api/search?q=lamp");
+      expect(logged?.dynamicMetadata[EXT_AUTHZ_NAMESPACE]).toMatchObject({
+        user_id: alice.userId,
+        tier: "free",
+        category: "search",
+        decision: "allow",
+        ext_authz_duration: expect.any(Number),
+      });
+    });
+
+    it("answers 429 with Retry-After, the limit headers and the JSON body once the limit is spent", async () => {
+      const address = newClientAddress();
+      const user = await loginThrough(envoyGrpc.url, await createUser(tollgate), PASSWORD, address);
+      const replies: Reply[] = [];
+      for (let i = 0; i < 21; i += 1) {
+        replies.push(
+          await send(`${envoyGrpc.url}/api/search?q=x`, {
+            headers: bearer(user.token),
+            localAddress: address,
+          }),
+        );
+      }
+      expect(replies.map((r) => r.status)).toEqual([...Array(20).fill(200), 429]);
+      expect(replies.slice(0, 20).map((r) => r.header("x-ratelimit-remaining"))).toEqual(
+        Array.from({ length: 20 }, (_, i) => String(19 - i)),
+      );
+      const denied = replies[20] as Reply;
+      const retryAfter = Number(denied.header("retry-after"));
+      expect(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 3600).toBe(true);
+      expect(denied.header("x-ratelimit-limit")).toBe("20");
+      expect(denied.header("x-ratelimit-remaining")).toBe("0");
+      expect(denied.header("content-type")).toMatch(/^application\/json/);
+      expect(denied.json()).toEqual({
+        error: "rate_limit_exceeded",
+        message: expect.any(String),
+        retry_after_seconds: retryAfter,
+        category: "search",
+        tier: "free",
+        limit: 20,
+        window_seconds: 3600,
+      });
+      const logged = envoyGrpc.accessLog.filter((entry) => entry.status === 429).at(-1);
+      expect(logged?.flags).toEqual(["UAEX"]);
+      expect(logged?.dynamicMetadata[EXT_AUTHZ_NAMESPACE]).toMatchObject({ decision: "deny" });
+    });
+
+    it("answers 503 (status_on_error) with the local-reply JSON and Retry-After once tollgate is down", async () => {
+      const doomed = await startTollgate({ ...env, REDIS_KEY_PREFIX: testPrefix() });
+      extra.push(doomed);
+      const alone = await startEnvoyHarness({
+        config: "envoy-grpc.yaml",
+        clusters: { tollgate_grpc: doomed.grpcUrl, tollgate_public: doomed.url, upstream: upstream.url },
+      });
+      extra.push(alone);
+      const address = newClientAddress();
+      const alice = await loginThrough(alone.url, "alice", "secret", address);
+      const auth = { headers: bearer(alice.token), localAddress: address };
+      expect((await send(`${alone.url}/api/products`, auth)).status).toBe(200);
+
+      await doomed.stop();
+      const res = await send(`${alone.url}/api/products`, auth);
+      expect(res.status).toBe(503);
+      expect(res.header("content-type")).toBe("application/json");
+      expect(res.json()).toEqual({
+        error: "unavailable",
+        message: "The authorization service is unavailable",
+      });
+      expect(res.header("retry-after")).toBe("1");
+      expect(Object.keys(res.headers).filter((h) => /^(x-ratelimit-|ratelimit)/.test(h))).toEqual([]);
+      expect(alone.accessLog.at(-1)).toMatchObject({ status: 503, flags: ["UAEX"], dynamicMetadata: {} });
+    });
   });
 });
 

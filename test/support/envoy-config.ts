@@ -1,9 +1,16 @@
-// Reads envoy/envoy.yaml into the settings the Envoy harness imitates; refuses settings it cannot imitate.
+// Reads envoy/envoy.yaml (HTTP ext_authz) or envoy/envoy-grpc.yaml (gRPC ext_authz) into the settings the
+// Envoy harness imitates; refuses settings it cannot imitate.
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 
-export const ENVOY_YAML_PATH = fileURLToPath(new URL("../../envoy/envoy.yaml", import.meta.url));
+/** The repository's Envoy configurations the harness can imitate. */
+export type EnvoyYamlName = "envoy.yaml" | "envoy-grpc.yaml";
+
+export const envoyYamlPath = (name: EnvoyYamlName): string =>
+  fileURLToPath(new URL(`../../envoy/${name}`, import.meta.url));
+
+export const ENVOY_YAML_PATH = envoyYamlPath("envoy.yaml");
 
 type Node = Record<string, unknown>;
 export type NameMatcher = (name: string) => boolean;
@@ -35,9 +42,23 @@ export type ExtAuthzSettings = {
   clientHeaderOnSuccess: NameMatcher;
 };
 
+/** The ext_authz filter with `grpc_service.envoy_grpc`: what Envoy's gRPC client is told. */
+export type GrpcExtAuthzSettings = {
+  name: string;
+  /** `envoy_grpc.cluster_name`; also the :authority Envoy sends unless `authority` is set. */
+  cluster: string;
+  authority: string;
+  /** `grpc_service.timeout`: the whole call's deadline (200 ms when absent, as Envoy's filter says). */
+  timeoutMs: number;
+  failureModeAllow: boolean;
+  failureModeAllowHeaderAdd: boolean;
+  statusOnError: number;
+};
+
 export type HttpFilter =
   | { kind: "header_mutation"; name: string; removeFromRequest: readonly string[] }
   | ({ kind: "ext_authz" } & ExtAuthzSettings)
+  | ({ kind: "ext_authz_grpc" } & GrpcExtAuthzSettings)
   | { kind: "router"; name: string };
 
 export type LocalReplyMapper = {
@@ -146,6 +167,45 @@ function statusCode(value: unknown, fallback: number, where: string): number {
   return status;
 }
 
+/**
+ * An ext_authz filter over gRPC. Only what envoy/envoy-grpc.yaml uses is taken: with allowed_headers,
+ * disallowed_headers, with_request_body, include_peer_certificate, encode_raw_headers and the like the
+ * CheckRequest would change, and the harness does not build those variants.
+ */
+function grpcExtAuthz(name: string, config: Node): GrpcExtAuthzSettings {
+  const where = `ext_authz ${name}`;
+  onlyKeys(
+    config,
+    [
+      "@type",
+      "stat_prefix",
+      "failure_mode_allow",
+      "failure_mode_allow_header_add",
+      "status_on_error",
+      "grpc_service",
+      "transport_api_version",
+    ],
+    where,
+  );
+  if (config.transport_api_version !== undefined && config.transport_api_version !== "V3") {
+    throw unsupported(`${where}.transport_api_version ${String(config.transport_api_version)}`);
+  }
+  const service = obj(config.grpc_service, `${where}.grpc_service`);
+  onlyKeys(service, ["envoy_grpc", "timeout"], `${where}.grpc_service`);
+  const envoyGrpc = obj(service.envoy_grpc, `${where}.grpc_service.envoy_grpc`);
+  onlyKeys(envoyGrpc, ["cluster_name", "authority"], `${where}.grpc_service.envoy_grpc`);
+  const cluster = String(envoyGrpc.cluster_name);
+  return {
+    name,
+    cluster,
+    authority: typeof envoyGrpc.authority === "string" ? envoyGrpc.authority : cluster,
+    timeoutMs: durationMs(service.timeout, 200),
+    failureModeAllow: config.failure_mode_allow === true,
+    failureModeAllowHeaderAdd: config.failure_mode_allow_header_add === true,
+    statusOnError: statusCode(config.status_on_error, 403, `${where}.status_on_error`),
+  };
+}
+
 function extAuthz(name: string, config: Node): ExtAuthzSettings {
   const where = `ext_authz ${name}`;
   onlyKeys(
@@ -243,7 +303,14 @@ function httpFilter(entry: unknown, index: number): HttpFilter {
     });
     return { kind: "header_mutation", name, removeFromRequest };
   }
-  if (type.endsWith(".ext_authz.v3.ExtAuthz")) return { kind: "ext_authz", ...extAuthz(name, config) };
+  if (type.endsWith(".ext_authz.v3.ExtAuthz")) {
+    if (config.grpc_service !== undefined && config.http_service !== undefined) {
+      throw new Error(`envoy.yaml: ${name} has both grpc_service and http_service`);
+    }
+    return config.grpc_service === undefined
+      ? { kind: "ext_authz", ...extAuthz(name, config) }
+      : { kind: "ext_authz_grpc", ...grpcExtAuthz(name, config) };
+  }
   if (type.endsWith(".router.v3.Router")) return { kind: "router", name };
   throw unsupported(`the HTTP filter ${name} (${type})`);
 }
@@ -369,6 +436,9 @@ function cluster(entry: unknown): [string, EnvoyCluster] {
 export function readEnvoyYaml(text = readFileSync(ENVOY_YAML_PATH, "utf8")): Node {
   return obj(parse(text), "the document");
 }
+
+/** The text of one of the repository's Envoy configurations. */
+export const envoyYamlText = (name: EnvoyYamlName): string => readFileSync(envoyYamlPath(name), "utf8");
 
 /** What the harness needs from envoy.yaml: one listener with one HTTP connection manager. */
 export function loadEnvoyConfig(text?: string): EnvoyConfig {

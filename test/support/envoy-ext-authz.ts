@@ -5,6 +5,19 @@ import { type EnvoyRoute, type ExtAuthzSettings, HEADER_FORMATTERS } from "./env
 
 export type HeaderList = Array<[string, string]>;
 
+/** What ext_authz over gRPC does to a response header (ok_response.response_headers_to_add). */
+export type ResponseHeaderAction = "add" | "set" | "add_if_absent" | "overwrite_if_exists";
+
+/** Connection-specific headers the connection manager drops from every request it forwards. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+]);
+
 /** One client request as the HTTP filters see it, after the connection manager. */
 export type Exchange = {
   method: string;
@@ -13,9 +26,16 @@ export type Exchange = {
   headers: Map<string, string[]>;
   /** What %DOWNSTREAM_REMOTE_ADDRESS% stands for once the connection manager is done. */
   downstream: { address: string; port: number };
+  /** The downstream connection's remote and local addresses (a gRPC check's source and destination). */
+  peer: { address: string; port: number };
+  local: { address: string; port: number };
   route: EnvoyRoute | undefined;
   /** allowed_client_headers_on_success, added to whatever response goes back. */
   responseHeadersToAdd: HeaderList;
+  /** An allowing gRPC check's response_headers_to_add, applied to whatever response goes back. */
+  responseHeaderMutations: Array<[ResponseHeaderAction, string, string]>;
+  /** The stream's dynamic metadata by namespace (a gRPC check's CheckResponse.dynamic_metadata). */
+  dynamicMetadata: Record<string, Record<string, unknown>>;
 };
 
 export type CheckOutcome =

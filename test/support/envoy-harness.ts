@@ -1,5 +1,7 @@
-// An HTTP proxy that behaves as Envoy does with envoy/envoy.yaml (ext_authz HTTP filter), for e2e tests.
-// There is no Envoy binary here; docs/envoy-notes.md is the specification this imitates.
+// An HTTP proxy that behaves as Envoy does with envoy/envoy.yaml (ext_authz HTTP filter) or
+// envoy/envoy-grpc.yaml (ext_authz over gRPC), for e2e tests. There is no Envoy binary here;
+// docs/envoy-notes.md is the specification this imitates, envoy-ext-authz-grpc.ts says where its gRPC
+// mode comes from.
 import { randomUUID } from "node:crypto";
 import {
   Agent,
@@ -10,21 +12,38 @@ import {
   type ServerResponse,
 } from "node:http";
 import { type AddressInfo, isIP } from "node:net";
-import { type EnvoyConfig, type EnvoyRoute, loadEnvoyConfig } from "./envoy-config.js";
+import {
+  type EnvoyConfig,
+  type EnvoyRoute,
+  type EnvoyYamlName,
+  envoyYamlText,
+  loadEnvoyConfig,
+} from "./envoy-config.js";
 import {
   appendXff,
   applyAllow,
   callCheck,
   type Exchange,
   type HeaderList,
+  HOP_BY_HOP,
   headerList,
 } from "./envoy-ext-authz.js";
+import {
+  applyGrpcAllow,
+  applyResponseMutations,
+  callGrpcCheck,
+  EXT_AUTHZ_NAMESPACE,
+} from "./envoy-ext-authz-grpc.js";
+import { type AuthorizationClient, authorizationClient } from "./grpc-client.js";
 
 export type EnvoyHarnessOptions = {
   /** Where each cluster of envoy.yaml really runs: name → base URLs (several are used round robin). */
   clusters: Record<string, string | readonly string[]>;
-  /** The text of an envoy.yaml; the repository's file when absent. */
+  /** The text of an envoy.yaml; the repository's `config` file when absent. */
   yaml?: string;
+  /** Which of the repository's files to imitate when `yaml` is absent: envoy.yaml (HTTP ext_authz, the
+   * default) or envoy-grpc.yaml (ext_authz over gRPC; its cluster tollgate_grpc is a gRPC listener). */
+  config?: EnvoyYamlName;
   /** Envoy's own address, which its HTTP client appends to a check's X-Forwarded-For. */
   envoyAddress?: string;
   /**
@@ -35,23 +54,26 @@ export type EnvoyHarnessOptions = {
   checkTimeoutMs?: number;
 };
 
+/** One access-log record per response sent: what %RESPONSE_CODE%, %RESPONSE_FLAGS% and %DYNAMIC_METADATA% print. */
+export type AccessLogEntry = {
+  method: string;
+  path: string;
+  status: number;
+  flags: string[];
+  /** By namespace; ext_authz over gRPC writes CheckResponse.dynamic_metadata under envoy.filters.http.ext_authz. */
+  dynamicMetadata: Record<string, Record<string, unknown>>;
+};
+
 export type EnvoyHarness = {
   url: string;
   config: EnvoyConfig;
+  accessLog: AccessLogEntry[];
   close(): Promise<void>;
 };
 
 type LocalReply = { status: number; body: string; headers: HeaderList; flags: string[] };
 type Cluster = { urls: URL[]; agent: Agent; next: number };
 
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-]);
 const DEFAULT_ENVOY_ADDRESS = "10.89.0.10";
 
 function outgoing(headers: Iterable<[string, string[]]>): OutgoingHttpHeaders {
@@ -83,7 +105,7 @@ function normalise(path: string, config: EnvoyConfig): string {
 }
 
 export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<EnvoyHarness> {
-  const loaded = loadEnvoyConfig(options.yaml);
+  const loaded = loadEnvoyConfig(options.yaml ?? envoyYamlText(options.config ?? "envoy.yaml"));
   const { checkTimeoutMs } = options;
   const config: EnvoyConfig =
     checkTimeoutMs === undefined
@@ -91,14 +113,16 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
       : {
           ...loaded,
           filters: loaded.filters.map((f) =>
-            f.kind === "ext_authz" ? { ...f, timeoutMs: checkTimeoutMs } : f,
+            f.kind === "ext_authz" || f.kind === "ext_authz_grpc" ? { ...f, timeoutMs: checkTimeoutMs } : f,
           ),
         };
   const envoyAddress = options.envoyAddress ?? DEFAULT_ENVOY_ADDRESS;
   const clusters = new Map<string, Cluster>();
   const used = [
     ...config.routes.map((r) => r.cluster),
-    ...config.filters.flatMap((f) => (f.kind === "ext_authz" ? [f.cluster] : [])),
+    ...config.filters.flatMap((f) =>
+      f.kind === "ext_authz" || f.kind === "ext_authz_grpc" ? [f.cluster] : [],
+    ),
   ];
   for (const name of new Set(used)) {
     const given = options.clusters[name];
@@ -122,6 +146,20 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
     return cluster.urls[cluster.next++ % cluster.urls.length] as URL;
   }
   const agentOf = (name: string) => (clusters.get(name) as Cluster).agent;
+  /** One grpc-js channel per endpoint of a gRPC cluster, as Envoy keeps HTTP/2 connections open. */
+  const grpcClients = new Map<string, AuthorizationClient>();
+  function grpcClient(cluster: string, authority: string): AuthorizationClient {
+    const target = pick(cluster).toString();
+    let client = grpcClients.get(target);
+    if (client === undefined) {
+      client = authorizationClient(target, authority);
+      grpcClients.set(target, client);
+    }
+    return client;
+  }
+  const accessLog: AccessLogEntry[] = [];
+  /** What the access log will say of each response still being sent. */
+  const logOf = new WeakMap<ServerResponse, AccessLogEntry>();
 
   /** The connection manager: path checks and normalisation, X-Forwarded-For, x-request-id, route. */
   function connectionManager(req: IncomingMessage): Exchange | LocalReply {
@@ -158,12 +196,19 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
       headers,
       downstream:
         address === undefined ? { address: peer, port: req.socket.remotePort ?? 0 } : { address, port: 0 },
+      peer: { address: peer, port: req.socket.remotePort ?? 0 },
+      local: { address: req.socket.localAddress ?? "", port: req.socket.localPort ?? 0 },
       route,
       responseHeadersToAdd: [],
+      responseHeaderMutations: [],
+      dynamicMetadata: {},
     };
   }
 
-  function sendLocal(res: ServerResponse, reply: LocalReply, extra: HeaderList = []): void {
+  /** A local reply; after an allowing check, the check's response headers go on it too. */
+  function sendLocal(res: ServerResponse, reply: LocalReply, exchange?: Exchange): void {
+    const entry = logOf.get(res);
+    if (entry !== undefined) entry.flags = reply.flags;
     let { status, body } = reply;
     const headers = new Map<string, string[]>();
     for (const [name, value] of reply.headers) {
@@ -177,7 +222,9 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
     }
     for (const [name, value] of mapper?.headers ?? []) headers.set(name, [value]);
     if (body !== "" && !headers.has("content-type")) headers.set("content-type", ["text/plain"]);
-    for (const [name, value] of extra) headers.set(name, [...(headers.get(name) ?? []), value]);
+    for (const [name, value] of exchange?.responseHeadersToAdd ?? [])
+      headers.set(name, [...(headers.get(name) ?? []), value]);
+    applyResponseMutations(headers, exchange?.responseHeaderMutations ?? []);
     headers.set("server", ["envoy"]);
     res.writeHead(status, outgoing(headers));
     res.end(body);
@@ -202,6 +249,7 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
         for (const [name, value] of headerList(upRes)) out.set(name, [...(out.get(name) ?? []), value]);
         for (const [name, value] of exchange.responseHeadersToAdd)
           out.set(name, [...(out.get(name) ?? []), value]);
+        applyResponseMutations(out, exchange.responseHeaderMutations);
         out.set("server", ["envoy"]);
         res.writeHead(upRes.statusCode ?? 502, outgoing(out));
         upRes.pipe(res);
@@ -210,8 +258,7 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
     const fail = (status: number, body: string, flag: string) => {
       clearTimeout(timer);
       upstream.destroy();
-      if (!res.headersSent)
-        sendLocal(res, { status, body, headers: [], flags: [flag] }, exchange.responseHeadersToAdd);
+      if (!res.headersSent) sendLocal(res, { status, body, headers: [], flags: [flag] }, exchange);
       else res.destroy();
     };
     const timer = setTimeout(() => fail(504, "upstream request timeout", "UT"), route.timeoutMs);
@@ -227,6 +274,18 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const exchange = connectionManager(req);
+    const entry: AccessLogEntry = {
+      method: req.method ?? "GET",
+      path: "route" in exchange ? exchange.path : (req.url ?? "/"),
+      status: 0,
+      flags: [],
+      dynamicMetadata: "route" in exchange ? exchange.dynamicMetadata : {},
+    };
+    logOf.set(res, entry);
+    res.on("close", () => {
+      entry.status = res.statusCode;
+      accessLog.push(entry);
+    });
     if (!("route" in exchange)) {
       req.resume();
       sendLocal(res, exchange);
@@ -252,6 +311,35 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
           req.resume();
           const headers = outcome.headers.filter(([name]) => filter.clientHeader(name));
           sendLocal(res, { status: outcome.status, body: outcome.body, headers, flags: ["UAEX"] });
+          return;
+        } else if (filter.failureModeAllow) {
+          if (filter.failureModeAllowHeaderAdd)
+            exchange.headers.set("x-envoy-auth-failure-mode-allowed", ["true"]);
+        } else {
+          req.resume();
+          sendLocal(res, { status: filter.statusOnError, body: "", headers: [], flags: ["UAEX"] });
+          return;
+        }
+      } else if (filter.kind === "ext_authz_grpc") {
+        if (route === undefined) continue;
+        const startedAt = performance.now();
+        const outcome = await callGrpcCheck({
+          settings: filter,
+          exchange,
+          client: grpcClient(filter.cluster, filter.authority),
+        });
+        if (outcome.kind === "allow") {
+          applyGrpcAllow(exchange, outcome, startedAt);
+        } else if (outcome.kind === "deny") {
+          if (outcome.metadata !== undefined)
+            exchange.dynamicMetadata[EXT_AUTHZ_NAMESPACE] = outcome.metadata;
+          req.resume();
+          sendLocal(res, {
+            status: outcome.status,
+            body: outcome.body,
+            headers: outcome.headers,
+            flags: ["UAEX"],
+          });
           return;
         } else if (filter.failureModeAllow) {
           if (filter.failureModeAllowHeaderAdd)
@@ -287,11 +375,13 @@ export async function startEnvoyHarness(options: EnvoyHarnessOptions): Promise<E
   return {
     url: `http://127.0.0.1:${port}`,
     config,
+    accessLog,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
         for (const cluster of clusters.values()) cluster.agent.destroy();
+        for (const client of grpcClients.values()) client.close();
       }),
   };
 }

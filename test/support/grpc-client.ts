@@ -20,7 +20,22 @@ const definition = loader.loadSync(
 // biome-ignore lint/suspicious/noExplicitAny: grpc-js's loaded package is untyped by nature.
 const loaded = grpc.loadPackageDefinition(definition) as any;
 
-export type HeaderOption = { header: { key: string; value: string }; append?: { value?: boolean } };
+export type HeaderOption = {
+  header: { key: string; value: string };
+  append?: { value?: boolean };
+  /** envoy.config.core.v3.HeaderValueOption.HeaderAppendAction, as a number. */
+  append_action?: number;
+};
+
+/** google.protobuf.Value as proto-loader gives it (keepCase, no defaults). */
+export type StructValue = {
+  nullValue?: number;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: { fields?: Record<string, StructValue> };
+  listValue?: { values?: StructValue[] };
+};
 
 export type CheckResponse = {
   status?: { code?: number; message?: string };
@@ -30,7 +45,7 @@ export type CheckResponse = {
     response_headers_to_add?: HeaderOption[];
   };
   denied_response?: { status?: { code?: number }; headers?: HeaderOption[]; body?: string };
-  dynamic_metadata?: { fields?: Record<string, { stringValue?: string }> };
+  dynamic_metadata?: { fields?: Record<string, StructValue> };
 };
 
 export type CheckRequestInput = {
@@ -72,6 +87,34 @@ export type GrpcClients = {
   watch(service?: string): { statuses: number[]; ended: Promise<{ code: number }>; cancel(): void };
   close(): void;
 };
+
+/** A unary Check call as grpc-js makes it. */
+export type AuthorizationClient = {
+  Check(
+    request: object,
+    options: grpc.CallOptions,
+    callback: (error: grpc.ServiceError | null, response?: CheckResponse) => void,
+  ): grpc.ClientUnaryCall;
+  close(): void;
+};
+
+/**
+ * An Authorization client for the gRPC server at `url` (http://host:port), plaintext HTTP/2 as Envoy's
+ * envoy_grpc reaches an h2c cluster; `authority` replaces the :authority grpc-js would send (Envoy
+ * sends the cluster's name).
+ */
+export function authorizationClient(url: string, authority?: string): AuthorizationClient {
+  const options = authority === undefined ? {} : { "grpc.default_authority": authority };
+  return new loaded.envoy.service.auth.v3.Authorization(
+    new URL(url).host,
+    grpc.credentials.createInsecure(),
+    options,
+  );
+}
+
+/** The Authorization service's definition, for a scripted grpc-js server. */
+export const authorizationServiceDefinition = (): grpc.ServiceDefinition =>
+  loaded.envoy.service.auth.v3.Authorization.service;
 
 /** Clients of a tollgate gRPC listener at `url` (http://host:port); TLS when `rootCert` is given. */
 export function grpcClients(url: string, options: { rootCert?: Buffer } = {}): GrpcClients {

@@ -102,7 +102,12 @@ export function checkFacts(
   };
 }
 
-/** `append` stated as false: Envoy reads only that deprecated field here (envoyproxy/envoy#42857). */
+/**
+ * `append` stated as false on every header: Envoy up to 1.37 reads only that deprecated field for
+ * upstream headers (envoyproxy/envoy#42857), and from the change that fixed it (#42878) an absent
+ * `append` falls back to `append_action`, whose default adds a second value instead of replacing
+ * the client's. Stated false, every Envoy overwrites (and a denial's headers are never dropped).
+ */
 function option(key: string, value: string): HeaderOption {
   return { header: { key, value }, append: { value: false } };
 }
