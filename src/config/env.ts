@@ -26,6 +26,28 @@ export type JwtSettings = {
   ttlSeconds: number;
 };
 
+export const RLS_ALGORITHMS = ["fixed-window", "sliding-log", "sliding-counter", "gcra"] as const;
+export type RlsAlgorithmSetting = (typeof RLS_ALGORITHMS)[number];
+
+export type RlsSettings = {
+  /** A YAML file or a folder of them, in envoyproxy/ratelimit's format. */
+  configPath: string;
+  /** The algorithm of a rate_limit without `algorithm:`. */
+  defaultAlgorithm: RlsAlgorithmSetting;
+  /** ShouldRateLimit answers or fails (UNAVAILABLE) within this; below Envoy's 20 ms default. */
+  timeoutMs: number;
+  /** RateLimit-Limit / -Remaining / -Reset in response_headers_to_add. */
+  responseHeaders: boolean;
+};
+
+function parseRls(reader: Reader): RlsSettings | undefined {
+  const configPath = reader.raw("RLS_CONFIG");
+  const defaultAlgorithm = reader.oneOf<RlsAlgorithmSetting>("RLS_ALGORITHM", RLS_ALGORITHMS, "fixed-window");
+  const timeoutMs = reader.int("RLS_TIMEOUT_MS", 15, 1, 60_000);
+  const responseHeaders = reader.oneOf("RLS_RESPONSE_HEADERS", ["true", "false"], "false") === "true";
+  return configPath === undefined ? undefined : { configPath, defaultAlgorithm, timeoutMs, responseHeaders };
+}
+
 /** Both files or neither: a certificate without its key (or the reverse) is a mistake, not plaintext. */
 function parseGrpcTls(reader: Reader): Config["grpcTls"] {
   const certSet = reader.raw("GRPC_TLS_CERT_FILE") !== undefined;
@@ -81,6 +103,8 @@ export type Config = {
   drainDelayMs: number;
   /** Refusals a process answers without the store until their window frees; 0 turns it off. */
   denialCacheSize: number;
+  /** Envoy's rate limit service: off without RLS_CONFIG. */
+  rls: RlsSettings | undefined;
   production: boolean;
   /** Started by `npm start` (whose script execs node, so npm is this process's parent). */
   startedByNpm: boolean;
@@ -224,6 +248,7 @@ export function loadConfig(env: Env = process.env): Config {
     logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
+    rls: parseRls(reader),
     production,
     startedByNpm: reader.raw("npm_lifecycle_event") === "start",
     unknownSettings: unknownSettings(env, SETTINGS),

@@ -103,6 +103,18 @@ export function createMetrics() {
       labelNames: ["method"] as const,
       registers: [registry],
     }),
+    rlsHits: new Counter({
+      name: "tollgate_rls_hits_total",
+      help: "Rate limit service hits (weighted by hits_addend) per domain, descriptor key path and result: within, near (past 80% of the limit), over, shadow (over a shadow_mode limit, allowed), cached (over, answered from the denial cache)",
+      labelNames: ["domain", "key", "result"] as const,
+      registers: [registry],
+    }),
+    rlsReloads: new Counter({
+      name: "tollgate_rls_config_reloads_total",
+      help: "RLS_CONFIG reloads by result: changed, unchanged, or invalid (the configuration in force stays)",
+      labelNames: ["result"] as const,
+      registers: [registry],
+    }),
     authEvents: new Counter({
       name: "tollgate_auth_events_total",
       help: "Authentication events",

@@ -29,3 +29,28 @@ export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFl
     },
   };
 }
+
+/**
+ * Beyond this many label sets (a `detailed_metric` limit puts request values in its key path), new
+ * ones are counted under the key `_other`, so that a stream of distinct values cannot grow the
+ * metrics without bound.
+ */
+const MAX_RLS_SERIES = 10_000;
+
+/** Rate limit service hits per domain, key path and result. */
+export function createRlsObserver(metrics: Pick<Metrics, "rlsHits">) {
+  const children = new Map<string, { inc(value?: number): void }>();
+  return (domain: string, key: string, result: string, hits: number): void => {
+    let id = `${domain}\n${key}\n${result}`;
+    let child = children.get(id);
+    if (child === undefined && children.size >= MAX_RLS_SERIES) {
+      id = `${domain}\n_other\n${result}`;
+      child = children.get(id);
+    }
+    if (child === undefined) {
+      child = metrics.rlsHits.labels(domain, children.size >= MAX_RLS_SERIES ? "_other" : key, result);
+      children.set(id, child);
+    }
+    child.inc(hits);
+  };
+}

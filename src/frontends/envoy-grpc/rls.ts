@@ -1,0 +1,302 @@
+// Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), as
+// envoyproxy/ratelimit answers it: each request descriptor is matched to a limit of the domain's
+// configuration (RLS_CONFIG, src/rls/), counted by the limiter port in one store call (one layer
+// per descriptor, `mode: "each"` as the reference counts, or all-or-none per domain), and answered
+// with a status per descriptor in request order.
+import type { DenialCache } from "../../check/denial-cache.js";
+import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
+import type { Rule } from "../../ratelimit/types.js";
+import { type GrpcMethod, GrpcError, GrpcStatus } from "./grpc-server.js";
+import type { GrpcService } from "./listener.js";
+import { messages } from "./protos.js";
+
+export const RATE_LIMIT_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
+export const SHOULD_RATE_LIMIT = `/${RATE_LIMIT_SERVICE}/ShouldRateLimit`;
+
+/** The units of Envoy's API, by their enum value in RateLimitResponse.RateLimit.Unit. */
+export const RLS_UNITS = {
+  second: 1,
+  minute: 2,
+  hour: 3,
+  day: 4,
+  month: 5,
+  year: 6,
+  week: 7,
+} as const;
+export type RlsUnitName = keyof typeof RLS_UNITS;
+const UNIT_NAMES = new Map<number, RlsUnitName>(
+  Object.entries(RLS_UNITS).map(([name, value]) => [value, name as RlsUnitName]),
+);
+
+/** A matched limit as this front end needs it (src/rls/ builds it from the configuration). */
+export type RlsLimitView = {
+  /** Stable per rule and window: the store's category and the denial cache's key. */
+  id: string;
+  name: string | undefined;
+  unit: RlsUnitName;
+  requestsPerUnit: number;
+  rule: Rule;
+  unlimited: boolean;
+  shadowMode: boolean;
+  /** The reference's stats key (domain and key path; values only with detailed_metric). */
+  statsKey: string;
+};
+
+export type RequestDescriptor = {
+  entries: readonly { key: string; value: string }[];
+  limit: { requestsPerUnit: number; unit: RlsUnitName } | undefined;
+};
+
+/** What the configuration in force says of one request: a limit and a counter per descriptor. */
+export type RlsResolution = {
+  allOrNone: boolean;
+  /** Per descriptor, in request order; undefined when no limit matches (OK without current_limit). */
+  limits: readonly ({ limit: RlsLimitView; subject: string } | undefined)[];
+};
+
+export type RlsRules = {
+  resolve(domain: string, descriptors: readonly RequestDescriptor[]): RlsResolution;
+};
+
+/** Per descriptor with a limit: what it did, for metrics (labels: the domain and the stats key). */
+export type RlsOutcome = "within" | "near" | "over" | "shadow" | "cached";
+
+export type RlsContext = {
+  rules: () => RlsRules;
+  limiter: Limiter;
+  denials: DenialCache | undefined;
+  /** ShouldRateLimit answers or fails with UNAVAILABLE within this. */
+  deadline: <T>(promise: Promise<T>) => Promise<T>;
+  responseHeaders: boolean;
+  onDescriptor?(domain: string, statsKey: string, outcome: RlsOutcome, hits: number): void;
+  onStoreError?(error: unknown): void;
+  now?: () => number;
+};
+
+/** envoy.service.ratelimit.v3.RateLimitResponse.Code */
+const OK = 1;
+const OVER_LIMIT = 2;
+/** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
+const NEAR_LIMIT_RATIO = 0.8;
+const MAX_UINT32 = 4_294_967_295;
+
+type DecodedDescriptor = {
+  entries?: { key?: string; value?: string }[];
+  limit?: { requests_per_unit?: number; unit?: number } | null;
+  hits_addend?: { value?: number | { toNumber(): number } } | null;
+  is_negative_hits?: boolean;
+};
+type DecodedRequest = { domain?: string; descriptors?: DecodedDescriptor[]; hits_addend?: number };
+
+type Duration = { seconds: number; nanos: number };
+type DescriptorStatus = {
+  code: number;
+  current_limit?: { name?: string; requests_per_unit: number; unit: number };
+  limit_remaining: number;
+  duration_until_reset?: Duration;
+};
+
+function duration(ms: number): Duration {
+  const whole = Math.max(0, Math.ceil(ms));
+  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+}
+
+function numberOf(value: number | { toNumber(): number } | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  return typeof value === "number" ? value : value.toNumber();
+}
+
+function decode(bytes: Uint8Array): { domain: string; descriptors: RequestDescriptor[]; addends: number[] } {
+  let message: DecodedRequest;
+  try {
+    message = messages.RateLimitRequest.decode(bytes) as DecodedRequest;
+  } catch {
+    throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the RateLimitRequest cannot be decoded");
+  }
+  const domain = message.domain ?? "";
+  // As the reference: a request must name its domain and carry at least one descriptor.
+  if (domain === "") throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit domain must not be empty");
+  const decoded = message.descriptors ?? [];
+  if (decoded.length === 0) {
+    throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit descriptor list must not be empty");
+  }
+  const requestAddend = message.hits_addend || 1;
+  const descriptors: RequestDescriptor[] = [];
+  const addends: number[] = [];
+  for (const d of decoded) {
+    const entries = (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" }));
+    const unit = d.limit == null ? undefined : UNIT_NAMES.get(d.limit.unit ?? 0);
+    descriptors.push({
+      entries,
+      limit:
+        d.limit == null || unit === undefined
+          ? undefined
+          : { requestsPerUnit: d.limit.requests_per_unit ?? 0, unit },
+    });
+    const own = numberOf(d.hits_addend?.value ?? undefined);
+    // A refund (is_negative_hits) gives nothing back here: the descriptor is looked at, not counted.
+    addends.push(d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend);
+  }
+  return { domain, descriptors, addends };
+}
+
+/** Until the request would pass (denied), or until what this request counted has left (allowed). */
+function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
+  if (!room) return window.retryAfterMs;
+  if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
+  return Math.max(0, window.resetAtMs - nowMs);
+}
+
+export function rateLimitService(context: RlsContext): GrpcService {
+  const now = context.now ?? Date.now;
+  const method: GrpcMethod = {
+    kind: "unary",
+    async handle(bytes) {
+      const { domain, descriptors, addends } = decode(bytes);
+      const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
+      const nowMs = now();
+      const statuses: DescriptorStatus[] = descriptors.map(() => ({ code: OK, limit_remaining: 0 }));
+      const generation = context.denials?.generation() ?? 0;
+
+      // Descriptors to count, grouped by addend (a store call counts one addend).
+      const groups = new Map<number, { index: number; layer: LimitLayer }[]>();
+      let refusedFromCache = false;
+      for (let i = 0; i < limits.length; i += 1) {
+        const matched = limits[i];
+        if (matched === undefined) continue;
+        const { limit, subject } = matched;
+        const status = statuses[i] as DescriptorStatus;
+        if (limit.unlimited) {
+          status.limit_remaining = MAX_UINT32;
+          continue;
+        }
+        status.current_limit = {
+          ...(limit.name === undefined ? {} : { name: limit.name }),
+          requests_per_unit: limit.requestsPerUnit,
+          unit: RLS_UNITS[limit.unit],
+        };
+        const addend = addends[i] as number;
+        if (limit.requestsPerUnit === 0) {
+          // A limit of nothing: every hit is over, as the reference answers it, without the store.
+          status.code = limit.shadowMode ? OK : OVER_LIMIT;
+          context.onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
+          continue;
+        }
+        const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
+        const cached =
+          addend > 0 && !limit.shadowMode
+            ? context.denials?.lookup(subject, limit.id, undefined, nowMs, windowMs)
+            : undefined;
+        if (cached !== undefined) {
+          status.code = OVER_LIMIT;
+          status.duration_until_reset = duration(cached.hit.retryAfterMs);
+          context.onDescriptor?.(domain, limit.statsKey, "cached", addend);
+          refusedFromCache = true;
+          continue;
+        }
+        let group = groups.get(addend);
+        if (group === undefined) {
+          group = [];
+          groups.set(addend, group);
+        }
+        group.push({
+          index: i,
+          layer: { subject, category: limit.id, rule: limit.rule, shadow: limit.shadowMode },
+        });
+      }
+
+      if (!(allOrNone && refusedFromCache)) {
+        if (allOrNone && groups.size > 1) {
+          throw new GrpcError(
+            GrpcStatus.INVALID_ARGUMENT,
+            "all_or_none counts one addend per request: the descriptors' hits_addend differ",
+          );
+        }
+        const calls = [...groups].map(async ([addend, group]) => {
+          let result: LimitResult;
+          try {
+            result = await context.deadline(
+              context.limiter.limit({
+                layers: group.map((g) => g.layer),
+                addend,
+                mode: allOrNone ? "all-or-none" : "each",
+              }),
+            );
+          } catch (error) {
+            context.onStoreError?.(error);
+            throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
+          }
+          if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+          group.forEach(({ index, layer }, l) => {
+            const answer = result.layers[l];
+            const window = answer?.windows[0];
+            if (answer === undefined || window === undefined) return;
+            const status = statuses[index] as DescriptorStatus;
+            const matched = limits[index] as { limit: RlsLimitView; subject: string };
+            const over = !answer.room;
+            status.code = over && !layer.shadow ? OVER_LIMIT : OK;
+            status.limit_remaining = Math.max(0, window.remaining);
+            status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, nowMs));
+            const outcome: RlsOutcome = over
+              ? layer.shadow
+                ? "shadow"
+                : "over"
+              : window.used >= NEAR_LIMIT_RATIO * window.limit
+                ? "near"
+                : "within";
+            context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
+            if (over && !layer.shadow && addend > 0) {
+              const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
+              context.denials?.remember(
+                matched.subject,
+                matched.limit.id,
+                window.windowMs,
+                undefined,
+                {
+                  hit: {
+                    allowed: false,
+                    layer: 0,
+                    window: 0,
+                    limit: window.limit,
+                    windowMs: window.windowMs,
+                    used: window.used,
+                    remaining: window.remaining,
+                    resetAtMs: window.resetAtMs,
+                    retryAfterMs: window.retryAfterMs,
+                  },
+                  user: undefined,
+                },
+                { retryAtMs, untilMs: retryAtMs },
+                generation,
+              );
+            }
+          });
+        });
+        await Promise.all(calls);
+      } else {
+        // All-or-none and a descriptor refused from the cache: nothing is counted, the others only
+        // report their limit.
+        for (const group of groups.values()) {
+          for (const { index } of group) (statuses[index] as DescriptorStatus).code = OK;
+        }
+      }
+
+      const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK;
+      const response: Record<string, unknown> = { overall_code: overall, statuses };
+      if (context.responseHeaders) {
+        const counted = statuses.filter((s) => s.current_limit !== undefined);
+        if (counted.length > 0) {
+          const tightest = counted.reduce((a, b) => (b.limit_remaining < a.limit_remaining ? b : a));
+          const reset = tightest.duration_until_reset?.seconds ?? 0;
+          response.response_headers_to_add = [
+            { key: "RateLimit-Limit", value: String(tightest.current_limit?.requests_per_unit ?? 0) },
+            { key: "RateLimit-Remaining", value: String(tightest.limit_remaining) },
+            { key: "RateLimit-Reset", value: String(reset) },
+          ];
+        }
+      }
+      return messages.RateLimitResponse.encode(response).finish();
+    },
+  };
+  return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };
+}
