@@ -697,6 +697,9 @@ describe("docker-compose.yml", () => {
     expect(composeDefault(env("tollgate").RLS_CONFIG)).toBe("");
     const text = readFileSync(new URL("docker-compose.yml", ROOT), "utf8");
     expect(text).toContain("RLS_CONFIG=/etc/tollgate/ratelimit/config docker compose --profile ratelimit up");
+    expect(readFileSync(new URL("docs/rls.md", ROOT), "utf8")).toContain(
+      "RLS_CONFIG=/etc/tollgate/ratelimit/config docker compose --profile ratelimit up",
+    );
   });
 
   it("keeps tollgate's gRPC check port 8081 off the host and lists every exposed port in the image", () => {
