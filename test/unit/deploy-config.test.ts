@@ -1,4 +1,5 @@
-// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml, envoy/envoy-grpc.yaml and prometheus.yml checked against the contract's ports, paths and headers.
+// docker-compose.yml, docker-compose.cluster.yml, envoy/envoy.yaml, envoy/envoy-grpc.yaml, envoy/envoy-ratelimit.yaml
+// (with its example rate limit config) and prometheus.yml checked against the contract's ports, paths and headers.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -54,6 +55,7 @@ const { resources, listener, hcm, httpFilters, routes, extAuthzIndex, extAuthz, 
 const httpService = node(extAuthz.http_service);
 const authzResponse = node(httpService.authorization_response);
 const grpcEnvoy = envoyParts("envoy/envoy-grpc.yaml");
+const rlsEnvoy = envoyParts("envoy/envoy-ratelimit.yaml");
 
 /** A pattern list as a set of "exact:x" / "prefix:y" strings, so that order does not matter. */
 const patterns = (list: unknown): string[] =>
@@ -213,7 +215,83 @@ const API_KEYS: Record<string, readonly string[]> = {
   ],
   GrpcHealthCheck: ["service_name", "authority"],
   KeepaliveSettings: ["interval", "timeout", "interval_jitter", "connection_idle_interval"],
+  // envoy.extensions.filters.http.ratelimit.v3.RateLimit (rate_limit.proto, fields 1 to 17).
+  RateLimitFilter: [
+    "@type",
+    "domain",
+    "stage",
+    "request_type",
+    "timeout",
+    "failure_mode_deny",
+    "rate_limited_as_resource_exhausted",
+    "rate_limit_service",
+    "enable_x_ratelimit_headers",
+    "disable_x_envoy_ratelimited_header",
+    "rate_limited_status",
+    "response_headers_to_add",
+    "status_on_error",
+    "stat_prefix",
+    "filter_enabled",
+    "filter_enforced",
+    "failure_mode_deny_percent",
+    "rate_limits",
+  ],
+  // envoy.config.ratelimit.v3.RateLimitServiceConfig (config/ratelimit/v3/rls.proto).
+  RateLimitServiceConfig: ["grpc_service", "transport_api_version"],
+  // envoy.config.route.v3.RateLimit and its Action (route_components.proto).
+  RouteRateLimit: ["stage", "disable_key", "actions", "limit", "hits_addend", "apply_on_stream_done"],
+  RateLimitAction: [
+    "source_cluster",
+    "destination_cluster",
+    "request_headers",
+    "query_parameters",
+    "remote_address",
+    "generic_key",
+    "header_value_match",
+    "dynamic_metadata",
+    "metadata",
+    "extension",
+    "masked_remote_address",
+    "query_parameter_value_match",
+  ],
+  RequestHeaders: ["header_name", "descriptor_key", "skip_if_absent"],
+  GenericKey: ["descriptor_value", "descriptor_key"],
+  HeaderValueMatch: ["descriptor_key", "descriptor_value", "expect_match", "headers"],
+  HeaderMatcher: [
+    "name",
+    "exact_match",
+    "safe_regex_match",
+    "range_match",
+    "present_match",
+    "prefix_match",
+    "suffix_match",
+    "contains_match",
+    "string_match",
+    "invert_match",
+    "treat_missing_header_as_empty",
+  ],
 };
+
+/** Keys of envoyproxy/ratelimit's config YAML (its validKeys), and tollgate's additions to it. */
+const RLS_CONFIG_KEYS = {
+  root: ["domain", "descriptors", "all_or_none"],
+  descriptor: [
+    "key",
+    "value",
+    "rate_limit",
+    "descriptors",
+    "shadow_mode",
+    "quota_mode",
+    "detailed_metric",
+    "value_to_metric",
+    "share_threshold",
+    "metadata",
+  ],
+  rateLimit: ["unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "unit_multiplier"],
+} as const;
+/** envoy.service.ratelimit.v3.RateLimitResponse.RateLimit.Unit without UNKNOWN, as the YAML writes them. */
+const RLS_UNITS = ["second", "minute", "hour", "day", "week", "month", "year"];
+const RLS_ALGORITHMS = ["fixed-window", "sliding-log", "sliding-counter", "gcra"];
 
 const unknownKeys = (value: unknown, message: string): string[] =>
   Object.keys(node(value)).filter((key) => !(API_KEYS[message] ?? []).includes(key));
@@ -315,6 +393,239 @@ describe("envoy/envoy-grpc.yaml", () => {
   });
 });
 
+/** A descriptor entry a rate limit action appends: its key, and its value when the action fixes it. */
+type DescriptorEntry = { key: string; value?: string };
+
+/** The entry one action of a route's rate_limits appends (route_components.proto, RateLimit.Action). */
+function entryOf(action: Node): DescriptorEntry {
+  if (action.remote_address !== undefined) return { key: "remote_address" };
+  const headers = node(action.request_headers);
+  if (action.request_headers !== undefined) return { key: String(headers.descriptor_key) };
+  const generic = node(action.generic_key);
+  if (action.generic_key !== undefined)
+    return { key: String(generic.descriptor_key ?? "generic_key"), value: String(generic.descriptor_value) };
+  const match = node(action.header_value_match);
+  if (action.header_value_match !== undefined)
+    return { key: String(match.descriptor_key ?? "header_match"), value: String(match.descriptor_value) };
+  throw new Error(`an action this test does not know: ${JSON.stringify(action)}`);
+}
+
+/**
+ * The config descriptor a descriptor ends at, matched as envoyproxy/ratelimit matches: at each level
+ * the entry with the same key and value, else the entry with the key and no value. An entry whose value
+ * comes from the request (an address, a header) needs the key-only entry.
+ */
+function configDescriptorFor(descriptors: Node[], entries: DescriptorEntry[]): Node | undefined {
+  let level = descriptors;
+  let found: Node | undefined;
+  for (const entry of entries) {
+    found =
+      (entry.value !== undefined
+        ? level.find((d) => d.key === entry.key && d.value === entry.value)
+        : undefined) ?? level.find((d) => d.key === entry.key && d.value === undefined);
+    if (found === undefined) return undefined;
+    level = nodes(found.descriptors);
+  }
+  return found;
+}
+
+describe("envoy/envoy-ratelimit.yaml and envoy/ratelimit-config/", () => {
+  const filterIndex = rlsEnvoy.httpFilters.findIndex((f) => f.name === "envoy.filters.http.ratelimit");
+  const filter = node(rlsEnvoy.httpFilters[filterIndex]?.typed_config);
+  const service = node(filter.rate_limit_service);
+  const grpcService = node(service.grpc_service);
+  const clusterName = node(grpcService.envoy_grpc).cluster_name;
+  const cluster = rlsEnvoy.clusters.find((c) => c.name === clusterName);
+  const protocolOptions = node(
+    node(cluster?.typed_extension_protocol_options)["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"],
+  );
+  const config = load("envoy/ratelimit-config/config/edge.yaml");
+  const rateLimited = rlsEnvoy.routes.filter((r) => nodes(node(r.route).rate_limits).length > 0);
+
+  it("is envoy-grpc.yaml's edge with the rate limit filter between the check and the router", () => {
+    const grpc = load("envoy/envoy-grpc.yaml");
+    expect(load("envoy/envoy-ratelimit.yaml").admin).toEqual(grpc.admin);
+    const { filter_chains: _rc, ...rlsListener } = rlsEnvoy.listener;
+    const { filter_chains: _gc, ...grpcListener } = grpcEnvoy.listener;
+    expect(rlsListener).toEqual(grpcListener);
+    // The connection manager differs in its filters, its routes' rate_limits and two more local replies.
+    const {
+      http_filters: _rf,
+      route_config: rlsRoutes,
+      local_reply_config: rlsReplies,
+      ...rlsHcm
+    } = rlsEnvoy.hcm;
+    const {
+      http_filters: _gf,
+      route_config: grpcRoutes,
+      local_reply_config: grpcReplies,
+      ...grpcHcm
+    } = grpcEnvoy.hcm;
+    expect(rlsHcm).toEqual(grpcHcm);
+    const withoutLimits = (routes: Node[]) =>
+      routes.map((r) => {
+        const { rate_limits: _limits, ...action } = node(r.route);
+        return { ...r, route: action };
+      });
+    expect(withoutLimits(rlsEnvoy.routes)).toEqual(withoutLimits(grpcEnvoy.routes));
+    expect(node(rlsRoutes).name).toBe(node(grpcRoutes).name);
+    const grpcMappers = nodes(node(grpcReplies).mappers);
+    for (const mapper of grpcMappers) expect(nodes(node(rlsReplies).mappers)).toContainEqual(mapper);
+    const flags = nodes(node(rlsReplies).mappers).flatMap(
+      (m) => (node(node(m.filter).response_flag_filter).flags as string[] | undefined) ?? [],
+    );
+    expect(flags).toEqual(expect.arrayContaining(["RL", "RLSE"]));
+    expect(rlsEnvoy.httpFilters.map((f) => f.name)).toEqual([
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_authz",
+      "envoy.filters.http.ratelimit",
+      "envoy.filters.http.router",
+    ]);
+    // The filters around it are envoy-grpc.yaml's, the check included.
+    for (const name of [
+      "envoy.filters.http.header_mutation",
+      "envoy.filters.http.ext_authz",
+      "envoy.filters.http.router",
+    ])
+      expect(
+        rlsEnvoy.httpFilters.find((f) => f.name === name),
+        name,
+      ).toEqual(grpcEnvoy.httpFilters.find((f) => f.name === name));
+    for (const name of ["tollgate_grpc", "tollgate_public", "upstream"])
+      expect(
+        rlsEnvoy.clusters.find((c) => c.name === name),
+        name,
+      ).toEqual(grpcEnvoy.clusters.find((c) => c.name === name));
+    expect(rlsEnvoy.clusters.map((c) => c.name).sort()).toEqual([
+      "tollgate_grpc",
+      "tollgate_public",
+      "tollgate_rls",
+      "upstream",
+    ]);
+  });
+
+  it("calls RateLimitService (API v3) through Envoy's gRPC client, with field names of Envoy's API", () => {
+    expect(String(filter["@type"])).toBe(
+      "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+    );
+    expect(service.transport_api_version).toBe("V3");
+    expect(Object.keys(grpcService)).toEqual(["envoy_grpc"]);
+    expect(unknownKeys(filter, "RateLimitFilter")).toEqual([]);
+    expect(unknownKeys(service, "RateLimitServiceConfig")).toEqual([]);
+    expect(unknownKeys(grpcService, "GrpcService")).toEqual([]);
+    expect(unknownKeys(grpcService.envoy_grpc, "EnvoyGrpc")).toEqual([]);
+    expect(Number(filter.stage ?? 0)).toBeLessThanOrEqual(10);
+    expect(["internal", "external", "both", "", undefined]).toContain(filter.request_type);
+    expect(["OFF", undefined]).toContain(filter.enable_x_ratelimit_headers);
+  });
+
+  it("sends the calls to a cluster of their own that speaks HTTP/2 to tollgate's GRPC_PORT (8081)", () => {
+    expect(clusterName).toBe("tollgate_rls");
+    expect(node(protocolOptions.explicit_http_config).http2_protocol_options).toBeDefined();
+    expect(node(protocolOptions.explicit_http_config).http_protocol_options).toBeUndefined();
+    const grpcPort = composeDefault(env("tollgate").GRPC_PORT) || "8081";
+    expect(rlsEnvoy.endpointsOf(clusterName)).toEqual([`tollgate:${grpcPort}`]);
+    const checks = nodes(cluster?.health_checks);
+    expect(checks).toHaveLength(1);
+    expect(node(node(checks[0]).grpc_health_check).service_name).toBe(
+      "envoy.service.ratelimit.v3.RateLimitService",
+    );
+    expect(unknownKeys(checks[0], "HealthCheck")).toEqual([]);
+    expect(
+      unknownKeys(
+        node(node(protocolOptions.explicit_http_config).http2_protocol_options).connection_keepalive,
+        "KeepaliveSettings",
+      ),
+    ).toEqual([]);
+  });
+
+  it("waits Envoy's default 20 ms, more than tollgate's RLS_TIMEOUT_MS, and fails open", () => {
+    const rlsTimeoutMs = Number(composeDefault(env("tollgate").RLS_TIMEOUT_MS) || 15);
+    expect(seconds(filter.timeout) * 1000).toBeCloseTo(20, 6);
+    expect(seconds(filter.timeout) * 1000).toBeGreaterThan(rlsTimeoutMs);
+    expect(filter.failure_mode_deny).toBe(false);
+    expect(node(filter.status_on_error).code).toBe("ServiceUnavailable");
+  });
+
+  it("builds descriptors with actions and fields of Envoy's API on /auth/ and /api/ only", () => {
+    expect(rateLimited.map((r) => r.match)).toEqual([{ prefix: "/auth/" }, { prefix: "/api/" }]);
+    for (const route of rateLimited)
+      for (const limit of nodes(node(route.route).rate_limits)) {
+        expect(unknownKeys(limit, "RouteRateLimit")).toEqual([]);
+        expect(Number(limit.stage ?? 0)).toBe(Number(filter.stage ?? 0));
+        for (const action of nodes(limit.actions)) {
+          expect(Object.keys(action)).toHaveLength(1); // a oneof
+          expect(unknownKeys(action, "RateLimitAction")).toEqual([]);
+          expect(unknownKeys(action.request_headers, "RequestHeaders")).toEqual([]);
+          expect(unknownKeys(action.generic_key, "GenericKey")).toEqual([]);
+          expect(unknownKeys(action.header_value_match, "HeaderValueMatch")).toEqual([]);
+          for (const matcher of nodes(node(action.header_value_match).headers))
+            expect(unknownKeys(matcher, "HeaderMatcher")).toEqual([]);
+        }
+      }
+  });
+
+  it("names the example config's domain, which has a limit for every descriptor the routes build", () => {
+    expect(filter.domain).toBe("tollgate-edge");
+    expect(config.domain).toBe(filter.domain);
+    const descriptors = nodes(config.descriptors);
+    const built = rateLimited.flatMap((r) =>
+      nodes(node(r.route).rate_limits).map((limit) => nodes(limit.actions).map(entryOf)),
+    );
+    expect(built.length).toBeGreaterThanOrEqual(4);
+    for (const entries of built) {
+      const found = configDescriptorFor(descriptors, entries);
+      expect(found?.rate_limit, JSON.stringify(entries)).toBeDefined();
+    }
+    // Every key the actions produce is a key of the config, and the other way round.
+    const configKeys = new Set<string>();
+    const walk = (list: Node[]) => {
+      for (const d of list) {
+        configKeys.add(String(d.key));
+        walk(nodes(d.descriptors));
+      }
+    };
+    walk(descriptors);
+    expect([...new Set(built.flat().map((e) => e.key))].sort()).toEqual([...configKeys].sort());
+  });
+
+  it("writes the config in envoyproxy/ratelimit's format with tollgate's additions only", () => {
+    expect(
+      Object.keys(config).filter((k) => !(RLS_CONFIG_KEYS.root as readonly string[]).includes(k)),
+    ).toEqual([]);
+    const limits: Node[] = [];
+    const walk = (list: Node[]) => {
+      for (const d of list) {
+        expect(
+          Object.keys(d).filter((k) => !(RLS_CONFIG_KEYS.descriptor as readonly string[]).includes(k)),
+        ).toEqual([]);
+        expect(typeof d.key).toBe("string");
+        if (d.rate_limit !== undefined) limits.push(node(d.rate_limit));
+        walk(nodes(d.descriptors));
+      }
+    };
+    walk(nodes(config.descriptors));
+    for (const limit of limits) {
+      expect(
+        Object.keys(limit).filter((k) => !(RLS_CONFIG_KEYS.rateLimit as readonly string[]).includes(k)),
+      ).toEqual([]);
+      if (limit.unlimited === true) {
+        // The reference refuses a unit beside unlimited.
+        expect(limit.unit).toBeUndefined();
+        continue;
+      }
+      expect(RLS_UNITS).toContain(limit.unit);
+      expect(Number.isInteger(limit.requests_per_unit)).toBe(true);
+      if (limit.algorithm !== undefined) expect(RLS_ALGORITHMS).toContain(limit.algorithm);
+      if (limit.unit_multiplier !== undefined) expect(Number(limit.unit_multiplier)).toBeGreaterThan(1);
+    }
+    // The example shows each addition and a nested limit.
+    expect(limits.some((l) => l.algorithm === "sliding-log")).toBe(true);
+    expect(limits.some((l) => l.unit_multiplier !== undefined)).toBe(true);
+    expect(nodes(config.descriptors).some((d) => nodes(d.descriptors).some((n) => n.rate_limit))).toBe(true);
+  });
+});
+
 describe("docker-compose.yml", () => {
   it("runs Redis with the append-only file and a health check", () => {
     const redis = node(services.redis);
@@ -327,6 +638,7 @@ describe("docker-compose.yml", () => {
     expect(Object.keys(services).sort()).toEqual([
       "envoy",
       "envoy-grpc",
+      "envoy-ratelimit",
       "k6",
       "prometheus",
       "redis",
@@ -356,6 +668,38 @@ describe("docker-compose.yml", () => {
       ((node(s).profiles as string[] | undefined) ?? []).includes("grpc"),
     );
     expect(grpcProfiled.map(([name]) => name)).toEqual(["envoy-grpc"]);
+  });
+
+  it("runs envoy-ratelimit only under the ratelimit profile, on host port 10002, with the example config mounted into tollgate", () => {
+    const service = node(services["envoy-ratelimit"]);
+    expect(service.profiles).toEqual(["ratelimit"]);
+    expect(service.image).toBe(node(services.envoy).image);
+    expect(service.volumes).toContain("./envoy/envoy-ratelimit.yaml:/etc/envoy/envoy.yaml:ro");
+    expect(service.ports).toContain("10002:10000");
+    for (const entry of service.ports as string[])
+      if (entry.endsWith(":9901")) expect(entry).toMatch(/^127\.0\.0\.1:/);
+    expect(node(node(service.depends_on).tollgate).condition).toBe("service_healthy");
+    const profiled = Object.entries(services).filter(([, s]) =>
+      ((node(s).profiles as string[] | undefined) ?? []).includes("ratelimit"),
+    );
+    expect(profiled.map(([name]) => name)).toEqual(["envoy-ratelimit"]);
+    // Every host port of the Envoys differs.
+    const hostPorts = ["envoy", "envoy-grpc", "envoy-ratelimit"].flatMap((name) =>
+      (node(services[name]).ports as string[]).map((p) => p.split(":").slice(0, -1).join(":")),
+    );
+    expect(new Set(hostPorts).size).toBe(hostPorts.length);
+    // The config folder is mounted always; RLS_CONFIG is empty (the RLS not offered) unless the
+    // profile's command sets it, to the mounted config/ folder.
+    const mount = (node(services.tollgate).volumes as string[]).find((v) =>
+      v.startsWith("./envoy/ratelimit-config:"),
+    );
+    expect(mount).toMatch(/^\.\/envoy\/ratelimit-config:\/etc\/tollgate\/ratelimit:ro$/);
+    expect(composeDefault(env("tollgate").RLS_CONFIG)).toBe("");
+    const text = readFileSync(new URL("docker-compose.yml", ROOT), "utf8");
+    expect(text).toContain("RLS_CONFIG=/etc/tollgate/ratelimit/config docker compose --profile ratelimit up");
+    expect(readFileSync(new URL("docs/rls.md", ROOT), "utf8")).toContain(
+      "RLS_CONFIG=/etc/tollgate/ratelimit/config docker compose --profile ratelimit up",
+    );
   });
 
   it("keeps tollgate's gRPC check port 8081 off the host and lists every exposed port in the image", () => {
