@@ -8,17 +8,21 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
+import { createRlsCore, type RlsAnswer, type RlsInput } from "./frontends/envoy-grpc/rls.js";
+import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
 import { createAdminApi } from "./http/admin-api.js";
 import type { HttpHandler } from "./http/http-listener.js";
 import { createPublicApi } from "./http/public-api.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import { createRpcObserver } from "./metrics/rpc-observer.js";
+import { createRlsObserver, createRpcObserver } from "./metrics/rpc-observer.js";
 import type { Policy } from "./policy/policy.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
 import type { Logger } from "./process/logger.js";
 import type { Readiness } from "./process/readiness.js";
+import { createRlsState, type RlsState } from "./rls/state.js";
+import { createDeadline } from "./store/failure.js";
 import type { Store } from "./store/store.js";
 
 export type Tollgate = {
@@ -31,8 +35,12 @@ export type Tollgate = {
   tokens: TokenService;
   metrics: Metrics;
   policy: PolicyState;
-  /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged. */
+  /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged; RLS_CONFIG too. */
   reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
+  /** Envoy's rate limit service, when RLS_CONFIG is set: its configuration and its decision. */
+  rls: { state: RlsState; decide(input: RlsInput): Promise<RlsAnswer> } | undefined;
+  /** Stops what runs beside the listeners (the watch on RLS_CONFIG). */
+  close(): void;
 };
 
 export type TollgateOptions = {
@@ -45,6 +53,8 @@ export type TollgateOptions = {
   readiness?: Readiness;
   /** Called after the admin endpoint reloaded the policy here (WORKERS: the other workers follow). */
   onAdminReload?: () => void;
+  /** RLS_CONFIG as main.ts loaded it (start-up reports an invalid one); loaded here when omitted. */
+  rls?: RlsState;
 };
 
 export function createTollgate(options: TollgateOptions): Tollgate {
@@ -109,7 +119,48 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     rpc: createRpcObserver(metrics),
   };
 
+  const rlsState =
+    options.rls ??
+    (config.rls === undefined
+      ? undefined
+      : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm }));
+  const reloadRls = (trigger: "admin" | "signal" | "worker" | "file", result = rlsState?.reload()) => {
+    if (result === undefined) return;
+    if (!result.ok) {
+      metrics.rlsReloads.inc({ result: "invalid" });
+      logger.error(
+        { event: "rls_config_invalid", trigger, problems: result.problems, version: result.config.version },
+        "RLS_CONFIG reload refused: the configuration in force stays",
+      );
+      return;
+    }
+    if (!result.changed && trigger === "file") return;
+    metrics.rlsReloads.inc({ result: result.changed ? "changed" : "unchanged" });
+    if (result.changed) {
+      // Limits may have grown: no refusal of the old configuration stands, here or elsewhere.
+      store.invalidations.publish("*");
+    }
+    logger.info(
+      { event: "rls_config_reloaded", trigger, version: result.config.version, changed: result.changed },
+      result.changed ? "RLS_CONFIG reloaded" : "RLS_CONFIG reloaded: unchanged",
+    );
+  };
+  rlsState?.watch((result) => reloadRls("file", result));
+  const rlsDecide =
+    rlsState === undefined || config.rls === undefined
+      ? undefined
+      : createRlsCore({
+          rules: rlsRules(() => rlsState.current()),
+          limiter: store.unguarded.limiter,
+          denials,
+          deadline: createDeadline(config.rls.timeoutMs),
+          responseHeaders: config.rls.responseHeaders,
+          onDescriptor: createRlsObserver(metrics),
+          onStoreError: (error) => observer.storeFailed("hit", error),
+        });
+
   const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
+    reloadRls(trigger);
     const result = policy.reload();
     const { version, source } = result.active;
     if (!result.ok) {
@@ -147,6 +198,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
       return result;
     },
     checker,
+    rls: () => rlsState?.current(),
     ipv6Subnet: config.ipv6Subnet,
     logger,
     metrics,
@@ -155,5 +207,17 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     readyTimeoutMs: config.redisTimeoutMs,
     readiness,
   });
-  return { publicApp, adminApp, checks, checker, auth, tokens, metrics, policy, reloadPolicy };
+  return {
+    publicApp,
+    adminApp,
+    checks,
+    checker,
+    auth,
+    tokens,
+    metrics,
+    policy,
+    reloadPolicy,
+    rls: rlsState === undefined || rlsDecide === undefined ? undefined : { state: rlsState, decide: rlsDecide },
+    close: () => rlsState?.close(),
+  };
 }

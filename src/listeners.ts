@@ -6,9 +6,11 @@ import type { Config } from "./config/env.js";
 import { createCheckListener } from "./frontends/check-listener.js";
 import { authorizationService } from "./frontends/envoy-grpc/ext-authz.js";
 import { createGrpcListener } from "./frontends/envoy-grpc/listener.js";
+import { rateLimitService } from "./frontends/envoy-grpc/rls.js";
 import { envoyHttp } from "./frontends/envoy-http.js";
 import type { Listener } from "./frontends/listener.js";
 import { nginx } from "./frontends/nginx.js";
+import { rlsJsonRoute } from "./frontends/rls-json.js";
 import { httpListener } from "./http/http-listener.js";
 
 export function createListeners(config: Config, tollgate: Tollgate): Listener[] {
@@ -25,7 +27,7 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         settings: { host: "CHECK_HOST", port: "CHECK_PORT" },
       },
       tollgate.checks,
-      [envoyHttp, nginx],
+      [envoyHttp, nginx, rlsJsonRoute(() => tollgate.rls?.decide)],
     ),
     createGrpcListener(
       {
@@ -35,7 +37,13 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         settings: { host: "GRPC_HOST", port: "GRPC_PORT" },
       },
       tollgate.checks,
-      { services: [authorizationService(tollgate.checks)], tls: config.grpcTls },
+      {
+        services: [
+          authorizationService(tollgate.checks),
+          ...(tollgate.rls === undefined ? [] : [rateLimitService(tollgate.rls.decide)]),
+        ],
+        tls: config.grpcTls,
+      },
     ),
     httpListener(
       {

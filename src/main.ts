@@ -11,6 +11,8 @@ import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { createListeners } from "./listeners.js";
 import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
+import { RlsConfigError } from "./rls/model.js";
+import { createRlsState, type RlsState } from "./rls/state.js";
 import { listenProblem } from "./process/listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
 import { stopWithNpm } from "./process/parent-watch.js";
@@ -50,12 +52,18 @@ function loadEnvFile(): void {
   }
 }
 
-function startupSettings(): { config: Config; policy: Policy } {
+function startupSettings(): { config: Config; policy: Policy; rls: RlsState | undefined } {
   try {
     const config = loadConfig(process.env);
-    return { config, policy: loadPolicy(config.policyFile) };
+    const rls =
+      config.rls === undefined
+        ? undefined
+        : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm });
+    return { config, policy: loadPolicy(config.policyFile), rls };
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof PolicyError) fail(error.problems);
+    if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {
+      fail(error.problems);
+    }
     throw error;
   }
 }
@@ -133,7 +141,7 @@ async function main(): Promise<void> {
   if (args.length > 0)
     fail([`unknown argument ${JSON.stringify(args[0])}; settings come from the environment (--help)`]);
   loadEnvFile();
-  const { config, policy } = startupSettings();
+  const { config, policy, rls } = startupSettings();
   const { logger } = await createProcessLogger({
     level: config.logLevel,
     format: config.logFormat,
@@ -189,6 +197,7 @@ async function main(): Promise<void> {
     readiness,
     // A reload through one worker's admin port reaches the others through the primary.
     onAdminReload: () => process.send?.(RELOAD_OTHERS),
+    ...(rls === undefined ? {} : { rls }),
   });
   // SIGHUP re-reads POLICY_FILE (under WORKERS the primary forwards it to every worker).
   process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));

@@ -4,14 +4,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { httpListener } from "../http/http-listener.js";
 import type { CheckContext } from "./front-end.js";
-import { type HttpCheckFrontEnd, jsonAnswer, matchesPath, type PathMatcher } from "./http-check.js";
+import {
+  type HttpCheckFrontEnd,
+  type HttpRoute,
+  jsonAnswer,
+  matchesPath,
+  type PathMatcher,
+} from "./http-check.js";
 import type { Listener, ListenerAddress } from "./listener.js";
 import type { CheckResponse } from "./render.js";
 
-type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd };
+type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd | HttpRoute };
 
 /** The table of request targets: every path of every front end, in the order they are given. */
-function routeTable(frontEnds: readonly HttpCheckFrontEnd[]): readonly Route[] {
+function routeTable(frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]): readonly Route[] {
   return frontEnds.flatMap((frontEnd) => frontEnd.paths.map((path) => ({ ...path, frontEnd })));
 }
 
@@ -42,7 +48,7 @@ function send(res: ServerResponse, response: CheckResponse): void {
   res.end();
 }
 
-function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheckFrontEnd[]) {
+function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]) {
   const { checker, clientIp, logger, onDecision } = context;
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
@@ -65,10 +71,14 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheck
   };
 
   return (req: IncomingMessage, res: ServerResponse): void => {
-    // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
-    req.resume();
     const url = req.url ?? "/";
     const route = findRoute(routes, url);
+    if (route !== undefined && "serve" in route.frontEnd) {
+      route.frontEnd.serve(req, res);
+      return;
+    }
+    // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
+    req.resume();
     if (route === undefined) {
       if (url === "/health" && req.method === "GET") {
         send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
@@ -77,7 +87,7 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheck
       }
       return;
     }
-    check(req, res, route.frontEnd, url).catch((error: unknown) => {
+    check(req, res, route.frontEnd as HttpCheckFrontEnd, url).catch((error: unknown) => {
       logger.error({ err: error }, "check failed unexpectedly");
       if (!res.headersSent) send(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
     });
@@ -87,7 +97,7 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly HttpCheck
 export function createCheckListener(
   address: ListenerAddress,
   context: CheckContext,
-  frontEnds: readonly HttpCheckFrontEnd[],
+  frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[],
 ): Listener {
   return httpListener(address, createCheckHandler(context, frontEnds));
 }

@@ -1,6 +1,6 @@
 // An HTTP check front end as the check listener serves it: the request targets it answers, the
 // check's facts from one request, and its protocol's answer to a Decision.
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CheckRequest } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import type { ClientIpOptions } from "./client-ip.js";
@@ -26,6 +26,16 @@ export type HttpCheckFrontEnd = {
   facts(req: IncomingMessage, url: string, clientIp: ClientIpOptions): CheckRequest | CheckResponse;
   /** The Decision as this protocol answers it: a new answer per call. */
   render(decision: Decision, nowMs: number): CheckResponse;
+};
+
+/**
+ * A request target the check listener serves that is no check: it answers the request itself
+ * (envoyproxy/ratelimit's `POST /json`).
+ */
+export type HttpRoute = {
+  paths: readonly PathMatcher[];
+  usage: string;
+  serve(req: IncomingMessage, res: ServerResponse): void;
 };
 
 const SLASH = "/".charCodeAt(0);

@@ -10,6 +10,7 @@ import type { Checker } from "../check/checker.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { ANONYMOUS_TIER } from "../policy/policy.js";
 import type { PolicyState, ReloadResult } from "../policy/policy-state.js";
+import type { RlsConfig } from "../rls/model.js";
 import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
 import { userSubject } from "../ratelimit/types.js";
@@ -29,6 +30,8 @@ export type AdminApiOptions = {
   lockout: Pick<Lockout, "clear">;
   /** The policy in force: tiers and categories are read from it on every request. */
   policy: PolicyState;
+  /** The rate limit service's configuration in force (GET /admin/rls); undefined when RLS_CONFIG is unset. */
+  rls?: () => RlsConfig | undefined;
   /** Re-reads POLICY_FILE (counted and logged by the caller). */
   reloadPolicy(): ReloadResult;
   /** The check, for dry runs, with the IPv6 prefix length that real checks key clients by. */
@@ -243,6 +246,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     reloadPolicy: options.reloadPolicy,
     checker: options.checker,
     ipv6Subnet: options.ipv6Subnet,
+    rls: options.rls ?? (() => undefined),
   });
 
   router.use("/admin", admin);

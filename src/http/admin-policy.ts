@@ -6,6 +6,8 @@ import type { Decision } from "../check/types.js";
 import { normalizeIp } from "../frontends/client-ip.js";
 import { renderDecision } from "../frontends/render.js";
 import { type PolicyState, policyDocument, type ReloadResult } from "../policy/policy-state.js";
+import { describeRlsConfig } from "../rls/match.js";
+import type { RlsConfig } from "../rls/model.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
@@ -55,9 +57,31 @@ function explain(decision: Decision, nowMs: number) {
 
 export function policyRoutes(
   admin: Router,
-  options: { policy: PolicyState; reloadPolicy(): ReloadResult; checker: Checker; ipv6Subnet: number },
+  options: {
+    policy: PolicyState;
+    reloadPolicy(): ReloadResult;
+    checker: Checker;
+    ipv6Subnet: number;
+    rls: () => RlsConfig | undefined;
+  },
 ): void {
   const { policy, checker } = options;
+
+  admin.get(
+    "/rls",
+    handle(async (_req, res) => {
+      const config = options.rls();
+      if (config === undefined) {
+        throw new HttpError("not_found", "The rate limit service is off: RLS_CONFIG is unset");
+      }
+      res.json({
+        version: config.version,
+        files: config.files,
+        default_algorithm: config.defaultAlgorithm,
+        domains: describeRlsConfig(config),
+      });
+    }),
+  );
 
   admin.get(
     "/policy",

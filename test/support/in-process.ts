@@ -161,6 +161,7 @@ export async function startInProcess(
     },
     logWrites: () => [...writes],
     async close() {
+      tollgate.close();
       await serving.close();
       // Its subscriber connection too (store.close), unless another instance still uses the store.
       if (own) await store.close().catch(() => onRedis?.redis.disconnect());

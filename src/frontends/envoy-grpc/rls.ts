@@ -6,7 +6,7 @@
 import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
-import { type GrpcMethod, GrpcError, GrpcStatus } from "./grpc-server.js";
+import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-server.js";
 import type { GrpcService } from "./listener.js";
 import { messages } from "./protos.js";
 
@@ -38,6 +38,8 @@ export type RlsLimitView = {
   rule: Rule;
   unlimited: boolean;
   shadowMode: boolean;
+  /** The reference's quota_mode: over the limit refuses only when every quota-mode descriptor is over. */
+  quotaMode: boolean;
   /** The reference's stats key (domain and key path; values only with detailed_metric). */
   statsKey: string;
 };
@@ -80,13 +82,13 @@ const OVER_LIMIT = 2;
 const NEAR_LIMIT_RATIO = 0.8;
 const MAX_UINT32 = 4_294_967_295;
 
-type DecodedDescriptor = {
+export type DecodedDescriptor = {
   entries?: { key?: string; value?: string }[];
   limit?: { requests_per_unit?: number; unit?: number } | null;
   hits_addend?: { value?: number | { toNumber(): number } } | null;
   is_negative_hits?: boolean;
 };
-type DecodedRequest = { domain?: string; descriptors?: DecodedDescriptor[]; hits_addend?: number };
+export type DecodedRequest = { domain?: string; descriptors?: DecodedDescriptor[]; hits_addend?: number };
 
 type Duration = { seconds: number; nanos: number };
 type DescriptorStatus = {
@@ -106,13 +108,11 @@ function numberOf(value: number | { toNumber(): number } | undefined): number | 
   return typeof value === "number" ? value : value.toNumber();
 }
 
-function decode(bytes: Uint8Array): { domain: string; descriptors: RequestDescriptor[]; addends: number[] } {
-  let message: DecodedRequest;
-  try {
-    message = messages.RateLimitRequest.decode(bytes) as DecodedRequest;
-  } catch {
-    throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the RateLimitRequest cannot be decoded");
-  }
+/** A ShouldRateLimit request as the core reads it. */
+export type RlsInput = { domain: string; descriptors: RequestDescriptor[]; addends: number[] };
+
+/** A RateLimitRequest as protobufjs decodes it (or as `POST /json` parses it), checked. */
+export function rlsInput(message: DecodedRequest): RlsInput {
   const domain = message.domain ?? "";
   // As the reference: a request must name its domain and carry at least one descriptor.
   if (domain === "") throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit domain must not be empty");
@@ -147,155 +147,174 @@ function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: numb
   return Math.max(0, window.resetAtMs - nowMs);
 }
 
-export function rateLimitService(context: RlsContext): GrpcService {
+/** The RateLimitResponse (protobufjs's shape, snake_case fields) of one request. */
+export type RlsAnswer = {
+  overall_code: number;
+  statuses: DescriptorStatus[];
+  response_headers_to_add?: { key: string; value: string }[];
+};
+
+/** ShouldRateLimit's decision, apart from its protocol: the gRPC method and `POST /json` share it. */
+export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise<RlsAnswer> {
   const now = context.now ?? Date.now;
+  return async ({ domain, descriptors, addends }) => {
+    const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
+    const nowMs = now();
+    const statuses: DescriptorStatus[] = descriptors.map(() => ({ code: OK, limit_remaining: 0 }));
+    const generation = context.denials?.generation() ?? 0;
+
+    // Descriptors to count, grouped by addend (a store call counts one addend).
+    const groups = new Map<number, { index: number; layer: LimitLayer }[]>();
+    let refusedFromCache = false;
+    for (let i = 0; i < limits.length; i += 1) {
+      const matched = limits[i];
+      if (matched === undefined) continue;
+      const { limit, subject } = matched;
+      const status = statuses[i] as DescriptorStatus;
+      if (limit.unlimited) {
+        status.limit_remaining = MAX_UINT32;
+        continue;
+      }
+      status.current_limit = {
+        ...(limit.name === undefined ? {} : { name: limit.name }),
+        requests_per_unit: limit.requestsPerUnit,
+        unit: RLS_UNITS[limit.unit],
+      };
+      const addend = addends[i] as number;
+      if (limit.requestsPerUnit === 0) {
+        // A limit of nothing: every hit is over, as the reference answers it, without the store.
+        status.code = limit.shadowMode ? OK : OVER_LIMIT;
+        context.onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
+        continue;
+      }
+      const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
+      const cached =
+        addend > 0 && !limit.shadowMode
+          ? context.denials?.lookup(subject, limit.id, undefined, nowMs, windowMs)
+          : undefined;
+      if (cached !== undefined) {
+        status.code = OVER_LIMIT;
+        status.duration_until_reset = duration(cached.hit.retryAfterMs);
+        context.onDescriptor?.(domain, limit.statsKey, "cached", addend);
+        refusedFromCache = true;
+        continue;
+      }
+      let group = groups.get(addend);
+      if (group === undefined) {
+        group = [];
+        groups.set(addend, group);
+      }
+      group.push({
+        index: i,
+        layer: { subject, category: limit.id, rule: limit.rule, shadow: limit.shadowMode },
+      });
+    }
+
+    if (!(allOrNone && refusedFromCache)) {
+      if (allOrNone && groups.size > 1) {
+        throw new GrpcError(
+          GrpcStatus.INVALID_ARGUMENT,
+          "all_or_none counts one addend per request: the descriptors' hits_addend differ",
+        );
+      }
+      const calls = [...groups].map(async ([addend, group]) => {
+        let result: LimitResult;
+        try {
+          result = await context.deadline(
+            context.limiter.limit({
+              layers: group.map((g) => g.layer),
+              addend,
+              mode: allOrNone ? "all-or-none" : "each",
+            }),
+          );
+        } catch (error) {
+          context.onStoreError?.(error);
+          throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
+        }
+        if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+        group.forEach(({ index, layer }, l) => {
+          const answer = result.layers[l];
+          const window = answer?.windows[0];
+          if (answer === undefined || window === undefined) return;
+          const status = statuses[index] as DescriptorStatus;
+          const matched = limits[index] as { limit: RlsLimitView; subject: string };
+          const over = !answer.room;
+          status.code = over && !layer.shadow ? OVER_LIMIT : OK;
+          status.limit_remaining = Math.max(0, window.remaining);
+          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, nowMs));
+          const outcome: RlsOutcome = over
+            ? layer.shadow
+              ? "shadow"
+              : "over"
+            : window.used >= NEAR_LIMIT_RATIO * window.limit
+              ? "near"
+              : "within";
+          context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
+          if (over && !layer.shadow && addend > 0) {
+            const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
+            context.denials?.remember(
+              matched.subject,
+              matched.limit.id,
+              window.windowMs,
+              undefined,
+              {
+                hit: {
+                  allowed: false,
+                  layer: 0,
+                  window: 0,
+                  limit: window.limit,
+                  windowMs: window.windowMs,
+                  used: window.used,
+                  remaining: window.remaining,
+                  resetAtMs: window.resetAtMs,
+                  retryAfterMs: window.retryAfterMs,
+                },
+                user: undefined,
+              },
+              { retryAtMs, untilMs: retryAtMs },
+              generation,
+            );
+          }
+        });
+      });
+      await Promise.all(calls);
+    } else {
+      // All-or-none and a descriptor refused from the cache: nothing is counted, the others only
+      // report their limit.
+      for (const group of groups.values()) {
+        for (const { index } of group) (statuses[index] as DescriptorStatus).code = OK;
+      }
+    }
+
+    const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK;
+    const response: RlsAnswer = { overall_code: overall, statuses };
+    if (context.responseHeaders) {
+      const counted = statuses.filter((s) => s.current_limit !== undefined);
+      if (counted.length > 0) {
+        const tightest = counted.reduce((a, b) => (b.limit_remaining < a.limit_remaining ? b : a));
+        const reset = tightest.duration_until_reset?.seconds ?? 0;
+        response.response_headers_to_add = [
+          { key: "RateLimit-Limit", value: String(tightest.current_limit?.requests_per_unit ?? 0) },
+          { key: "RateLimit-Remaining", value: String(tightest.limit_remaining) },
+          { key: "RateLimit-Reset", value: String(reset) },
+        ];
+      }
+    }
+    return response;
+  };
+}
+
+export function rateLimitService(decide: (input: RlsInput) => Promise<RlsAnswer>): GrpcService {
   const method: GrpcMethod = {
     kind: "unary",
     async handle(bytes) {
-      const { domain, descriptors, addends } = decode(bytes);
-      const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
-      const nowMs = now();
-      const statuses: DescriptorStatus[] = descriptors.map(() => ({ code: OK, limit_remaining: 0 }));
-      const generation = context.denials?.generation() ?? 0;
-
-      // Descriptors to count, grouped by addend (a store call counts one addend).
-      const groups = new Map<number, { index: number; layer: LimitLayer }[]>();
-      let refusedFromCache = false;
-      for (let i = 0; i < limits.length; i += 1) {
-        const matched = limits[i];
-        if (matched === undefined) continue;
-        const { limit, subject } = matched;
-        const status = statuses[i] as DescriptorStatus;
-        if (limit.unlimited) {
-          status.limit_remaining = MAX_UINT32;
-          continue;
-        }
-        status.current_limit = {
-          ...(limit.name === undefined ? {} : { name: limit.name }),
-          requests_per_unit: limit.requestsPerUnit,
-          unit: RLS_UNITS[limit.unit],
-        };
-        const addend = addends[i] as number;
-        if (limit.requestsPerUnit === 0) {
-          // A limit of nothing: every hit is over, as the reference answers it, without the store.
-          status.code = limit.shadowMode ? OK : OVER_LIMIT;
-          context.onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
-          continue;
-        }
-        const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
-        const cached =
-          addend > 0 && !limit.shadowMode
-            ? context.denials?.lookup(subject, limit.id, undefined, nowMs, windowMs)
-            : undefined;
-        if (cached !== undefined) {
-          status.code = OVER_LIMIT;
-          status.duration_until_reset = duration(cached.hit.retryAfterMs);
-          context.onDescriptor?.(domain, limit.statsKey, "cached", addend);
-          refusedFromCache = true;
-          continue;
-        }
-        let group = groups.get(addend);
-        if (group === undefined) {
-          group = [];
-          groups.set(addend, group);
-        }
-        group.push({
-          index: i,
-          layer: { subject, category: limit.id, rule: limit.rule, shadow: limit.shadowMode },
-        });
+      let message: DecodedRequest;
+      try {
+        message = messages.RateLimitRequest.decode(bytes) as DecodedRequest;
+      } catch {
+        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the RateLimitRequest cannot be decoded");
       }
-
-      if (!(allOrNone && refusedFromCache)) {
-        if (allOrNone && groups.size > 1) {
-          throw new GrpcError(
-            GrpcStatus.INVALID_ARGUMENT,
-            "all_or_none counts one addend per request: the descriptors' hits_addend differ",
-          );
-        }
-        const calls = [...groups].map(async ([addend, group]) => {
-          let result: LimitResult;
-          try {
-            result = await context.deadline(
-              context.limiter.limit({
-                layers: group.map((g) => g.layer),
-                addend,
-                mode: allOrNone ? "all-or-none" : "each",
-              }),
-            );
-          } catch (error) {
-            context.onStoreError?.(error);
-            throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
-          }
-          if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
-          group.forEach(({ index, layer }, l) => {
-            const answer = result.layers[l];
-            const window = answer?.windows[0];
-            if (answer === undefined || window === undefined) return;
-            const status = statuses[index] as DescriptorStatus;
-            const matched = limits[index] as { limit: RlsLimitView; subject: string };
-            const over = !answer.room;
-            status.code = over && !layer.shadow ? OVER_LIMIT : OK;
-            status.limit_remaining = Math.max(0, window.remaining);
-            status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, nowMs));
-            const outcome: RlsOutcome = over
-              ? layer.shadow
-                ? "shadow"
-                : "over"
-              : window.used >= NEAR_LIMIT_RATIO * window.limit
-                ? "near"
-                : "within";
-            context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
-            if (over && !layer.shadow && addend > 0) {
-              const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
-              context.denials?.remember(
-                matched.subject,
-                matched.limit.id,
-                window.windowMs,
-                undefined,
-                {
-                  hit: {
-                    allowed: false,
-                    layer: 0,
-                    window: 0,
-                    limit: window.limit,
-                    windowMs: window.windowMs,
-                    used: window.used,
-                    remaining: window.remaining,
-                    resetAtMs: window.resetAtMs,
-                    retryAfterMs: window.retryAfterMs,
-                  },
-                  user: undefined,
-                },
-                { retryAtMs, untilMs: retryAtMs },
-                generation,
-              );
-            }
-          });
-        });
-        await Promise.all(calls);
-      } else {
-        // All-or-none and a descriptor refused from the cache: nothing is counted, the others only
-        // report their limit.
-        for (const group of groups.values()) {
-          for (const { index } of group) (statuses[index] as DescriptorStatus).code = OK;
-        }
-      }
-
-      const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK;
-      const response: Record<string, unknown> = { overall_code: overall, statuses };
-      if (context.responseHeaders) {
-        const counted = statuses.filter((s) => s.current_limit !== undefined);
-        if (counted.length > 0) {
-          const tightest = counted.reduce((a, b) => (b.limit_remaining < a.limit_remaining ? b : a));
-          const reset = tightest.duration_until_reset?.seconds ?? 0;
-          response.response_headers_to_add = [
-            { key: "RateLimit-Limit", value: String(tightest.current_limit?.requests_per_unit ?? 0) },
-            { key: "RateLimit-Remaining", value: String(tightest.limit_remaining) },
-            { key: "RateLimit-Reset", value: String(reset) },
-          ];
-        }
-      }
-      return messages.RateLimitResponse.encode(response).finish();
+      return messages.RateLimitResponse.encode(await decide(rlsInput(message))).finish();
     },
   };
   return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };

@@ -1,0 +1,186 @@
+// envoyproxy/ratelimit's JSON endpoint, on the check listener: `POST /json` with a RateLimitRequest
+// in protobuf's JSON mapping, answered with the RateLimitResponse in the same mapping, 200 when the
+// overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
+// decision as ShouldRateLimit over gRPC.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-server.js";
+import {
+  type DecodedDescriptor,
+  RLS_UNITS,
+  type RlsAnswer,
+  type RlsInput,
+  rlsInput,
+} from "./envoy-grpc/rls.js";
+import type { HttpRoute } from "./http-check.js";
+
+/** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
+const MAX_BODY_BYTES = 1024 * 1024;
+
+const CODE_NAMES = ["UNKNOWN", "OK", "OVER_LIMIT"];
+const UNIT_VALUE = new Map<string, number>(
+  Object.entries(RLS_UNITS).map(([name, value]) => [name.toUpperCase(), value]),
+);
+const UNIT_NAME = new Map<number, string>(
+  Object.entries(RLS_UNITS).map(([name, value]) => [value, name.toUpperCase()]),
+);
+
+type Json = Record<string, unknown>;
+
+/** A field in protobuf's JSON mapping: lowerCamelCase, or the proto's own name (both are accepted). */
+function field(object: Json, camel: string, snake: string): unknown {
+  return object[camel] ?? object[snake];
+}
+
+function count(value: unknown): number | undefined {
+  const n = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+  return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
+/** The request as the core reads it, or a message saying what is wrong with it. */
+export function jsonRequest(body: unknown): RlsInput | string {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return "the body must be a JSON object";
+  const request = body as Json;
+  const descriptors = request.descriptors ?? [];
+  if (!Array.isArray(descriptors)) return "descriptors must be a list";
+  const decoded: DecodedDescriptor[] = [];
+  for (const [i, item] of descriptors.entries()) {
+    if (typeof item !== "object" || item === null) return `descriptors[${i}] must be an object`;
+    const d = item as Json;
+    const entries = d.entries ?? [];
+    if (!Array.isArray(entries)) return `descriptors[${i}].entries must be a list`;
+    const pairs: { key: string; value: string }[] = [];
+    for (const [j, entry] of entries.entries()) {
+      const e = (entry ?? {}) as Json;
+      if (typeof e.key !== "string" || (e.value !== undefined && typeof e.value !== "string")) {
+        return `descriptors[${i}].entries[${j}] needs a string key and value`;
+      }
+      pairs.push({ key: e.key, value: (e.value as string | undefined) ?? "" });
+    }
+    const limit = d.limit as Json | undefined;
+    let override: DecodedDescriptor["limit"];
+    if (limit !== undefined && limit !== null) {
+      const unit = field(limit, "unit", "unit");
+      const unitValue = typeof unit === "number" ? unit : UNIT_VALUE.get(String(unit));
+      const perUnit = count(field(limit, "requestsPerUnit", "requests_per_unit"));
+      if (unitValue === undefined || perUnit === undefined) {
+        return `descriptors[${i}].limit needs requestsPerUnit and a unit (SECOND … YEAR)`;
+      }
+      override = { requests_per_unit: perUnit, unit: unitValue };
+    }
+    const addend = field(d, "hitsAddend", "hits_addend");
+    decoded.push({
+      entries: pairs,
+      limit: override ?? null,
+      hits_addend: addend === undefined ? null : { value: count(addend) ?? 0 },
+    });
+  }
+  const addend = field(request, "hitsAddend", "hits_addend");
+  if (addend !== undefined && count(addend) === undefined) return "hitsAddend must be a whole number";
+  try {
+    return rlsInput({
+      domain: typeof request.domain === "string" ? request.domain : "",
+      descriptors: decoded,
+      hits_addend: count(addend) ?? 0,
+    });
+  } catch (error) {
+    if (error instanceof GrpcError) return error.message;
+    throw error;
+  }
+}
+
+/** The answer in protobuf's JSON mapping: lowerCamelCase, enums by name, durations as "1.5s". */
+export function jsonAnswer(answer: RlsAnswer): Json {
+  return {
+    overallCode: CODE_NAMES[answer.overall_code] ?? "UNKNOWN",
+    statuses: answer.statuses.map((status) => ({
+      code: CODE_NAMES[status.code] ?? "UNKNOWN",
+      ...(status.current_limit === undefined
+        ? {}
+        : {
+            currentLimit: {
+              ...(status.current_limit.name === undefined ? {} : { name: status.current_limit.name }),
+              requestsPerUnit: status.current_limit.requests_per_unit,
+              unit: UNIT_NAME.get(status.current_limit.unit) ?? "UNKNOWN",
+            },
+          }),
+      ...(status.limit_remaining === 0 ? {} : { limitRemaining: status.limit_remaining }),
+      ...(status.duration_until_reset === undefined
+        ? {}
+        : {
+            durationUntilReset: `${status.duration_until_reset.seconds + status.duration_until_reset.nanos / 1e9}s`,
+          }),
+    })),
+    ...(answer.response_headers_to_add === undefined
+      ? {}
+      : { responseHeadersToAdd: answer.response_headers_to_add }),
+  };
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** `POST /json` on the check listener, answered by `decide` (undefined: the RLS is off). */
+export function rlsJsonRoute(decide: () => ((input: RlsInput) => Promise<RlsAnswer>) | undefined): HttpRoute {
+  return {
+    paths: [{ path: "/json", subpaths: false }],
+    usage: "POST /json (envoyproxy/ratelimit's JSON endpoint)",
+    serve(req: IncomingMessage, res: ServerResponse) {
+      const core = decide();
+      if (core === undefined) {
+        req.resume();
+        send(res, 404, { error: "not_found", message: "The rate limit service is off: RLS_CONFIG is unset" });
+        return;
+      }
+      if (req.method !== "POST") {
+        req.resume();
+        send(res, 405, { error: "method_not_allowed", message: "POST a RateLimitRequest as JSON" });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let refused = false;
+      req.on("data", (chunk: Buffer) => {
+        if (refused) return;
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          refused = true;
+          send(res, 413, {
+            error: "payload_too_large",
+            message: `The body is larger than ${MAX_BODY_BYTES} bytes`,
+          });
+          return;
+        }
+        chunks.push(chunk);
+      });
+      req.on("end", () => {
+        if (refused) return;
+        let body: unknown;
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        } catch {
+          send(res, 400, { error: "bad_request", message: "The body is not JSON" });
+          return;
+        }
+        const input = jsonRequest(body);
+        if (typeof input === "string") {
+          send(res, 400, { error: "bad_request", message: input });
+          return;
+        }
+        core(input).then(
+          (answer) => send(res, answer.overall_code === 2 ? 429 : 200, jsonAnswer(answer)),
+          (error: unknown) => {
+            if (error instanceof GrpcError && error.code === GrpcStatus.INVALID_ARGUMENT) {
+              send(res, 400, { error: "bad_request", message: error.message });
+            } else {
+              send(res, 503, { error: "unavailable", message: "The rate-limit store is unavailable" });
+            }
+          },
+        );
+      });
+    },
+  };
+}

@@ -1,0 +1,63 @@
+// The rate limit service's configuration in force: loaded once at start-up (an invalid one stops
+// it), then reloaded on a change under RLS_CONFIG, on SIGHUP and with the policy's admin reload.
+// A reload is atomic: a valid configuration replaces the old one whole, an invalid one changes
+// nothing and says what is wrong, file, line and field.
+import { type FSWatcher, statSync, watch } from "node:fs";
+import { dirname } from "node:path";
+import { loadRlsConfig } from "./load.js";
+import type { RlsAlgorithm, RlsConfig } from "./model.js";
+import { RlsConfigError } from "./model.js";
+
+export type RlsReload =
+  | { ok: true; changed: boolean; config: RlsConfig }
+  | { ok: false; problems: string[]; config: RlsConfig };
+
+export type RlsState = {
+  current(): RlsConfig;
+  reload(): RlsReload;
+  /** Reloads on every change of a file under the path (debounced), until `close`. */
+  watch(onReload: (result: RlsReload) => void): void;
+  close(): void;
+};
+
+/** Editors and ConfigMap updates write in several steps: one reload once they have settled. */
+const SETTLE_MS = 200;
+
+export function createRlsState(options: { path: string; defaultAlgorithm: RlsAlgorithm }): RlsState {
+  const load = () => loadRlsConfig(options.path, { defaultAlgorithm: options.defaultAlgorithm });
+  let config = load();
+  let watcher: FSWatcher | undefined;
+  let timer: NodeJS.Timeout | undefined;
+
+  const reload = (): RlsReload => {
+    try {
+      const next = load();
+      const changed = next.version !== config.version;
+      if (changed) config = next;
+      return { ok: true, changed, config };
+    } catch (error) {
+      if (error instanceof RlsConfigError) return { ok: false, problems: error.problems, config };
+      return { ok: false, problems: [(error as Error).message], config };
+    }
+  };
+
+  return {
+    current: () => config,
+    reload,
+    watch(onReload) {
+      // A folder is watched whole (a Kubernetes ConfigMap swaps a symlink inside it); a file through
+      // its folder, since an editor's save replaces the file the watch would be on.
+      const target = statSync(options.path).isDirectory() ? options.path : dirname(options.path);
+      watcher = watch(target, { recursive: true, persistent: false }, () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => onReload(reload()), SETTLE_MS);
+        timer.unref();
+      });
+      watcher.on("error", () => undefined);
+    },
+    close() {
+      clearTimeout(timer);
+      watcher?.close();
+    },
+  };
+}
