@@ -1,9 +1,12 @@
 // The policy's vocabulary of limits: algorithms, windows, rules, layers. The limiter counts by them.
-export const ALGORITHMS = ["sliding-log", "sliding-counter", "gcra"] as const;
+export const ALGORITHMS = ["sliding-log", "sliding-counter", "gcra", "fixed-window"] as const;
 /**
  * `sliding-log`: an exact log of request times. `sliding-counter`: two fixed-window counters
  * weighted by their overlap with the sliding window (O(1) memory, approximate). `gcra`: the generic
  * cell rate algorithm, a token bucket held in one timestamp (O(1) memory, exact for its definition).
+ * `fixed-window`: one counter per window, windows aligned to multiples of their length since the
+ * Unix epoch, as envoyproxy/ratelimit counts (O(1) memory; up to twice the limit across a boundary).
+ * It keeps the sliding counter's state, so a category can move between the two without losing count.
  */
 export type Algorithm = (typeof ALGORITHMS)[number];
 

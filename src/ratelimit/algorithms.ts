@@ -178,6 +178,60 @@ function evaluateCounter(
   };
 }
 
+/**
+ * One counter per fixed window (`b`, aligned to a multiple of its length), refused when the count
+ * would pass the limit; it frees at the window's end. The sliding counter's state: `p` is carried
+ * as the counter keeps it, so either algorithm can read what the other counted.
+ */
+function evaluateFixed(
+  windows: readonly Window[],
+  states: LayerStates | undefined,
+  now: number,
+  k: number,
+): LayerEvaluation {
+  const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
+  let seeded = false;
+  const next: CounterState["entries"] = [];
+  const outcomes = windows.map((window): WindowOutcome => {
+    const n = window.limit;
+    const w = window.windowMs * 1000;
+    const stored = own?.entries.find((e) => e.w === w);
+    const cb = now - (now % w);
+    if (stored === undefined) seeded = true;
+    let c = stored === undefined ? Math.ceil(evidence(states, w, now) - EPS) : 0;
+    let p = 0;
+    if (stored?.b === cb) {
+      c = stored.c;
+      p = stored.p;
+    } else if (stored?.b === cb - w) {
+      p = stored.c;
+    }
+    const end = cb + w;
+    const room = c + k <= n;
+    next.push({ w, b: cb, c: c + k, p });
+    return {
+      room,
+      limit: n,
+      windowUs: w,
+      usedNow: Math.min(c, n),
+      remainingNow: Math.max(0, n - c),
+      resetNowUs: c > 0 ? end : now,
+      usedAfter: Math.min(c + k, n),
+      remainingAfter: room ? n - c - k : 0,
+      resetAfterUs: c + k > 0 ? end : now,
+      // More than the limit at once never passes; the next window is the honest bound.
+      retryAtUs: room ? 0 : k > n ? end + w : end,
+    };
+  });
+  const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
+  return {
+    outcomes,
+    room: outcomes.every((o) => o.room),
+    commit: () =>
+      recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
+  };
+}
+
 function evaluateGcra(
   windows: readonly Window[],
   states: LayerStates | undefined,
@@ -240,5 +294,7 @@ export function evaluateLayer(
       return evaluateCounter(rule.windows, states, nowUs, k);
     case "gcra":
       return evaluateGcra(rule.windows, states, nowUs, k);
+    case "fixed-window":
+      return evaluateFixed(rule.windows, states, nowUs, k);
   }
 }
