@@ -454,7 +454,7 @@ class FileReader {
     const node = this.resolve(raw);
     const where = path === "" ? "(top level)" : path;
     if (node === null || !isMap(node)) {
-      const line = node === null ? 1 : this.lineOf(node);
+      const line = node !== null ? this.lineOf(node) : raw !== null ? this.lineOf(raw) : 1;
       const got = node === null ? "nothing" : describeNode(node);
       this.problem(line, where, `expected a mapping (${LEVEL_NAMES[level]}), found ${got}`);
       return undefined;
@@ -535,7 +535,8 @@ class FileReader {
       this.problem(field.line, path, `expected a list, found ${describeNode(field.node)}`);
       return [];
     }
-    return field.node.items.map((item) => this.resolve(item as Node | null));
+    // Items stay as written (an empty one keeps its line); readers resolve them.
+    return field.node.items.map((item) => item as Node | null);
   }
 
   private metadata(field: Field | undefined, path: string): RlsLimit["metadata"] {

@@ -47,7 +47,10 @@ export type RlsLimit = {
   requestsPerUnit: number;
   windowMs: number;
   algorithm: RlsAlgorithm;
-  /** Answer OK with LimitRemaining = 2^32-1 and no current_limit, without counting (the reference's unlimited). */
+  /**
+   * Answer OK with LimitRemaining = 2^32-1 and no current_limit, without counting (the reference's
+   * unlimited). Such a limit has no window: unit "second", windowMs 0 and requestsPerUnit 0 mean nothing.
+   */
   unlimited: boolean;
   /** Counted and reported, but never refuses. */
   shadowMode: boolean;

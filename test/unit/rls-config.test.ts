@@ -120,6 +120,9 @@ const INVALID: Record<string, string[]> = {
   ],
   "list_root.yaml": ["list_root.yaml:1: (top level): expected a mapping (the top level), found a list"],
   "duplicate_yaml_field.yaml": ["duplicate_yaml_field.yaml:4: not valid YAML: Map keys must be unique"],
+  "empty_descriptor.yaml": [
+    "empty_descriptor.yaml:5: descriptors[1]: expected a mapping (a descriptor), found nothing",
+  ],
   "descriptors_not_a_list.yaml": [
     "descriptors_not_a_list.yaml:2: descriptors: expected a list, found a mapping",
   ],
