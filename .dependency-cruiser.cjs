@@ -1,7 +1,7 @@
 // Dependencies point one way: frontends / http → check / auth / ratelimit / policy (logic and ports)
 // ← store (adapters), with config below everything and process/ beside it; main.ts, app.ts and
 // listeners.ts compose. `npm run check` fails on any import these rules forbid and on any cycle.
-const FEATURES = "^src/(auth|check|ratelimit|policy)/";
+const FEATURES = "^src/(auth|check|ratelimit|policy|rls)/";
 const EDGE = "^src/(frontends|http)/";
 const ADAPTERS = "^src/store/(memory|redis)/|^src/store/store\\.ts$";
 const ROOT = "^src/(app|main|listeners)\\.ts$";
@@ -21,6 +21,14 @@ module.exports = {
       severity: "error",
       from: { path: "^src/config/" },
       to: { path: `${FEATURES}|^src/(store|frontends|http|metrics|process)/|${ROOT}` },
+    },
+    {
+      name: "rls-config-is-pure",
+      comment:
+        "src/rls/ reads the RLS configuration and matches descriptors: no store, no network, no metrics (the RLS front end and the store side use it).",
+      severity: "error",
+      from: { path: "^src/rls/" },
+      to: { path: `^src/(store|frontends|http|metrics|process)/|${ROOT}|^(node:)?(net|tls|dgram)$` },
     },
     {
       name: "policy-is-below-the-check",

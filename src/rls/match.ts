@@ -1,0 +1,253 @@
+// Matching a request's descriptors against the RLS configuration, the way envoyproxy/ratelimit's
+// GetLimit (src/config/config_impl.go) and constructLimitsToCheck (src/service/ratelimit.go) do, and
+// the subject a matched descriptor is counted under.
+import { overrideId } from "./load.js";
+import {
+  type RequestDescriptor,
+  RLS_UNIT_SECONDS,
+  type RlsConfig,
+  type RlsDomain,
+  type RlsLevel,
+  type RlsLimit,
+  type RlsNode,
+} from "./model.js";
+
+type Entry = { key: string; value: string };
+type Step = { node: RlsNode; how: "exact" | "wildcard" | "default" };
+
+/**
+ * The limit for each request descriptor, in order; undefined where none applies (answer OK without
+ * current_limit). Per descriptor, as the reference's GetLimit:
+ * - an unknown domain: undefined, for every descriptor (even one with its own limit);
+ * - a descriptor's own `limit` (RateLimitDescriptor.limit): that limit, whatever the tree says
+ *   (even when nothing matches), with the configuration's default algorithm, no name, no replaces,
+ *   no shadow mode;
+ * - otherwise the tree is walked one entry per level: at each level the entry's exact key and value,
+ *   else the first wildcard value of that key (file order) that matches, else the key's default
+ *   (no value). The limit is that of the node the last entry reaches; none when an entry matches
+ *   nothing, when a node without children is reached before the last entry (the request is deeper
+ *   than the tree), or when the node reached has no rate_limit (a shorter request than the tree
+ *   gets the limit of the node it ends on, if any).
+ * Then across the request, as constructLimitsToCheck: every matched limit's `replaces` (an unlimited
+ * one's too) drops each limited rule of that name; unlimited rules are kept (answer OK, remaining
+ * 2^32-1, nothing counted) and never dropped.
+ */
+export function limitsFor(
+  config: RlsConfig,
+  domain: string,
+  descriptors: readonly RequestDescriptor[],
+): (RlsLimit | undefined)[] {
+  const rls = config.domains.get(domain);
+  if (rls === undefined) return descriptors.map(() => undefined);
+  const limits = descriptors.map((descriptor) => limitOf(config, rls, descriptor));
+  const replaced = new Set<string>();
+  for (const limit of limits) for (const name of limit?.replaces ?? []) replaced.add(name);
+  if (replaced.size === 0) return limits;
+  return limits.map((limit) =>
+    limit === undefined || limit.unlimited || limit.name === undefined || !replaced.has(limit.name)
+      ? limit
+      : undefined,
+  );
+}
+
+function limitOf(config: RlsConfig, rls: RlsDomain, descriptor: RequestDescriptor): RlsLimit | undefined {
+  const { entries, limit: own } = descriptor;
+  if (own !== undefined) {
+    const windowMs = RLS_UNIT_SECONDS[own.unit] * 1000;
+    return {
+      name: undefined,
+      unit: own.unit,
+      unitMultiplier: 1,
+      requestsPerUnit: own.requestsPerUnit,
+      windowMs,
+      algorithm: config.defaultAlgorithm,
+      unlimited: false,
+      shadowMode: false,
+      quotaMode: false,
+      replaces: [],
+      detailedMetric: false,
+      metadata: undefined,
+      statsKey: [rls.domain, ...entries.map((e) => pathPart(e.key, e.value))].join("."),
+      id: overrideId(rls.domain, windowMs, config.defaultAlgorithm),
+      sharedPatterns: [],
+      source: "request",
+    };
+  }
+  if (entries.length === 0) return undefined;
+  const path: Step[] = [];
+  let level: RlsLevel = rls.root;
+  for (const [i, entry] of entries.entries()) {
+    const step = matchEntry(level, entry);
+    if (step === undefined) return undefined;
+    path.push(step);
+    if (i === entries.length - 1) break;
+    if (step.node.children.nodes.length === 0) return undefined;
+    level = step.node.children;
+  }
+  const limit = path[path.length - 1]?.node.limit;
+  if (limit === undefined) return undefined;
+  const sharedPatterns = path.map((s) =>
+    s.how === "wildcard" && s.node.shareThreshold ? s.node.value : undefined,
+  );
+  return {
+    ...limit,
+    statsKey: statsKeyOf(rls.domain, entries, path, limit.detailedMetric, sharedPatterns),
+    sharedPatterns: sharedPatterns.some((p) => p !== undefined) ? sharedPatterns : [],
+  };
+}
+
+function matchEntry(level: RlsLevel, entry: Entry): Step | undefined {
+  const exact = level.exact.get(entry.key)?.get(entry.value);
+  // A value equal to a wildcard pattern is matched by it as a wildcard (the reference finds it
+  // first by exact lookup; counting and stats come out the same).
+  if (exact !== undefined) return { node: exact, how: exact.wildcard ? "wildcard" : "exact" };
+  for (const node of level.wildcards.get(entry.key) ?? []) {
+    if (node.wildcard !== undefined && wildcardMatches(node.wildcard, entry.value)) {
+      return { node, how: "wildcard" };
+    }
+  }
+  const fallback = level.defaults.get(entry.key);
+  return fallback === undefined ? undefined : { node: fallback, how: "default" };
+}
+
+/** Whether `value` matches a pattern split on "*": each "*" stands for any run of characters, even none. */
+export function wildcardMatches(parts: readonly string[], value: string): boolean {
+  const first = parts[0] ?? "";
+  const last = parts[parts.length - 1] ?? "";
+  if (parts.length === 1) return first === value;
+  const fixed = parts.reduce((n, p) => n + p.length, 0);
+  if (value.length < fixed || !value.startsWith(first) || !value.endsWith(last)) return false;
+  let from = first.length;
+  const until = value.length - last.length;
+  for (const part of parts.slice(1, -1)) {
+    const at = value.indexOf(part, from);
+    if (at < 0 || at + part.length > until) return false;
+    from = at + part.length;
+  }
+  return true;
+}
+
+/**
+ * The reference's stats key of a match. With detailed_metric (the matched rule's): the domain and
+ * every entry's `key_value` (`key_` for an empty value), a shared wildcard's pattern standing for its
+ * value (and then an empty value gives `key`). Without: per level, `key_<configured value>` for an
+ * exact match, `key_<pattern>` for a wildcard, `key` for a default, except that value_to_metric on the
+ * node puts the request's value in (a shared wildcard keeps its pattern).
+ */
+function statsKeyOf(
+  domain: string,
+  entries: readonly Entry[],
+  path: readonly Step[],
+  detailed: boolean,
+  shared: readonly (string | undefined)[],
+): string {
+  const anyShared = shared.some((p) => p !== undefined);
+  const parts = path.map(({ node, how }, i) => {
+    const entry = entries[i] as Entry;
+    const pattern = shared[i];
+    if (detailed) {
+      if (pattern !== undefined) return `${entry.key}_${pattern}`;
+      return anyShared ? pathPart(entry.key, entry.value) : `${entry.key}_${entry.value}`;
+    }
+    if (how === "exact") return pathPart(entry.key, entry.value);
+    if (how === "wildcard")
+      return pathPart(entry.key, pattern ?? (node.valueToMetric ? entry.value : node.value));
+    return pathPart(entry.key, node.valueToMetric ? entry.value : undefined);
+  });
+  return [domain, ...parts].join(".");
+}
+
+function pathPart(key: string, value: string | undefined): string {
+  return value === undefined || value === "" ? key : `${key}_${value}`;
+}
+
+const PLAIN = /^[A-Za-z0-9._-]*$/;
+
+/** A part of a subject: kept when plain, else percent-encoded (a lone surrogate as %u<hex>). */
+function encodePart(text: string): string {
+  if (PLAIN.test(text)) return text;
+  let out = "";
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0;
+    if (PLAIN.test(char)) out += char;
+    else if (code >= 0xd800 && code <= 0xdfff) out += `%u${code.toString(16)}`;
+    else
+      out += encodeURIComponent(char).replace(
+        /[!'()*~]/g,
+        (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+      );
+  }
+  return out;
+}
+
+/**
+ * The subject a matched descriptor is counted under: `rls:<domain>|<key>=<value>|<key>=<value>…`,
+ * or `<key>~<pattern>` for an entry whose value a share_threshold wildcard stands for (every value it
+ * matches shares one count). Domain, keys, values and patterns are kept when made of letters,
+ * digits, ".", "_" and "-", and percent-encoded otherwise, so the separators `|`, `=` and `~` (and
+ * "{", "}", ":") never come from them: two different descriptors never share a subject. Count it
+ * under `limit.id` and the window.
+ *
+ * The reference's counter key is `<prefix><domain>_<key>_<value>_…_<key>_<value>_<window start>`
+ * (src/limiter/cache_key.go): the same parts in the same order, but joined by "_" unescaped, so
+ * there ("a", "b_c") and ("a_b", "c") share a counter; here they do not. Like the reference, the
+ * subject holds the request's values, not the rule: a key-only rule counts each value apart.
+ */
+export function subjectOf(domain: string, descriptor: RequestDescriptor, limit: RlsLimit): string {
+  let subject = `rls:${encodePart(domain)}`;
+  for (const [i, entry] of descriptor.entries.entries()) {
+    const pattern = limit.sharedPatterns[i];
+    subject +=
+      pattern === undefined
+        ? `|${encodePart(entry.key)}=${encodePart(entry.value)}`
+        : `|${encodePart(entry.key)}~${encodePart(pattern)}`;
+  }
+  return subject;
+}
+
+/** A JSON-able view of the configuration in force (for GET /admin/rls): every domain's tree. */
+export function describeRlsConfig(config: RlsConfig): unknown {
+  const describeLimit = (l: RlsLimit) => ({
+    name: l.name ?? null,
+    unlimited: l.unlimited,
+    ...(l.unlimited
+      ? {}
+      : {
+          unit: l.unit,
+          unitMultiplier: l.unitMultiplier,
+          requestsPerUnit: l.requestsPerUnit,
+          windowMs: l.windowMs,
+          algorithm: l.algorithm,
+        }),
+    replaces: l.replaces,
+    statsKey: l.statsKey,
+    id: l.id,
+  });
+  const describeLevel = (level: RlsLevel): unknown[] =>
+    level.nodes.map((n) => ({
+      key: n.key,
+      value: n.value ?? null,
+      line: n.line,
+      ...(n.limit ? { rateLimit: describeLimit(n.limit) } : {}),
+      shadowMode: n.limit?.shadowMode ?? false,
+      quotaMode: n.limit?.quotaMode ?? false,
+      detailedMetric: n.detailedMetric,
+      valueToMetric: n.valueToMetric,
+      shareThreshold: n.shareThreshold,
+      ...(n.limit?.metadata ? { metadata: n.limit.metadata } : {}),
+      descriptors: describeLevel(n.children),
+    }));
+  return {
+    version: config.version,
+    files: config.files,
+    defaultAlgorithm: config.defaultAlgorithm,
+    domains: [...config.domains.values()]
+      .sort((a, b) => (a.domain < b.domain ? -1 : 1))
+      .map((d) => ({
+        domain: d.domain,
+        file: d.file,
+        allOrNone: d.allOrNone,
+        descriptors: describeLevel(d.root),
+      })),
+  };
+}
