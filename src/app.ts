@@ -217,7 +217,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     metrics,
     policy,
     reloadPolicy,
-    rls: rlsState === undefined || rlsDecide === undefined ? undefined : { state: rlsState, decide: rlsDecide },
+    rls:
+      rlsState === undefined || rlsDecide === undefined ? undefined : { state: rlsState, decide: rlsDecide },
     close: () => rlsState?.close(),
   };
 }

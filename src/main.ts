@@ -11,8 +11,6 @@ import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { createListeners } from "./listeners.js";
 import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
-import { RlsConfigError } from "./rls/model.js";
-import { createRlsState, type RlsState } from "./rls/state.js";
 import { listenProblem } from "./process/listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
 import { stopWithNpm } from "./process/parent-watch.js";
@@ -26,6 +24,8 @@ import {
   shouldSupervise,
   superviseWorkers,
 } from "./process/workers.js";
+import { RlsConfigError } from "./rls/model.js";
+import { createRlsState, type RlsState } from "./rls/state.js";
 import { storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
 

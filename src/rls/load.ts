@@ -15,6 +15,7 @@ import {
   parseAllDocuments,
   type Scalar,
 } from "yaml";
+import { MAX_COUNT } from "../config/rules.js";
 import {
   MAX_REQUESTS_PER_UNIT,
   RLS_ALGORITHMS,
@@ -396,6 +397,13 @@ class FileReader {
           `unknown algorithm "${algorithmText}" (${RLS_ALGORITHMS.join(", ")})`,
         );
       }
+    }
+    if (algorithm === "sliding-log" && requestsPerUnit > MAX_COUNT) {
+      this.problem(
+        rpuField?.line ?? field.line,
+        `${path}.requests_per_unit`,
+        `sliding-log keeps every request it counts: at most ${MAX_COUNT} per window (sliding-counter, gcra and fixed-window take up to ${MAX_REQUESTS_PER_UNIT})`,
+      );
     }
     const multiplierField = fields.get("unit_multiplier");
     let unitMultiplier = 1;

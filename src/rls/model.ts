@@ -27,7 +27,9 @@ export const RLS_UNIT_SECONDS = {
 export type RlsUnit = keyof typeof RLS_UNIT_SECONDS;
 export const RLS_UNITS = Object.keys(RLS_UNIT_SECONDS) as readonly RlsUnit[];
 
-export const RLS_ALGORITHMS = ["fixed-window", "sliding-log", "sliding-counter", "gcra"] as const;
+import { RLS_ALGORITHMS } from "../config/env.js";
+
+export { RLS_ALGORITHMS };
 /**
  * `fixed-window`: the reference's counter per window, windows aligned to multiples of `windowMs`
  * since the Unix epoch (so a `day` turns at 00:00 UTC, a `week` on Thursdays, a `month` every 30 days).

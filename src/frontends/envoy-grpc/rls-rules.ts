@@ -1,5 +1,6 @@
 // The configuration in force (src/rls/) as the rate limit service's front end reads it: per request
 // descriptor, the matched limit as a limiter rule and the subject its counter is kept under.
+import { MAX_COUNT } from "../../config/rules.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { limitsFor, subjectOf } from "../../rls/match.js";
 import type { RlsConfig, RlsLimit } from "../../rls/model.js";
@@ -14,10 +15,13 @@ const views = new WeakMap<RlsLimit, RlsLimitView>();
 function viewOf(limit: RlsLimit): RlsLimitView {
   let view = views.get(limit);
   if (view === undefined) {
-    const rule = {
-      algorithm: limit.algorithm,
-      windows: [{ limit: limit.requestsPerUnit, windowMs: limit.windowMs }],
-    } as Rule;
+    // A descriptor's own limit (a request's override) takes the default algorithm whatever its
+    // size: past what a log may hold, it is counted as a sliding counter instead.
+    const algorithm =
+      limit.algorithm === "sliding-log" && limit.requestsPerUnit > MAX_COUNT
+        ? "sliding-counter"
+        : limit.algorithm;
+    const rule: Rule = { algorithm, windows: [{ limit: limit.requestsPerUnit, windowMs: limit.windowMs }] };
     view = {
       id: limit.id,
       name: limit.name,
