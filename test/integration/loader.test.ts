@@ -107,7 +107,7 @@ describe("the loader", () => {
       ],
     };
     // counted (no flags), one request; one fixed layer: its rule, its record field, enforced, expiring
-    const args = ["", 0, 1, ruleText(two), "r:search", "0", "1"];
+    const args = ["0", ruleText(two), "r:search", "0", "1"];
     const reply = (await scriptsOf(redis).callBuffer(
       "limit",
       [keys.record(subject), keys.log(subject, "search")],

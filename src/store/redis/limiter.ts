@@ -36,6 +36,9 @@ export type RedisLimiterOptions = {
   clock?: Clock;
 };
 
+/** limit.lua's mode argument for each sum of flags, counting the request as one. */
+const MODES = ["0", "1", "2", "3", "4", "5", "6", "7"];
+
 /** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;
 
@@ -47,7 +50,6 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
   const scripts = scriptsOf(redis);
   const split = isCluster(redis);
   const ownRules = new Map<string, Rule | undefined>();
-  const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
 
   /** The user's own windows (text of the user hash) with the algorithm of the tier's rule. */
   const ownRule = (text: string, tierRule: Rule | undefined): Rule | undefined => {
@@ -62,13 +64,13 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
   /** One limit.lua call: its keys, its arguments. */
   const argsOf = (call: Call, request: LimitRequest, dry: boolean) => {
     const list: string[] = [];
-    const args: (string | number)[] = [
-      nowArg(),
+    const flags =
       (dry ? C.FLAG_DRY_RUN : 0) +
-        (request.mode === "each" ? C.FLAG_EACH : 0) +
-        (call.identity === undefined ? 0 : C.FLAG_IDENTITY),
-      request.addend ?? 1,
-    ];
+      (request.mode === "each" ? C.FLAG_EACH : 0) +
+      (call.identity === undefined ? 0 : C.FLAG_IDENTITY);
+    const k = request.addend ?? 1;
+    // The mode: the flags' digit, then ":<k>" unless the request counts as one (see limit.lua).
+    const args: (string | number)[] = [k === 1 ? (MODES[flags] as string) : `${flags}:${k}`];
     for (const l of call.layers) {
       list.push(keys.record(l.subject), keys.log(l.subject, l.category));
       args.push(
@@ -84,6 +86,8 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       list.push(keys.log(userSubject(id.userId), id.category));
       args.push(id.sessionId, id.idleMs, `r:${id.category}`, tierTable(id.rules));
     }
+    // A pinned clock's now, last (µs); without one the script reads Redis TIME.
+    if (clock !== undefined) args.push(String(Math.round(clock() * 1000)));
     return { list, args };
   };
 

@@ -6,7 +6,7 @@ export const LUA_CONSTANTS = {
   ALGO_SLIDING_COUNTER: 2,
   ALGO_GCRA: 3,
   /**
-   * limit.lua's ARGV[2], flags added together: FLAG_DRY_RUN decides without counting or renewing
+   * limit.lua's mode (ARGV[1], one digit), flags added together: FLAG_DRY_RUN decides without counting or renewing
    * anything; FLAG_EACH counts in each layer with room (Envoy's rate limit service) instead of in
    * every layer or in none (the HTTP check); FLAG_IDENTITY: the call reads a session and counts
    * the user's layer after the fixed ones.

@@ -12,43 +12,50 @@
 --          reads it when a change of algorithm left one);
 --          then, with an identity: the session hash, the user's session index, the user hash and
 --          the user's list of the category
--- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
--- ARGV[2]  flags, added together: FLAG_DRY_RUN (decide without counting or renewing anything),
---          FLAG_EACH (count in each layer with room; otherwise in every layer or in none),
---          FLAG_IDENTITY (the last four KEYS and ARGV are the identity's)
--- ARGV[3]  k, how many requests this one counts as (0: only look)
+-- ARGV[1]  the mode: one digit, flags added together: FLAG_DRY_RUN (decide without counting or
+--          renewing anything), FLAG_EACH (count in each layer with room; otherwise in every layer
+--          or in none), FLAG_IDENTITY (the last four KEYS and ARGV are the identity's); then, when
+--          the request counts as other than one, ":" and k, how many it counts as (0: only look).
+--          E.g. "4" a user's check, "1:0" a look.
 -- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), "1" in
 --          shadow mode, "1" when its record expires
 -- then     with an identity: session id, session idle lifetime (ms), the user's record field
 --          ("r:<category>"), and the category's rule per tier: ";<tier>=<rule>" per tier
+-- last     "now" in µs when a test pins the clock, after every other argument; absent: Redis TIME
+-- Why so few arguments: each costs Redis about 1k instructions, and a string made a number costs a
+-- strtod or two (tonumber parses twice, arithmetic once: about 0.5k each). A user's usual check sends
+-- five, its mode read with byte() (callgrind, 2026-12-05: 78.2k -> 75.3k per allowed check against
+-- a now, flags and k of their own, parsed with tonumber).
 -- Reply    four doubles: a STATUS_*, now (µs), the session's absolute expiry (ms; 0 without an
 --          identity) and the length of the text at the end; then per layer, per window, three
 --          doubles (see pack_layer), with the request counted in the layers that count it; then the
 --          text: with an identity "<tier>" or "<tier>\n<own windows>" (STATUS_UNKNOWN_TIER: the tier). STATUS_NO_SESSION and
 --          STATUS_USER_INACTIVE carry no layers; STATUS_REFUSED_BEFORE_IDENTITY (an enforced fixed
 --          layer is full: the session was not looked at) only the fixed layers.
-local now = clock_us(ARGV[1])
-local flags = tonum(ARGV[2])
+local mode = ARGV[1]
+local flags = byte(mode, 1) - 48
 local dry = flags % 2 == FLAG_DRY_RUN
 local each = flags % (2 * FLAG_EACH) >= FLAG_EACH
 local identity = flags >= FLAG_IDENTITY
-local k = tonum(ARGV[3])
--- The fixed layers are the pairs of KEYS before the identity's four.
+local k = #mode == 1 and 1 or sub(mode, 3) + 0
+-- The fixed layers are the pairs of KEYS before the identity's four; their arguments come after
+-- the mode, four each, then the identity's (at `at`), then a pinned clock's now.
 local fixed = (#KEYS - (identity and 4 or 0)) / 2
-local at = 4 + 4 * fixed
+local at = 2 + 4 * fixed
+local now = clock_us(ARGV[at + (identity and 4 or 0)])
 
 -- The usual call of one fixed layer of one window (an address's category, a username's failures).
 if fixed == 1 and not identity then
-  local algo, n, w = one_window(ARGV[4])
+  local algo, n, w = one_window(ARGV[2])
   if algo then
     local deadline, state
     if algo ~= ALGO_SLIDING_LOG then
-      local v = call('HMGET', KEYS[1], 'x', ARGV[5])
+      local v = call('HMGET', KEYS[1], 'x', ARGV[3])
       deadline, state = tonum(v[1]), v[2] or nil
     end
-    local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[5], state, now, dry)
+    local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry)
     if room ~= nil then
-      if room and k > 0 and not dry and until_us and ARGV[7] == '1' then
+      if room and k > 0 and not dry and until_us and ARGV[5] == '1' then
         extend_record(KEYS[1], deadline, until_us, w, now)
       end
       return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
@@ -58,7 +65,7 @@ end
 
 local layers = {}
 for i = 1, fixed do
-  local a = 4 * i
+  local a = 4 * i - 2
   local layer = layer_of(ARGV[a])
   layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
   layer.shadow, layer.expiring = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
