@@ -26,14 +26,22 @@ export function ruleText(rule: Rule): string {
   return text;
 }
 
-const tables = new WeakMap<TierRules, string>();
+const tables = new WeakMap<TierRules, Map<string, string>>();
 
-/** A category's rule for every tier in one argument: ";<tier>=<rule text>" per tier. */
-export function tierTable(rules: TierRules): string {
-  let table = tables.get(rules);
+/**
+ * The user's layer in one argument (lua/includes/single.lua's tier_table): its record field
+ * "r:<category>", then the category's rule for every tier, ";<tier>=<rule text>" per tier.
+ */
+export function tierTable(category: string, rules: TierRules): string {
+  let ofRules = tables.get(rules);
+  if (ofRules === undefined) {
+    ofRules = new Map();
+    tables.set(rules, ofRules);
+  }
+  let table = ofRules.get(category);
   if (table === undefined) {
-    table = [...rules].map(([tier, rule]) => `;${tier}=${ruleText(rule)}`).join("");
-    tables.set(rules, table);
+    table = `r:${category}${[...rules].map(([tier, rule]) => `;${tier}=${ruleText(rule)}`).join("")}`;
+    ofRules.set(category, table);
   }
   return table;
 }

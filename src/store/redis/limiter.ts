@@ -84,7 +84,8 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     if (id !== undefined) {
       list.push(keys.session(id.userId, id.sessionId), keys.sessionIndex(id.userId), keys.user(id.userId));
       list.push(keys.log(userSubject(id.userId), id.category));
-      args.push(id.sessionId, id.idleMs, `r:${id.category}`, tierTable(id.rules));
+      // The session id is the session key's tail: the script reads it there when it needs it.
+      args.push(id.idleMs, tierTable(id.category, id.rules));
     }
     // A pinned clock's now, last (µs); without one the script reads Redis TIME.
     if (clock !== undefined) args.push(String(Math.round(clock() * 1000)));

@@ -14,18 +14,20 @@
 --          the user's list of the category
 -- ARGV[1]  the mode: one digit, flags added together: FLAG_DRY_RUN (decide without counting or
 --          renewing anything), FLAG_EACH (count in each layer with room; otherwise in every layer
---          or in none), FLAG_IDENTITY (the last four KEYS and ARGV are the identity's); then, when
+--          or in none), FLAG_IDENTITY (the last four KEYS and two ARGV are the identity's); then, when
 --          the request counts as other than one, ":" and k, how many it counts as (0: only look).
 --          E.g. "4" a user's check, "1:0" a look.
 -- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), "1" in
 --          shadow mode, "1" when its record expires
--- then     with an identity: session id, session idle lifetime (ms), the user's record field
---          ("r:<category>"), and the category's rule per tier: ";<tier>=<rule>" per tier
+-- then     with an identity: the session's idle lifetime (ms), and the user's layer: its record
+--          field ("r:<category>") followed by the category's rule per tier, ";<tier>=<rule>" per
+--          tier (see tier_table). The session id is read from the session's key.
 -- last     "now" in µs when a test pins the clock, after every other argument; absent: Redis TIME
 -- Why so few arguments: each costs Redis about 1k instructions, and a string made a number costs a
 -- strtod or two (tonumber parses twice, arithmetic once: about 0.5k each). A user's usual check sends
--- five, its mode read with byte() (callgrind, 2026-12-05: 78.2k -> 75.3k per allowed check against
--- a now, flags and k of their own, parsed with tonumber).
+-- three, its mode read with byte() (callgrind, 2026-12-05, per allowed check: 78.2k with a now,
+-- flags and k of their own, parsed with tonumber, a session id and a record field; 75.3k with the
+-- mode; 73.1k with the session id and field gone, against 74.0k for the build before the redesign).
 -- Reply    four doubles: a STATUS_*, now (µs), the session's absolute expiry (ms; 0 without an
 --          identity) and the length of the text at the end; then per layer, per window, three
 --          doubles (see pack_layer), with the request counted in the layers that count it; then the
@@ -39,10 +41,10 @@ local each = flags % (2 * FLAG_EACH) >= FLAG_EACH
 local identity = flags >= FLAG_IDENTITY
 local k = #mode == 1 and 1 or sub(mode, 3) + 0
 -- The fixed layers are the pairs of KEYS before the identity's four; their arguments come after
--- the mode, four each, then the identity's (at `at`), then a pinned clock's now.
+-- the mode, four each, then the identity's two (at `at`), then a pinned clock's now.
 local fixed = (#KEYS - (identity and 4 or 0)) / 2
 local at = 2 + 4 * fixed
-local now = clock_us(ARGV[at + (identity and 4 or 0)])
+local now = clock_us(ARGV[at + (identity and 2 or 0)])
 
 -- The usual call of one fixed layer of one window (an address's category, a username's failures).
 if fixed == 1 and not identity then
@@ -84,14 +86,15 @@ if identity then
     return pack_reply(STATUS_REFUSED_BEFORE_IDENTITY, now, 0, '', layers, false)
   end
   local base = 2 * fixed
-  local field = ARGV[at + 2]
+  local tiers = tier_table(ARGV[at + 1])
+  local field = tiers[1]
   local status, tier, own
-  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], ARGV[at], ARGV[at + 1],
+  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], nil, ARGV[at],
     floor(now / 1000), dry, field)
   if status ~= SESSION_VALID then
     return spack('<dddd', status == SESSION_GONE and STATUS_NO_SESSION or STATUS_USER_INACTIVE, now, 0, 0)
   end
-  local spec = rule_of_tier(ARGV[at + 3], tier)
+  local spec = rule_of_tier(tiers, ARGV[at + 1], tier)
   if not spec and not own then
     return spack('<ddddc0', STATUS_UNKNOWN_TIER, now, 0, #tier, tier)
   end
