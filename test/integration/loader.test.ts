@@ -106,8 +106,8 @@ describe("the loader", () => {
         { limit: 5, windowMs: 600_000 },
       ],
     };
-    // counted (no flags), one request; one fixed layer: its rule, its record field, enforced, expiring
-    const args = ["0", ruleText(two), "r:search", "0", "1"];
+    // counted (no flags), one request; one fixed layer: its rule, its record field, enforced and expiring
+    const args = ["0", ruleText(two), "r:search", String(LUA_CONSTANTS.LAYER_EXPIRING)];
     const reply = (await scriptsOf(redis).callBuffer(
       "limit",
       [keys.record(subject), keys.log(subject, "search")],

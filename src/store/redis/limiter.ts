@@ -39,6 +39,9 @@ export type RedisLimiterOptions = {
 /** limit.lua's mode argument for each sum of flags, counting the request as one. */
 const MODES = ["0", "1", "2", "3", "4", "5", "6", "7"];
 
+/** A fixed layer's digit (LAYER_SHADOW and LAYER_EXPIRING added together). */
+const LAYER_KINDS = ["0", "1", "2", "3"];
+
 /** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;
 
@@ -76,8 +79,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       args.push(
         ruleText(l.rule),
         `r:${l.category}`,
-        l.shadow === true ? "1" : "0",
-        isUserSubject(l.subject) ? "0" : "1",
+        LAYER_KINDS[
+          (l.shadow === true ? C.LAYER_SHADOW : 0) + (isUserSubject(l.subject) ? 0 : C.LAYER_EXPIRING)
+        ] as string,
       );
     }
     const id = call.identity;

@@ -14,6 +14,9 @@ export const LUA_CONSTANTS = {
   FLAG_DRY_RUN: 1,
   FLAG_EACH: 2,
   FLAG_IDENTITY: 4,
+  /** A fixed layer's digit in limit.lua's arguments, added together: in shadow mode; its record expires. */
+  LAYER_SHADOW: 1,
+  LAYER_EXPIRING: 2,
   /** limit.lua's reply status. */
   STATUS_OK: 0,
   STATUS_NO_SESSION: 1,

@@ -17,8 +17,8 @@
 --          or in none), FLAG_IDENTITY (the last four KEYS and two ARGV are the identity's); then, when
 --          the request counts as other than one, ":" and k, how many it counts as (0: only look).
 --          E.g. "4" a user's check, "1:0" a look.
--- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), "1" in
---          shadow mode, "1" when its record expires
+-- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), and a
+--          digit, LAYER_SHADOW (in shadow mode) and LAYER_EXPIRING (its record expires) added
 -- then     with an identity: the session's idle lifetime (ms), and the user's layer: its record
 --          field ("r:<category>") followed by the category's rule per tier, ";<tier>=<rule>" per
 --          tier (see tier_table). The session id is read from the session's key.
@@ -41,9 +41,9 @@ local each = flags % (2 * FLAG_EACH) >= FLAG_EACH
 local identity = flags >= FLAG_IDENTITY
 local k = #mode == 1 and 1 or sub(mode, 3) + 0
 -- The fixed layers are the pairs of KEYS before the identity's four; their arguments come after
--- the mode, four each, then the identity's two (at `at`), then a pinned clock's now.
+-- the mode, three each, then the identity's two (at `at`), then a pinned clock's now.
 local fixed = (#KEYS - (identity and 4 or 0)) / 2
-local at = 2 + 4 * fixed
+local at = 2 + 3 * fixed
 local now = clock_us(ARGV[at + (identity and 2 or 0)])
 
 -- The usual call of one fixed layer of one window (an address's category, a username's failures).
@@ -53,11 +53,12 @@ if fixed == 1 and not identity then
     local deadline, state
     if algo ~= ALGO_SLIDING_LOG then
       local v = call('HMGET', KEYS[1], 'x', ARGV[3])
-      deadline, state = tonum(v[1]), v[2] or nil
+      -- + 0, not tonumber: one strtod instead of two
+      deadline, state = v[1] and v[1] + 0, v[2] or nil
     end
     local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry)
     if room ~= nil then
-      if room and k > 0 and not dry and until_us and ARGV[5] == '1' then
+      if room and k > 0 and not dry and until_us and byte(ARGV[4], 1) - 48 >= LAYER_EXPIRING then
         extend_record(KEYS[1], deadline, until_us, w, now)
       end
       return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
@@ -67,14 +68,15 @@ end
 
 local layers = {}
 for i = 1, fixed do
-  local a = 4 * i - 2
+  local a = 3 * i - 1
   local layer = layer_of(ARGV[a])
   layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
-  layer.shadow, layer.expiring = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
+  local kind = byte(ARGV[a + 2], 1) - 48
+  layer.shadow, layer.expiring = kind % 2 == LAYER_SHADOW, kind >= LAYER_EXPIRING
   local state
   if layer.algo ~= ALGO_SLIDING_LOG then
     local v = call('HMGET', layer.record, 'x', layer.field)
-    layer.deadline, state = tonum(v[1]), v[2] or nil
+    layer.deadline, state = v[1] and v[1] + 0, v[2] or nil
   end
   evaluate(layer, layer.key, k, state, now, dry, layer.record, layer.field)
   layers[i] = layer
