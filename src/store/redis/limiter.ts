@@ -18,9 +18,11 @@ import type { RedisClient } from "./client.js";
 import {
   parseWindowsSpec,
   refusalOf,
-  replyHead,
   replyLayers,
   replyNowUs,
+  replySessionExpiresAtMs,
+  replyStatus,
+  replyText,
   ruleText,
   tierTable,
 } from "./codec.js";
@@ -36,6 +38,9 @@ export type RedisLimiterOptions = {
   clock?: Clock;
 };
 
+/** The user's rule when neither the tier's rule nor the user's own windows are known here. */
+const NO_WINDOWS: Rule = { algorithm: "sliding-log", windows: [] };
+
 /** limit.lua's mode argument for each sum of flags, counting the request as one. */
 const MODES = ["0", "1", "2", "3", "4", "5", "6", "7"];
 
@@ -45,7 +50,7 @@ const LAYER_KINDS = ["0", "1", "2", "3"];
 /** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;
 
-type Call = { layers: readonly LimitLayer[]; identity: IdentityLayer | undefined };
+type Call = { layers: readonly LimitLayer[]; identity?: IdentityLayer | undefined };
 type Answer = { result: LimitResult; nowUs: number };
 
 export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
@@ -99,30 +104,35 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
   const run = async (call: Call, request: LimitRequest, dry: boolean): Promise<Answer> => {
     const { list, args } = argsOf(call, request, dry);
     const reply = (await scripts.callBuffer("limit", list, args)) as Buffer;
-    const head = replyHead(reply);
+    const status = replyStatus(reply);
     const nowUs = replyNowUs(reply);
-    const refusal = refusalOf(head.status, head.text);
+    const refusal = refusalOf(status, reply);
     if (refusal !== undefined) return { result: refusal, nowUs };
-    const rules = call.layers.map((l) => l.rule);
     let identity: IdentityResult | undefined;
-    if (call.identity !== undefined && head.status === C.STATUS_OK) {
+    if (call.identity !== undefined && status === C.STATUS_OK) {
       // "<tier>" or "<tier>\n<own windows>"
-      const cut = head.text.indexOf("\n");
-      const tier = cut === -1 ? head.text : head.text.slice(0, cut);
+      const text = replyText(reply);
+      const cut = text.indexOf("\n");
+      const tier = cut === -1 ? text : text.slice(0, cut);
       const tierRule = call.identity.rules.get(tier);
-      const own = cut === -1 ? "" : head.text.slice(cut + 1);
+      const own = cut === -1 ? "" : text.slice(cut + 1);
       const mine = own === "" ? undefined : ownRule(own, tierRule);
-      const rule = mine ?? tierRule ?? { algorithm: "sliding-log" as const, windows: [] };
-      rules.push(rule);
-      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: head.sessionExpiresAtMs };
+      const rule = mine ?? tierRule ?? NO_WINDOWS;
+      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: replySessionExpiresAtMs(reply) };
     }
-    const layers = replyLayers(reply, rules);
-    const shadow = (i: number) => call.layers[i]?.shadow === true;
+    const layers = replyLayers(reply, call.layers, identity?.rule);
+    // All-or-none counts the request when every layer has room or is in shadow mode.
+    let allowed = true;
+    let everyCounts = true;
+    for (let i = 0; i < layers.length; i += 1) {
+      if ((layers[i] as LayerResult).room) continue;
+      allowed = false;
+      if (call.layers[i]?.shadow !== true) everyCounts = false;
+    }
     const k = request.addend ?? 1;
-    const counting =
-      head.status === C.STATUS_OK && k > 0 && (request.mode === "each" || countsAll(layers, shadow));
+    const counting = status === C.STATUS_OK && k > 0 && (request.mode === "each" || everyCounts);
     for (const l of layers) l.counted = counting && l.room;
-    return { result: { kind: "limited", allowed: layers.every((l) => l.room), layers, identity }, nowUs };
+    return { result: { kind: "limited", allowed, layers, identity }, nowUs };
   };
 
   /** Takes back a call's counted layers (fire and forget: a failed release leaves them counted, the safe side). */
@@ -175,9 +185,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
 
   return {
     async limit(request) {
-      const calls = split
-        ? callsBySubject(request)
-        : [{ layers: request.layers, identity: request.identity }];
+      // One call for every layer (a request is a call of its own), or on a cluster one per subject.
+      if (!split) return (await run(request, request, request.dryRun === true)).result;
+      const calls = callsBySubject(request);
       if (calls.length === 1) return (await run(calls[0] as Call, request, request.dryRun === true)).result;
       return clustered(request, calls);
     },
