@@ -2,7 +2,13 @@
 import type { TokenCheck, TokenService } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import type { CompiledPolicy } from "../policy/compile.js";
-import { describe, type Limiter, type LimitRequest, type LimitResult } from "../ratelimit/limiter.js";
+import {
+  describe,
+  type Limiter,
+  type LimitLayer,
+  type LimitRequest,
+  type LimitResult,
+} from "../ratelimit/limiter.js";
 import { IP_LAYER, userSubject } from "../ratelimit/types.js";
 import { createDeadline } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
@@ -57,6 +63,7 @@ export type Checker = (request: CheckRequest, options?: { dryRun?: boolean }) =>
 type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
 const isDenial = (d: Decision): d is Denial => d.kind === "deny" && d.status === 429;
 type Counted = Exclude<Plan, { kind: "done" }>;
+const NO_LAYERS: readonly LimitLayer[] = [];
 
 /** The limiter's call for a plan: the anonymous layers, or the IP layer and the user's. */
 function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest {
@@ -64,7 +71,9 @@ function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest
   const { ip } = p;
   return {
     layers:
-      ip === undefined ? [] : [{ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow: ip.shadow }],
+      ip === undefined
+        ? NO_LAYERS
+        : [{ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow: ip.shadow }],
     identity: { userId: p.userId, sessionId: p.sessionId, idleMs, category: p.category, rules: p.rules },
     dryRun,
   };

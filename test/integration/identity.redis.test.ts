@@ -309,6 +309,22 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     for (const sid of more) expect(await redis.exists(`${prefix}{u:${user.id}}:s:${sid}`)).toBe(0);
   });
 
+  it("drops a session found past its lifetime from the index, its id read from its key", async () => {
+    const { user, sessionId } = await newSession();
+    const index = `${prefix}{u:${user.id}}:sessions`;
+    const short = await store.sessions.create(
+      { userId: user.id, deviceName: "short", ip: "192.0.2.1", userAgent: "a", passwordHash: "h" },
+      { ...lifetimes, maxAgeMs: 300, idleMs: 300 },
+    );
+    if (short === "refused") throw new Error("refused");
+    const gone = short.session.sessionId;
+    expect((await redis.zrange(index, 0, -1)).sort()).toEqual([sessionId, gone].sort());
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await check(user.id, gone)).toEqual({ kind: "no_session" });
+    expect(await redis.zrange(index, 0, -1)).toEqual([sessionId]);
+    expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok" });
+  });
+
   it("keeps the index as long as its longest-lived session when the absolute lifetime is shortened", async () => {
     const { user, sessionId } = await newSession();
     const index = `${prefix}{u:${user.id}}:sessions`;

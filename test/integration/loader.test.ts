@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { logRule } from "../../src/ratelimit/types.js";
 import { MAX_BATCH } from "../../src/store/redis/coalesce.js";
-import { replyHead, ruleText } from "../../src/store/redis/codec.js";
+import { replyStatus, replyText, ruleText } from "../../src/store/redis/codec.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import {
   includesOf,
@@ -106,15 +106,15 @@ describe("the loader", () => {
         { limit: 5, windowMs: 600_000 },
       ],
     };
-    // counted (no flags), one request; one fixed layer: its rule, its record field, enforced, expiring
-    const args = ["", 0, 1, ruleText(two), "r:search", "0", "1"];
+    // counted (no flags), one request; one fixed layer: its rule, its record field, enforced and expiring
+    const args = ["0", ruleText(two), "r:search", String(LUA_CONSTANTS.LAYER_EXPIRING)];
     const reply = (await scriptsOf(redis).callBuffer(
       "limit",
       [keys.record(subject), keys.log(subject, "search")],
       args,
     )) as Buffer;
     expect(reply.length).toBe(32 + 2 * 24);
-    expect(replyHead(reply)).toMatchObject({ status: LUA_CONSTANTS.STATUS_OK, text: "" });
+    expect([replyStatus(reply), replyText(reply)]).toEqual([LUA_CONSTANTS.STATUS_OK, ""]);
     // used 1 in each window, and no wait
     expect([
       reply.readDoubleLE(32),

@@ -26,14 +26,22 @@ export function ruleText(rule: Rule): string {
   return text;
 }
 
-const tables = new WeakMap<TierRules, string>();
+const tables = new WeakMap<TierRules, Map<string, string>>();
 
-/** A category's rule for every tier in one argument: ";<tier>=<rule text>" per tier. */
-export function tierTable(rules: TierRules): string {
-  let table = tables.get(rules);
+/**
+ * The user's layer in one argument (lua/includes/single.lua's tier_table): its record field
+ * "r:<category>", then the category's rule for every tier, ";<tier>=<rule text>" per tier.
+ */
+export function tierTable(category: string, rules: TierRules): string {
+  let ofRules = tables.get(rules);
+  if (ofRules === undefined) {
+    ofRules = new Map();
+    tables.set(rules, ofRules);
+  }
+  let table = ofRules.get(category);
   if (table === undefined) {
-    table = [...rules].map(([tier, rule]) => `;${tier}=${ruleText(rule)}`).join("");
-    tables.set(rules, table);
+    table = `r:${category}${[...rules].map(([tier, rule]) => `;${tier}=${ruleText(rule)}`).join("")}`;
+    ofRules.set(category, table);
   }
   return table;
 }
@@ -53,48 +61,61 @@ export function parseWindowsSpec(text: string, algorithm: Algorithm): Rule | und
 const HEAD_BYTES = 32;
 const WINDOW_BYTES = 24;
 
+/** The reply's status (LUA_CONSTANTS.STATUS_*). */
+export const replyStatus = (reply: Buffer): number => reply.readDoubleLE(0);
+
 /** The reply's now (µs of the store's clock): when the request was counted. */
 export const replyNowUs = (reply: Buffer): number => reply.readDoubleLE(8);
 
-/** The reply's status (LUA_CONSTANTS.STATUS_*) and text (the tier and the user's own windows). */
-export function replyHead(reply: Buffer): { status: number; text: string; sessionExpiresAtMs: number } {
+/** The session's absolute expiry (ms; 0 without an identity). */
+export const replySessionExpiresAtMs = (reply: Buffer): number => reply.readDoubleLE(16);
+
+/** The reply's text: the tier and the user's own windows, or an unknown tier. */
+export function replyText(reply: Buffer): string {
   const length = reply.readDoubleLE(24);
-  return {
-    status: reply.readDoubleLE(0),
-    sessionExpiresAtMs: reply.readDoubleLE(16),
-    text: length === 0 ? "" : reply.toString("utf8", reply.length - length),
-  };
+  return length === 0 ? "" : reply.toString("utf8", reply.length - length);
 }
 
-/** The windows of the reply's layers, one rule per layer in order. */
-export function replyLayers(reply: Buffer, rules: readonly Rule[]): LayerResult[] {
+/**
+ * The windows of the reply's layers: one per fixed layer (`fixed`, in order), then, when `last` is
+ * given, the user's layer under that rule.
+ */
+export function replyLayers(
+  reply: Buffer,
+  fixed: readonly { rule: Rule }[],
+  last: Rule | undefined,
+): LayerResult[] {
   const nowUs = replyNowUs(reply);
+  const layers: LayerResult[] = [];
   let at = HEAD_BYTES;
-  return rules.map((rule) => {
+  const count = fixed.length + (last === undefined ? 0 : 1);
+  for (let l = 0; l < count; l += 1) {
+    const rule = l < fixed.length ? (fixed[l] as { rule: Rule }).rule : (last as Rule);
+    const windows: WindowResult[] = [];
     let room = true;
-    const windows = rule.windows.map((w): WindowResult => {
+    for (const w of rule.windows) {
       const used = reply.readDoubleLE(at);
-      const reset = reply.readDoubleLE(at + 8);
       const retry = reply.readDoubleLE(at + 16);
-      at += WINDOW_BYTES;
       if (retry > 0) room = false;
-      return {
+      windows.push({
         limit: w.limit,
         windowMs: w.windowMs,
         used,
         remaining: Math.max(0, w.limit - used),
-        resetAtMs: reset / 1000,
+        resetAtMs: reply.readDoubleLE(at + 8) / 1000,
         retryAfterMs: retry > 0 ? Math.max(1, Math.ceil((retry - nowUs) / 1000)) : 0,
-      };
-    });
-    return { room, counted: false, windows };
-  });
+      });
+      at += WINDOW_BYTES;
+    }
+    layers.push({ room, counted: false, windows });
+  }
+  return layers;
 }
 
 /** The status codes that end a reply without layers. */
-export function refusalOf(status: number, text: string): LimitResult | undefined {
+export function refusalOf(status: number, reply: Buffer): LimitResult | undefined {
   if (status === C.STATUS_NO_SESSION) return { kind: "no_session" };
   if (status === C.STATUS_USER_INACTIVE) return { kind: "user_inactive" };
-  if (status === C.STATUS_UNKNOWN_TIER) return { kind: "unknown_tier", tier: text };
+  if (status === C.STATUS_UNKNOWN_TIER) return { kind: "unknown_tier", tier: replyText(reply) };
   return undefined;
 }

@@ -18,9 +18,11 @@ import type { RedisClient } from "./client.js";
 import {
   parseWindowsSpec,
   refusalOf,
-  replyHead,
   replyLayers,
   replyNowUs,
+  replySessionExpiresAtMs,
+  replyStatus,
+  replyText,
   ruleText,
   tierTable,
 } from "./codec.js";
@@ -36,10 +38,19 @@ export type RedisLimiterOptions = {
   clock?: Clock;
 };
 
+/** The user's rule when neither the tier's rule nor the user's own windows are known here. */
+const NO_WINDOWS: Rule = { algorithm: "sliding-log", windows: [] };
+
+/** limit.lua's mode argument for each sum of flags, counting the request as one. */
+const MODES = ["0", "1", "2", "3", "4", "5", "6", "7"];
+
+/** A fixed layer's digit (LAYER_SHADOW and LAYER_EXPIRING added together). */
+const LAYER_KINDS = ["0", "1", "2", "3"];
+
 /** A bounded cache of parsed own rules. */
 const MAX_CACHED = 10_000;
 
-type Call = { layers: readonly LimitLayer[]; identity: IdentityLayer | undefined };
+type Call = { layers: readonly LimitLayer[]; identity?: IdentityLayer | undefined };
 type Answer = { result: LimitResult; nowUs: number };
 
 export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
@@ -47,7 +58,6 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
   const scripts = scriptsOf(redis);
   const split = isCluster(redis);
   const ownRules = new Map<string, Rule | undefined>();
-  const nowArg = (): string => (clock === undefined ? "" : String(Math.round(clock() * 1000)));
 
   /** The user's own windows (text of the user hash) with the algorithm of the tier's rule. */
   const ownRule = (text: string, tierRule: Rule | undefined): Rule | undefined => {
@@ -62,58 +72,67 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
   /** One limit.lua call: its keys, its arguments. */
   const argsOf = (call: Call, request: LimitRequest, dry: boolean) => {
     const list: string[] = [];
-    const args: (string | number)[] = [
-      nowArg(),
+    const flags =
       (dry ? C.FLAG_DRY_RUN : 0) +
-        (request.mode === "each" ? C.FLAG_EACH : 0) +
-        (call.identity === undefined ? 0 : C.FLAG_IDENTITY),
-      request.addend ?? 1,
-    ];
+      (request.mode === "each" ? C.FLAG_EACH : 0) +
+      (call.identity === undefined ? 0 : C.FLAG_IDENTITY);
+    const k = request.addend ?? 1;
+    // The mode: the flags' digit, then ":<k>" unless the request counts as one (see limit.lua).
+    const args: (string | number)[] = [k === 1 ? (MODES[flags] as string) : `${flags}:${k}`];
     for (const l of call.layers) {
       list.push(keys.record(l.subject), keys.log(l.subject, l.category));
       args.push(
         ruleText(l.rule),
         `r:${l.category}`,
-        l.shadow === true ? "1" : "0",
-        isUserSubject(l.subject) ? "0" : "1",
+        LAYER_KINDS[
+          (l.shadow === true ? C.LAYER_SHADOW : 0) + (isUserSubject(l.subject) ? 0 : C.LAYER_EXPIRING)
+        ] as string,
       );
     }
     const id = call.identity;
     if (id !== undefined) {
       list.push(keys.session(id.userId, id.sessionId), keys.sessionIndex(id.userId), keys.user(id.userId));
       list.push(keys.log(userSubject(id.userId), id.category));
-      args.push(id.sessionId, id.idleMs, `r:${id.category}`, tierTable(id.rules));
+      // The session id is the session key's tail: the script reads it there when it needs it.
+      args.push(id.idleMs, tierTable(id.category, id.rules));
     }
+    // A pinned clock's now, last (µs); without one the script reads Redis TIME.
+    if (clock !== undefined) args.push(String(Math.round(clock() * 1000)));
     return { list, args };
   };
 
   const run = async (call: Call, request: LimitRequest, dry: boolean): Promise<Answer> => {
     const { list, args } = argsOf(call, request, dry);
     const reply = (await scripts.callBuffer("limit", list, args)) as Buffer;
-    const head = replyHead(reply);
+    const status = replyStatus(reply);
     const nowUs = replyNowUs(reply);
-    const refusal = refusalOf(head.status, head.text);
+    const refusal = refusalOf(status, reply);
     if (refusal !== undefined) return { result: refusal, nowUs };
-    const rules = call.layers.map((l) => l.rule);
     let identity: IdentityResult | undefined;
-    if (call.identity !== undefined && head.status === C.STATUS_OK) {
+    if (call.identity !== undefined && status === C.STATUS_OK) {
       // "<tier>" or "<tier>\n<own windows>"
-      const cut = head.text.indexOf("\n");
-      const tier = cut === -1 ? head.text : head.text.slice(0, cut);
+      const text = replyText(reply);
+      const cut = text.indexOf("\n");
+      const tier = cut === -1 ? text : text.slice(0, cut);
       const tierRule = call.identity.rules.get(tier);
-      const own = cut === -1 ? "" : head.text.slice(cut + 1);
+      const own = cut === -1 ? "" : text.slice(cut + 1);
       const mine = own === "" ? undefined : ownRule(own, tierRule);
-      const rule = mine ?? tierRule ?? { algorithm: "sliding-log" as const, windows: [] };
-      rules.push(rule);
-      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: head.sessionExpiresAtMs };
+      const rule = mine ?? tierRule ?? NO_WINDOWS;
+      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: replySessionExpiresAtMs(reply) };
     }
-    const layers = replyLayers(reply, rules);
-    const shadow = (i: number) => call.layers[i]?.shadow === true;
+    const layers = replyLayers(reply, call.layers, identity?.rule);
+    // All-or-none counts the request when every layer has room or is in shadow mode.
+    let allowed = true;
+    let everyCounts = true;
+    for (let i = 0; i < layers.length; i += 1) {
+      if ((layers[i] as LayerResult).room) continue;
+      allowed = false;
+      if (call.layers[i]?.shadow !== true) everyCounts = false;
+    }
     const k = request.addend ?? 1;
-    const counting =
-      head.status === C.STATUS_OK && k > 0 && (request.mode === "each" || countsAll(layers, shadow));
+    const counting = status === C.STATUS_OK && k > 0 && (request.mode === "each" || everyCounts);
     for (const l of layers) l.counted = counting && l.room;
-    return { result: { kind: "limited", allowed: layers.every((l) => l.room), layers, identity }, nowUs };
+    return { result: { kind: "limited", allowed, layers, identity }, nowUs };
   };
 
   /** Takes back a call's counted layers (fire and forget: a failed release leaves them counted, the safe side). */
@@ -166,9 +185,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
 
   return {
     async limit(request) {
-      const calls = split
-        ? callsBySubject(request)
-        : [{ layers: request.layers, identity: request.identity }];
+      // One call for every layer (a request is a call of its own), or on a cluster one per subject.
+      if (!split) return (await run(request, request, request.dryRun === true)).result;
+      const calls = callsBySubject(request);
       if (calls.length === 1) return (await run(calls[0] as Call, request, request.dryRun === true)).result;
       return clustered(request, calls);
     },

@@ -6,7 +6,7 @@ export const LUA_CONSTANTS = {
   ALGO_SLIDING_COUNTER: 2,
   ALGO_GCRA: 3,
   /**
-   * limit.lua's ARGV[2], flags added together: FLAG_DRY_RUN decides without counting or renewing
+   * limit.lua's mode (ARGV[1], one digit), flags added together: FLAG_DRY_RUN decides without counting or renewing
    * anything; FLAG_EACH counts in each layer with room (Envoy's rate limit service) instead of in
    * every layer or in none (the HTTP check); FLAG_IDENTITY: the call reads a session and counts
    * the user's layer after the fixed ones.
@@ -14,6 +14,9 @@ export const LUA_CONSTANTS = {
   FLAG_DRY_RUN: 1,
   FLAG_EACH: 2,
   FLAG_IDENTITY: 4,
+  /** A fixed layer's digit in limit.lua's arguments, added together: in shadow mode; its record expires. */
+  LAYER_SHADOW: 1,
+  LAYER_EXPIRING: 2,
   /** limit.lua's reply status. */
   STATUS_OK: 0,
   STATUS_NO_SESSION: 1,

@@ -12,43 +12,53 @@
 --          reads it when a change of algorithm left one);
 --          then, with an identity: the session hash, the user's session index, the user hash and
 --          the user's list of the category
--- ARGV[1]  "now" in µs when a test pins the clock; "" for Redis TIME
--- ARGV[2]  flags, added together: FLAG_DRY_RUN (decide without counting or renewing anything),
---          FLAG_EACH (count in each layer with room; otherwise in every layer or in none),
---          FLAG_IDENTITY (the last four KEYS and ARGV are the identity's)
--- ARGV[3]  k, how many requests this one counts as (0: only look)
--- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), "1" in
---          shadow mode, "1" when its record expires
--- then     with an identity: session id, session idle lifetime (ms), the user's record field
---          ("r:<category>"), and the category's rule per tier: ";<tier>=<rule>" per tier
+-- ARGV[1]  the mode: one digit, flags added together: FLAG_DRY_RUN (decide without counting or
+--          renewing anything), FLAG_EACH (count in each layer with room; otherwise in every layer
+--          or in none), FLAG_IDENTITY (the last four KEYS and two ARGV are the identity's); then, when
+--          the request counts as other than one, ":" and k, how many it counts as (0: only look).
+--          E.g. "4" a user's check, "1:0" a look.
+-- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), and a
+--          digit, LAYER_SHADOW (in shadow mode) and LAYER_EXPIRING (its record expires) added
+-- then     with an identity: the session's idle lifetime (ms), and the user's layer: its record
+--          field ("r:<category>") followed by the category's rule per tier, ";<tier>=<rule>" per
+--          tier (see tier_table). The session id is read from the session's key.
+-- last     "now" in µs when a test pins the clock, after every other argument; absent: Redis TIME
+-- Why so few arguments: each costs Redis about 1k instructions, and a string made a number costs a
+-- strtod or two (tonumber parses twice, arithmetic once: about 0.5k each). A user's usual check sends
+-- three, its mode read with byte() (callgrind, 2026-12-05, per allowed check: 78.2k with a now,
+-- flags and k of their own, parsed with tonumber, a session id and a record field; 75.3k with the
+-- mode; 73.1k with the session id and field gone, against 74.0k for the build before the redesign).
 -- Reply    four doubles: a STATUS_*, now (µs), the session's absolute expiry (ms; 0 without an
 --          identity) and the length of the text at the end; then per layer, per window, three
 --          doubles (see pack_layer), with the request counted in the layers that count it; then the
 --          text: with an identity "<tier>" or "<tier>\n<own windows>" (STATUS_UNKNOWN_TIER: the tier). STATUS_NO_SESSION and
 --          STATUS_USER_INACTIVE carry no layers; STATUS_REFUSED_BEFORE_IDENTITY (an enforced fixed
 --          layer is full: the session was not looked at) only the fixed layers.
-local now = clock_us(ARGV[1])
-local flags = tonum(ARGV[2])
+local mode = ARGV[1]
+local flags = byte(mode, 1) - 48
 local dry = flags % 2 == FLAG_DRY_RUN
 local each = flags % (2 * FLAG_EACH) >= FLAG_EACH
 local identity = flags >= FLAG_IDENTITY
-local k = tonum(ARGV[3])
--- The fixed layers are the pairs of KEYS before the identity's four.
+local k = #mode == 1 and 1 or sub(mode, 3) + 0
+-- The fixed layers are the pairs of KEYS before the identity's four; their arguments come after
+-- the mode, three each, then the identity's two (at `at`), then a pinned clock's now.
 local fixed = (#KEYS - (identity and 4 or 0)) / 2
-local at = 4 + 4 * fixed
+local at = 2 + 3 * fixed
+local now = clock_us(ARGV[at + (identity and 2 or 0)])
 
 -- The usual call of one fixed layer of one window (an address's category, a username's failures).
 if fixed == 1 and not identity then
-  local algo, n, w = one_window(ARGV[4])
+  local algo, n, w = one_window(ARGV[2])
   if algo then
     local deadline, state
     if algo ~= ALGO_SLIDING_LOG then
-      local v = call('HMGET', KEYS[1], 'x', ARGV[5])
-      deadline, state = tonum(v[1]), v[2] or nil
+      local v = call('HMGET', KEYS[1], 'x', ARGV[3])
+      -- + 0, not tonumber: one strtod instead of two
+      deadline, state = v[1] and v[1] + 0, v[2] or nil
     end
-    local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[5], state, now, dry)
+    local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry)
     if room ~= nil then
-      if room and k > 0 and not dry and until_us and ARGV[7] == '1' then
+      if room and k > 0 and not dry and until_us and byte(ARGV[4], 1) - 48 >= LAYER_EXPIRING then
         extend_record(KEYS[1], deadline, until_us, w, now)
       end
       return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
@@ -58,14 +68,15 @@ end
 
 local layers = {}
 for i = 1, fixed do
-  local a = 4 * i
+  local a = 3 * i - 1
   local layer = layer_of(ARGV[a])
   layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
-  layer.shadow, layer.expiring = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
+  local kind = byte(ARGV[a + 2], 1) - 48
+  layer.shadow, layer.expiring = kind % 2 == LAYER_SHADOW, kind >= LAYER_EXPIRING
   local state
   if layer.algo ~= ALGO_SLIDING_LOG then
     local v = call('HMGET', layer.record, 'x', layer.field)
-    layer.deadline, state = tonum(v[1]), v[2] or nil
+    layer.deadline, state = v[1] and v[1] + 0, v[2] or nil
   end
   evaluate(layer, layer.key, k, state, now, dry, layer.record, layer.field)
   layers[i] = layer
@@ -77,14 +88,15 @@ if identity then
     return pack_reply(STATUS_REFUSED_BEFORE_IDENTITY, now, 0, '', layers, false)
   end
   local base = 2 * fixed
-  local field = ARGV[at + 2]
+  local tiers = tier_table(ARGV[at + 1])
+  local field = tiers[1]
   local status, tier, own
-  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], ARGV[at], ARGV[at + 1],
+  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], nil, ARGV[at],
     floor(now / 1000), dry, field)
   if status ~= SESSION_VALID then
     return spack('<dddd', status == SESSION_GONE and STATUS_NO_SESSION or STATUS_USER_INACTIVE, now, 0, 0)
   end
-  local spec = rule_of_tier(ARGV[at + 3], tier)
+  local spec = rule_of_tier(tiers, ARGV[at + 1], tier)
   if not spec and not own then
     return spack('<ddddc0', STATUS_UNKNOWN_TIER, now, 0, #tier, tier)
   end

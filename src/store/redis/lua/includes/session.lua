@@ -6,6 +6,12 @@ local function session_key_of(index_key, sid)
   return sub(index_key, 1, -9) .. 's:' .. sid
 end
 
+-- The session id in a session's key, the inverse of session_key_of: "<prefix>sessions" is the
+-- index, "<prefix>s:<sid>" the session.
+local function sid_of(session_key, index_key)
+  return sub(session_key, #index_key - 5)
+end
+
 -- The user fields that sessions carry a copy of: the tier, the disabled flag, the own windows.
 local function carried(field)
   return field == 'tier' or field == 'disabled' or sub(field, 1, 2) == 'o:'
@@ -43,8 +49,9 @@ end
 -- Validates a session and renews its idle lifetime. A session is valid while its hash exists, its
 -- absolute expiry is ahead and its user is neither disabled nor deleted; revocation deletes the
 -- hash. The renewal (two writes) is skipped while the last one is younger than a tenth of the idle
--- lifetime (at most 1 s), and on a dry run. `idle_ms` is a string of digits. `field`: the record
--- field "r:<category>" of the category whose own windows to find in v (nil: not needed).
+-- lifetime (at most 1 s), and on a dry run. `sid` is the session's id, or nil to read it from the
+-- session's key (only a gone session needs it). `idle_ms` is a string of digits. `field`: the
+-- record field "r:<category>" of the category whose own windows to find in v (nil: not needed).
 -- Returns SESSION_VALID, the tier, the own windows of the category (or nil) and the session's
 -- absolute expiry (ms); SESSION_GONE; or SESSION_USER_INACTIVE (user missing or disabled).
 local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, field)
@@ -53,7 +60,7 @@ local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, 
   if not exp or exp <= now_ms then
     if not dry then
       call('DEL', session_key)
-      call('ZREM', index_key, sid)
+      call('ZREM', index_key, sid or sid_of(session_key, index_key))
     end
     return SESSION_GONE
   end

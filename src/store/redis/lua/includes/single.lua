@@ -21,18 +21,25 @@ local function one_window(spec)
   return parsed[1], parsed[2], parsed[3]
 end
 
--- The rule of `tier` in a tier table (";<tier>=<rule>" per tier), or nil; looked up once per
--- library and table (see prelude.lua's memo).
-local function rule_of_tier(tiers, tier)
-  local of = memo[tiers]
-  if not of then
-    of = remember(tiers, {})
+-- A user's layer in one argument: its record field ("r:<category>"), then the category's rule per
+-- tier (";<tier>=<rule>" per tier). Read once per library and argument (see prelude.lua's memo):
+-- [1] the field, then per tier as rule_of_tier found it.
+local function tier_table(arg)
+  local t = memo[arg]
+  if not t then
+    local first = find(arg, ';', 1, true)
+    t = remember(arg, {first and sub(arg, 1, first - 1) or arg})
   end
-  local spec = of[tier]
+  return t
+end
+
+-- The rule of `tier` in a tier table (tier_table's, of the argument `arg`), or nil.
+local function rule_of_tier(t, arg, tier)
+  local spec = t[tier]
   if spec == nil then
-    local found = find(tiers, ';' .. tier .. '=', 1, true)
-    spec = found and sub(tiers, found + #tier + 2, (find(tiers, ';', found + 1, true) or 0) - 1) or false
-    of[tier] = spec
+    local found = find(arg, ';' .. tier .. '=', 1, true)
+    spec = found and sub(arg, found + #tier + 2, (find(arg, ';', found + 1, true) or 0) - 1) or false
+    t[tier] = spec
   end
   return spec or nil
 end
