@@ -198,7 +198,7 @@ function evaluateFixed(
     const stored = own?.entries.find((e) => e.w === w);
     const cb = now - (now % w);
     if (stored === undefined) seeded = true;
-    let c = stored === undefined ? Math.ceil(evidence(states, w, now) - EPS) : 0;
+    let c = stored === undefined ? Math.max(0, Math.ceil(evidence(states, w, now) - EPS)) : 0;
     let p = 0;
     if (stored?.b === cb) {
       c = stored.c;

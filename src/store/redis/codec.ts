@@ -8,6 +8,7 @@ const CODE: Record<Algorithm, number> = {
   "sliding-log": C.ALGO_SLIDING_LOG,
   "sliding-counter": C.ALGO_SLIDING_COUNTER,
   gcra: C.ALGO_GCRA,
+  "fixed-window": C.ALGO_FIXED_WINDOW,
 };
 
 /** "<limit>/<window µs>" per window, comma-separated: a user's own windows as the user hash holds them. */

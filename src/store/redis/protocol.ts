@@ -5,6 +5,8 @@ export const LUA_CONSTANTS = {
   ALGO_SLIDING_LOG: 1,
   ALGO_SLIDING_COUNTER: 2,
   ALGO_GCRA: 3,
+  /** Counts in the sliding counter's state ('C'), one fixed window at a time. */
+  ALGO_FIXED_WINDOW: 4,
   /**
    * limit.lua's mode (ARGV[1], one digit), flags added together: FLAG_DRY_RUN decides without counting or renewing
    * anything; FLAG_EACH counts in each layer with room (Envoy's rate limit service) instead of in

@@ -12,7 +12,9 @@ local MAX_KEPT = 16
 -- still matter (a reload may bring them back) with the latest time one of them matters; and every
 -- entry, of either algorithm, as evidence for a window with no entry of its own.
 local function entries(layer, state, now)
-  local letter = layer.algo == ALGO_SLIDING_COUNTER and 'C' or 'Q'
+  -- A fixed window counts in the counter's state.
+  local counter = layer.algo == ALGO_SLIDING_COUNTER or layer.algo == ALGO_FIXED_WINDOW
+  local letter = counter and 'C' or 'Q'
   local found, kept, latest, all = {}, {}, 0, {}
   local kind = state and sub(state, 1, 1)
   if kind == 'C' or kind == 'Q' or kind == 'G' then
@@ -31,7 +33,7 @@ local function entries(layer, state, now)
         if slot then
           found[slot] = {a, b, c}
         else
-          local matters = layer.algo == ALGO_SLIDING_COUNTER and a + 2 * w or a + b
+          local matters = counter and a + 2 * w or a + b
           if matters > now and #kept < MAX_KEPT - layer.n then
             kept[#kept + 1] = sub(state, pos, pos + size - 1)
             latest = max(latest, matters)

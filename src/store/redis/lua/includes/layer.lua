@@ -83,21 +83,27 @@ end
 -- in debt); the first count drops the list.
 local function evaluate_record(layer, key, k, state, now)
   local found, kept, latest, all = entries(layer, state, now)
-  local counter = layer.algo == ALGO_SLIDING_COUNTER
+  local fixed = layer.algo == ALGO_FIXED_WINDOW
+  local counter = fixed or layer.algo == ALGO_SLIDING_COUNTER
   local parts, expires = {counter and 'C' or 'Q'}, latest
   for i = 1, layer.n do
     local n, w, s = layer[10 * i - 9], layer[10 * i - 8], found[i]
     if not s then
       local seen = max(evidence(all, n, w, now), (log_recent(key, w, now)))
       layer.list = key
-      if counter then
+      if fixed then
+        s = {now - now % w, max(0, ceil(seen - EPS)), 0}
+      elseif counter then
         s = {now - now % w, seen, 0}
       else
         s = {now, min(seen, n) * (w / n), n}
       end
     end
     local room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us
-    if counter then
+    if fixed then
+      room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
+        fixed_window(n, w, k, s[1], s[2], s[3], now)
+    elseif counter then
       room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
         counter_window(n, w, k, s[1], s[2], s[3], now)
     else

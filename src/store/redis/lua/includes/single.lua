@@ -139,7 +139,7 @@ local function single(algo, n, w, k, key, record, field, state, now, dry)
       end
     end
   else
-    local letter = algo == ALGO_SLIDING_COUNTER and 'C' or 'Q'
+    local letter = (algo == ALGO_SLIDING_COUNTER or algo == ALGO_FIXED_WINDOW) and 'C' or 'Q'
     local a, b, c
     if state then
       if #state ~= 33 or sub(state, 1, 1) ~= letter then
@@ -157,6 +157,9 @@ local function single(algo, n, w, k, key, record, field, state, now, dry)
     if algo == ALGO_SLIDING_COUNTER then
       room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
         counter_window(n, w, k, a, b, c, now)
+    elseif algo == ALGO_FIXED_WINDOW then
+      room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
+        fixed_window(n, w, k, a, b, c, now)
     else
       room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
         gcra_window(n, w, k, a, b, c, now)

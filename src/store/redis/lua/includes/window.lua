@@ -171,6 +171,23 @@ local function counter_window(n, w, k, sb, sc, sp, now)
     spack('<dddd', w, cb, c + k, p), cb + 2 * w
 end
 
+-- Fixed window, in the counter's state: the count of the window `now` is in, refused past `n`,
+-- freed at the window's end (the previous count `sp` is carried for the sliding counter's sake).
+local function fixed_window(n, w, k, sb, sc, sp, now)
+  local cb = now - now % w
+  local c, p = 0, 0
+  if sb == cb then
+    c, p = sc, sp
+  elseif sb == cb - w then
+    p = sc
+  end
+  local e = cb + w
+  local room = c + k <= n
+  return room, min(c, n), max(0, n - c), c > 0 and e or now, min(c + k, n), room and n - c - k or 0,
+    c + k > 0 and e or now, room and 0 or (k > n and e + w or e),
+    spack('<dddd', w, cb, c + k, p), cb + 2 * w
+end
+
 -- gcra; `sa`, `sd`, `sn` the stored time of the last change, the debt then and the limit it was
 -- counted with. A debt is requests times their interval: under another limit it stands for the
 -- same number of requests, each at the new interval (so a lowered limit is no fresh start).
