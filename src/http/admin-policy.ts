@@ -74,12 +74,7 @@ export function policyRoutes(
       if (config === undefined) {
         throw new HttpError("not_found", "The rate limit service is off: RLS_CONFIG is unset");
       }
-      res.json({
-        version: config.version,
-        files: config.files,
-        default_algorithm: config.defaultAlgorithm,
-        domains: describeRlsConfig(config),
-      });
+      res.json(describeRlsConfig(config));
     }),
   );
 
