@@ -1,12 +1,23 @@
 // The default run: every service up, the rows one after another (the scale-out rows last), then the report and the JSON.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, startNginx, startUpstream } from "../../test/support/processes.mjs";
+import {
+  CHECK_METHOD,
+  checkRequestBytes,
+  GRPC_CEILING_METHOD,
+  grpcCall,
+  startGrpcCeiling,
+  verifyGrpcRow,
+  writeBody,
+} from "./grpc.mjs";
+import { GRPC_CONNECTIONS, h2loadBinary } from "./h2load.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
   evaluateTargets,
   expectedFraction,
+  grpcTable,
   machineLines,
   memoryTable,
   monitorTable,
@@ -117,7 +128,36 @@ async function startAround(core, { dir, options }) {
     twoWorkers,
     cached,
     compare,
+    grpc: await startGrpc(core, dir, options.connections),
   };
+}
+
+/**
+ * The gRPC rows' ground: h2load, the rows' request bodies (the allowed and denied rows' users in Envoy's
+ * CheckRequest), the gRPC ceiling; or why the rows are skipped (the bench goes on without them).
+ * Only the core tollgate is measured over gRPC: the compare build may predate the gRPC listener.
+ */
+async function startGrpc(core, dir, streams) {
+  const h2load = h2loadBinary();
+  if (h2load.missing !== undefined) return { skipped: h2load.missing };
+  const request = (session) => checkRequestBytes({ path: "/api/products", headers: bearer(session) });
+  const allowed = request(core.bob);
+  const bodies = {
+    allowed: writeBody(dir, "allowed", allowed),
+    denied: writeBody(dir, "denied", request(core.alice)),
+    // The ceiling reads the same request as the allowed row and answers an empty message.
+    ceiling: writeBody(dir, "ceiling", allowed),
+  };
+  try {
+    await grpcCall(core.tollgate.grpcUrl, CHECK_METHOD, readFileSync(bodies.allowed));
+  } catch (error) {
+    // A build without the gRPC listener (--tollgate an older one): nothing listens on GRPC_PORT.
+    if (error?.code !== "ECONNREFUSED") throw error;
+    return { skipped: `the tollgate under test does not listen on GRPC_PORT (${error.message})` };
+  }
+  const ceiling = await startGrpcCeiling();
+  const connections = Math.min(GRPC_CONNECTIONS, streams);
+  return { binary: h2load.path, bodies, ceiling, requestBytes: allowed.length, streams, connections };
 }
 
 const BENCH_POLICY = "the bench's policy";
@@ -148,6 +188,45 @@ function algorithmRows(core, { checkUrl, idSuffix, labelPrefix }) {
       },
     ];
   });
+}
+
+/** The gRPC ceiling and the gRPC Check's allowed and denied rows, or none when they are skipped. */
+function grpcRows(core, grpc) {
+  if (grpc.skipped !== undefined) return [];
+  const load = `h2load, ${grpc.streams} streams over ${grpc.connections} connections`;
+  const { binary, requestBytes, streams, connections } = grpc;
+  const shared = { binary, requestBytes, streams, connections };
+  const check = (bodyFile, expectCode, expectOutcome) => ({
+    ...tollgateRow,
+    ceiling: "grpc-ceiling",
+    url: `${core.tollgate.grpcUrl}${CHECK_METHOD}`,
+    expected: 200,
+    grpc: { ...shared, bodyFile, expectCode, expectOutcome },
+  });
+  return [
+    {
+      id: "grpc-ceiling",
+      short: "gRPC ceiling",
+      label: `gRPC ceiling: an empty unary method on tollgate's gRPC server stack (${load}) → OK`,
+      url: `${grpc.ceiling.url}${GRPC_CEILING_METHOD}`,
+      expected: 200,
+      servers: ["grpc ceiling"],
+      ceiling: "http-ceiling",
+      grpc: { ...shared, bodyFile: grpc.bodies.ceiling },
+    },
+    {
+      ...check(grpc.bodies.allowed, 0, "allow ok"),
+      id: "grpc-allowed",
+      short: "gRPC allowed",
+      label: `tollgate gRPC Check, allowed: as the allowed row (${load}) → OK`,
+    },
+    {
+      ...check(grpc.bodies.denied, 8, "deny rate_limited"),
+      id: "grpc-denied",
+      short: "gRPC denied",
+      label: `tollgate gRPC Check, denied: as the denied row (${load}) → RESOURCE_EXHAUSTED`,
+    },
+  ];
 }
 
 /** A ceiling that uses Redis: counted by its GET /count, compared with the HTTP ceiling. */
@@ -217,6 +296,7 @@ function rowSpecs(core, around, memory) {
       headers: bearer(alice),
       expected: 429,
     },
+    ...grpcRows(core, around.grpc),
     ...algorithmRows(core, { checkUrl, idSuffix: "", labelPrefix: "tollgate check" }),
     {
       ...tollgateRow,
@@ -326,13 +406,15 @@ function disturbance(rows) {
   return lines.length > 0 ? [...lines, ""] : [];
 }
 
-function render({ machine, rows, monitor, memory, targets }) {
+function render({ machine, rows, byId, grpc, monitor, memory, targets }) {
   return [
     "## tollgate benchmark",
     "",
     ...machineLines(machine),
     "",
     rowsTable(rows),
+    "",
+    ...grpcTable(byId, grpc),
     "",
     "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
     "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
@@ -360,6 +442,8 @@ export async function benchRun({ options, dir, resultsDir }) {
   const core = await startCore({ dir, options });
   try {
     const around = await startAround(core, { dir, options });
+    if (around.grpc.skipped !== undefined)
+      process.stderr.write(`bench: the gRPC rows are skipped: ${around.grpc.skipped}\n`);
     await exhaust(core.checkUrl, bearer(core.alice));
     for (const tier of ["bench_counter_low", "bench_gcra_low"])
       await exhaust(core.checkUrl, bearer(core.byAlgorithm[tier]));
@@ -372,7 +456,10 @@ export async function benchRun({ options, dir, resultsDir }) {
     }
     const memory = [];
     const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
-    for (const spec of specs) await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
+    for (const spec of specs) {
+      if (spec.grpc !== undefined) await verifyGrpcRow(spec);
+      else await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
+    }
 
     const ctx = { options, redisClient: core.redisClient, tollgate: core.tollgate, redisUrl: core.redis.url };
     const rows = await runRows(specs, ctx);
@@ -392,7 +479,8 @@ export async function benchRun({ options, dir, resultsDir }) {
     memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
     const targets = evaluateTargets({ byId, monitor, memory });
-    const report = render({ machine, rows, monitor, memory, targets });
+    const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
+    const report = render({ machine, rows, byId, grpc, monitor, memory, targets });
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {
@@ -403,6 +491,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       monitor,
       memory,
       targets,
+      ...(grpc.skipped === undefined ? {} : { grpcSkipped: grpc.skipped }),
       report,
     };
     writeFileSync(join(resultsDir, "latest.json"), `${JSON.stringify(json, null, 2)}\n`);

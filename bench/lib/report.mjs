@@ -21,7 +21,135 @@ export function statusSummary(row) {
   }
   if (errors > 0) parts.push(`errors: ${errors}${timeouts > 0 ? ` (${timeouts} timeouts)` : ""}`);
   if (row.degraded > 0) parts.push(`${row.degraded} degraded`);
+  if (row.outcomes !== undefined) parts.push(...grpcOutcomes(row));
   return parts.join(", ");
+}
+
+const CHECK_CALL = "envoy.service.auth.v3.Authorization/Check";
+
+/** A gRPC row's answers as tollgate counted them: the expected decision's share, calls not OK. */
+function grpcOutcomes(row) {
+  const { decisions, calls } = row.outcomes;
+  const total = Object.values(decisions).reduce((a, b) => a + b, 0);
+  const parts = [`${row.grpc.expectOutcome}: ${percent(grpcExpectedFraction(row), 2)} of decisions`];
+  for (const [key, n] of Object.entries(decisions).sort((a, b) => b[1] - a[1])) {
+    if (key !== row.grpc.expectOutcome) parts.push(`${key}: ${percent(n / total, 2)}`);
+  }
+  for (const [key, n] of Object.entries(calls)) {
+    const [method, status] = key.split(" ");
+    if (status !== "OK") parts.push(`${method === CHECK_CALL ? "calls" : method} ${status}: ${n}`);
+  }
+  return parts;
+}
+
+/** The share of a gRPC row's decisions that were the expected ones (tollgate's counters). */
+export function grpcExpectedFraction(row) {
+  const { decisions } = row.outcomes;
+  const total = Object.values(decisions).reduce((a, b) => a + b, 0);
+  return total > 0 ? (decisions[row.grpc.expectOutcome] ?? 0) / total : 0;
+}
+
+/** p99 of the gRPC check "well under" Envoy's default ext_authz timeout of 200 ms: a tenth of it. */
+export const GRPC_P99_MS = 20;
+
+/**
+ * The gRPC rows beside the HTTP rows they mirror: rates, tollgate's CPU per check, latencies and the
+ * ratios the targets name. Lines of the report; one line when the rows were skipped.
+ */
+export function grpcTable(byId, { skipped }) {
+  if (skipped !== undefined) return [`gRPC rows: skipped (${skipped}).`];
+  const pairs = [
+    [
+      "ceiling: bare node:http / empty gRPC method on tollgate's stack",
+      byId["http-ceiling"],
+      byId["grpc-ceiling"],
+    ],
+    ["check, allowed", byId.allowed, byId["grpc-allowed"]],
+    ["check, denied", byId.denied, byId["grpc-denied"]],
+  ];
+  const { streams, connections, requestBytes } = byId["grpc-allowed"].grpc;
+  return [
+    `gRPC beside HTTP: h2load, ${streams} streams over ${connections} connections, a CheckRequest of ${requestBytes} bytes ` +
+      `as Envoy sends it (source, destination, request id, pseudo-headers, the bearer token); HTTP rows: autocannon, ` +
+      `${streams} connections with one request in flight each. CPU: the serving process's (tollgate's; the ceiling's) per answer.`,
+    "",
+    table(
+      [
+        "row (HTTP / gRPC)",
+        "req/s",
+        "gRPC / HTTP req/s",
+        "server CPU µs/request",
+        "gRPC / HTTP CPU",
+        "p50 ms",
+        "p99 ms",
+      ],
+      pairs.map(([name, http, grpc]) => [
+        name,
+        `${thousands(http.load.rps)} / ${thousands(grpc.load.rps)}`,
+        `${fixed(grpc.load.rps / http.load.rps, 2)}×`,
+        `${fixed(http.serverCpuUsPerRequest, 0)} / ${fixed(grpc.serverCpuUsPerRequest, 0)}`,
+        `${fixed(grpc.serverCpuUsPerRequest / http.serverCpuUsPerRequest, 2)}×`,
+        `${fixed(http.load.p50, 2)} / ${fixed(grpc.load.p50, 2)}`,
+        `${fixed(http.load.p99, 2)} / ${fixed(grpc.load.p99, 2)}`,
+      ]),
+    ),
+  ];
+}
+
+/** The gRPC targets (issue 31), when the gRPC rows ran. */
+function grpcTargets(byId) {
+  const [allowed, denied, ceiling] = ["grpc-allowed", "grpc-denied", "grpc-ceiling"].map((id) => byId[id]);
+  if (allowed === undefined) return [];
+  const pairs = [
+    [byId.allowed, allowed],
+    [byId.denied, denied],
+  ];
+  const rate = (http, grpc) => grpc.load.rps / http.load.rps;
+  const cpu = (http, grpc) => grpc.serverCpuUsPerRequest / http.serverCpuUsPerRequest;
+  const expected = [allowed, denied].map(grpcExpectedFraction);
+  const notOk = [allowed, denied].map((row) =>
+    Object.entries(row.outcomes.calls)
+      .filter(([key]) => !key.endsWith(" OK") && !key.endsWith(" CANCELLED"))
+      .reduce((n, [, count]) => n + count, 0),
+  );
+  return [
+    {
+      target: "gRPC allowed checks/s ≥ 0.9× the HTTP allowed check's",
+      figure:
+        `${fixed(rate(byId.allowed, allowed), 2)}× (${thousands(allowed.load.rps)} vs ${thousands(byId.allowed.load.rps)} checks/s); ` +
+        `denied ${fixed(rate(byId.denied, denied), 2)}× (${thousands(denied.load.rps)} vs ${thousands(byId.denied.load.rps)}); ` +
+        `gRPC ceiling ${thousands(ceiling.load.rps)} vs HTTP ceiling ${thousands(byId["http-ceiling"].load.rps)} req/s`,
+      met: rate(byId.allowed, allowed) >= 0.9,
+    },
+    {
+      target: "tollgate CPU per gRPC check ≤ 1.2× the HTTP check's (allowed and denied)",
+      figure:
+        pairs
+          .map(
+            ([http, grpc]) =>
+              `${http.short} ${fixed(grpc.serverCpuUsPerRequest, 0)} vs ${fixed(http.serverCpuUsPerRequest, 0)} µs (${fixed(cpu(http, grpc), 2)}×)`,
+          )
+          .join(", ") +
+        `; the gRPC ceiling ${fixed(ceiling.serverCpuUsPerRequest, 0)} µs, the HTTP ceiling ${fixed(byId["http-ceiling"].serverCpuUsPerRequest, 0)} µs`,
+      met: pairs.every(([http, grpc]) => cpu(http, grpc) <= 1.2),
+    },
+    {
+      target: `p99 of the gRPC check at ${allowed.grpc.streams} streams well under Envoy's 200 ms ext_authz timeout (≤ ${GRPC_P99_MS} ms)`,
+      figure: `allowed ${fixed(allowed.load.p99, 2)} ms, denied ${fixed(denied.load.p99, 2)} ms (HTTP: ${fixed(byId.allowed.load.p99, 2)} and ${fixed(byId.denied.load.p99, 2)} ms)`,
+      met: allowed.load.p99 <= GRPC_P99_MS && denied.load.p99 <= GRPC_P99_MS,
+    },
+    {
+      target:
+        "(bench sanity) gRPC rows: every answer HTTP 200, every decision the expected one, no call failed",
+      figure:
+        `HTTP 200 ${percent(expectedFraction(allowed), 3)} / ${percent(expectedFraction(denied), 3)} / ${percent(expectedFraction(ceiling), 3)} (allowed / denied / ceiling); ` +
+        `expected decisions ${percent(expected[0], 3)} / ${percent(expected[1], 3)}; calls neither OK nor cancelled ${notOk[0]} / ${notOk[1]}`,
+      met:
+        [allowed, denied, ceiling].every((row) => expectedFraction(row) === 1) &&
+        expected.every((share) => share === 1) &&
+        notOk.every((n) => n === 0),
+    },
+  ];
 }
 
 export function expectedFraction(row) {
@@ -230,6 +358,7 @@ export function evaluateTargets({ byId, monitor, memory }) {
     figure: checkRows.map((r) => `${r.short} ${fixed(r.load.p99, 2)} ms`).join(", "),
     met: checkRows.every((r) => r.load.p99 <= 10),
   });
+  targets.push(...grpcTargets(byId));
   targets.push({
     target: "(bench sanity) allowed-check row is all 200s",
     figure: percent(expectedFraction(allowed), 3),
