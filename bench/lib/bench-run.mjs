@@ -11,7 +11,7 @@ import {
   verifyGrpcRow,
   writeBody,
 } from "./grpc.mjs";
-import { GRPC_CONNECTIONS, h2loadBinary } from "./h2load.mjs";
+import { GRPC_CONNECTIONS, GRPC_HEADERS, h2loadBinary } from "./h2load.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
@@ -152,8 +152,11 @@ async function startGrpc(core, dir, streams) {
     await grpcCall(core.tollgate.grpcUrl, CHECK_METHOD, readFileSync(bodies.allowed));
   } catch (error) {
     // A build without the gRPC listener (--tollgate an older one): nothing listens on GRPC_PORT.
-    if (error?.code !== "ECONNREFUSED") throw error;
-    return { skipped: `the tollgate under test does not listen on GRPC_PORT (${error.message})` };
+    // node:http2 reports it as the stream's cancel, caused by the refused connection.
+    if (error?.code !== "ECONNREFUSED" && error?.cause?.code !== "ECONNREFUSED") throw error;
+    return {
+      skipped: `the tollgate under test does not listen on GRPC_PORT (${(error.cause ?? error).message})`,
+    };
   }
   const ceiling = await startGrpcCeiling();
   const connections = Math.min(GRPC_CONNECTIONS, streams);
@@ -190,20 +193,58 @@ function algorithmRows(core, { checkUrl, idSuffix, labelPrefix }) {
   });
 }
 
-/** The gRPC ceiling and the gRPC Check's allowed and denied rows, or none when they are skipped. */
-function grpcRows(core, grpc) {
+/**
+ * The gRPC ceiling and the gRPC Check's allowed and denied rows, and the HTTP ceiling and check rows
+ * loaded by h2load too (HTTP/1.1, as many connections as autocannon's): the same load generator on
+ * both sides, since autocannon costs the shared cores several times what h2load does. None when the
+ * gRPC rows are skipped.
+ */
+function grpcRows(core, around) {
+  const { grpc } = around;
   if (grpc.skipped !== undefined) return [];
-  const load = `h2load, ${grpc.streams} streams over ${grpc.connections} connections`;
   const { binary, requestBytes, streams, connections } = grpc;
-  const shared = { binary, requestBytes, streams, connections };
+  const load = `h2load, ${streams} streams over ${connections} connections`;
+  const h1 = `h2load --h1, ${streams} connections`;
+  const shared = { requestBytes, streams, connections };
+  const grpcLoad = (bodyFile) => ({ h2load: { binary, bodyFile }, headers: GRPC_HEADERS });
   const check = (bodyFile, expectCode, expectOutcome) => ({
     ...tollgateRow,
+    ...grpcLoad(bodyFile),
     ceiling: "grpc-ceiling",
     url: `${core.tollgate.grpcUrl}${CHECK_METHOD}`,
     expected: 200,
     grpc: { ...shared, bodyFile, expectCode, expectOutcome },
   });
+  const httpCheck = (session, expected) => ({
+    ...tollgateRow,
+    ceiling: "http-ceiling-h2load",
+    url: core.checkUrl,
+    headers: bearer(session),
+    expected,
+    h2load: { binary, h1: true },
+  });
   return [
+    {
+      id: "http-ceiling-h2load",
+      short: "HTTP ceiling, h2load",
+      label: `HTTP ceiling: bare node:http, loaded by h2load (${h1}) → 200`,
+      url: `${around.httpCeiling.url}/`,
+      expected: 200,
+      servers: ["http ceiling"],
+      h2load: { binary, h1: true },
+    },
+    {
+      ...httpCheck(core.bob, 200),
+      id: "allowed-h2load",
+      short: "allowed, h2load",
+      label: `tollgate check, allowed: as the allowed row, loaded by h2load (${h1}) → 200`,
+    },
+    {
+      ...httpCheck(core.alice, 429),
+      id: "denied-h2load",
+      short: "denied, h2load",
+      label: `tollgate check, denied: as the denied row, loaded by h2load (${h1}) → 429`,
+    },
     {
       id: "grpc-ceiling",
       short: "gRPC ceiling",
@@ -211,7 +252,8 @@ function grpcRows(core, grpc) {
       url: `${grpc.ceiling.url}${GRPC_CEILING_METHOD}`,
       expected: 200,
       servers: ["grpc ceiling"],
-      ceiling: "http-ceiling",
+      ceiling: "http-ceiling-h2load",
+      ...grpcLoad(grpc.bodies.ceiling),
       grpc: { ...shared, bodyFile: grpc.bodies.ceiling },
     },
     {
@@ -296,7 +338,7 @@ function rowSpecs(core, around, memory) {
       headers: bearer(alice),
       expected: 429,
     },
-    ...grpcRows(core, around.grpc),
+    ...grpcRows(core, around),
     ...algorithmRows(core, { checkUrl, idSuffix: "", labelPrefix: "tollgate check" }),
     {
       ...tollgateRow,

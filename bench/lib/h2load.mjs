@@ -69,28 +69,41 @@ export function parseH2loadLog(text) {
   return { latencies: latencies.subarray(0, count), statuses, unanswered };
 }
 
+/** The headers of a gRPC call (h2load sends its body with -d, as a POST). */
+export const GRPC_HEADERS = { "content-type": "application/grpc", te: "trailers" };
+
 /**
- * load.mjs's measure() for a gRPC row: h2load's warm-up run, then `between`, then the measured run
- * with its per-request log, from which the latencies (ms) and HTTP statuses come; a slice in the shape
- * measure() returns. The gRPC status of each call is not h2load's to see: the rows count it from
- * tollgate's own counters, and every slice's preflight call checks the answer itself.
+ * load.mjs's measure() by h2load: its warm-up run, then `between`, then the measured run with its
+ * per-request log, from which the latencies (ms) and HTTP statuses come; a slice in the shape measure()
+ * returns. gRPC (`bodyFile`, a framed message): `streams` over GRPC_CONNECTIONS connections. `h1`: as
+ * the HTTP rows' autocannon, `streams` HTTP/1.1 connections with one request in flight each, so that
+ * an HTTP row and a gRPC row can be loaded by the same generator. The gRPC status of each call is not
+ * h2load's to see: the gRPC rows count it from tollgate's own counters, and every slice's preflight
+ * call checks the answer itself.
  */
-export async function measureH2load({ binary, url, bodyFile, streams, duration, warmup, between }) {
-  const connections = Math.min(GRPC_CONNECTIONS, streams);
+export async function measureH2load({
+  binary,
+  url,
+  bodyFile,
+  h1 = false,
+  headers = {},
+  streams,
+  duration,
+  warmup,
+  between,
+}) {
+  const connections = h1 ? streams : Math.min(GRPC_CONNECTIONS, streams);
   const perConnection = Math.max(1, Math.round(streams / connections));
   const base = [
+    ...(h1 ? ["--h1"] : []),
     "-c",
     String(connections),
     "-m",
     String(perConnection),
     "-t",
     "1",
-    "-d",
-    bodyFile,
-    "-H",
-    "content-type: application/grpc",
-    "-H",
-    "te: trailers",
+    ...(bodyFile === undefined ? [] : ["-d", bodyFile]),
+    ...Object.entries(headers).flatMap(([name, value]) => ["-H", `${name}: ${value}`]),
   ];
   // h2load takes a whole number of seconds, or of milliseconds with "ms".
   const time = (seconds) => `${Math.max(1, Math.round(seconds * 1000))}ms`;

@@ -45,7 +45,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
   let rss;
   let cpu;
   let redisCpuBefore;
-  const run = spec.grpc !== undefined ? measureH2load : spec.urls === undefined ? measure : measureSplit;
+  const run = spec.h2load !== undefined ? measureH2load : spec.urls === undefined ? measure : measureSplit;
   const load = await run({
     url: spec.url,
     urls: spec.urls,
@@ -53,8 +53,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
     connections: options.connections,
     // h2load: the same number of requests in flight, as streams over a few connections.
     streams: options.connections,
-    binary: spec.grpc?.binary,
-    bodyFile: spec.grpc?.bodyFile,
+    ...spec.h2load,
     duration,
     warmup,
     between: async () => {
