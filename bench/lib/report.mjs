@@ -98,7 +98,7 @@ export function grpcTable(byId, { skipped }) {
   ];
 }
 
-/** The gRPC targets (issue 31), when the gRPC rows ran: judged against the HTTP rows loaded by h2load. */
+/** The gRPC listener's targets, when the gRPC rows ran: judged against the HTTP rows loaded by h2load. */
 function grpcTargets(byId) {
   const [allowed, denied, ceiling] = ["grpc-allowed", "grpc-denied", "grpc-ceiling"].map((id) => byId[id]);
   if (allowed === undefined) return [];
