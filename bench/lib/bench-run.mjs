@@ -1,12 +1,23 @@
 // The default run: every service up, the rows one after another (the scale-out rows last), then the report and the JSON.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, startNginx, startUpstream } from "../../test/support/processes.mjs";
+import {
+  CHECK_METHOD,
+  checkRequestBytes,
+  GRPC_CEILING_METHOD,
+  grpcCall,
+  startGrpcCeiling,
+  verifyGrpcRow,
+  writeBody,
+} from "./grpc.mjs";
+import { GRPC_CONNECTIONS, GRPC_HEADERS, h2loadBinary } from "./h2load.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
   evaluateTargets,
   expectedFraction,
+  grpcTable,
   machineLines,
   memoryTable,
   monitorTable,
@@ -117,7 +128,39 @@ async function startAround(core, { dir, options }) {
     twoWorkers,
     cached,
     compare,
+    grpc: await startGrpc(core, dir, options.connections),
   };
+}
+
+/**
+ * The gRPC rows' ground: h2load, the rows' request bodies (the allowed and denied rows' users in Envoy's
+ * CheckRequest), the gRPC ceiling; or why the rows are skipped (the bench goes on without them).
+ * Only the core tollgate is measured over gRPC: the compare build may predate the gRPC listener.
+ */
+async function startGrpc(core, dir, streams) {
+  const h2load = h2loadBinary();
+  if (h2load.missing !== undefined) return { skipped: h2load.missing };
+  const request = (session) => checkRequestBytes({ path: "/api/products", headers: bearer(session) });
+  const allowed = request(core.bob);
+  const bodies = {
+    allowed: writeBody(dir, "allowed", allowed),
+    denied: writeBody(dir, "denied", request(core.alice)),
+    // The ceiling reads the same request as the allowed row and answers an empty message.
+    ceiling: writeBody(dir, "ceiling", allowed),
+  };
+  try {
+    await grpcCall(core.tollgate.grpcUrl, CHECK_METHOD, readFileSync(bodies.allowed));
+  } catch (error) {
+    // A build without the gRPC listener (--tollgate an older one): nothing listens on GRPC_PORT.
+    // node:http2 reports it as the stream's cancel, caused by the refused connection.
+    if (error?.code !== "ECONNREFUSED" && error?.cause?.code !== "ECONNREFUSED") throw error;
+    return {
+      skipped: `the tollgate under test does not listen on GRPC_PORT (${(error.cause ?? error).message})`,
+    };
+  }
+  const ceiling = await startGrpcCeiling();
+  const connections = Math.min(GRPC_CONNECTIONS, streams);
+  return { binary: h2load.path, bodies, ceiling, requestBytes: allowed.length, streams, connections };
 }
 
 const BENCH_POLICY = "the bench's policy";
@@ -148,6 +191,84 @@ function algorithmRows(core, { checkUrl, idSuffix, labelPrefix }) {
       },
     ];
   });
+}
+
+/**
+ * The gRPC ceiling and the gRPC Check's allowed and denied rows, and the HTTP ceiling and check rows
+ * loaded by h2load too (HTTP/1.1, as many connections as autocannon's): the same load generator on
+ * both sides, since autocannon costs the shared cores several times what h2load does. None when the
+ * gRPC rows are skipped.
+ */
+function grpcRows(core, around) {
+  const { grpc } = around;
+  if (grpc.skipped !== undefined) return [];
+  const { binary, requestBytes, streams, connections } = grpc;
+  const load = `h2load, ${streams} streams over ${connections} connections`;
+  const h1 = `h2load --h1, ${streams} connections`;
+  const shared = { requestBytes, streams, connections };
+  const grpcLoad = (bodyFile) => ({ h2load: { binary, bodyFile }, headers: GRPC_HEADERS });
+  const check = (bodyFile, expectCode, expectOutcome) => ({
+    ...tollgateRow,
+    ...grpcLoad(bodyFile),
+    ceiling: "grpc-ceiling",
+    url: `${core.tollgate.grpcUrl}${CHECK_METHOD}`,
+    expected: 200,
+    grpc: { ...shared, bodyFile, expectCode, expectOutcome },
+  });
+  const httpCheck = (session, expected) => ({
+    ...tollgateRow,
+    ceiling: "http-ceiling-h2load",
+    url: core.checkUrl,
+    headers: bearer(session),
+    expected,
+    h2load: { binary, h1: true },
+  });
+  return [
+    {
+      id: "http-ceiling-h2load",
+      short: "HTTP ceiling, h2load",
+      label: `HTTP ceiling: bare node:http, loaded by h2load (${h1}) → 200`,
+      url: `${around.httpCeiling.url}/`,
+      expected: 200,
+      servers: ["http ceiling"],
+      h2load: { binary, h1: true },
+    },
+    {
+      ...httpCheck(core.bob, 200),
+      id: "allowed-h2load",
+      short: "allowed, h2load",
+      label: `tollgate check, allowed: as the allowed row, loaded by h2load (${h1}) → 200`,
+    },
+    {
+      ...httpCheck(core.alice, 429),
+      id: "denied-h2load",
+      short: "denied, h2load",
+      label: `tollgate check, denied: as the denied row, loaded by h2load (${h1}) → 429`,
+    },
+    {
+      id: "grpc-ceiling",
+      short: "gRPC ceiling",
+      label: `gRPC ceiling: an empty unary method on tollgate's gRPC server stack (${load}) → OK`,
+      url: `${grpc.ceiling.url}${GRPC_CEILING_METHOD}`,
+      expected: 200,
+      servers: ["grpc ceiling"],
+      ceiling: "http-ceiling-h2load",
+      ...grpcLoad(grpc.bodies.ceiling),
+      grpc: { ...shared, bodyFile: grpc.bodies.ceiling },
+    },
+    {
+      ...check(grpc.bodies.allowed, 0, "allow ok"),
+      id: "grpc-allowed",
+      short: "gRPC allowed",
+      label: `tollgate gRPC Check, allowed: as the allowed row (${load}) → OK`,
+    },
+    {
+      ...check(grpc.bodies.denied, 8, "deny rate_limited"),
+      id: "grpc-denied",
+      short: "gRPC denied",
+      label: `tollgate gRPC Check, denied: as the denied row (${load}) → RESOURCE_EXHAUSTED`,
+    },
+  ];
 }
 
 /** A ceiling that uses Redis: counted by its GET /count, compared with the HTTP ceiling. */
@@ -217,6 +338,7 @@ function rowSpecs(core, around, memory) {
       headers: bearer(alice),
       expected: 429,
     },
+    ...grpcRows(core, around),
     ...algorithmRows(core, { checkUrl, idSuffix: "", labelPrefix: "tollgate check" }),
     {
       ...tollgateRow,
@@ -326,13 +448,15 @@ function disturbance(rows) {
   return lines.length > 0 ? [...lines, ""] : [];
 }
 
-function render({ machine, rows, monitor, memory, targets }) {
+function render({ machine, rows, byId, grpc, monitor, memory, targets }) {
   return [
     "## tollgate benchmark",
     "",
     ...machineLines(machine),
     "",
     rowsTable(rows),
+    "",
+    ...grpcTable(byId, grpc),
     "",
     "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
     "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
@@ -360,6 +484,8 @@ export async function benchRun({ options, dir, resultsDir }) {
   const core = await startCore({ dir, options });
   try {
     const around = await startAround(core, { dir, options });
+    if (around.grpc.skipped !== undefined)
+      process.stderr.write(`bench: the gRPC rows are skipped: ${around.grpc.skipped}\n`);
     await exhaust(core.checkUrl, bearer(core.alice));
     for (const tier of ["bench_counter_low", "bench_gcra_low"])
       await exhaust(core.checkUrl, bearer(core.byAlgorithm[tier]));
@@ -372,7 +498,10 @@ export async function benchRun({ options, dir, resultsDir }) {
     }
     const memory = [];
     const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
-    for (const spec of specs) await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
+    for (const spec of specs) {
+      if (spec.grpc !== undefined) await verifyGrpcRow(spec);
+      else await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
+    }
 
     const ctx = { options, redisClient: core.redisClient, tollgate: core.tollgate, redisUrl: core.redis.url };
     const rows = await runRows(specs, ctx);
@@ -392,7 +521,8 @@ export async function benchRun({ options, dir, resultsDir }) {
     memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
     const targets = evaluateTargets({ byId, monitor, memory });
-    const report = render({ machine, rows, monitor, memory, targets });
+    const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
+    const report = render({ machine, rows, byId, grpc, monitor, memory, targets });
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {
@@ -403,6 +533,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       monitor,
       memory,
       targets,
+      ...(grpc.skipped === undefined ? {} : { grpcSkipped: grpc.skipped }),
       report,
     };
     writeFileSync(join(resultsDir, "latest.json"), `${JSON.stringify(json, null, 2)}\n`);

@@ -21,7 +21,148 @@ export function statusSummary(row) {
   }
   if (errors > 0) parts.push(`errors: ${errors}${timeouts > 0 ? ` (${timeouts} timeouts)` : ""}`);
   if (row.degraded > 0) parts.push(`${row.degraded} degraded`);
+  if (row.outcomes !== undefined) parts.push(...grpcOutcomes(row));
   return parts.join(", ");
+}
+
+const CHECK_CALL = "envoy.service.auth.v3.Authorization/Check";
+
+/** A gRPC row's answers as tollgate counted them: the expected decision's share, calls not OK. */
+function grpcOutcomes(row) {
+  const { decisions, calls } = row.outcomes;
+  const total = Object.values(decisions).reduce((a, b) => a + b, 0);
+  const parts = [`${row.grpc.expectOutcome}: ${percent(grpcExpectedFraction(row), 2)} of decisions`];
+  for (const [key, n] of Object.entries(decisions).sort((a, b) => b[1] - a[1])) {
+    if (key !== row.grpc.expectOutcome) parts.push(`${key}: ${percent(n / total, 2)}`);
+  }
+  for (const [key, n] of Object.entries(calls)) {
+    const [method, status] = key.split(" ");
+    if (status !== "OK") parts.push(`${method === CHECK_CALL ? "calls" : method} ${status}: ${n}`);
+  }
+  return parts;
+}
+
+/** The share of a gRPC row's decisions that were the expected ones (tollgate's counters). */
+export function grpcExpectedFraction(row) {
+  const { decisions } = row.outcomes;
+  const total = Object.values(decisions).reduce((a, b) => a + b, 0);
+  return total > 0 ? (decisions[row.grpc.expectOutcome] ?? 0) / total : 0;
+}
+
+/** p99 of the gRPC check "well under" Envoy's default ext_authz timeout of 200 ms: a tenth of it. */
+export const GRPC_P99_MS = 20;
+
+/**
+ * The gRPC rows beside the HTTP rows they mirror (the HTTP ones loaded by autocannon, as every row, and
+ * by h2load, the gRPC rows' generator): rates, CPU per answer, latencies, and the ratios the targets
+ * name. Lines of the report; one line when the rows were skipped.
+ */
+export function grpcTable(byId, { skipped }) {
+  if (skipped !== undefined) return [`gRPC rows: skipped (${skipped}).`];
+  const triples = [
+    [
+      "ceiling (bare node:http; an empty gRPC method on tollgate's stack)",
+      "http-ceiling",
+      "http-ceiling-h2load",
+      "grpc-ceiling",
+    ],
+    ["check, allowed", "allowed", "allowed-h2load", "grpc-allowed"],
+    ["check, denied", "denied", "denied-h2load", "grpc-denied"],
+  ].map(([name, ...ids]) => [name, ...ids.map((id) => byId[id])]);
+  const { streams, connections, requestBytes } = byId["grpc-allowed"].grpc;
+  const three = (rows, value, digits) => rows.map((row) => fixed(value(row), digits)).join(" / ");
+  const ratios = ([autocannon, h2load, grpc], value) =>
+    `${fixed(value(grpc) / value(h2load), 2)}× (${fixed(value(grpc) / value(autocannon), 2)}×)`;
+  const rps = (row) => row.load.rps;
+  const cpu = (row) => row.serverCpuUsPerRequest;
+  return [
+    `gRPC beside HTTP. gRPC: h2load, ${streams} streams over ${connections} connections, a CheckRequest of ${requestBytes} bytes ` +
+      "as Envoy sends one (source, destination, request id, pseudo-headers, the bearer token). HTTP: the rows above, loaded by " +
+      `autocannon (${streams} connections, one request in flight each), and the same loaded by h2load --h1 (likewise), the gRPC ` +
+      "rows' generator, which leaves the shared cores more of their time than autocannon does. Each cell: HTTP by autocannon / " +
+      "HTTP by h2load / gRPC; ratios: gRPC against HTTP by h2load (against HTTP by autocannon). CPU: the serving process's " +
+      "(tollgate's; the ceiling's) per answer.",
+    "",
+    table(
+      ["row", "req/s", "gRPC / HTTP req/s", "server CPU µs/request", "gRPC / HTTP CPU", "p50 ms", "p99 ms"],
+      triples.map(([name, ...rows]) => [
+        name,
+        rows.map((row) => thousands(rps(row))).join(" / "),
+        ratios(rows, rps),
+        three(rows, cpu, 0),
+        ratios(rows, cpu),
+        three(rows, (row) => row.load.p50, 2),
+        three(rows, (row) => row.load.p99, 2),
+      ]),
+    ),
+  ];
+}
+
+/** The gRPC listener's targets, when the gRPC rows ran: judged against the HTTP rows loaded by h2load. */
+function grpcTargets(byId) {
+  const [allowed, denied, ceiling] = ["grpc-allowed", "grpc-denied", "grpc-ceiling"].map((id) => byId[id]);
+  if (allowed === undefined) return [];
+  // [gRPC row, HTTP row by h2load, HTTP row by autocannon]
+  const pairs = [
+    [allowed, byId["allowed-h2load"], byId.allowed],
+    [denied, byId["denied-h2load"], byId.denied],
+  ];
+  const rate = (grpc, http) => grpc.load.rps / http.load.rps;
+  const cpu = (grpc, http) => grpc.serverCpuUsPerRequest / http.serverCpuUsPerRequest;
+  const expected = [allowed, denied].map(grpcExpectedFraction);
+  const notOk = [allowed, denied].map((row) =>
+    Object.entries(row.outcomes.calls)
+      .filter(([key]) => !key.endsWith(" OK"))
+      .reduce((n, [, count]) => n + count, 0),
+  );
+  const httpH2load = ["http-ceiling-h2load", "allowed-h2load", "denied-h2load"].map((id) => byId[id]);
+  return [
+    {
+      target: "gRPC allowed checks/s ≥ 0.9× the HTTP allowed check's (both loaded by h2load)",
+      figure:
+        pairs
+          .map(
+            ([grpc, http, autocannon]) =>
+              `${http.short.split(",")[0]} ${fixed(rate(grpc, http), 2)}× (${thousands(grpc.load.rps)} vs ${thousands(http.load.rps)} checks/s; ` +
+              `${fixed(rate(grpc, autocannon), 2)}× the autocannon row's ${thousands(autocannon.load.rps)})`,
+          )
+          .join(", ") +
+        `; the gRPC ceiling ${thousands(ceiling.load.rps)} vs the HTTP ceiling's ${thousands(byId["http-ceiling-h2load"].load.rps)} req/s`,
+      met: rate(allowed, byId["allowed-h2load"]) >= 0.9,
+    },
+    {
+      target: "tollgate CPU per gRPC check ≤ 1.2× the HTTP check's (allowed and denied)",
+      figure:
+        pairs
+          .map(
+            ([grpc, http, autocannon]) =>
+              `${http.short.split(",")[0]} ${fixed(grpc.serverCpuUsPerRequest, 0)} vs ${fixed(http.serverCpuUsPerRequest, 0)} µs ` +
+              `(${fixed(cpu(grpc, http), 2)}×; ${fixed(cpu(grpc, autocannon), 2)}× the autocannon row's ${fixed(autocannon.serverCpuUsPerRequest, 0)} µs)`,
+          )
+          .join(", ") +
+        `; the gRPC ceiling ${fixed(ceiling.serverCpuUsPerRequest, 0)} µs vs the HTTP ceiling's ${fixed(byId["http-ceiling-h2load"].serverCpuUsPerRequest, 0)} µs`,
+      met: pairs.every(([grpc, http]) => cpu(grpc, http) <= 1.2),
+    },
+    {
+      target: `p99 of the gRPC check at ${allowed.grpc.streams} streams well under Envoy's 200 ms ext_authz timeout (≤ ${GRPC_P99_MS} ms, a tenth)`,
+      figure:
+        `allowed ${fixed(allowed.load.p99, 2)} ms, denied ${fixed(denied.load.p99, 2)} ms ` +
+        `(HTTP by h2load: ${fixed(byId["allowed-h2load"].load.p99, 2)} and ${fixed(byId["denied-h2load"].load.p99, 2)} ms)`,
+      met: allowed.load.p99 <= GRPC_P99_MS && denied.load.p99 <= GRPC_P99_MS,
+    },
+    {
+      target:
+        "(bench sanity) h2load rows: every answer the expected HTTP status, every gRPC decision the expected one, no call failed",
+      figure:
+        `expected HTTP status ${[allowed, denied, ceiling, ...httpH2load].map((row) => percent(expectedFraction(row), 3)).join(" / ")} ` +
+        "(gRPC allowed / denied / ceiling, HTTP by h2load ceiling / allowed / denied); " +
+        `expected gRPC decisions ${percent(expected[0], 3)} / ${percent(expected[1], 3)}; Check calls not OK ${notOk[0]} / ${notOk[1]}`,
+      met:
+        [allowed, denied, ceiling, ...httpH2load].every((row) => expectedFraction(row) === 1) &&
+        expected.every((share) => share === 1) &&
+        notOk.every((n) => n === 0),
+    },
+  ];
 }
 
 export function expectedFraction(row) {
@@ -230,6 +371,7 @@ export function evaluateTargets({ byId, monitor, memory }) {
     figure: checkRows.map((r) => `${r.short} ${fixed(r.load.p99, 2)} ms`).join(", "),
     met: checkRows.every((r) => r.load.p99 <= 10),
   });
+  targets.push(...grpcTargets(byId));
   targets.push({
     target: "(bench sanity) allowed-check row is all 200s",
     figure: percent(expectedFraction(allowed), 3),

@@ -3,9 +3,11 @@ import { join } from "node:path";
 import { send } from "../../test/support/http-client.mjs";
 import { ROOT, trackedNames } from "../../test/support/processes.mjs";
 import { cpuFigures, cpuUsage, speedProbe } from "./cpu.mjs";
+import { verifyGrpcRow } from "./grpc.mjs";
+import { measureH2load } from "./h2load.mjs";
 import { burst, measure, measureSplit, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
 import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes } from "./redis-stats.mjs";
-import { KEY_PREFIX, tollgateCounters } from "./services.mjs";
+import { KEY_PREFIX, tollgateCounters, tollgateOutcomes } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
 const MONITOR_REQUESTS = 2_000;
@@ -34,15 +36,24 @@ async function counters(spec, tollgate) {
  */
 async function measureSlice(spec, { options, redisClient, tollgate }, { duration, warmup }) {
   const probeMs = await speedProbe();
+  // A gRPC row's answers are not h2load's to judge: one call of its own first, before every slice.
+  if (spec.grpc !== undefined) await verifyGrpcRow(spec);
+  const adminUrl = spec.tollgate ? (spec.server ?? tollgate).adminUrl : undefined;
+  const outcomes = spec.grpc !== undefined && adminUrl !== undefined;
   let before;
+  let outcomesBefore;
   let rss;
   let cpu;
   let redisCpuBefore;
-  const load = await (spec.urls === undefined ? measure : measureSplit)({
+  const run = spec.h2load !== undefined ? measureH2load : spec.urls === undefined ? measure : measureSplit;
+  const load = await run({
     url: spec.url,
     urls: spec.urls,
     headers: spec.headers,
     connections: options.connections,
+    // h2load: the same number of requests in flight, as streams over a few connections.
+    streams: options.connections,
+    ...spec.h2load,
     duration,
     warmup,
     between: async () => {
@@ -50,6 +61,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
       await resetStats(redisClient);
       if (spec.redis) redisCpuBefore = await redisCpuSeconds(redisClient);
       before = await counters(spec, tollgate);
+      if (outcomes) outcomesBefore = await tollgateOutcomes(adminUrl);
       // With WORKERS the RSS of one process is not the server's: that row shows none.
       if (spec.tollgate && spec.workers === undefined)
         rss = sampleRss((spec.tollgates?.[0] ?? spec.server ?? tollgate).child.pid);
@@ -64,6 +76,16 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
     slice.checks = after.decisions - before.decisions;
     slice.degraded = after.degraded - before.degraded;
     slice.storeErrors = after.storeErrors - before.storeErrors;
+  }
+  if (outcomes) {
+    const outcomesAfter = await tollgateOutcomes(adminUrl);
+    const delta = (field) =>
+      Object.fromEntries(
+        Object.entries(outcomesAfter[field])
+          .map(([key, n]) => [key, n - (outcomesBefore[field][key] ?? 0)])
+          .filter(([, n]) => n !== 0),
+      );
+    slice.outcomes = { decisions: delta("decisions"), calls: delta("calls") };
   }
   if (spec.redis) slice.counts = await commandCounts(redisClient);
   return slice;
@@ -96,6 +118,12 @@ function combine(spec, slices) {
       })),
     );
     Object.assign(row, { checks, degraded, storeErrors });
+  }
+  if (slices[0].outcomes !== undefined) {
+    row.outcomes = {
+      decisions: addUp(slices.map((s) => s.outcomes.decisions)),
+      calls: addUp(slices.map((s) => s.outcomes.calls)),
+    };
   }
   const served = row.checks ?? load.requests;
   if (spec.redis) {

@@ -81,3 +81,27 @@ export async function tollgateCounters(adminUrl) {
     storeErrors: sum("tollgate_store_errors_total"),
   };
 }
+
+/**
+ * What a gRPC row's calls came to, from ADMIN_PORT /metrics: decisions by outcome ("allow ok",
+ * "deny rate_limited", …) and gRPC calls by method and status ("envoy.service.auth.v3.Authorization/Check OK").
+ * h2load sees HTTP statuses only; these say what the answers were.
+ */
+export async function tollgateOutcomes(adminUrl) {
+  const reply = await send(`${adminUrl}/metrics`);
+  if (reply.status !== 200) throw new Error(`tollgate /metrics answered ${reply.status}`);
+  const decisions = {};
+  const calls = {};
+  const label = (line, name) => new RegExp(`${name}="([^"]*)"`).exec(line)?.[1] ?? "";
+  for (const line of reply.text.split("\n")) {
+    const value = Number(line.split(" ").pop());
+    if (line.startsWith("tollgate_decisions_total{")) {
+      const key = `${label(line, "decision")} ${label(line, "reason")}`;
+      decisions[key] = (decisions[key] ?? 0) + value;
+    } else if (line.startsWith("tollgate_grpc_calls_total{")) {
+      const key = `${label(line, "method")} ${label(line, "status")}`;
+      calls[key] = (calls[key] ?? 0) + value;
+    }
+  }
+  return { decisions, calls };
+}
