@@ -1,8 +1,11 @@
 // The gRPC ext_authz mapping on bytes written with the field numbers of Envoy's API (not with the
 // .proto files tollgate loads), so that a wrong number in src/frontends/envoy-grpc/proto/ fails here.
+
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Decision, LimitState } from "../../src/check/types.js";
-import { checkFacts, checkResponse } from "../../src/frontends/envoy-grpc/ext-authz.js";
+import { readCheckRequest, writeCheckResponse } from "../../src/frontends/envoy-grpc/check-codec.js";
+import { checkAnswer, checkFacts } from "../../src/frontends/envoy-grpc/ext-authz.js";
 import { GrpcError, unframe } from "../../src/frontends/envoy-grpc/grpc-server.js";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
 import { renderDecision } from "../../src/frontends/render.js";
@@ -132,7 +135,7 @@ function envoyCheckRequest(options: {
   return Uint8Array.from(message(1, ...attributes));
 }
 
-const decode = (bytes: Uint8Array) => messages.CheckRequest.decode(bytes) as never;
+const decode = (bytes: Uint8Array) => readCheckRequest(bytes);
 
 describe("a CheckRequest written with Envoy's field numbers", () => {
   it("gives the method, path with query, authorization and the source address; unknown fields are skipped", () => {
@@ -239,7 +242,7 @@ function limitState(overrides: Partial<LimitState> = {}): LimitState {
 }
 
 const encodeAnswer = (decision: Decision) =>
-  messages.CheckResponse.encode(checkResponse(renderDecision(decision, Date.now()), decision)).finish();
+  writeCheckResponse(checkAnswer(renderDecision(decision, Date.now()), decision)).bytes.subarray(5);
 
 /** google.protobuf.Struct { fields = 1: map<string, Value> }, Value.string_value = 3. */
 function struct(buffer: Buffer): Record<string, string> {
@@ -369,3 +372,161 @@ describe("gRPC message framing", () => {
     expect((unframe(frame([1], 1)) as GrpcError).code).toBe(12);
   });
 });
+
+// --- the hand-written codec against protobufjs, on the .proto files (the schema) ---
+
+const headerName = fc.oneof(
+  fc.constantFrom("authorization", "x-forwarded-for", ":path", "x-request-id", "user-agent"),
+  fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/),
+);
+const anyText = fc.string({ unit: "grapheme", maxLength: 40 });
+const requestArb = fc.record({
+  method: fc.option(anyText, { nil: undefined }),
+  path: fc.option(anyText, { nil: undefined }),
+  headers: fc.dictionary(headerName, anyText, { maxKeys: 8 }),
+  raw: fc.option(fc.array(fc.tuple(headerName, anyText), { maxLength: 5 }), { nil: undefined }),
+  source: fc.option(fc.oneof(fc.ipV4(), fc.ipV6(), anyText), { nil: undefined }),
+});
+
+type Generated = typeof requestArb extends fc.Arbitrary<infer T> ? T : never;
+
+function protobufjsMessage(r: Generated) {
+  return {
+    attributes: {
+      ...(r.source === undefined
+        ? {}
+        : { source: { address: { socket_address: { address: r.source, port_value: 7 } } } }),
+      destination: { address: { socket_address: { address: "10.0.0.1", port_value: 80 } } },
+      request: {
+        http: {
+          id: "x",
+          ...(r.method === undefined ? {} : { method: r.method }),
+          ...(r.path === undefined ? {} : { path: r.path }),
+          headers: r.headers,
+          host: "h",
+          size: 5,
+          protocol: "HTTP/2",
+          ...(r.raw === undefined
+            ? {}
+            : {
+                header_map: {
+                  headers: r.raw.map(([key, value]) => ({ key, raw_value: Buffer.from(value) })),
+                },
+              }),
+        },
+      },
+    },
+  };
+}
+
+/** What the check reads, as protobufjs decodes it. */
+function expected(r: Generated) {
+  const raw = (name: string) => {
+    const values = (r.raw ?? []).filter(([key]) => key === name).map(([, value]) => value);
+    return values.length === 0 ? undefined : values.join(",");
+  };
+  return {
+    method: r.method ?? "",
+    path: r.path ?? "",
+    authorization: r.headers.authorization ?? raw("authorization"),
+    forwardedFor: r.headers["x-forwarded-for"] ?? raw("x-forwarded-for"),
+    source: r.source === "" ? undefined : r.source,
+  };
+}
+
+describe("the Check codec against protobufjs", () => {
+  it("reads every random CheckRequest protobufjs writes as protobufjs would", () => {
+    fc.assert(
+      fc.property(requestArb, (r) => {
+        const bytes = messages.CheckRequest.encode(protobufjsMessage(r)).finish();
+        const read = readCheckRequest(bytes);
+        const want = expected(r);
+        // A map entry wins over header_map when Envoy sends both (it never does): the map is read first.
+        if (r.headers.authorization === undefined) want.authorization = raw(r, "authorization");
+        if (r.headers["x-forwarded-for"] === undefined) want.forwardedFor = raw(r, "x-forwarded-for");
+        expect(read).toEqual(want);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("fails random bytes only with INVALID_ARGUMENT, and reads what protobufjs reads when they decode", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        try {
+          readCheckRequest(bytes);
+        } catch (error) {
+          expect(error).toBeInstanceOf(GrpcError);
+          expect((error as GrpcError).code).toBe(3);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("writes CheckResponses protobufjs reads back field for field", () => {
+    const pairs = fc.array(fc.tuple(headerName, anyText), { maxLength: 6 }).map((list) => list.flat());
+    fc.assert(
+      fc.property(
+        fc.boolean(),
+        pairs,
+        fc.array(headerName, { maxLength: 3 }),
+        pairs,
+        anyText,
+        pairs,
+        fc.constantFrom(3, 8, 14, 16),
+        fc.constantFrom(400, 401, 414, 429, 503),
+        anyText,
+        (allow, headers, remove, clientHeaders, body, metadata, code, httpStatus, message) => {
+          const answer = allow
+            ? { code: 0, message: "", httpStatus: 200, headers, remove, clientHeaders, body: "", metadata }
+            : { code, message, httpStatus, headers, remove: [], clientHeaders: [], body, metadata };
+          const decoded = messages.CheckResponse.toObject(
+            messages.CheckResponse.decode(writeCheckResponse(answer).bytes.subarray(5)),
+            {
+              defaults: false,
+            },
+          ) as Record<string, never>;
+          const options = (flat: string[]) =>
+            Array.from({ length: flat.length / 2 }, (_, i) => ({
+              header: {
+                ...(flat[2 * i] === "" ? {} : { key: flat[2 * i] }),
+                ...(flat[2 * i + 1] === "" ? {} : { value: flat[2 * i + 1] }),
+              },
+              append: {},
+            }));
+          const fields = Object.fromEntries(
+            Array.from({ length: metadata.length / 2 }, (_, i) => [
+              metadata[2 * i],
+              metadata[2 * i + 1] === "" ? { stringValue: "" } : { stringValue: metadata[2 * i + 1] },
+            ]),
+          );
+          const want: Record<string, unknown> = {
+            status: { ...(allow ? {} : { code }), ...(message === "" || allow ? {} : { message }) },
+            ...(metadata.length === 0 ? {} : { dynamic_metadata: { fields } }),
+          };
+          if (allow) {
+            want.ok_response = {
+              ...(headers.length === 0 ? {} : { headers: options(headers) }),
+              ...(remove.length === 0 ? {} : { headers_to_remove: remove }),
+              ...(clientHeaders.length === 0 ? {} : { response_headers_to_add: options(clientHeaders) }),
+            };
+          } else {
+            want.denied_response = {
+              status: { code: httpStatus },
+              ...(headers.length === 0 ? {} : { headers: options(headers) }),
+              ...(body === "" ? {} : { body }),
+            };
+          }
+          expect(decoded).toEqual(want);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
+function raw(r: Generated, name: string): string | undefined {
+  const values = (r.raw ?? []).filter(([key]) => key === name).map(([, value]) => value);
+  return values.length === 0 ? undefined : values.join(",");
+}

@@ -47,8 +47,26 @@ export type ServerStream = CallInfo & {
   onClose(listener: () => void): void;
 };
 
+/**
+ * An answer whose bytes already hold the 5-byte prefix (see `prefixed`): sent as they are, with no
+ * copy into a framed buffer.
+ */
+export class Framed {
+  constructor(readonly bytes: Buffer) {}
+}
+
+/** A buffer for a message of `length` bytes after its prefix, with the prefix written. */
+export function prefixed(length: number): Buffer {
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + length);
+  frame[0] = 0;
+  frame.writeUInt32BE(length, 1);
+  return frame;
+}
+
+type Answer = Uint8Array | Framed;
+
 export type GrpcMethod =
-  | { kind: "unary"; handle(request: Uint8Array, call: CallInfo): Promise<Uint8Array> | Uint8Array }
+  | { kind: "unary"; handle(request: Uint8Array, call: CallInfo): Promise<Answer> | Answer }
   | { kind: "server-stream"; handle(request: Uint8Array, call: ServerStream): void };
 
 export type GrpcServerOptions = {
@@ -133,17 +151,25 @@ function trailersOnly(stream: http2.ServerHttp2Stream, code: number, message: st
   );
 }
 
-function unaryAnswer(stream: http2.ServerHttp2Stream, message: Uint8Array): void {
+const OK_TRAILERS = { "grpc-status": "0" };
+/** A listener shared by every call (no closure per call); `this` is the stream. */
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+function unaryAnswer(stream: http2.ServerHttp2Stream, message: Answer): void {
   if (stream.destroyed) return;
   stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-  stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-  stream.end(framed(message));
+  stream.once("wantTrailers", sendOkTrailers);
+  stream.end(message instanceof Framed ? message.bytes : framed(message));
 }
 
 export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const streams = new Set<() => void>();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const peers = new WeakMap<http2.ServerHttp2Session, string | undefined>();
 
   const settings = { maxConcurrentStreams: MAX_CONCURRENT_STREAMS };
   const server =
@@ -185,14 +211,14 @@ export function createGrpcServer(options: GrpcServerOptions) {
       serveStream(stream, name, method, request, peer);
       return;
     }
-    let answer: Promise<Uint8Array> | Uint8Array;
+    let answer: Promise<Answer> | Answer;
     try {
       answer = method.handle(request, { peer });
     } catch (error) {
       fail(stream, name, error);
       return;
     }
-    if (answer instanceof Uint8Array) {
+    if (answer instanceof Uint8Array || answer instanceof Framed) {
       unaryAnswer(stream, answer);
       finish(name, GrpcStatus.OK);
       return;
@@ -277,7 +303,8 @@ export function createGrpcServer(options: GrpcServerOptions) {
       finish(name, GrpcStatus.UNIMPLEMENTED);
       return;
     }
-    const peer = stream.session?.socket?.remoteAddress;
+    const peer =
+      stream.session === undefined ? undefined : peers.get(stream.session as http2.ServerHttp2Session);
     const chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
@@ -304,9 +331,10 @@ export function createGrpcServer(options: GrpcServerOptions) {
     });
   });
 
-  const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (session) => {
     sessions.add(session);
+    // Read once per connection: session.socket is a proxy, slow to go through on every call.
+    peers.set(session, session.socket?.remoteAddress);
     session.on("error", () => undefined);
     session.once("close", () => sessions.delete(session));
   });
