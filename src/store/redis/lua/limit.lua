@@ -14,11 +14,11 @@
 --          the user's list of the category
 -- ARGV[1]  the mode: one digit, flags added together: FLAG_DRY_RUN (decide without counting or
 --          renewing anything), FLAG_EACH (count in each layer with room; otherwise in every layer
---          or in none), FLAG_IDENTITY (the last four KEYS and two ARGV are the identity's); then, when
---          the request counts as other than one, ":" and k, how many it counts as (0: only look).
---          E.g. "4" a user's check, "1:0" a look.
+--          or in none), FLAG_IDENTITY (the last four KEYS, and two ARGV after the fixed layers', are
+--          the identity's); then, when the request counts as other than one, ":" and k, how many
+--          it counts as (0: only look). E.g. "4" a user's check, "1:0" a look.
 -- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), and a
---          digit, LAYER_SHADOW (in shadow mode) and LAYER_EXPIRING (its record expires) added
+--          digit: LAYER_SHADOW (in shadow mode) and LAYER_EXPIRING (its record expires) added together
 -- then     with an identity: the session's idle lifetime (ms), and the user's layer: its record
 --          field ("r:<category>") followed by the category's rule per tier, ";<tier>=<rule>" per
 --          tier (see tier_table). The session id is read from the session's key.
