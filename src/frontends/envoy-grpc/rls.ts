@@ -232,6 +232,9 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
           throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
         }
         if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+        // The store states when a window resets on its own clock, as it counted: read ours after it
+        // answered, not before the call, or the call's own time would be added to every reset.
+        const answeredMs = now();
         group.forEach(({ index, layer }, l) => {
           const answer = result.layers[l];
           const window = answer?.windows[0];
@@ -241,7 +244,7 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
           const over = !answer.room;
           status.code = over && !layer.shadow ? OVER_LIMIT : OK;
           status.limit_remaining = Math.max(0, window.remaining);
-          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, nowMs));
+          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, answeredMs));
           const outcome: RlsOutcome = over
             ? layer.shadow
               ? "shadow"
