@@ -253,7 +253,10 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
               ? "near"
               : "within";
           context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
-          if (over && !layer.shadow && addend > 0) {
+          // Only a refusal of one hit is remembered: one of more hits than are left says nothing
+          // of a smaller request (the store would count it), while one hit refused means every
+          // larger request is refused too, until it would pass.
+          if (over && !layer.shadow && addend === 1) {
             const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
             context.denials?.remember(
               matched.subject,
