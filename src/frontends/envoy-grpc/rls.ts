@@ -144,7 +144,10 @@ export function rlsInput(message: DecodedRequest): RlsInput {
 function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
   if (!room) return window.retryAfterMs;
   if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
-  return Math.max(0, window.resetAtMs - nowMs);
+  const untilMs = Math.max(0, window.resetAtMs - nowMs);
+  // A fixed window ends, and a log is whole again, within one window of a request it counted; the
+  // store's clock (microseconds) against ours (whole milliseconds) could say a millisecond more.
+  return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
 }
 
 /** The RateLimitResponse (protobufjs's shape, snake_case fields) of one request. */
