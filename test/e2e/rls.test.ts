@@ -783,7 +783,7 @@ describe("reloading RLS_CONFIG under load", () => {
   it.each([
     ["SIGHUP", "signal"],
     ["POST /admin/policy/reload", "admin"],
-  ] as const)("%s reloads it at once", async (how, trigger) => {
+  ] as const)("%s reloads it at once", async (_how, trigger) => {
     const value = fresh();
     const from = proc.output().length;
     const changedBefore = await reloads("changed");
