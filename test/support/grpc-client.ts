@@ -161,3 +161,99 @@ export function grpcClients(url: string, options: { rootCert?: Buffer } = {}): G
     },
   };
 }
+
+// Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService), loaded apart so that
+// 64-bit fields (Duration.seconds, a descriptor's hits_addend) come as plain numbers.
+const rlsDefinition = loader.loadSync(["envoy/service/ratelimit/v3/rls.proto"], {
+  includeDirs: [PROTO_DIR],
+  keepCase: true,
+  defaults: false,
+  enums: Number,
+  longs: Number,
+});
+// biome-ignore lint/suspicious/noExplicitAny: grpc-js's loaded package is untyped by nature.
+const rlsLoaded = grpc.loadPackageDefinition(rlsDefinition) as any;
+
+/** RateLimitResponse as proto-loader gives it (keepCase, no defaults: a 0 or an absent field is absent). */
+export type RlsDescriptorStatus = {
+  code?: number;
+  current_limit?: { name?: string; requests_per_unit?: number; unit?: number };
+  limit_remaining?: number;
+  duration_until_reset?: { seconds?: number; nanos?: number };
+};
+export type RateLimitResponse = {
+  overall_code?: number;
+  statuses?: RlsDescriptorStatus[];
+  response_headers_to_add?: { key: string; value: string }[];
+};
+
+/** One descriptor of a RateLimitRequest: its entries as pairs, and optionally its own limit and addend. */
+export type RlsDescriptorInput = {
+  entries: readonly (readonly [string, string])[];
+  limit?: { requests_per_unit: number; unit: number };
+  hits_addend?: number;
+};
+
+export function rateLimitRequest(
+  domain: string,
+  descriptors: readonly RlsDescriptorInput[],
+  hitsAddend?: number,
+) {
+  return {
+    domain,
+    descriptors: descriptors.map((d) => ({
+      entries: d.entries.map(([key, value]) => ({ key, value })),
+      ...(d.limit === undefined ? {} : { limit: d.limit }),
+      ...(d.hits_addend === undefined ? {} : { hits_addend: { value: d.hits_addend } }),
+    })),
+    ...(hitsAddend === undefined ? {} : { hits_addend: hitsAddend }),
+  };
+}
+
+export type RlsClient = {
+  /** A ShouldRateLimit call (a raw RateLimitRequest object); rejects with grpc-js's ServiceError. */
+  call(request: object, deadlineMs?: number): Promise<RateLimitResponse>;
+  /** ShouldRateLimit for `domain` and descriptors given as lists of [key, value]. */
+  shouldRateLimit(
+    domain: string,
+    descriptors: readonly RlsDescriptorInput[],
+    hitsAddend?: number,
+  ): Promise<RateLimitResponse>;
+  /** A call that is expected to fail: its gRPC status code and details, and how long it took (ms). */
+  callError(request: object, deadlineMs?: number): Promise<{ code: number; details: string; ms: number }>;
+  close(): void;
+};
+
+/** A RateLimitService client of the gRPC listener at `url` (http://host:port), plaintext HTTP/2. */
+export function rlsClient(url: string): RlsClient {
+  const client = new rlsLoaded.envoy.service.ratelimit.v3.RateLimitService(
+    new URL(url).host,
+    grpc.credentials.createInsecure(),
+  );
+  const call = (request: object, deadlineMs = 15_000) =>
+    new Promise<RateLimitResponse>((resolve, reject) => {
+      client.ShouldRateLimit(
+        request,
+        { deadline: Date.now() + deadlineMs },
+        (error: grpc.ServiceError | null, out: RateLimitResponse) =>
+          error === null ? resolve(out) : reject(error),
+      );
+    });
+  return {
+    call,
+    shouldRateLimit: (domain, descriptors, hitsAddend) =>
+      call(rateLimitRequest(domain, descriptors, hitsAddend)),
+    async callError(request, deadlineMs) {
+      const started = performance.now();
+      try {
+        const out = await call(request, deadlineMs);
+        throw new Error(`expected a failed call, got ${JSON.stringify(out)}`);
+      } catch (error) {
+        const e = error as grpc.ServiceError;
+        if (typeof e.code !== "number") throw error;
+        return { code: e.code, details: e.details, ms: performance.now() - started };
+      }
+    },
+    close: () => client.close(),
+  };
+}

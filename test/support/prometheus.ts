@@ -11,8 +11,11 @@ const unescapeLabel = (value: string): string =>
 function number(text: string): number {
   if (text === "+Inf") return Number.POSITIVE_INFINITY;
   if (text === "-Inf") return Number.NEGATIVE_INFINITY;
+  // prom-client writes NaN as "Nan" (an event loop lag with no sample since the last scrape);
+  // Prometheus reads NaN in any case, as Go's ParseFloat does.
+  if (text.toLowerCase() === "nan") return Number.NaN;
   const value = Number(text);
-  if (Number.isNaN(value) && text !== "NaN") throw new Error(`not a sample value: ${text}`);
+  if (Number.isNaN(value)) throw new Error(`not a sample value: ${text}`);
   return value;
 }
 

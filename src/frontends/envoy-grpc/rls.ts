@@ -144,7 +144,10 @@ export function rlsInput(message: DecodedRequest): RlsInput {
 function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
   if (!room) return window.retryAfterMs;
   if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
-  return Math.max(0, window.resetAtMs - nowMs);
+  const untilMs = Math.max(0, window.resetAtMs - nowMs);
+  // A fixed window ends, and a log is whole again, within one window of a request it counted; the
+  // store's clock (microseconds) against ours (whole milliseconds) could say a millisecond more.
+  return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
 }
 
 /** The RateLimitResponse (protobufjs's shape, snake_case fields) of one request. */
@@ -232,6 +235,9 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
           throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
         }
         if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+        // The store states when a window resets on its own clock, as it counted: read ours after it
+        // answered, not before the call, or the call's own time would be added to every reset.
+        const answeredMs = now();
         group.forEach(({ index, layer }, l) => {
           const answer = result.layers[l];
           const window = answer?.windows[0];
@@ -241,7 +247,7 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
           const over = !answer.room;
           status.code = over && !layer.shadow ? OVER_LIMIT : OK;
           status.limit_remaining = Math.max(0, window.remaining);
-          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, nowMs));
+          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, answeredMs));
           const outcome: RlsOutcome = over
             ? layer.shadow
               ? "shadow"
@@ -250,7 +256,10 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
               ? "near"
               : "within";
           context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
-          if (over && !layer.shadow && addend > 0) {
+          // Only a refusal of one hit is remembered: one of more hits than are left says nothing
+          // of a smaller request (the store would count it), while one hit refused means every
+          // larger request is refused too, until it would pass.
+          if (over && !layer.shadow && addend === 1) {
             const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
             context.denials?.remember(
               matched.subject,
