@@ -1,5 +1,7 @@
 // The message types of the gRPC listener, from the .proto files in proto/ (see proto/README.md),
-// compiled once at start-up by protobufjs into its generated encoders and decoders.
+// compiled once at start-up by protobufjs into its generated encoders and decoders: the health
+// service and the rate limit service use them; the Check path reads and writes its two messages
+// with check-codec.ts, which the tests hold to these.
 import { readFileSync } from "node:fs";
 import protobuf from "protobufjs";
 
@@ -51,41 +53,4 @@ export const messages = {
   RateLimitResponse: root.lookupType("envoy.service.ratelimit.v3.RateLimitResponse"),
   HealthCheckRequest: root.lookupType("grpc.health.v1.HealthCheckRequest"),
   HealthCheckResponse: root.lookupType("grpc.health.v1.HealthCheckResponse"),
-};
-
-// The decoded shapes tollgate reads. protobufjs leaves an absent message field null and an absent
-// scalar at its default: read every message field with `?.` or `== null`.
-
-export type HeaderValue = { key?: string; value?: string; raw_value?: Uint8Array };
-
-export type SocketAddress = { address?: string; port_value?: number };
-
-export type Peer = { address?: { socket_address?: SocketAddress | null } | null };
-
-export type HttpRequestAttributes = {
-  method?: string;
-  path?: string;
-  headers?: Record<string, string>;
-  header_map?: { headers?: HeaderValue[] } | null;
-};
-
-export type CheckRequestMessage = {
-  attributes?: { source?: Peer | null; request?: { http?: HttpRequestAttributes | null } | null } | null;
-};
-
-/** A HeaderValueOption as tollgate writes it: `append` always stated (see ext-authz.ts). */
-export type HeaderOption = { header: { key: string; value: string }; append: { value: boolean } };
-
-/** google.protobuf.Value (protobufjs's built-in, camelCase). */
-export type StructValue = { stringValue: string };
-
-export type CheckResponseMessage = {
-  status: { code: number; message?: string };
-  ok_response?: {
-    headers: HeaderOption[];
-    headers_to_remove: string[];
-    response_headers_to_add: HeaderOption[];
-  };
-  denied_response?: { status: { code: number }; headers: HeaderOption[]; body: string };
-  dynamic_metadata?: { fields: Record<string, StructValue> };
 };
