@@ -7,6 +7,7 @@
 // reading and writing the same messages (test/unit/envoy-grpc.test.ts). docs/performance.md has
 // the figures that asked for it.
 import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-server.js";
+import { BYTES, fieldSize, Malformed, Reader, tag, text, VARINT, varintSize, Writer } from "./wire.js";
 
 /** What the check reads of a CheckRequest. */
 export type CheckRequestFields = {
@@ -17,68 +18,6 @@ export type CheckRequestFields = {
   /** attributes.source.address.socket_address.address */
   source: string | undefined;
 };
-
-const VARINT = 0;
-const FIXED64 = 1;
-const BYTES = 2;
-const FIXED32 = 5;
-
-const malformed = (): GrpcError =>
-  new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the CheckRequest cannot be decoded");
-
-/** A cursor over one message's bytes [at, end). */
-class Reader {
-  constructor(
-    readonly buf: Buffer,
-    public at: number,
-    readonly end: number,
-  ) {}
-
-  varint(): number {
-    let result = 0;
-    let shift = 1;
-    for (let i = 0; i < 10; i += 1) {
-      if (this.at >= this.end) throw malformed();
-      const byte = this.buf[this.at++] as number;
-      result += (byte & 127) * shift;
-      if (byte < 128) return result;
-      shift *= 128;
-    }
-    throw malformed();
-  }
-
-  /** A length-delimited field's extent, checked against the message's end. */
-  span(): number {
-    const length = this.varint();
-    const start = this.at;
-    if (length > this.end - start) throw malformed();
-    this.at = start + length;
-    return start;
-  }
-
-  skip(wireType: number): void {
-    switch (wireType) {
-      case VARINT:
-        this.varint();
-        return;
-      case FIXED64:
-        this.at += 8;
-        break;
-      case BYTES:
-        this.span();
-        return;
-      case FIXED32:
-        this.at += 4;
-        break;
-      default:
-        // Groups (3, 4) are gone from proto3; 6 and 7 are no wire types.
-        throw malformed();
-    }
-    if (this.at > this.end) throw malformed();
-  }
-}
-
-const text = (buf: Buffer, start: number, end: number): string => buf.toString("utf8", start, end);
 
 /** Whether bytes [start, end) spell `name` (lower-case ASCII), ASCII letters compared without case. */
 function sameName(buf: Buffer, start: number, end: number, name: string): boolean {
@@ -93,6 +32,17 @@ function sameName(buf: Buffer, start: number, end: number, name: string): boolea
 
 /** The fields a Check needs, from a CheckRequest's bytes; INVALID_ARGUMENT when they do not decode. */
 export function readCheckRequest(bytes: Uint8Array): CheckRequestFields {
+  try {
+    return readFields(bytes);
+  } catch (error) {
+    if (error instanceof Malformed) {
+      throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the CheckRequest cannot be decoded");
+    }
+    throw error;
+  }
+}
+
+function readFields(bytes: Uint8Array): CheckRequestFields {
   const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out: CheckRequestFields = {
     method: "",
@@ -251,19 +201,6 @@ function readHeader(
 
 // --- the writer ---
 
-const varintSize = (n: number): number => {
-  let size = 1;
-  let v = n;
-  while (v >= 128) {
-    v = Math.floor(v / 128);
-    size += 1;
-  }
-  return size;
-};
-
-/** Bytes of a length-delimited field of one-byte tag holding `length` bytes. */
-const fieldSize = (length: number): number => 1 + varintSize(length) + length;
-
 /** A CheckResponse's content, as the writer takes it. */
 export type CheckAnswer = {
   /** google.rpc.Code; 0 allows. */
@@ -281,38 +218,6 @@ export type CheckAnswer = {
   /** dynamic_metadata: name, value pairs, flattened (string values). */
   metadata: readonly string[];
 };
-
-class Writer {
-  at = 0;
-  constructor(readonly buf: Buffer) {}
-
-  byte(b: number): void {
-    this.buf[this.at++] = b;
-  }
-
-  varint(n: number): void {
-    let v = n;
-    while (v >= 128) {
-      this.buf[this.at++] = (v & 127) | 128;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.at++] = v;
-  }
-
-  /** A string field of one-byte tag whose UTF-8 length is `length`. */
-  string(tag: number, value: string, length: number): void {
-    this.buf[this.at++] = tag;
-    this.varint(length);
-    this.at += this.buf.write(value, this.at, "utf8");
-  }
-
-  open(tag: number, length: number): void {
-    this.buf[this.at++] = tag;
-    this.varint(length);
-  }
-}
-
-const tag = (field: number, wireType: number): number => (field << 3) | wireType;
 
 /** HeaderValue {key = 1, value = 2}: its content's size. */
 function headerValueSize(key: number, value: number): number {
