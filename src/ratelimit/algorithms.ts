@@ -201,7 +201,9 @@ function evaluateFixed(
     let c = stored === undefined ? Math.max(0, Math.ceil(evidence(states, w, now) - EPS)) : 0;
     let p = 0;
     if (stored?.b === cb) {
-      c = stored.c;
+      // Whole requests: a count the sliding counter started from a gcra debt's share (a fraction,
+      // say 1.5) reads rounded up, as the evidence a window starts from does.
+      c = Math.max(0, Math.ceil(stored.c - EPS));
       p = stored.p;
     } else if (stored?.b === cb - w) {
       p = stored.c;

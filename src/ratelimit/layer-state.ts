@@ -35,11 +35,17 @@ export function evidence(states: LayerStates | undefined, w: number, now: number
 }
 
 /**
- * A count as evidence gives it, to a millionth of a request: the stores compute it in µs, the tests'
- * reference in ms, and a debt that stands for exactly one request must read as 1 in both, not as
- * 0.9999999999 in one and 1.0000000002 in the other (a whole request allowed or refused on noise).
+ * A count as evidence gives it, whole when within a millionth of a whole request: the stores compute
+ * it in µs, the tests' reference in ms, and a debt that stands for exactly one request must read as
+ * 1 in both, not as 0.9999999999 in one and 1.0000000002 in the other (a whole request allowed or
+ * refused on noise). Only whole counts are snapped: rounding every count to a millionth would make
+ * ties of its own (0.9998125, a gcra debt of 3/16 s read 1 ms later, lies halfway between two
+ * millionths), where noise would pick the millionth, and a new hour-long window's debt, 3.6 ms each.
  */
-export const snapCount = (k: number): number => Math.round(k * 1e6) / 1e6;
+export const snapCount = (k: number): number => {
+  const whole = Math.round(k);
+  return Math.abs(k - whole) < 1e-6 ? whole : k;
+};
 
 /** One window's answer: as it stands, and as it would stand if this request were counted. */
 export type WindowOutcome = {

@@ -23,24 +23,50 @@ afterAll(async () => {
   await Promise.all(clients.map((c) => c.quit()));
 });
 
-describe.each(ALGORITHMS)("%s on Redis under concurrency", (algorithm) => {
-  const layers: Layer[] = [
-    { category: "general", rule: { algorithm, windows: [{ limit: 100, windowMs: 60_000 }] } },
-  ];
+/**
+ * A fixed window (windows at multiples of their length, on Redis's clock, this host's) lets a burst
+ * that straddles its end through twice: waits, when less than `needMs` are left of the current
+ * window, until the next one starts, so that every hit of the test falls in one window.
+ */
+async function clearOfWindowEnd(windowMs: number, needMs: number): Promise<number> {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await sleep(left + 50);
+  return Math.ceil(Date.now() / windowMs) * windowMs;
+}
 
-  it("admits exactly 100 of 500 concurrent hits spread over 8 connections", async () => {
+describe.each(ALGORITHMS)("%s on Redis under concurrency", (algorithm) => {
+  // An hour: the fixed window's end falls inside a test's hits only if the test waits for nothing.
+  const windowMs = 3_600_000;
+  const layers: Layer[] = [{ category: "general", rule: { algorithm, windows: [{ limit: 100, windowMs }] } }];
+
+  it("admits exactly 100 of 500 concurrent hits spread over 8 connections", { timeout: 60_000 }, async () => {
     const subject = `u:burst-${algorithm}`;
-    const results = await Promise.all(
+    const end = await clearOfWindowEnd(windowMs, 15_000);
+    const before = Date.now();
+    const results = (await Promise.all(
       Array.from({ length: 500 }, (_, i) => stores[i % stores.length]?.hit(subject, layers)),
-    );
-    expect(results.filter((r) => r?.allowed)).toHaveLength(100);
-    expect(results.filter((r) => r?.allowed === false)).toHaveLength(400);
+    )) as HitResult[];
+    const after = Date.now();
+    expect(results.filter((r) => r.allowed)).toHaveLength(100);
+    expect(results.filter((r) => r.allowed === false)).toHaveLength(400);
+    expect(Math.min(...results.map((r) => r.remaining))).toBe(0);
+    if (algorithm === "fixed-window") {
+      // One window, which frees at its end: every answer says so, and a refused hit waits for it.
+      expect(new Set(results.map((r) => r.resetAtMs))).toEqual(new Set([end]));
+      for (const r of results.filter((r) => !r.allowed)) {
+        expect(r.retryAfterMs).toBeGreaterThanOrEqual(end - after - 1);
+        expect(r.retryAfterMs).toBeLessThanOrEqual(end - before + 1);
+      }
+    }
   });
 
-  it("admits exactly 100 in total across 4 separate Node processes sharing one Redis", async () => {
+  it("admits exactly 100 in total across 4 separate Node processes sharing one Redis", {
+    timeout: 60_000,
+  }, async () => {
+    await clearOfWindowEnd(windowMs, 20_000);
     const worker = fileURLToPath(new URL("../support/hit-worker.mjs", import.meta.url));
     const children = Array.from({ length: 4 }, () =>
-      fork(worker, [redisUrl(), prefix, `u:multi-${algorithm}`, "150", "100", "60000", algorithm], {
+      fork(worker, [redisUrl(), prefix, `u:multi-${algorithm}`, "150", "100", String(windowMs), algorithm], {
         stdio: "inherit",
       }),
     );

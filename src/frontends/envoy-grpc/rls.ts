@@ -140,7 +140,11 @@ export function rlsInput(message: DecodedRequest): RlsInput {
   return { domain, descriptors, addends };
 }
 
-/** Until the request would pass (denied), or until what this request counted has left (allowed). */
+/**
+ * Denied: until the request would pass (its Retry-After). Allowed: until Remaining next grows (the
+ * window's reset: a fixed window's end, the log's oldest entry leaving, the counter's estimate
+ * falling by one); gcra: until the bucket is full again, `used` requests at one interval each.
+ */
 function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
   if (!room) return window.retryAfterMs;
   if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);

@@ -73,9 +73,13 @@ local function evidence(all, n, w, now)
     end
     most = max(most, k)
   end
-  -- To a millionth of a request, as src/ratelimit/layer-state.ts's snapCount: float noise of the
-  -- unit (µs here, ms in the tests' reference) never decides a whole request.
-  return floor(most * 1e6 + 0.5) / 1e6
+  -- Whole when within a millionth of a whole request, as src/ratelimit/layer-state.ts's snapCount:
+  -- float noise of the unit (µs here, ms in the tests' reference) never decides a whole request.
+  local whole = floor(most + 0.5)
+  if whole - most < 1e-6 and most - whole < 1e-6 then
+    return whole
+  end
+  return most
 end
 
 -- A sliding log's list that does not exist while the record holds a counter's or gcra's state of

@@ -54,8 +54,12 @@ local function evaluate_log(layer, key, k, now, dry, record, field)
   local head = call('LINDEX', key, '0')
   if not head then
     -- No list: empty, or seeded from the counter's or gcra's state the record holds (all at now).
-    local seeded = call('HEXISTS', record, field) == 1 and log_seed(layer, now, record, field) or 0
-    if seeded > 0 then
+    -- Taken over even when it shows nothing now: the first count drops the record's state, as
+    -- src/ratelimit/algorithms.ts's evaluateLog does, or a stale entry of it would outlive the list
+    -- and be read back as a window's own by the next counter or gcra rule, blind to the list.
+    local seeded = 0
+    if call('HEXISTS', record, field) == 1 then
+      seeded = log_seed(layer, now, record, field) or 0
       layer.seeded = seeded
     end
     for i = 1, layer.n do

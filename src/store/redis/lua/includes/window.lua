@@ -173,11 +173,13 @@ end
 
 -- Fixed window, in the counter's state: the count of the window `now` is in, refused past `n`,
 -- freed at the window's end (the previous count `sp` is carried for the sliding counter's sake).
+-- Whole requests: a count the sliding counter started from a gcra debt's share (a fraction) reads
+-- rounded up, as the evidence a window starts from does.
 local function fixed_window(n, w, k, sb, sc, sp, now)
   local cb = now - now % w
   local c, p = 0, 0
   if sb == cb then
-    c, p = sc, sp
+    c, p = max(0, ceil(sc - EPS)), sp
   elseif sb == cb - w then
     p = sc
   end
