@@ -38,6 +38,8 @@ export function jsonRequest(body: unknown): RlsInput | string {
   const request = body as Json;
   const descriptors = request.descriptors ?? [];
   if (!Array.isArray(descriptors)) return "descriptors must be a list";
+  // rlsInput bounds the count too; a list this long is not even walked.
+  if (descriptors.length > 1024) return "too many descriptors";
   const decoded: DecodedDescriptor[] = [];
   for (const [i, item] of descriptors.entries()) {
     if (typeof item !== "object" || item === null) return `descriptors[${i}] must be an object`;
@@ -64,10 +66,18 @@ export function jsonRequest(body: unknown): RlsInput | string {
       override = { requests_per_unit: perUnit, unit: unitValue };
     }
     const addend = field(d, "hitsAddend", "hits_addend");
+    if (addend !== undefined && addend !== null && count(addend) === undefined) {
+      return `descriptors[${i}].hitsAddend must be a whole number`;
+    }
+    const negative = field(d, "isNegativeHits", "is_negative_hits");
+    if (negative !== undefined && typeof negative !== "boolean") {
+      return `descriptors[${i}].isNegativeHits must be true or false`;
+    }
     decoded.push({
       entries: pairs,
       limit: override ?? null,
-      hits_addend: addend === undefined ? null : { value: count(addend) ?? 0 },
+      hits_addend: addend === undefined || addend === null ? null : { value: count(addend) ?? 0 },
+      is_negative_hits: negative === true,
     });
   }
   const addend = field(request, "hitsAddend", "hits_addend");

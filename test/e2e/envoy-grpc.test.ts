@@ -304,6 +304,85 @@ describe("the gRPC Check on one tollgate", () => {
     }
   });
 
+  it("survives a connection dropped with calls half sent on every method, and counts them as cancelled", async () => {
+    const partial = Buffer.from("00000000050a", "hex");
+    for (const path of [
+      CHECK,
+      "/grpc.health.v1.Health/Check",
+      "/grpc.health.v1.Health/Watch",
+      "/envoy.service.auth.v3.Authorization/Nope",
+    ]) {
+      const session = http2.connect(tollgate.grpcUrl);
+      session.on("error", () => undefined);
+      for (let i = 0; i < 5; i += 1) {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": path,
+          "content-type": "application/grpc",
+        });
+        stream.on("error", () => undefined);
+        stream.write(path.endsWith("Check") && !path.startsWith("/grpc") ? partial : Buffer.alloc(5));
+      }
+      await sleep(100);
+      session.destroy();
+    }
+    await sleep(300);
+    // Still serving, and nothing is left counted in flight.
+    expect(await grpc.health("")).toEqual({ status: SERVING });
+    const text = await tollgate.tollgate.metrics.registry.metrics();
+    for (const line of text.split("\n").filter((l) => l.startsWith("tollgate_grpc_calls_in_flight{"))) {
+      expect(line, line).toMatch(/ 0$/);
+    }
+    expect(text).toMatch(
+      /tollgate_grpc_calls_total\{method="envoy\.service\.auth\.v3\.Authorization\/Check",status="CANCELLED"\} [1-9]/,
+    );
+  });
+
+  it("answers a Watch whose request does not decode with INVALID_ARGUMENT, logging nothing as an error", async () => {
+    const session = http2.connect(tollgate.grpcUrl);
+    try {
+      const before = tollgate.logWrites().length;
+      const answer = await rawCall(
+        session,
+        "/grpc.health.v1.Health/Watch",
+        framed(Buffer.from([0x0f, 0xff])),
+      );
+      expect(statusOf(answer)).toBe(Code.INVALID_ARGUMENT);
+      expect(
+        tollgate
+          .logWrites()
+          .slice(before)
+          .filter((l) => l.includes('"level":"error"')),
+      ).toEqual([]);
+    } finally {
+      session.close();
+    }
+  });
+
+  it("resets a call whose request never ends, 10 s after it opened", async () => {
+    const session = http2.connect(tollgate.grpcUrl);
+    session.on("error", () => undefined);
+    try {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": CHECK,
+        "content-type": "application/grpc",
+      });
+      stream.write(Buffer.from("00000000050a", "hex"));
+      const started = performance.now();
+      const code = await new Promise<number>((resolve) => {
+        stream.on("error", () => undefined);
+        stream.on("close", () => resolve(stream.rstCode ?? -1));
+      });
+      const took = performance.now() - started;
+      expect(code).toBe(http2.constants.NGHTTP2_CANCEL);
+      expect(took).toBeGreaterThan(9_000);
+      expect(took).toBeLessThan(13_000);
+    } finally {
+      session.destroy();
+    }
+  }, 20_000);
+
   it("counts checks under protocol=envoy-grpc and calls by method and status", async () => {
     await grpc.check({ method: "POST", path: "/auth/login", source: nextAddress() });
     const text = await tollgate.tollgate.metrics.registry.metrics();

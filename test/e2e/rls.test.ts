@@ -15,6 +15,7 @@ import {
   type RateLimitResponse,
   type RlsClient,
   type RlsDescriptorInput,
+  rateLimitRequest,
   rlsClient,
 } from "../support/grpc-client.js";
 import { type InProcessOnRedis, sleep, startInProcess } from "../support/in-process.js";
@@ -302,6 +303,42 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     }
     const over = await rls.shouldRateLimit("e2e", [{ entries: [["unconfigured", value]], limit: own }]);
     expect(over.overall_code).toBe(OVER_LIMIT);
+  });
+
+  it("a refusal under a descriptor's own small limit says nothing of the same descriptor with a larger one", async () => {
+    const value = fresh();
+    const small = { requests_per_unit: 1, unit: Unit.MINUTE };
+    const large = { requests_per_unit: 1000, unit: Unit.MINUTE };
+    expect(
+      (await rls.shouldRateLimit("e2e", [{ entries: [["unconfigured", value]], limit: small }])).overall_code,
+    ).toBe(OK);
+    expect(
+      (await rls.shouldRateLimit("e2e", [{ entries: [["unconfigured", value]], limit: small }])).overall_code,
+    ).toBe(OVER_LIMIT);
+    // The denial cache holds the refusal under 1 a minute; 1000 a minute is the store's to answer.
+    const bigger = await rls.shouldRateLimit("e2e", [{ entries: [["unconfigured", value]], limit: large }]);
+    expect(bigger.overall_code).toBe(OK);
+    expect(bigger.statuses?.[0]?.limit_remaining).toBe(998);
+  });
+
+  it("quota_mode: its descriptors refuse only when every one of them is over", async () => {
+    const value = fresh();
+    const both = () => rls.shouldRateLimit("e2e", [one("qa", value), one("qb", value)]);
+    expect((await both()).overall_code).toBe(OK);
+    // qa is over, qb is not: allowed, qa reported OK.
+    const second = await both();
+    expect(codes(second)).toEqual([OK, OK]);
+    expect(second.overall_code).toBe(OK);
+    // Alone, qa is every quota-mode descriptor of the request: refused.
+    expect((await rls.shouldRateLimit("e2e", [one("qa", value)])).overall_code).toBe(OVER_LIMIT);
+  });
+
+  it("more than 64 descriptors, or 32 entries in one: INVALID_ARGUMENT, before anything is counted", async () => {
+    const many = Array.from({ length: 65 }, () => one("hourly", fresh()));
+    const tooMany = await rls.callError(rateLimitRequest("e2e", many));
+    expect(tooMany.code).toBe(Code.INVALID_ARGUMENT);
+    const wide = [{ entries: Array.from({ length: 33 }, (_, i) => [`k${i}`, "v"] as [string, string]) }];
+    expect((await rls.callError(rateLimitRequest("e2e", wide))).code).toBe(Code.INVALID_ARGUMENT);
   });
 
   it("shadow_mode: counted and reported, never OVER_LIMIT", async () => {

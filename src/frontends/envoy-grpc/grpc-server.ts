@@ -96,6 +96,8 @@ const KEEPALIVE_MS = 30_000;
 const MAX_CONCURRENT_STREAMS = 1000;
 
 const UNKNOWN_METHOD = "unknown";
+/** After GOAWAY, how long calls in flight may take before their connections are cut. */
+const DRAIN_GRACE_MS = 5_000;
 
 const RESPONSE_HEADERS = {
   ":status": 200,
@@ -142,34 +144,60 @@ function statusName(code: number): string {
   return STATUS_NAMES.get(code) ?? String(code);
 }
 
+/**
+ * Whether an answer can still be written: a stream the client reset, or whose connection dropped,
+ * is closed before node says it is destroyed, and writing to it throws.
+ */
+const writable = (stream: http2.ServerHttp2Stream): boolean => !stream.destroyed && !stream.closed;
+
 /** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
 function trailersOnly(stream: http2.ServerHttp2Stream, code: number, message: string): void {
-  if (stream.destroyed || stream.headersSent) return;
-  stream.respond(
-    { ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": statusMessage(message) },
-    { endStream: true },
-  );
+  if (!writable(stream) || stream.headersSent) return;
+  try {
+    stream.respond(
+      { ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": statusMessage(message) },
+      { endStream: true },
+    );
+  } catch {
+    // Closed between the check and the write: nobody is left to answer.
+  }
 }
 
 const OK_TRAILERS = { "grpc-status": "0" };
 /** A listener shared by every call (no closure per call); `this` is the stream. */
 function sendOkTrailers(this: http2.ServerHttp2Stream): void {
-  this.sendTrailers(OK_TRAILERS);
+  if (writable(this)) this.sendTrailers(OK_TRAILERS);
 }
 
-function unaryAnswer(stream: http2.ServerHttp2Stream, message: Answer): void {
-  if (stream.destroyed) return;
-  stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-  stream.once("wantTrailers", sendOkTrailers);
-  stream.end(message instanceof Framed ? message.bytes : framed(message));
+function unaryAnswer(stream: http2.ServerHttp2Stream, message: Answer): boolean {
+  if (!writable(stream)) return false;
+  try {
+    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.once("wantTrailers", sendOkTrailers);
+    stream.end(message instanceof Framed ? message.bytes : framed(message));
+    return true;
+  } catch {
+    return false;
+  }
 }
+
+/** A request whose message has not fully arrived this long after its stream opened is reset. */
+const REQUEST_TIMEOUT_MS = 10_000;
+/** Request bytes one connection may hold at once, across its streams, before a stream is refused. */
+const SESSION_BUFFER_BYTES = 32 * 1024 * 1024;
+/** A connection with no stream open and no frame for this long is closed (Envoy's idle timeout is shorter). */
+const SESSION_IDLE_MS = 5 * 60_000;
+
+type SessionState = { peer: string | undefined; buffered: number; open: number };
 
 export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const streams = new Set<() => void>();
   const sessions = new Set<http2.ServerHttp2Session>();
-  const peers = new WeakMap<http2.ServerHttp2Session, string | undefined>();
+  const states = new WeakMap<http2.ServerHttp2Session, SessionState>();
+  /** Streams whose request is still arriving, with when they opened: reset past REQUEST_TIMEOUT_MS. */
+  const arriving = new Map<http2.ServerHttp2Stream, number>();
 
   const settings = { maxConcurrentStreams: MAX_CONCURRENT_STREAMS };
   const server =
@@ -182,55 +210,17 @@ export function createGrpcServer(options: GrpcServerOptions) {
           allowHTTP1: false,
         });
 
-  const finish = (name: string, code: number) => observer?.finished(name, statusName(code));
-
-  const fail = (stream: http2.ServerHttp2Stream, name: string, error: unknown) => {
-    if (error instanceof GrpcError) {
-      trailersOnly(stream, error.code, error.message);
-      finish(name, error.code);
-      return;
+  // One sweep a second, not a timer per call: the requests every proxied request waits on stay lean.
+  const sweeper = setInterval(() => {
+    const limit = performance.now() - REQUEST_TIMEOUT_MS;
+    for (const [stream, since] of arriving) {
+      if (since > limit) break;
+      arriving.delete(stream);
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
     }
-    onError(error, name);
-    trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
-    finish(name, GrpcStatus.INTERNAL);
-  };
-
-  const serve = (
-    stream: http2.ServerHttp2Stream,
-    name: string,
-    method: GrpcMethod,
-    body: Buffer,
-    peer: string | undefined,
-  ) => {
-    const request = unframe(body);
-    if (request instanceof GrpcError) {
-      fail(stream, name, request);
-      return;
-    }
-    if (method.kind === "server-stream") {
-      serveStream(stream, name, method, request, peer);
-      return;
-    }
-    let answer: Promise<Answer> | Answer;
-    try {
-      answer = method.handle(request, { peer });
-    } catch (error) {
-      fail(stream, name, error);
-      return;
-    }
-    if (answer instanceof Uint8Array || answer instanceof Framed) {
-      unaryAnswer(stream, answer);
-      finish(name, GrpcStatus.OK);
-      return;
-    }
-    answer.then(
-      (message) => {
-        unaryAnswer(stream, message);
-        finish(name, GrpcStatus.OK);
-      },
-      (error: unknown) => fail(stream, name, error),
-    );
-  };
+  }, 1_000);
+  sweeper.unref();
+  server.once("close", () => clearInterval(sweeper));
 
   const serveStream = (
     stream: http2.ServerHttp2Stream,
@@ -238,6 +228,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
     method: Extract<GrpcMethod, { kind: "server-stream" }>,
     request: Uint8Array,
     peer: string | undefined,
+    finish: (status: string) => void,
   ) => {
     const closeListeners: (() => void)[] = [];
     let open = true;
@@ -247,27 +238,41 @@ export function createGrpcServer(options: GrpcServerOptions) {
       streams.delete(end);
       for (const listener of closeListeners) listener();
     };
-    const end = () => {
-      if (!open) return;
-      if (!stream.destroyed) {
-        stream.once("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-        stream.end();
-      }
-      finish(name, GrpcStatus.OK);
-      closed();
+    const headers = () => {
+      if (!stream.headersSent && writable(stream))
+        stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
     };
+    function end(): void {
+      if (!open) return;
+      try {
+        headers();
+        if (writable(stream)) {
+          stream.once("wantTrailers", sendOkTrailers);
+          stream.end();
+        }
+      } catch {
+        // closed meanwhile
+      }
+      finish("OK");
+      closed();
+    }
     streams.add(end);
     stream.once("close", () => {
       // The client left (cancelled its call or dropped the connection) before the server ended it.
-      if (open) observer?.finished(name, "CANCELLED");
+      finish("CANCELLED");
       closed();
     });
-    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
     try {
       method.handle(request, {
         peer,
         write(message) {
-          if (open && !stream.destroyed) stream.write(framed(message));
+          if (!open || !writable(stream)) return;
+          try {
+            headers();
+            stream.write(framed(message));
+          } catch {
+            // closed meanwhile
+          }
         },
         end,
         onClose(listener) {
@@ -276,6 +281,16 @@ export function createGrpcServer(options: GrpcServerOptions) {
         },
       });
     } catch (error) {
+      // Before anything was written (a request that does not decode): a status of its own.
+      if (!stream.headersSent) {
+        const grpc = error instanceof GrpcError;
+        if (!grpc) onError(error, name);
+        const code = grpc ? error.code : GrpcStatus.INTERNAL;
+        trailersOnly(stream, code, grpc ? error.message : "the call could not be completed");
+        finish(statusName(code));
+        closed();
+        return;
+      }
       onError(error, name);
       end();
     }
@@ -287,56 +302,133 @@ export function createGrpcServer(options: GrpcServerOptions) {
     const path = headers[":path"] ?? "";
     const method = methods.get(path);
     const name = method === undefined ? UNKNOWN_METHOD : path.slice(1);
+    const session = stream.session as http2.ServerHttp2Session | undefined;
+    const state = session === undefined ? undefined : states.get(session);
+    if (state !== undefined) state.open += 1;
     observer?.started(name);
+    // Every call is counted once as finished: answered, failed, or left by its client.
+    let finished = false;
+    let held = 0;
+    const release = () => {
+      if (state !== undefined) state.buffered -= held;
+      held = 0;
+    };
+    const finish = (status: string) => {
+      if (finished) return;
+      finished = true;
+      observer?.finished(name, status);
+    };
+    stream.once("close", () => {
+      arriving.delete(stream);
+      release();
+      if (state !== undefined) state.open -= 1;
+      finish("CANCELLED");
+    });
+    const fail = (error: unknown) => {
+      if (error instanceof GrpcError) {
+        trailersOnly(stream, error.code, error.message);
+        finish(statusName(error.code));
+        return;
+      }
+      onError(error, name);
+      trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
+      finish("INTERNAL");
+    };
     const contentType = headers["content-type"] ?? "";
     if (headers[":method"] !== "POST" || !contentType.startsWith("application/grpc")) {
       // Not a gRPC call at all: an HTTP answer, as gRPC servers give one.
-      if (!stream.destroyed) {
-        stream.respond({ ":status": headers[":method"] !== "POST" ? 405 : 415 }, { endStream: true });
+      stream.resume();
+      if (writable(stream)) {
+        try {
+          stream.respond({ ":status": headers[":method"] !== "POST" ? 405 : 415 }, { endStream: true });
+        } catch {
+          // closed meanwhile
+        }
       }
-      observer?.finished(name, "NOT_GRPC");
+      finish("NOT_GRPC");
       return;
     }
     if (method === undefined) {
       stream.resume();
       trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path.slice(0, 200)}`);
-      finish(name, GrpcStatus.UNIMPLEMENTED);
+      finish("UNIMPLEMENTED");
       return;
     }
-    const peer =
-      stream.session === undefined ? undefined : peers.get(stream.session as http2.ServerHttp2Session);
+    arriving.set(stream, performance.now());
     const chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
+    const refuse = (message: string) => {
+      refused = true;
+      chunks.length = 0;
+      arriving.delete(stream);
+      release();
+      trailersOnly(stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
+      finish("RESOURCE_EXHAUSTED");
+    };
     stream.on("data", (chunk: Buffer) => {
       if (refused) return;
       size += chunk.length;
       if (size > maxMessageBytes + PREFIX_BYTES) {
-        refused = true;
-        chunks.length = 0;
-        trailersOnly(
-          stream,
-          GrpcStatus.RESOURCE_EXHAUSTED,
-          `the request message is larger than ${maxMessageBytes} bytes`,
-        );
-        finish(name, GrpcStatus.RESOURCE_EXHAUSTED);
+        refuse(`the request message is larger than ${maxMessageBytes} bytes`);
         return;
+      }
+      if (state !== undefined) {
+        if (state.buffered + chunk.length > SESSION_BUFFER_BYTES) {
+          refuse("the connection holds too many request bytes at once");
+          return;
+        }
+        state.buffered += chunk.length;
+        held += chunk.length;
       }
       chunks.push(chunk);
     });
     stream.once("end", () => {
-      if (refused || stream.destroyed) return;
+      arriving.delete(stream);
+      if (refused || !writable(stream)) {
+        release();
+        return;
+      }
       const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
-      serve(stream, name, method, body, peer);
+      release();
+      const request = unframe(body);
+      if (request instanceof GrpcError) {
+        fail(request);
+        return;
+      }
+      const peer = state?.peer;
+      if (method.kind === "server-stream") {
+        serveStream(stream, name, method, request, peer, finish);
+        return;
+      }
+      let answer: Promise<Answer> | Answer;
+      try {
+        answer = method.handle(request, { peer });
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      if (answer instanceof Uint8Array || answer instanceof Framed) {
+        if (unaryAnswer(stream, answer)) finish("OK");
+        return;
+      }
+      answer.then((message) => {
+        if (unaryAnswer(stream, message)) finish("OK");
+      }, fail);
     });
   });
 
   server.on("session", (session) => {
     sessions.add(session);
     // Read once per connection: session.socket is a proxy, slow to go through on every call.
-    peers.set(session, session.socket?.remoteAddress);
+    const state: SessionState = { peer: session.socket?.remoteAddress, buffered: 0, open: 0 };
+    states.set(session, state);
     session.on("error", () => undefined);
     session.once("close", () => sessions.delete(session));
+    // A connection that went silent with nothing open (or never spoke HTTP/2 at all) is let go.
+    session.setTimeout(SESSION_IDLE_MS, () => {
+      if (state.open === 0) session.destroy();
+    });
   });
   const keepAlive = (socket: Socket) => socket.setKeepAlive(true, KEEPALIVE_MS);
   server.on("connection", keepAlive);
@@ -344,12 +436,12 @@ export function createGrpcServer(options: GrpcServerOptions) {
   server.on("sessionError", () => undefined);
   server.on("clientError", () => undefined);
 
-  return { server, sessions, streams };
+  return { server, sessions, streams, arriving };
 }
 
 /** The gRPC server as a listener: drain ends the streaming calls and sends every connection GOAWAY. */
 export function grpcListener(address: ListenerAddress, options: GrpcServerOptions): Listener {
-  const { server, sessions, streams } = createGrpcServer(options);
+  const { server, sessions, streams, arriving } = createGrpcServer(options);
   let closed: Promise<void> | undefined;
   let draining = false;
   const close = (): Promise<void> => {
@@ -358,6 +450,14 @@ export function grpcListener(address: ListenerAddress, options: GrpcServerOption
       draining = true;
       options.onDrain?.();
       for (const end of [...streams]) end();
+      // A request still arriving is not in flight: it is reset rather than waited for.
+      for (const stream of arriving.keys())
+        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      arriving.clear();
+      // Whatever is still open after the grace (a client that never reads its answer) is cut.
+      setTimeout(() => {
+        for (const session of sessions) session.destroy();
+      }, DRAIN_GRACE_MS).unref();
     }
     // GOAWAY: no new streams; the calls in flight are answered, then the connection closes.
     for (const session of sessions) if (!session.closed) session.close();

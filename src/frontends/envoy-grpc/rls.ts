@@ -85,12 +85,21 @@ export type RlsContext = {
 /** envoy.service.ratelimit.v3.RateLimitResponse.Code */
 const OK = 1;
 const OVER_LIMIT = 2;
+/**
+ * A request's size bounds: Envoy's route actions make a handful of descriptors of a few entries;
+ * these stop one call from holding the event loop that every other call waits on.
+ */
+const MAX_DESCRIPTORS = 64;
+const MAX_ENTRIES = 32;
 /** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
 const NEAR_LIMIT_RATIO = 0.8;
 const MAX_UINT32 = 4_294_967_295;
 
+/** protobuf's Duration holds at most 10,000 years. */
+const MAX_DURATION_MS = 315_576_000_000_000;
+
 function duration(ms: number): Duration {
-  const whole = Math.max(0, Math.ceil(ms));
+  const whole = Number.isFinite(ms) ? Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(ms))) : MAX_DURATION_MS;
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
 }
 
@@ -111,10 +120,19 @@ export function rlsInput(message: DecodedRequest): RlsInput {
   if (decoded.length === 0) {
     throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit descriptor list must not be empty");
   }
+  if (decoded.length > MAX_DESCRIPTORS) {
+    throw new GrpcError(
+      GrpcStatus.INVALID_ARGUMENT,
+      `at most ${MAX_DESCRIPTORS} descriptors per request (this one has ${decoded.length})`,
+    );
+  }
   const requestAddend = message.hits_addend || 1;
   const descriptors: RequestDescriptor[] = [];
   const addends: number[] = [];
   for (const d of decoded) {
+    if ((d.entries?.length ?? 0) > MAX_ENTRIES) {
+      throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `at most ${MAX_ENTRIES} entries per descriptor`);
+    }
     const entries = (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" }));
     const unit = d.limit == null ? undefined : UNIT_NAMES.get(d.limit.unit ?? 0);
     descriptors.push({
@@ -126,10 +144,19 @@ export function rlsInput(message: DecodedRequest): RlsInput {
     });
     const own = numberOf(d.hits_addend?.value ?? undefined);
     // A refund (is_negative_hits) gives nothing back here: the descriptor is looked at, not counted.
-    addends.push(d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend);
+    const addend = d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend;
+    // More than a uint32 of hits is refused by every limit as surely as 2^32 - 1 is.
+    addends.push(Math.min(addend, MAX_UINT32));
   }
   return { domain, descriptors, addends };
 }
+
+/**
+ * A refusal is remembered under the rule and its limit: a descriptor's own limit (a request's
+ * override) counts under the rule's counter, and a refusal under 1 a minute says nothing of a
+ * request that brings its own 1000 a minute.
+ */
+const refusalKey = (limit: RlsLimitView): string => `${limit.id}:${limit.requestsPerUnit}`;
 
 /**
  * Denied: until the request would pass (its Retry-After). Allowed: until Remaining next grows (the
@@ -181,7 +208,7 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
       const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       const cached =
         addend > 0 && !limit.shadowMode
-          ? context.denials?.lookup(subject, limit.id, undefined, nowMs, windowMs)
+          ? context.denials?.lookup(subject, refusalKey(limit), undefined, nowMs, windowMs)
           : undefined;
       if (cached !== undefined) {
         status.code = OVER_LIMIT;
@@ -251,7 +278,7 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
             const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
             context.denials?.remember(
               matched.subject,
-              matched.limit.id,
+              refusalKey(matched.limit),
               window.windowMs,
               undefined,
               {
@@ -283,6 +310,19 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
       }
     }
 
+    // quota_mode, as the reference: its descriptors refuse only when every one of them is over.
+    let quota = 0;
+    let quotaOver = 0;
+    limits.forEach((m, i) => {
+      if (m?.limit.quotaMode !== true) return;
+      quota += 1;
+      if ((statuses[i] as DescriptorStatus).code === OVER_LIMIT) quotaOver += 1;
+    });
+    if (quota > 0 && quotaOver < quota) {
+      limits.forEach((m, i) => {
+        if (m?.limit.quotaMode === true) (statuses[i] as DescriptorStatus).code = OK;
+      });
+    }
     const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK;
     const response: RlsAnswer = { overall_code: overall, statuses };
     if (context.responseHeaders) {
