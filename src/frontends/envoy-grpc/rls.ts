@@ -8,7 +8,14 @@ import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratel
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-server.js";
 import type { GrpcService } from "./listener.js";
-import { messages } from "./protos.js";
+import {
+  type DecodedRequest,
+  type DescriptorStatus,
+  type Duration,
+  type RlsAnswer,
+  readRateLimitRequest,
+  writeRateLimitResponse,
+} from "./rls-codec.js";
 
 export const RATE_LIMIT_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
 export const SHOULD_RATE_LIMIT = `/${RATE_LIMIT_SERVICE}/ShouldRateLimit`;
@@ -82,22 +89,6 @@ const OVER_LIMIT = 2;
 const NEAR_LIMIT_RATIO = 0.8;
 const MAX_UINT32 = 4_294_967_295;
 
-export type DecodedDescriptor = {
-  entries?: { key?: string; value?: string }[];
-  limit?: { requests_per_unit?: number; unit?: number } | null;
-  hits_addend?: { value?: number | { toNumber(): number } } | null;
-  is_negative_hits?: boolean;
-};
-export type DecodedRequest = { domain?: string; descriptors?: DecodedDescriptor[]; hits_addend?: number };
-
-type Duration = { seconds: number; nanos: number };
-type DescriptorStatus = {
-  code: number;
-  current_limit?: { name?: string; requests_per_unit: number; unit: number };
-  limit_remaining: number;
-  duration_until_reset?: Duration;
-};
-
 function duration(ms: number): Duration {
   const whole = Math.max(0, Math.ceil(ms));
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
@@ -153,13 +144,6 @@ function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: numb
   // store's clock (microseconds) against ours (whole milliseconds) could say a millisecond more.
   return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
 }
-
-/** The RateLimitResponse (protobufjs's shape, snake_case fields) of one request. */
-export type RlsAnswer = {
-  overall_code: number;
-  statuses: DescriptorStatus[];
-  response_headers_to_add?: { key: string; value: string }[];
-};
 
 /** ShouldRateLimit's decision, apart from its protocol: the gRPC method and `POST /json` share it. */
 export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise<RlsAnswer> {
@@ -321,13 +305,7 @@ export function rateLimitService(decide: (input: RlsInput) => Promise<RlsAnswer>
   const method: GrpcMethod = {
     kind: "unary",
     async handle(bytes) {
-      let message: DecodedRequest;
-      try {
-        message = messages.RateLimitRequest.decode(bytes) as DecodedRequest;
-      } catch {
-        throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the RateLimitRequest cannot be decoded");
-      }
-      return messages.RateLimitResponse.encode(await decide(rlsInput(message))).finish();
+      return writeRateLimitResponse(await decide(rlsInput(readRateLimitRequest(bytes))));
     },
   };
   return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };

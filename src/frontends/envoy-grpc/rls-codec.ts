@@ -1,0 +1,206 @@
+// ShouldRateLimit's two messages read and written on the wire format, as check-codec.ts does for the
+// Check call: a rate limit call is on every proxied request's path too. Field numbers are those of
+// proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
+// ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.
+import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-server.js";
+import { BYTES, fieldSize, Malformed, Reader, tag, text, VARINT, varintSize, Writer } from "./wire.js";
+
+/** A RateLimitRequest's descriptor as the rate limit service reads it (the shape protobufjs decodes too). */
+export type DecodedDescriptor = {
+  entries?: { key?: string; value?: string }[];
+  limit?: { requests_per_unit?: number; unit?: number } | null;
+  hits_addend?: { value?: number | { toNumber(): number } } | null;
+  is_negative_hits?: boolean;
+};
+export type DecodedRequest = { domain?: string; descriptors?: DecodedDescriptor[]; hits_addend?: number };
+
+export type Duration = { seconds: number; nanos: number };
+export type DescriptorStatus = {
+  code: number;
+  current_limit?: { name?: string; requests_per_unit: number; unit: number };
+  limit_remaining: number;
+  duration_until_reset?: Duration;
+};
+
+/** The RateLimitResponse (protobufjs's shape too, snake_case fields) of one request. */
+export type RlsAnswer = {
+  overall_code: number;
+  statuses: DescriptorStatus[];
+  response_headers_to_add?: { key: string; value: string }[];
+};
+
+/** A RateLimitRequest as the rate limit service reads it. */
+export function readRateLimitRequest(bytes: Uint8Array): DecodedRequest {
+  const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  try {
+    const out: DecodedRequest = { domain: "", descriptors: [], hits_addend: 0 };
+    const r = new Reader(buf, 0, buf.length);
+    while (r.at < r.end) {
+      const key = r.varint();
+      if (key === tag(1, BYTES)) {
+        const s = r.span();
+        out.domain = text(buf, s, r.at);
+      } else if (key === tag(2, BYTES)) {
+        const s = r.span();
+        (out.descriptors as DecodedDescriptor[]).push(readDescriptor(buf, s, r.at));
+      } else if (key === tag(3, VARINT)) {
+        // uint32: the low 32 bits of the varint, as protobuf reads it.
+        out.hits_addend = r.varint() % 2 ** 32;
+      } else {
+        r.skip(key & 7);
+      }
+    }
+    return out;
+  } catch (error) {
+    if (error instanceof Malformed) {
+      throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the RateLimitRequest cannot be decoded");
+    }
+    throw error;
+  }
+}
+
+/** RateLimitDescriptor: entries = 1 {key = 1, value = 2}, limit = 2, hits_addend = 3, is_negative_hits = 4. */
+function readDescriptor(buf: Buffer, start: number, end: number): DecodedDescriptor {
+  const d: DecodedDescriptor = { entries: [], limit: null, hits_addend: null, is_negative_hits: false };
+  const r = new Reader(buf, start, end);
+  while (r.at < r.end) {
+    const key = r.varint();
+    if (key === tag(1, BYTES)) {
+      const s = r.span();
+      const e = new Reader(buf, s, r.at);
+      let k = "";
+      let v = "";
+      while (e.at < e.end) {
+        const ek = e.varint();
+        if (ek === tag(1, BYTES)) {
+          const es = e.span();
+          k = text(buf, es, e.at);
+        } else if (ek === tag(2, BYTES)) {
+          const es = e.span();
+          v = text(buf, es, e.at);
+        } else {
+          e.skip(ek & 7);
+        }
+      }
+      (d.entries as { key: string; value: string }[]).push({ key: k, value: v });
+    } else if (key === tag(2, BYTES)) {
+      const s = r.span();
+      const l = new Reader(buf, s, r.at);
+      const limit = { requests_per_unit: 0, unit: 0 };
+      while (l.at < l.end) {
+        const lk = l.varint();
+        if (lk === tag(1, VARINT)) limit.requests_per_unit = l.varint() % 2 ** 32;
+        else if (lk === tag(2, VARINT)) limit.unit = l.varint() % 2 ** 32;
+        else l.skip(lk & 7);
+      }
+      d.limit = limit;
+    } else if (key === tag(3, BYTES)) {
+      // google.protobuf.UInt64Value {value = 1}
+      const s = r.span();
+      const w = new Reader(buf, s, r.at);
+      let value = 0;
+      while (w.at < w.end) {
+        const wk = w.varint();
+        if (wk === tag(1, VARINT)) value = w.varint();
+        else w.skip(wk & 7);
+      }
+      d.hits_addend = { value };
+    } else if (key === tag(4, VARINT)) {
+      d.is_negative_hits = r.varint() !== 0;
+    } else {
+      r.skip(key & 7);
+    }
+  }
+  return d;
+}
+
+type Status = DescriptorStatus;
+
+/** RateLimit {name = 3, requests_per_unit = 1, unit = 2}: its content's size. */
+function limitSize(limit: NonNullable<Status["current_limit"]>, nameLength: number): number {
+  return (
+    (limit.requests_per_unit === 0 ? 0 : 1 + varintSize(limit.requests_per_unit)) +
+    (limit.unit === 0 ? 0 : 1 + varintSize(limit.unit)) +
+    (nameLength === 0 ? 0 : fieldSize(nameLength))
+  );
+}
+
+/** Duration {seconds = 1, nanos = 2}: its content's size. */
+const durationSize = (d: { seconds: number; nanos: number }): number =>
+  (d.seconds === 0 ? 0 : 1 + varintSize(d.seconds)) + (d.nanos === 0 ? 0 : 1 + varintSize(d.nanos));
+
+/**
+ * A RateLimitResponse's bytes after gRPC's 5-byte prefix: overall_code = 1, statuses = 2
+ * {code = 1, current_limit = 2, limit_remaining = 3, duration_until_reset = 4},
+ * response_headers_to_add = 3 {key = 1, value = 2}.
+ */
+export function writeRateLimitResponse(answer: RlsAnswer): Framed {
+  const names = answer.statuses.map((s) =>
+    s.current_limit?.name === undefined ? 0 : Buffer.byteLength(s.current_limit.name, "utf8"),
+  );
+  const sizes = answer.statuses.map((s, i) => {
+    let size = s.code === 0 ? 0 : 1 + varintSize(s.code);
+    if (s.current_limit !== undefined) size += fieldSize(limitSize(s.current_limit, names[i] as number));
+    if (s.limit_remaining !== 0) size += 1 + varintSize(s.limit_remaining);
+    if (s.duration_until_reset !== undefined) size += fieldSize(durationSize(s.duration_until_reset));
+    return size;
+  });
+  const headers = answer.response_headers_to_add ?? [];
+  const headerSizes = headers.map((h) => [
+    Buffer.byteLength(h.key, "utf8"),
+    Buffer.byteLength(h.value, "utf8"),
+  ]);
+  let total = answer.overall_code === 0 ? 0 : 1 + varintSize(answer.overall_code);
+  for (const size of sizes) total += fieldSize(size);
+  for (const [k, v] of headerSizes) total += fieldSize(fieldSize(k as number) + fieldSize(v as number));
+  const w = new Writer(prefixed(total));
+  w.at = 5;
+  if (answer.overall_code !== 0) {
+    w.byte(tag(1, VARINT));
+    w.varint(answer.overall_code);
+  }
+  answer.statuses.forEach((s, i) => {
+    w.open(tag(2, BYTES), sizes[i] as number);
+    if (s.code !== 0) {
+      w.byte(tag(1, VARINT));
+      w.varint(s.code);
+    }
+    const limit = s.current_limit;
+    if (limit !== undefined) {
+      w.open(tag(2, BYTES), limitSize(limit, names[i] as number));
+      if (limit.requests_per_unit !== 0) {
+        w.byte(tag(1, VARINT));
+        w.varint(limit.requests_per_unit);
+      }
+      if (limit.unit !== 0) {
+        w.byte(tag(2, VARINT));
+        w.varint(limit.unit);
+      }
+      if ((names[i] as number) > 0) w.string(tag(3, BYTES), limit.name as string, names[i] as number);
+    }
+    if (s.limit_remaining !== 0) {
+      w.byte(tag(3, VARINT));
+      w.varint(s.limit_remaining);
+    }
+    const d = s.duration_until_reset;
+    if (d !== undefined) {
+      w.open(tag(4, BYTES), durationSize(d));
+      if (d.seconds !== 0) {
+        w.byte(tag(1, VARINT));
+        w.varint(d.seconds);
+      }
+      if (d.nanos !== 0) {
+        w.byte(tag(2, VARINT));
+        w.varint(d.nanos);
+      }
+    }
+  });
+  headers.forEach((h, i) => {
+    const [k, v] = headerSizes[i] as [number, number];
+    w.open(tag(3, BYTES), fieldSize(k) + fieldSize(v));
+    w.string(tag(1, BYTES), h.key, k);
+    w.string(tag(2, BYTES), h.value, v);
+  });
+  if (w.at !== 5 + total) throw new Error(`RateLimitResponse written ${w.at - 5} of ${total} bytes`);
+  return new Framed(w.buf);
+}

@@ -1,0 +1,132 @@
+// The rate limit service's hand-written codec against protobufjs on the .proto files (the schema):
+// every random RateLimitRequest protobufjs writes reads the same, every answer written reads back
+// field for field, and random bytes fail only as INVALID_ARGUMENT.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { GrpcError } from "../../src/frontends/envoy-grpc/grpc-server.js";
+import { messages } from "../../src/frontends/envoy-grpc/protos.js";
+import {
+  type RlsAnswer,
+  readRateLimitRequest,
+  writeRateLimitResponse,
+} from "../../src/frontends/envoy-grpc/rls-codec.js";
+
+const anyText = fc.string({ unit: "grapheme", maxLength: 24 });
+const u32 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
+
+const descriptorArb = fc.record({
+  entries: fc.array(fc.record({ key: anyText, value: anyText }), { maxLength: 4 }),
+  limit: fc.option(fc.record({ requests_per_unit: u32, unit: fc.integer({ min: 0, max: 7 }) }), {
+    nil: undefined,
+  }),
+  hits_addend: fc.option(fc.record({ value: fc.integer({ min: 0, max: 2 ** 40 }) }), { nil: undefined }),
+  is_negative_hits: fc.boolean(),
+});
+const requestArb = fc.record({
+  domain: anyText,
+  descriptors: fc.array(descriptorArb, { maxLength: 5 }),
+  hits_addend: u32,
+});
+
+describe("the RateLimitRequest reader", () => {
+  it("reads every random request protobufjs writes as protobufjs reads it", () => {
+    fc.assert(
+      fc.property(requestArb, (request) => {
+        const bytes = messages.RateLimitRequest.encode(
+          messages.RateLimitRequest.fromObject(request),
+        ).finish();
+        const read = readRateLimitRequest(bytes);
+        const theirs = messages.RateLimitRequest.toObject(messages.RateLimitRequest.decode(bytes), {
+          longs: Number,
+          defaults: true,
+        }) as {
+          domain: string;
+          hits_addend: number;
+          descriptors: {
+            entries: { key: string; value: string }[];
+            limit?: { requests_per_unit: number; unit: number } | null;
+            hits_addend?: { value: number } | null;
+            is_negative_hits: boolean;
+          }[];
+        };
+        expect(read.domain).toBe(theirs.domain);
+        expect(read.hits_addend).toBe(theirs.hits_addend);
+        expect(read.descriptors).toHaveLength(theirs.descriptors.length);
+        theirs.descriptors.forEach((d, i) => {
+          const mine = read.descriptors?.[i];
+          expect(mine?.entries).toEqual(d.entries);
+          expect(mine?.limit ?? null).toEqual(d.limit ?? null);
+          expect(mine?.hits_addend?.value ?? null).toEqual(d.hits_addend?.value ?? null);
+          expect(mine?.is_negative_hits).toBe(d.is_negative_hits);
+        });
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("fails random bytes only with INVALID_ARGUMENT", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        try {
+          readRateLimitRequest(bytes);
+        } catch (error) {
+          expect(error).toBeInstanceOf(GrpcError);
+          expect((error as GrpcError).code).toBe(3);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe("the RateLimitResponse writer", () => {
+  it("writes answers protobufjs reads back field for field", () => {
+    const statusArb = fc.record(
+      {
+        code: fc.constantFrom(0, 1, 2),
+        current_limit: fc.record({
+          name: anyText,
+          requests_per_unit: u32,
+          unit: fc.integer({ min: 0, max: 7 }),
+        }),
+        limit_remaining: u32,
+        duration_until_reset: fc.record({
+          seconds: fc.integer({ min: 0, max: 40_000_000 }),
+          nanos: fc.integer({ min: 0, max: 999_999_999 }),
+        }),
+      },
+      { requiredKeys: ["code", "limit_remaining"] },
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(0, 1, 2),
+        fc.array(statusArb, { maxLength: 5 }),
+        fc.option(fc.array(fc.record({ key: anyText, value: anyText }), { maxLength: 3 }), {
+          nil: undefined,
+        }),
+        (overall, statuses, headers) => {
+          const answer = {
+            overall_code: overall,
+            statuses,
+            ...(headers === undefined ? {} : { response_headers_to_add: headers }),
+          } as RlsAnswer;
+          const bytes = writeRateLimitResponse(answer).bytes;
+          expect(bytes.readUInt32BE(1)).toBe(bytes.length - 5);
+          const decoded = messages.RateLimitResponse.toObject(
+            messages.RateLimitResponse.decode(bytes.subarray(5)),
+            {
+              longs: Number,
+              defaults: true,
+            },
+          );
+          const expected = messages.RateLimitResponse.toObject(
+            messages.RateLimitResponse.decode(messages.RateLimitResponse.encode(answer).finish()),
+            { longs: Number, defaults: true },
+          );
+          expect(decoded).toEqual(expected);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
