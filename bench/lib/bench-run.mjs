@@ -444,7 +444,12 @@ function disturbance(rows) {
     );
   }
   for (const row of rows) {
-    if (row.degraded > 0 || row.storeErrors > 0) {
+    if (row.rls !== undefined && row.storeErrors > 0) {
+      lines.push(
+        `WARNING: ${row.short}: ${row.storeErrors} calls failed with UNAVAILABLE (the store did not answer within ` +
+          "RLS_TIMEOUT_MS, 15 ms, or failed): under Envoy's default failure_mode_deny: false, unlimited.",
+      );
+    } else if (row.degraded > 0 || row.storeErrors > 0) {
       lines.push(
         `WARNING: ${row.short}: ${row.degraded} checks degraded and ${row.storeErrors} store calls failed ` +
           "(Redis slower than REDIS_TIMEOUT_MS, 100 ms): those checks were answered without the limiter.",
