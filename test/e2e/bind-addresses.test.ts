@@ -1,9 +1,11 @@
 // Bind addresses of the real process: HOST, CHECK_HOST and ADMIN_HOST, and the warning about an open /metrics.
+
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { grpcClients } from "../support/grpc-client.js";
 import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
@@ -32,9 +34,18 @@ describe("bind addresses", () => {
   });
 
   // Every 127.0.0.0/8 address is this machine's on Linux: three loopback addresses tell the listeners apart.
-  it("binds the public listener to HOST, the check listener to CHECK_HOST and the admin one to ADMIN_HOST", async () => {
-    tollgate = await startTollgate({ HOST: "127.0.0.1", CHECK_HOST: "127.0.0.2", ADMIN_HOST: "127.0.0.3" });
-    const { port, checkPort, adminPort } = tollgate;
+  it("binds the public listener to HOST, the check listener to CHECK_HOST, the admin one to ADMIN_HOST and the gRPC one to GRPC_HOST", async () => {
+    tollgate = await startTollgate({
+      HOST: "127.0.0.1",
+      CHECK_HOST: "127.0.0.2",
+      ADMIN_HOST: "127.0.0.3",
+      GRPC_HOST: "127.0.0.4",
+    });
+    const { port, checkPort, adminPort, grpcPort } = tollgate;
+    const grpc = grpcClients(`http://127.0.0.4:${grpcPort}`);
+    expect(await grpc.health("")).toEqual({ status: 1 });
+    grpc.close();
+    expect(await reach(`http://127.0.0.1:${grpcPort}/`)).toBe("ECONNREFUSED");
     expect(await reach(`http://127.0.0.1:${port}/health`)).toBe(200);
     expect(await reach(`http://127.0.0.2:${checkPort}/ext_authz/health`)).toBe(200);
     expect(await reach(`http://127.0.0.3:${adminPort}/health`)).toBe(200);
@@ -46,6 +57,7 @@ describe("bind addresses", () => {
       public: `http://127.0.0.1:${port}`,
       check: `http://127.0.0.2:${checkPort}`,
       admin: `http://127.0.0.3:${adminPort}`,
+      grpc: `http://127.0.0.4:${grpcPort}`,
     });
     // Outside production an open /metrics is no news.
     expect(linesWith(tollgate.output(), "metrics_unprotected")).toEqual([]);

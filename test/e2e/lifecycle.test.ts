@@ -16,6 +16,7 @@ type Started = {
   port: number;
   checkPort: number;
   adminPort: number;
+  grpcPort: number;
   stdout(): string;
   stderr(): string;
   exited: Promise<{ code: number | null; at: number }>;
@@ -24,7 +25,7 @@ type Started = {
 /** Spawns tollgate on free ports with the memory store; nothing waits for it to be ready. */
 async function spawnTollgate(env: Record<string, string> = {}, cwd = ROOT): Promise<Started> {
   const ports = await freeTollgatePorts();
-  const { port, checkPort, adminPort } = ports;
+  const { port, checkPort, adminPort, grpcPort } = ports;
   const child = spawn(process.execPath, [MAIN], {
     cwd,
     env: { ...tollgateEnv(ports), ...env },
@@ -41,7 +42,7 @@ async function spawnTollgate(env: Record<string, string> = {}, cwd = ROOT): Prom
   const exited = new Promise<{ code: number | null; at: number }>((resolve) =>
     child.once("exit", (code) => resolve({ code, at: Date.now() })),
   );
-  return { child, port, checkPort, adminPort, stdout: () => out, stderr: () => err, exited };
+  return { child, port, checkPort, adminPort, grpcPort, stdout: () => out, stderr: () => err, exited };
 }
 
 async function status(
@@ -141,7 +142,7 @@ describe("readiness", () => {
     expect(early.some((login) => login.status === 503)).toBe(true);
   }, 180_000);
 
-  it("logs one line when ready, with the URLs of the three listeners, and none before", async () => {
+  it("logs one line when ready, with the URLs of the four listeners, and none before", async () => {
     const p = await spawnTollgate();
     try {
       await waitFor(() => ready(p), 15_000, "ready");
@@ -153,6 +154,7 @@ describe("readiness", () => {
       expect(line.urls).toEqual({
         public: `http://127.0.0.1:${p.port}`,
         check: `http://127.0.0.1:${p.checkPort}`,
+        grpc: `http://127.0.0.1:${p.grpcPort}`,
         admin: `http://127.0.0.1:${p.adminPort}`,
       });
       for (const url of Object.values(line.urls)) expect(line.msg).toContain(url);

@@ -126,8 +126,8 @@ describe("WORKERS=2 with real Redis", () => {
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({
       workers: 2,
-      ports: [tollgate.port, tollgate.checkPort, tollgate.adminPort],
-      hosts: { public: "127.0.0.1", check: "127.0.0.1", admin: "127.0.0.1" },
+      ports: [tollgate.port, tollgate.checkPort, tollgate.grpcPort, tollgate.adminPort],
+      hosts: { public: "127.0.0.1", check: "127.0.0.1", grpc: "127.0.0.1", admin: "127.0.0.1" },
     });
     // Ten logins, each on a new connection from its own client address: every worker answers some.
     const before = logLines(tollgate).length;

@@ -39,7 +39,7 @@ export type RedisServer = {
 };
 export declare function startRedisServer(options?: { port?: number; name?: string }): Promise<RedisServer>;
 
-export type TollgatePorts = { port: number; checkPort: number; adminPort: number; grpcPort?: number };
+export type TollgatePorts = { port: number; checkPort: number; adminPort: number; grpcPort: number };
 export declare function freeTollgatePorts(): Promise<TollgatePorts>;
 export declare function tollgateEnv(ports: TollgatePorts): Record<string, string>;
 
