@@ -24,6 +24,8 @@ import {
   rowsTable,
   targetsTable,
 } from "./report.mjs";
+import { rlsRows, startRls } from "./rls.mjs";
+import { rlsTable, rlsTargets } from "./rls-report.mjs";
 import { memoryBySubject, monitorSamples, runRows } from "./rows.mjs";
 import { scaleOutRows } from "./scale-out.mjs";
 import { benchTollgate, KEY_PREFIX, startCeiling } from "./services.mjs";
@@ -118,6 +120,7 @@ async function startAround(core, { dir, options }) {
       compare = { ...(await start(comparePolicy)), policy: "the built-in policy, as it refused the bench's" };
     }
   }
+  const grpc = await startGrpc(core, dir, options.connections);
   return {
     nginxDirect,
     nginxTollgate,
@@ -128,7 +131,9 @@ async function startAround(core, { dir, options }) {
     twoWorkers,
     cached,
     compare,
-    grpc: await startGrpc(core, dir, options.connections),
+    grpc,
+    // A tollgate of its own, with RLS_CONFIG and its denial cache on (the core's is off).
+    rls: await startRls(core, dir, grpc, options),
   };
 }
 
@@ -339,6 +344,7 @@ function rowSpecs(core, around, memory) {
       expected: 429,
     },
     ...grpcRows(core, around),
+    ...rlsRows(core, around),
     ...algorithmRows(core, { checkUrl, idSuffix: "", labelPrefix: "tollgate check" }),
     {
       ...tollgateRow,
@@ -438,7 +444,12 @@ function disturbance(rows) {
     );
   }
   for (const row of rows) {
-    if (row.degraded > 0 || row.storeErrors > 0) {
+    if (row.rls !== undefined && row.storeErrors > 0) {
+      lines.push(
+        `WARNING: ${row.short}: ${row.storeErrors} calls failed with UNAVAILABLE (the store did not answer within ` +
+          "RLS_TIMEOUT_MS, 15 ms, or failed): under Envoy's default failure_mode_deny: false, unlimited.",
+      );
+    } else if (row.degraded > 0 || row.storeErrors > 0) {
       lines.push(
         `WARNING: ${row.short}: ${row.degraded} checks degraded and ${row.storeErrors} store calls failed ` +
           "(Redis slower than REDIS_TIMEOUT_MS, 100 ms): those checks were answered without the limiter.",
@@ -448,7 +459,7 @@ function disturbance(rows) {
   return lines.length > 0 ? [...lines, ""] : [];
 }
 
-function render({ machine, rows, byId, grpc, monitor, memory, targets }) {
+function render({ machine, rows, byId, grpc, rls, monitor, memory, targets }) {
   return [
     "## tollgate benchmark",
     "",
@@ -457,6 +468,8 @@ function render({ machine, rows, byId, grpc, monitor, memory, targets }) {
     rowsTable(rows),
     "",
     ...grpcTable(byId, grpc),
+    "",
+    ...rlsTable(byId, rls),
     "",
     "Ratios: checks against the store ceiling, nginx + tollgate against nginx direct, the store ceiling against the HTTP ceiling.",
     "Redis columns: CONFIG RESETSTAT before and INFO commandstats after each row, divided by the checks tollgate counted",
@@ -486,6 +499,8 @@ export async function benchRun({ options, dir, resultsDir }) {
     const around = await startAround(core, { dir, options });
     if (around.grpc.skipped !== undefined)
       process.stderr.write(`bench: the gRPC rows are skipped: ${around.grpc.skipped}\n`);
+    else if (around.rls.skipped !== undefined)
+      process.stderr.write(`bench: the rate limit service rows are skipped: ${around.rls.skipped}\n`);
     await exhaust(core.checkUrl, bearer(core.alice));
     for (const tier of ["bench_counter_low", "bench_gcra_low"])
       await exhaust(core.checkUrl, bearer(core.byAlgorithm[tier]));
@@ -499,7 +514,9 @@ export async function benchRun({ options, dir, resultsDir }) {
     const memory = [];
     const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
     for (const spec of specs) {
-      if (spec.grpc !== undefined) await verifyGrpcRow(spec);
+      if (spec.preflight !== undefined) await spec.preflight();
+      else if (spec.floor !== undefined) continue;
+      else if (spec.grpc !== undefined) await verifyGrpcRow(spec);
       else await expectStatus(spec.label, spec.url, spec.headers, spec.expected);
     }
 
@@ -520,9 +537,10 @@ export async function benchRun({ options, dir, resultsDir }) {
     );
     memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
-    const targets = evaluateTargets({ byId, monitor, memory });
+    const targets = [...evaluateTargets({ byId, monitor, memory }), ...rlsTargets(byId)];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
-    const report = render({ machine, rows, byId, grpc, monitor, memory, targets });
+    const rls = around.rls.skipped === undefined ? {} : { skipped: around.rls.skipped };
+    const report = render({ machine, rows, byId, grpc, rls, monitor, memory, targets });
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {
@@ -534,6 +552,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       memory,
       targets,
       ...(grpc.skipped === undefined ? {} : { grpcSkipped: grpc.skipped }),
+      ...(rls.skipped === undefined ? {} : { rlsSkipped: rls.skipped }),
       report,
     };
     writeFileSync(join(resultsDir, "latest.json"), `${JSON.stringify(json, null, 2)}\n`);

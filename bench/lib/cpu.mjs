@@ -40,10 +40,11 @@ function processStat(pid) {
 }
 
 /**
- * The bench's children that start and end within a slice (h2load, the gRPC rows' load generator) are
- * not in the tree taken at its start: their CPU is counted from the bench's cutime + cstime.
+ * The bench's children that start and end within a slice (h2load, the gRPC rows' load generator; the
+ * RLS floor's client) are not in the tree taken at its start: their CPU is counted from the bench's
+ * cutime + cstime.
  */
-const REAPED = "bench's exited children (h2load)";
+export const REAPED = "bench's exited children (h2load, RLS floor client)";
 
 /** The bench and every process below it (nginx workers included), each with its parent. */
 function processTree(rootPid) {

@@ -1,10 +1,10 @@
 // Turns the measurements into the printed report: one table of rows, the Redis figures, the targets.
 
-const fixed = (n, digits) => (Number.isFinite(n) ? n.toFixed(digits) : "—");
-const thousands = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "—");
-const percent = (n, digits = 1) => (Number.isFinite(n) ? `${(n * 100).toFixed(digits)}%` : "—");
+export const fixed = (n, digits) => (Number.isFinite(n) ? n.toFixed(digits) : "—");
+export const thousands = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "—");
+export const percent = (n, digits = 1) => (Number.isFinite(n) ? `${(n * 100).toFixed(digits)}%` : "—");
 
-function table(header, rows) {
+export function table(header, rows) {
   const lines = [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`];
   for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
   return lines.join("\n");
@@ -26,18 +26,21 @@ export function statusSummary(row) {
 }
 
 const CHECK_CALL = "envoy.service.auth.v3.Authorization/Check";
+const RLS_CALL = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /** A gRPC row's answers as tollgate counted them: the expected decision's share, calls not OK. */
 function grpcOutcomes(row) {
   const { decisions, calls } = row.outcomes;
   const total = Object.values(decisions).reduce((a, b) => a + b, 0);
-  const parts = [`${row.grpc.expectOutcome}: ${percent(grpcExpectedFraction(row), 2)} of decisions`];
+  const of = row.rls === undefined ? "decisions" : "descriptor results";
+  const parts = [`${row.grpc.expectOutcome}: ${percent(grpcExpectedFraction(row), 2)} of ${of}`];
   for (const [key, n] of Object.entries(decisions).sort((a, b) => b[1] - a[1])) {
     if (key !== row.grpc.expectOutcome) parts.push(`${key}: ${percent(n / total, 2)}`);
   }
   for (const [key, n] of Object.entries(calls)) {
     const [method, status] = key.split(" ");
-    if (status !== "OK") parts.push(`${method === CHECK_CALL ? "calls" : method} ${status}: ${n}`);
+    if (status !== "OK")
+      parts.push(`${[CHECK_CALL, RLS_CALL].includes(method) ? "calls" : method} ${status}: ${n}`);
   }
   return parts;
 }

@@ -7,7 +7,8 @@ import { verifyGrpcRow } from "./grpc.mjs";
 import { measureH2load } from "./h2load.mjs";
 import { burst, measure, measureSplit, sampleRss, summarizeLoad, summarizeRss } from "./load.mjs";
 import { commandCounts, monitorSample, redisCpuSeconds, resetStats, windowBytes } from "./redis-stats.mjs";
-import { KEY_PREFIX, tollgateCounters, tollgateOutcomes } from "./services.mjs";
+import { measureFloor } from "./rls.mjs";
+import { KEY_PREFIX, rlsCounters, tollgateCounters, tollgateOutcomes } from "./services.mjs";
 import { sleep } from "./setup.mjs";
 
 const MONITOR_REQUESTS = 2_000;
@@ -24,6 +25,7 @@ async function counters(spec, tollgate) {
     const each = await Promise.all(spec.tollgates.map((t) => tollgateCounters(t.adminUrl)));
     return addUp(each);
   }
+  if (spec.tollgate && spec.rls !== undefined) return rlsCounters((spec.server ?? tollgate).adminUrl);
   if (spec.tollgate) return tollgateCounters((spec.server ?? tollgate).adminUrl);
   if (spec.countUrl !== undefined)
     return { decisions: await servedBy(spec.countUrl), degraded: 0, storeErrors: 0 };
@@ -37,7 +39,8 @@ async function counters(spec, tollgate) {
 async function measureSlice(spec, { options, redisClient, tollgate }, { duration, warmup }) {
   const probeMs = await speedProbe();
   // A gRPC row's answers are not h2load's to judge: one call of its own first, before every slice.
-  if (spec.grpc !== undefined) await verifyGrpcRow(spec);
+  if (spec.preflight !== undefined) await spec.preflight();
+  else if (spec.grpc !== undefined) await verifyGrpcRow(spec);
   const adminUrl = spec.tollgate ? (spec.server ?? tollgate).adminUrl : undefined;
   const outcomes = spec.grpc !== undefined && adminUrl !== undefined;
   let before;
@@ -45,7 +48,14 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
   let rss;
   let cpu;
   let redisCpuBefore;
-  const run = spec.h2load !== undefined ? measureH2load : spec.urls === undefined ? measure : measureSplit;
+  const run =
+    spec.floor !== undefined
+      ? measureFloor
+      : spec.h2load !== undefined
+        ? measureH2load
+        : spec.urls === undefined
+          ? measure
+          : measureSplit;
   const load = await run({
     url: spec.url,
     urls: spec.urls,
@@ -54,6 +64,7 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
     // h2load: the same number of requests in flight, as streams over a few connections.
     streams: options.connections,
     ...spec.h2load,
+    ...spec.floor,
     duration,
     warmup,
     between: async () => {
@@ -85,7 +96,11 @@ async function measureSlice(spec, { options, redisClient, tollgate }, { duration
           .map(([key, n]) => [key, n - (outcomesBefore[field][key] ?? 0)])
           .filter(([, n]) => n !== 0),
       );
-    slice.outcomes = { decisions: delta("decisions"), calls: delta("calls") };
+    // An RLS row's "decisions": its descriptors' results (tollgate_rls_hits_total).
+    slice.outcomes = {
+      decisions: delta(spec.rls === undefined ? "decisions" : "rlsHits"),
+      calls: delta("calls"),
+    };
   }
   if (spec.redis) slice.counts = await commandCounts(redisClient);
   return slice;

@@ -84,7 +84,8 @@ export async function tollgateCounters(adminUrl) {
 
 /**
  * What a gRPC row's calls came to, from ADMIN_PORT /metrics: decisions by outcome ("allow ok",
- * "deny rate_limited", …) and gRPC calls by method and status ("envoy.service.auth.v3.Authorization/Check OK").
+ * "deny rate_limited", …), gRPC calls by method and status ("envoy.service.auth.v3.Authorization/Check OK")
+ * and the rate limit service's descriptor hits by result ("within", "cached", …).
  * h2load sees HTTP statuses only; these say what the answers were.
  */
 export async function tollgateOutcomes(adminUrl) {
@@ -92,6 +93,7 @@ export async function tollgateOutcomes(adminUrl) {
   if (reply.status !== 200) throw new Error(`tollgate /metrics answered ${reply.status}`);
   const decisions = {};
   const calls = {};
+  const rlsHits = {};
   const label = (line, name) => new RegExp(`${name}="([^"]*)"`).exec(line)?.[1] ?? "";
   for (const line of reply.text.split("\n")) {
     const value = Number(line.split(" ").pop());
@@ -101,7 +103,25 @@ export async function tollgateOutcomes(adminUrl) {
     } else if (line.startsWith("tollgate_grpc_calls_total{")) {
       const key = `${label(line, "method")} ${label(line, "status")}`;
       calls[key] = (calls[key] ?? 0) + value;
+    } else if (line.startsWith("tollgate_rls_hits_total{")) {
+      const key = label(line, "result");
+      rlsHits[key] = (rlsHits[key] ?? 0) + value;
     }
   }
-  return { decisions, calls };
+  return { decisions, calls, rlsHits };
+}
+
+/**
+ * An RLS row's counters, as tollgateCounters' for a check: its ShouldRateLimit calls (every gRPC
+ * status) stand for the decisions, which the rate limit service does not count as checks.
+ */
+export async function rlsCounters(adminUrl) {
+  const [{ calls }, { storeErrors }] = await Promise.all([
+    tollgateOutcomes(adminUrl),
+    tollgateCounters(adminUrl),
+  ]);
+  const shouldRateLimit = Object.entries(calls)
+    .filter(([key]) => key.startsWith("envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit "))
+    .reduce((n, [, count]) => n + count, 0);
+  return { decisions: shouldRateLimit, degraded: 0, storeErrors };
 }
