@@ -485,11 +485,12 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
           true,
           true,
         ]);
-        // The one-request layer is full: each counts the other anyway; all-or-none counts neither.
+        // The one-request layer is full: each counts the other anyway (and a fixed window counts
+        // its refused hit too, as envoyproxy/ratelimit does); all-or-none counts neither.
         const each = await windowOf({ layers: both, mode: "each" });
         expect(each.allowed).toBe(false);
         expect(each.layers.map((l) => [l.room, l.counted])).toEqual([
-          [false, false],
+          [false, algorithm === "fixed-window"],
           [true, true],
         ]);
         expect(each.layers[1]?.windows[0]).toMatchObject({ used: 2, remaining: 3 });
@@ -498,6 +499,28 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         expect((await store.peek(subject, { category: "general", rule: five }))[0]).toMatchObject({
           used: 2,
         });
+      });
+
+      it("in mode each, counts a fixed window's refused hits as envoyproxy/ratelimit does; never another algorithm's", async () => {
+        const three = rule(algorithm, [3, 10_000]);
+        const two = { layers: [at("rls", three)], addend: 2, mode: "each" as const };
+        expect((await windowOf(two)).layers[0]).toMatchObject({ room: true, counted: true });
+        // Two more do not fit in the one left: refused, with its wait.
+        const refused = await windowOf(two);
+        expect(refused.layers[0]?.room).toBe(false);
+        expect(refused.layers[0]?.windows[0]?.retryAfterMs).toBeGreaterThan(0);
+        const fixed = algorithm === "fixed-window";
+        // Counted, the fixed window is over its limit; not counted, the one left still shows.
+        expect(refused.layers[0]?.windows[0]?.remaining).toBe(fixed ? 0 : 1);
+        expect(refused.layers[0]?.counted).toBe(fixed);
+        // The reference's counter went past the limit: a single hit is refused there, allowed elsewhere.
+        const single = await windowOf({ layers: [at("rls", three)], mode: "each" });
+        expect(single.layers[0]?.room).toBe(!fixed);
+        // All-or-none never counts a refusal, fixed window or not.
+        const four = rule(algorithm, [3, 10_000]);
+        await windowOf({ layers: [at("aon", four)], addend: 2 });
+        expect((await windowOf({ layers: [at("aon", four)], addend: 2 })).layers[0]?.counted).toBe(false);
+        expect((await windowOf({ layers: [at("aon", four)] })).layers[0]?.room).toBe(true);
       });
     });
   });

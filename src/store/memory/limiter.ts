@@ -85,9 +85,14 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
       evaluateLayer(l.rule, kept.get(keyOf(l.subject, l.category))?.states, nowUs, dry, k);
     const evaluations: LayerEvaluation[] = layers.map(evaluate);
     const shadow = (i: number) => layers[i]?.shadow === true;
+    /**
+     * In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does:
+     * over the limit, the count goes on growing until the window ends.
+     */
+    const countsRefused = (i: number) => each && layers[i]?.rule.algorithm === "fixed-window";
     const results = (counting: boolean): LayerResult[] =>
-      evaluations.map((e) => {
-        const counted = counting && e.room;
+      evaluations.map((e, i) => {
+        const counted = counting && (e.room || countsRefused(i));
         return { room: e.room, counted, windows: e.outcomes.map((o) => windowOf(o, counted, nowUs)) };
       });
 
@@ -120,7 +125,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
     if (counting && !dry) {
       layers.forEach((l, i) => {
         const evaluation = evaluations[i] as LayerEvaluation;
-        if (!evaluation.room) return;
+        if (!evaluation.room && !countsRefused(i)) return;
         const states = evaluation.commit();
         const key = keyOf(l.subject, l.category);
         const before = kept.get(key);

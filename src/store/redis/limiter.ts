@@ -131,7 +131,12 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     }
     const k = request.addend ?? 1;
     const counting = status === C.STATUS_OK && k > 0 && (request.mode === "each" || everyCounts);
-    for (const l of layers) l.counted = counting && l.room;
+    const each = request.mode === "each";
+    for (let i = 0; i < layers.length; i += 1) {
+      const l = layers[i] as LayerResult;
+      // In mode each a fixed window counts a refused hit too (limit.lua does the same).
+      l.counted = counting && (l.room || (each && call.layers[i]?.rule.algorithm === "fixed-window"));
+    }
     return { result: { kind: "limited", allowed, layers, identity }, nowUs };
   };
 

@@ -56,9 +56,11 @@ if fixed == 1 and not identity then
       -- + 0, not tonumber: one strtod instead of two
       deadline, state = v[1] and v[1] + 0, v[2] or nil
     end
-    local room, used, reset, retry, until_us = single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry)
+    local room, used, reset, retry, until_us =
+      single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry, each)
     if room ~= nil then
-      if room and k > 0 and not dry and until_us and byte(ARGV[4], 1) - 48 >= LAYER_EXPIRING then
+      local counted = room or (each and algo == ALGO_FIXED_WINDOW)
+      if counted and k > 0 and not dry and until_us and byte(ARGV[4], 1) - 48 >= LAYER_EXPIRING then
         extend_record(KEYS[1], deadline, until_us, w, now)
       end
       return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
@@ -132,7 +134,8 @@ local counting = k > 0 and (each or counts_all(layers))
 local needed
 for i = 1, #layers do
   local layer = layers[i]
-  layer.counted = counting and layer.room
+  -- In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does.
+  layer.counted = counting and (layer.room or (each and layer.algo == ALGO_FIXED_WINDOW))
   if layer.counted and not dry then
     commit(layer, k, now, layer.record, layer.field)
     -- Records that expire: until the latest time a state written into them matters.

@@ -210,7 +210,8 @@ end
 local function pack_layer(layer, counted)
   if layer.n == 1 then
     if counted then
-      return spack('<ddd', layer[6], layer[8], 0)
+      -- A refused hit counted (a fixed window in mode each) keeps its wait.
+      return spack('<ddd', layer[6], layer[8], layer.room and 0 or layer[9])
     end
     return spack('<ddd', layer[3], layer[5], layer[9])
   end
@@ -218,7 +219,7 @@ local function pack_layer(layer, counted)
   for i = 1, layer.n do
     local b = 10 * i - 10
     if counted then
-      parts[i] = spack('<ddd', layer[b + 6], layer[b + 8], 0)
+      parts[i] = spack('<ddd', layer[b + 6], layer[b + 8], layer.room and 0 or layer[b + 9])
     else
       parts[i] = spack('<ddd', layer[b + 3], layer[b + 5], layer[b + 9])
     end
@@ -243,7 +244,7 @@ local function pack_reply(status, now, exp, text, layers, counted)
   if #layers == 1 and layers[1].n == 1 then
     local l = layers[1]
     if counted and l.counted then
-      return spack('<dddddddc0', status, now, exp, #text, l[6], l[8], 0, text)
+      return spack('<dddddddc0', status, now, exp, #text, l[6], l[8], l.room and 0 or l[9], text)
     end
     return spack('<dddddddc0', status, now, exp, #text, l[3], l[5], l[9], text)
   end

@@ -91,8 +91,10 @@ end
 -- k > 0); then until when a written counter or gcra state matters. Returns nil when the state is
 -- not the plain one (a log seeded from another algorithm, entries of other lengths): the general
 -- path then counts what they show.
-local function single(algo, n, w, k, key, record, field, state, now, dry)
+local function single(algo, n, w, k, key, record, field, state, now, dry, each)
   local room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us
+  -- In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does.
+  local counts_refused = each and algo == ALGO_FIXED_WINDOW
   if algo == ALGO_SLIDING_LOG then
     local seen = memo[key]
     if k == 1 and not dry and seen and seen[2] then
@@ -164,12 +166,15 @@ local function single(algo, n, w, k, key, record, field, state, now, dry)
       room, used, rem, reset, used_after, rem_after, reset_after, retry, packed, until_us =
         gcra_window(n, w, k, a, b, c, now)
     end
-    if room and k > 0 and not dry then
+    if (room or counts_refused) and k > 0 and not dry then
       call('HSET', record, field, letter .. packed)
     end
   end
   if room and k > 0 then
     return true, used_after, reset_after, 0, until_us
+  end
+  if counts_refused and k > 0 then
+    return false, used_after, reset_after, retry, until_us
   end
   return room, used, reset, retry, until_us
 end
