@@ -1,6 +1,7 @@
 // A listener as a value: where it binds, and how it starts, drains and stops. The composition root
 // lists them (src/listeners.ts); start-up, readiness, signals, start-up problems and the WORKERS
 // supervisor iterate over that list and name none of them.
+import type { Server } from "node:net";
 import type { SettingName } from "../config/setting-names.js";
 
 /** Where a listener binds, and the settings that choose it (start-up problems name them). */
@@ -23,3 +24,41 @@ export type Listener = Readonly<ListenerAddress> & {
    */
   stop(options?: { force?: boolean }): Promise<void>;
 };
+
+/**
+ * A listener over one server: `close` stops accepting and begins closing connections (resolving
+ * once the last has closed), `force` closes those still open at once (tests, never a stop).
+ */
+export function serverListener(
+  address: ListenerAddress,
+  server: Server,
+  close: () => Promise<void>,
+  force: () => void,
+): Listener {
+  return {
+    name: address.name,
+    host: address.host,
+    settings: address.settings,
+    /** The port asked for, or once listening on port 0 (tests), the one the system chose. */
+    get port(): number {
+      const bound = server.address();
+      return bound !== null && typeof bound === "object" ? bound.port : address.port;
+    },
+    start: () =>
+      new Promise((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(address.port, address.host, () => {
+          server.off("error", reject);
+          resolve();
+        });
+      }),
+    drain: () => {
+      void close();
+    },
+    stop(options = {}) {
+      const done = close();
+      if (options.force === true) force();
+      return done;
+    },
+  };
+}

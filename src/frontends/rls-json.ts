@@ -3,7 +3,7 @@
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-server.js";
+import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
 import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import type { HttpRoute } from "./http-check.js";

@@ -1,6 +1,6 @@
 // A Listener over one node:http server: the public API, the admin API and the check listener.
 import type { RequestListener } from "node:http";
-import type { Listener, ListenerAddress } from "../frontends/listener.js";
+import { type Listener, type ListenerAddress, serverListener } from "../frontends/listener.js";
 import { createHttpServer } from "./server.js";
 
 /** What an HTTP listener serves: a request handler (an express app is one). */
@@ -16,30 +16,5 @@ export function httpListener(address: ListenerAddress, handler: HttpHandler): Li
     server.closeIdleConnections();
     return closed;
   };
-  return {
-    name: address.name,
-    host: address.host,
-    settings: address.settings,
-    /** The port asked for, or once listening on port 0 (tests), the one the system chose. */
-    get port(): number {
-      const bound = server.address();
-      return bound !== null && typeof bound === "object" ? bound.port : address.port;
-    },
-    start: () =>
-      new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(address.port, address.host, () => {
-          server.off("error", reject);
-          resolve();
-        });
-      }),
-    drain: () => {
-      void close();
-    },
-    stop(options = {}) {
-      const done = close();
-      if (options.force === true) server.closeAllConnections();
-      return done;
-    },
-  };
+  return serverListener(address, server, close, () => server.closeAllConnections());
 }

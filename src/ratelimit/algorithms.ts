@@ -126,36 +126,63 @@ function recordCommitted(states: LayerStates | undefined, record: RecordState, s
   return seeded || states?.log === undefined ? { record } : { log: states.log, record };
 }
 
+/**
+ * The counter's state ('C'), per window length: the count `c` of the fixed window `now` is in
+ * (aligned to a multiple of its length) and `p` of the one before. A window without state of its
+ * own counts what the record's other entries show, in this fixed window; `whole` reads counts as
+ * whole requests (a count the sliding counter started from a gcra debt's share, say 1.5, rounded
+ * up, as the evidence a window starts from is). `answer` is the algorithm's.
+ */
+function evaluateCounterState(
+  windows: readonly Window[],
+  states: LayerStates | undefined,
+  now: number,
+  k: number,
+  whole: boolean,
+  answer: (n: number, w: number, cb: number, c: number, p: number) => WindowOutcome,
+): LayerEvaluation {
+  const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
+  const count = (x: number): number => (whole ? Math.max(0, Math.ceil(x - EPS)) : x);
+  let seeded = false;
+  const next: CounterState["entries"] = [];
+  const outcomes = windows.map((window): WindowOutcome => {
+    const w = window.windowMs * 1000;
+    const stored = own?.entries.find((e) => e.w === w);
+    const cb = now - (now % w);
+    if (stored === undefined) seeded = true;
+    let c = stored === undefined ? count(evidence(states, w, now)) : 0;
+    let p = 0;
+    if (stored?.b === cb) {
+      c = count(stored.c);
+      p = stored.p;
+    } else if (stored?.b === cb - w) {
+      p = stored.c;
+    }
+    next.push({ w, b: cb, c: c + k, p });
+    return answer(window.limit, w, cb, c, p);
+  });
+  const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
+  return {
+    outcomes,
+    room: outcomes.every((o) => o.room),
+    commit: () =>
+      recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
+  };
+}
+
+/** Two fixed-window counts weighted by the previous window's overlap with the sliding one. */
 function evaluateCounter(
   windows: readonly Window[],
   states: LayerStates | undefined,
   now: number,
   k: number,
 ): LayerEvaluation {
-  const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
-  let seeded = false;
-  const next: CounterState["entries"] = [];
-  const outcomes = windows.map((window): WindowOutcome => {
-    const n = window.limit;
-    const w = window.windowMs * 1000;
-    const stored = own?.entries.find((e) => e.w === w);
-    const cb = now - (now % w);
-    // A window without state of its own counts what the record's other entries show, in this fixed window.
-    if (stored === undefined) seeded = true;
-    let c = stored === undefined ? evidence(states, w, now) : 0;
-    let p = 0;
-    if (stored?.b === cb) {
-      c = stored.c;
-      p = stored.p;
-    } else if (stored?.b === cb - w) {
-      p = stored.c;
-    }
+  return evaluateCounterState(windows, states, now, k, false, (n, w, cb, c, p) => {
     const elapsed = now - cb;
     const estimate = (p * (w - elapsed)) / w + c;
     const remainingNow = Math.max(0, Math.floor(n - estimate + EPS));
     const remainingAfter = remainingNow > 0 ? Math.max(0, Math.floor(n - estimate - k + EPS)) : 0;
     const room = estimate + k <= n + EPS;
-    next.push({ w, b: cb, c: c + k, p });
     return {
       room,
       limit: n,
@@ -169,19 +196,12 @@ function evaluateCounter(
       retryAtUs: room ? 0 : now + counterWait(p, c, elapsed, w, n - k),
     };
   });
-  const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
-  return {
-    outcomes,
-    room: outcomes.every((o) => o.room),
-    commit: () =>
-      recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
-  };
 }
 
 /**
- * One counter per fixed window (`b`, aligned to a multiple of its length), refused when the count
- * would pass the limit; it frees at the window's end. The sliding counter's state: `p` is carried
- * as the counter keeps it, so either algorithm can read what the other counted.
+ * One counter per fixed window, refused when the count would pass the limit; it frees at the
+ * window's end. It keeps the sliding counter's state (`p` carried as the counter keeps it), so
+ * either algorithm reads what the other counted.
  */
 function evaluateFixed(
   windows: readonly Window[],
@@ -189,28 +209,9 @@ function evaluateFixed(
   now: number,
   k: number,
 ): LayerEvaluation {
-  const own = states?.record?.algorithm === "sliding-counter" ? states.record : undefined;
-  let seeded = false;
-  const next: CounterState["entries"] = [];
-  const outcomes = windows.map((window): WindowOutcome => {
-    const n = window.limit;
-    const w = window.windowMs * 1000;
-    const stored = own?.entries.find((e) => e.w === w);
-    const cb = now - (now % w);
-    if (stored === undefined) seeded = true;
-    let c = stored === undefined ? Math.max(0, Math.ceil(evidence(states, w, now) - EPS)) : 0;
-    let p = 0;
-    if (stored?.b === cb) {
-      // Whole requests: a count the sliding counter started from a gcra debt's share (a fraction,
-      // say 1.5) reads rounded up, as the evidence a window starts from does.
-      c = Math.max(0, Math.ceil(stored.c - EPS));
-      p = stored.p;
-    } else if (stored?.b === cb - w) {
-      p = stored.c;
-    }
+  return evaluateCounterState(windows, states, now, k, true, (n, w, cb, c) => {
     const end = cb + w;
     const room = c + k <= n;
-    next.push({ w, b: cb, c: c + k, p });
     return {
       room,
       limit: n,
@@ -225,13 +226,6 @@ function evaluateFixed(
       retryAtUs: room ? 0 : k > n ? end + w : end,
     };
   });
-  const others = keptOthers(own?.entries, windows, now, (e) => e.b + 2 * e.w, MAX_KEPT - next.length);
-  return {
-    outcomes,
-    room: outcomes.every((o) => o.room),
-    commit: () =>
-      recordCommitted(states, { algorithm: "sliding-counter", entries: [...next, ...others] }, seeded),
-  };
 }
 
 function evaluateGcra(

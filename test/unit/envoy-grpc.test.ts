@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Decision, LimitState } from "../../src/check/types.js";
 import { readCheckRequest, writeCheckResponse } from "../../src/frontends/envoy-grpc/check-codec.js";
 import { checkAnswer, checkFacts } from "../../src/frontends/envoy-grpc/ext-authz.js";
-import { GrpcError, unframe } from "../../src/frontends/envoy-grpc/grpc-server.js";
+import { GrpcError, unframe } from "../../src/frontends/envoy-grpc/grpc-protocol.js";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
 import { renderDecision } from "../../src/frontends/render.js";
 import { compilePolicy } from "../../src/policy/compile.js";

@@ -3,7 +3,7 @@
 // field for field, and random bytes fail only as INVALID_ARGUMENT.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { GrpcError } from "../../src/frontends/envoy-grpc/grpc-server.js";
+import { GrpcError } from "../../src/frontends/envoy-grpc/grpc-protocol.js";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
 import {
   type RlsAnswer,

@@ -6,7 +6,7 @@
 // .proto files in proto/ (Envoy's), which stay the schema: the tests hold this codec to protobufjs
 // reading and writing the same messages (test/unit/envoy-grpc.test.ts). docs/performance.md has
 // the figures that asked for it.
-import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-server.js";
+import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-protocol.js";
 import { BYTES, fieldSize, Malformed, Reader, tag, text, VARINT, varintSize, Writer } from "./wire.js";
 
 /** What the check reads of a CheckRequest. */

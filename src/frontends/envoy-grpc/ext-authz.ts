@@ -15,7 +15,7 @@ import {
   readCheckRequest,
   writeCheckResponse,
 } from "./check-codec.js";
-import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-server.js";
+import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
 
 export const AUTHORIZATION_SERVICE = "envoy.service.auth.v3.Authorization";

@@ -6,68 +6,20 @@
 import * as http2 from "node:http2";
 import type { Socket } from "node:net";
 import type { RpcObserver } from "../front-end.js";
-import type { Listener, ListenerAddress } from "../listener.js";
-
-/** The gRPC status codes tollgate answers with (google.rpc.Code). */
-export const GrpcStatus = {
-  OK: 0,
-  INVALID_ARGUMENT: 3,
-  NOT_FOUND: 5,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  UNAUTHENTICATED: 16,
-} as const;
-
-const STATUS_NAMES = new Map<number, string>(Object.entries(GrpcStatus).map(([name, code]) => [code, name]));
-
-/** A call's end with a non-OK status; `message` is for the caller and must hold no secret. */
-export class GrpcError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** What a method learns of its call besides the request message. */
-export type CallInfo = {
-  /** The connection's remote address. */
-  peer: string | undefined;
-};
-
-/** A server-streaming call as its method holds it. */
-export type ServerStream = CallInfo & {
-  write(message: Uint8Array): void;
-  /** Ends the call with OK. */
-  end(): void;
-  /** Called once when the call ends for any reason (the client left, the server drains). */
-  onClose(listener: () => void): void;
-};
-
-/**
- * An answer whose bytes already hold the 5-byte prefix (see `prefixed`): sent as they are, with no
- * copy into a framed buffer.
- */
-export class Framed {
-  constructor(readonly bytes: Buffer) {}
-}
-
-/** A buffer for a message of `length` bytes after its prefix, with the prefix written. */
-export function prefixed(length: number): Buffer {
-  const frame = Buffer.allocUnsafe(PREFIX_BYTES + length);
-  frame[0] = 0;
-  frame.writeUInt32BE(length, 1);
-  return frame;
-}
-
-type Answer = Uint8Array | Framed;
-
-export type GrpcMethod =
-  | { kind: "unary"; handle(request: Uint8Array, call: CallInfo): Promise<Answer> | Answer }
-  | { kind: "server-stream"; handle(request: Uint8Array, call: ServerStream): void };
+import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
+import {
+  Framed,
+  GrpcError,
+  type GrpcMethod,
+  GrpcStatus,
+  PREFIX_BYTES,
+  statusName,
+  trailersOnly,
+  unaryAnswer,
+  unframe,
+  writable,
+} from "./grpc-protocol.js";
+import { serveStream } from "./grpc-stream.js";
 
 export type GrpcServerOptions = {
   /** By full path, `/package.Service/Method`. */
@@ -84,8 +36,6 @@ export type GrpcServerOptions = {
 
 /** gRPC's own default (grpc-go, grpc-java, grpc-js) for a received message. */
 const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-/** A request message's prefix: one flag byte (compressed or not) and a 4-byte big-endian length. */
-const PREFIX_BYTES = 5;
 /** Dead peers (a sidecar's host gone without a FIN) are found by TCP keepalive after this long idle. */
 const KEEPALIVE_MS = 30_000;
 /**
@@ -98,88 +48,6 @@ const MAX_CONCURRENT_STREAMS = 1000;
 const UNKNOWN_METHOD = "unknown";
 /** After GOAWAY, how long calls in flight may take before their connections are cut. */
 const DRAIN_GRACE_MS = 5_000;
-
-const RESPONSE_HEADERS = {
-  ":status": 200,
-  "content-type": "application/grpc",
-  "grpc-accept-encoding": "identity",
-};
-
-/** A message with its 5-byte prefix, uncompressed. */
-function framed(message: Uint8Array): Buffer {
-  const frame = Buffer.allocUnsafe(PREFIX_BYTES + message.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, PREFIX_BYTES);
-  return frame;
-}
-
-/** The one request message of a call's body, or the error that ends the call. */
-export function unframe(body: Buffer): Uint8Array | GrpcError {
-  if (body.length < PREFIX_BYTES) {
-    return new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the request holds no complete message");
-  }
-  if (body[0] !== 0) {
-    // Compression is never negotiated: grpc-accept-encoding says identity only.
-    return new GrpcError(GrpcStatus.UNIMPLEMENTED, "compressed messages are not supported");
-  }
-  const length = body.readUInt32BE(1);
-  if (body.length !== PREFIX_BYTES + length) {
-    return new GrpcError(
-      GrpcStatus.INVALID_ARGUMENT,
-      body.length < PREFIX_BYTES + length
-        ? "the request message is truncated"
-        : "a unary call takes one message",
-    );
-  }
-  return body.subarray(PREFIX_BYTES);
-}
-
-/** grpc-message is percent-encoded (PROTOCOL-HTTP2.md). */
-function statusMessage(message: string): string {
-  return encodeURIComponent(message);
-}
-
-function statusName(code: number): string {
-  return STATUS_NAMES.get(code) ?? String(code);
-}
-
-/**
- * Whether an answer can still be written: a stream the client reset, or whose connection dropped,
- * is closed before node says it is destroyed, and writing to it throws.
- */
-const writable = (stream: http2.ServerHttp2Stream): boolean => !stream.destroyed && !stream.closed;
-
-/** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
-function trailersOnly(stream: http2.ServerHttp2Stream, code: number, message: string): void {
-  if (!writable(stream) || stream.headersSent) return;
-  try {
-    stream.respond(
-      { ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": statusMessage(message) },
-      { endStream: true },
-    );
-  } catch {
-    // Closed between the check and the write: nobody is left to answer.
-  }
-}
-
-const OK_TRAILERS = { "grpc-status": "0" };
-/** A listener shared by every call (no closure per call); `this` is the stream. */
-function sendOkTrailers(this: http2.ServerHttp2Stream): void {
-  if (writable(this)) this.sendTrailers(OK_TRAILERS);
-}
-
-function unaryAnswer(stream: http2.ServerHttp2Stream, message: Answer): boolean {
-  if (!writable(stream)) return false;
-  try {
-    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-    stream.once("wantTrailers", sendOkTrailers);
-    stream.end(message instanceof Framed ? message.bytes : framed(message));
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A request whose message has not fully arrived this long after its stream opened is reset. */
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -221,80 +89,6 @@ export function createGrpcServer(options: GrpcServerOptions) {
   }, 1_000);
   sweeper.unref();
   server.once("close", () => clearInterval(sweeper));
-
-  const serveStream = (
-    stream: http2.ServerHttp2Stream,
-    name: string,
-    method: Extract<GrpcMethod, { kind: "server-stream" }>,
-    request: Uint8Array,
-    peer: string | undefined,
-    finish: (status: string) => void,
-  ) => {
-    const closeListeners: (() => void)[] = [];
-    let open = true;
-    const closed = () => {
-      if (!open) return;
-      open = false;
-      streams.delete(end);
-      for (const listener of closeListeners) listener();
-    };
-    const headers = () => {
-      if (!stream.headersSent && writable(stream))
-        stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-    };
-    function end(): void {
-      if (!open) return;
-      try {
-        headers();
-        if (writable(stream)) {
-          stream.once("wantTrailers", sendOkTrailers);
-          stream.end();
-        }
-      } catch {
-        // closed meanwhile
-      }
-      finish("OK");
-      closed();
-    }
-    streams.add(end);
-    stream.once("close", () => {
-      // The client left (cancelled its call or dropped the connection) before the server ended it.
-      finish("CANCELLED");
-      closed();
-    });
-    try {
-      method.handle(request, {
-        peer,
-        write(message) {
-          if (!open || !writable(stream)) return;
-          try {
-            headers();
-            stream.write(framed(message));
-          } catch {
-            // closed meanwhile
-          }
-        },
-        end,
-        onClose(listener) {
-          if (open) closeListeners.push(listener);
-          else listener();
-        },
-      });
-    } catch (error) {
-      // Before anything was written (a request that does not decode): a status of its own.
-      if (!stream.headersSent) {
-        const grpc = error instanceof GrpcError;
-        if (!grpc) onError(error, name);
-        const code = grpc ? error.code : GrpcStatus.INTERNAL;
-        trailersOnly(stream, code, grpc ? error.message : "the call could not be completed");
-        finish(statusName(code));
-        closed();
-        return;
-      }
-      onError(error, name);
-      end();
-    }
-  };
 
   server.on("stream", (stream, headers) => {
     // A client that resets its stream or drops the connection must never take the process down.
@@ -398,10 +192,15 @@ export function createGrpcServer(options: GrpcServerOptions) {
       }
       const peer = state?.peer;
       if (method.kind === "server-stream") {
-        serveStream(stream, name, method, request, peer, finish);
+        serveStream(stream, method, request, {
+          peer,
+          finish,
+          onError: (error) => onError(error, name),
+          streams,
+        });
         return;
       }
-      let answer: Promise<Answer> | Answer;
+      let answer: Promise<Uint8Array | Framed> | Uint8Array | Framed;
       try {
         answer = method.handle(request, { peer });
       } catch (error) {
@@ -436,14 +235,9 @@ export function createGrpcServer(options: GrpcServerOptions) {
   server.on("sessionError", () => undefined);
   server.on("clientError", () => undefined);
 
-  return { server, sessions, streams, arriving };
-}
-
-/** The gRPC server as a listener: drain ends the streaming calls and sends every connection GOAWAY. */
-export function grpcListener(address: ListenerAddress, options: GrpcServerOptions): Listener {
-  const { server, sessions, streams, arriving } = createGrpcServer(options);
   let closed: Promise<void> | undefined;
   let draining = false;
+  /** Stops accepting, then GOAWAY: no new streams; the calls in flight are answered, then each connection closes. */
   const close = (): Promise<void> => {
     closed ??= new Promise((resolve) => server.close(() => resolve()));
     if (!draining) {
@@ -451,41 +245,26 @@ export function grpcListener(address: ListenerAddress, options: GrpcServerOption
       options.onDrain?.();
       for (const end of [...streams]) end();
       // A request still arriving is not in flight: it is reset rather than waited for.
-      for (const stream of arriving.keys())
+      for (const stream of arriving.keys()) {
         if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
       arriving.clear();
       // Whatever is still open after the grace (a client that never reads its answer) is cut.
       setTimeout(() => {
         for (const session of sessions) session.destroy();
       }, DRAIN_GRACE_MS).unref();
     }
-    // GOAWAY: no new streams; the calls in flight are answered, then the connection closes.
     for (const session of sessions) if (!session.closed) session.close();
     return closed;
   };
-  return {
-    name: address.name,
-    host: address.host,
-    settings: address.settings,
-    get port(): number {
-      const bound = server.address();
-      return bound !== null && typeof bound === "object" ? bound.port : address.port;
-    },
-    start: () =>
-      new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(address.port, address.host, () => {
-          server.off("error", reject);
-          resolve();
-        });
-      }),
-    drain: () => {
-      void close();
-    },
-    stop(options = {}) {
-      const done = close();
-      if (options.force === true) for (const session of sessions) session.destroy();
-      return done;
-    },
+  const destroy = () => {
+    for (const session of sessions) session.destroy();
   };
+  return { server, close, destroy };
+}
+
+/** The gRPC server as a listener: drain ends the streaming calls and sends every connection GOAWAY. */
+export function grpcListener(address: ListenerAddress, options: GrpcServerOptions): Listener {
+  const { server, close, destroy } = createGrpcServer(options);
+  return serverListener(address, server, close, destroy);
 }

@@ -2,7 +2,7 @@
 // signal on, for the whole server ("") and each of its services. Envoy's grpc_health_check and
 // Kubernetes' gRPC probes ask Check; Watch streams every change.
 import type { Phase, Readiness } from "../../process/readiness.js";
-import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-server.js";
+import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import { messages } from "./protos.js";
 
 /** grpc.health.v1.HealthCheckResponse.ServingStatus */

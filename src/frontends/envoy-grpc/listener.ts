@@ -2,7 +2,8 @@
 // ext_authz Authorization; the rate limit service next), with grpc.health.v1 reporting each of them.
 import type { CheckContext } from "../front-end.js";
 import type { Listener, ListenerAddress } from "../listener.js";
-import { type GrpcMethod, grpcListener } from "./grpc-server.js";
+import type { GrpcMethod } from "./grpc-protocol.js";
+import { grpcListener } from "./grpc-server.js";
 import { createHealthService } from "./health.js";
 
 /** A gRPC service: its full name (as health reports it) and its methods by full path. */

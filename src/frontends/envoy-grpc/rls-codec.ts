@@ -2,7 +2,7 @@
 // Check call: a rate limit call is on every proxied request's path too. Field numbers are those of
 // proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
 // ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.
-import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-server.js";
+import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-protocol.js";
 import { BYTES, fieldSize, Malformed, Reader, tag, text, VARINT, varintSize, Writer } from "./wire.js";
 
 /** A RateLimitRequest's descriptor as the rate limit service reads it (the shape protobufjs decodes too). */

@@ -6,7 +6,7 @@
 import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
-import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-server.js";
+import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
 import {
   type DecodedRequest,

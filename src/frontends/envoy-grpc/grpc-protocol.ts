@@ -1,0 +1,150 @@
+// gRPC over HTTP/2 as tollgate's server speaks it ("PROTOCOL-HTTP2.md" in grpc/grpc): the status
+// codes, the 5-byte message prefix, and the answers written on a stream (a message then OK in the
+// trailers, or a status alone, "Trailers-Only"), each safe on a stream its client has left.
+import type * as http2 from "node:http2";
+
+/** The gRPC status codes tollgate answers with (google.rpc.Code). */
+export const GrpcStatus = {
+  OK: 0,
+  INVALID_ARGUMENT: 3,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+const STATUS_NAMES = new Map<number, string>(Object.entries(GrpcStatus).map(([name, code]) => [code, name]));
+
+/** A call's end with a non-OK status; `message` is for the caller and must hold no secret. */
+export class GrpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * An answer whose bytes already hold the 5-byte prefix (see `prefixed`): sent as they are, with no
+ * copy into a framed buffer.
+ */
+export class Framed {
+  constructor(readonly bytes: Buffer) {}
+}
+
+/** A buffer for a message of `length` bytes after its prefix, with the prefix written. */
+export function prefixed(length: number): Buffer {
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + length);
+  frame[0] = 0;
+  frame.writeUInt32BE(length, 1);
+  return frame;
+}
+
+/** A request message's prefix: one flag byte (compressed or not) and a 4-byte big-endian length. */
+export const PREFIX_BYTES = 5;
+export const RESPONSE_HEADERS = {
+  ":status": 200,
+  "content-type": "application/grpc",
+  "grpc-accept-encoding": "identity",
+};
+
+/** A message with its 5-byte prefix, uncompressed. */
+export function framed(message: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + message.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, PREFIX_BYTES);
+  return frame;
+}
+
+/** The one request message of a call's body, or the error that ends the call. */
+export function unframe(body: Buffer): Uint8Array | GrpcError {
+  if (body.length < PREFIX_BYTES) {
+    return new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the request holds no complete message");
+  }
+  if (body[0] !== 0) {
+    // Compression is never negotiated: grpc-accept-encoding says identity only.
+    return new GrpcError(GrpcStatus.UNIMPLEMENTED, "compressed messages are not supported");
+  }
+  const length = body.readUInt32BE(1);
+  if (body.length !== PREFIX_BYTES + length) {
+    return new GrpcError(
+      GrpcStatus.INVALID_ARGUMENT,
+      body.length < PREFIX_BYTES + length
+        ? "the request message is truncated"
+        : "a unary call takes one message",
+    );
+  }
+  return body.subarray(PREFIX_BYTES);
+}
+
+/** grpc-message is percent-encoded (PROTOCOL-HTTP2.md). */
+function statusMessage(message: string): string {
+  return encodeURIComponent(message);
+}
+
+export function statusName(code: number): string {
+  return STATUS_NAMES.get(code) ?? String(code);
+}
+
+/**
+ * Whether an answer can still be written: a stream the client reset, or whose connection dropped,
+ * is closed before node says it is destroyed, and writing to it throws.
+ */
+export const writable = (stream: http2.ServerHttp2Stream): boolean => !stream.destroyed && !stream.closed;
+
+/** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
+export function trailersOnly(stream: http2.ServerHttp2Stream, code: number, message: string): void {
+  if (!writable(stream) || stream.headersSent) return;
+  try {
+    stream.respond(
+      { ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": statusMessage(message) },
+      { endStream: true },
+    );
+  } catch {
+    // Closed between the check and the write: nobody is left to answer.
+  }
+}
+
+const OK_TRAILERS = { "grpc-status": "0" };
+/** A listener shared by every call (no closure per call); `this` is the stream. */
+export function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  if (writable(this)) this.sendTrailers(OK_TRAILERS);
+}
+
+export function unaryAnswer(stream: http2.ServerHttp2Stream, message: Uint8Array | Framed): boolean {
+  if (!writable(stream)) return false;
+  try {
+    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.once("wantTrailers", sendOkTrailers);
+    stream.end(message instanceof Framed ? message.bytes : framed(message));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** What a method learns of its call besides the request message. */
+export type CallInfo = {
+  /** The connection's remote address. */
+  peer: string | undefined;
+};
+
+/** A server-streaming call as its method holds it. */
+export type ServerStream = CallInfo & {
+  write(message: Uint8Array): void;
+  /** Ends the call with OK. */
+  end(): void;
+  /** Called once when the call ends for any reason (the client left, the server drains). */
+  onClose(listener: () => void): void;
+};
+
+export type GrpcMethod =
+  | {
+      kind: "unary";
+      handle(request: Uint8Array, call: CallInfo): Promise<Uint8Array | Framed> | Uint8Array | Framed;
+    }
+  | { kind: "server-stream"; handle(request: Uint8Array, call: ServerStream): void };
