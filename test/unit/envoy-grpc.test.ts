@@ -4,7 +4,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Decision, LimitState } from "../../src/check/types.js";
-import { readCheckRequest, writeCheckResponse } from "../../src/frontends/envoy-grpc/check-codec.js";
+import { readCheckRequest } from "../../src/frontends/envoy-grpc/check-request.js";
+import { writeCheckResponse } from "../../src/frontends/envoy-grpc/check-response.js";
 import { checkAnswer, checkFacts } from "../../src/frontends/envoy-grpc/ext-authz.js";
 import { GrpcError, unframe } from "../../src/frontends/envoy-grpc/grpc-protocol.js";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";

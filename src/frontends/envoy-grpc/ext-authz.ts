@@ -9,12 +9,8 @@ import { type ClientIpOptions, clientAddress } from "../client-ip.js";
 import type { CheckContext, Protocol } from "../front-end.js";
 import { MAX_URI, uriTooLong } from "../http-check.js";
 import { type CheckResponse, renderDecision } from "../render.js";
-import {
-  type CheckAnswer,
-  type CheckRequestFields,
-  readCheckRequest,
-  writeCheckResponse,
-} from "./check-codec.js";
+import { type CheckRequestFields, readCheckRequest } from "./check-request.js";
+import { type CheckAnswer, writeCheckResponse } from "./check-response.js";
 import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
 

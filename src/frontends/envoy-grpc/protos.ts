@@ -1,7 +1,7 @@
 // The message types of the gRPC listener, from the .proto files in proto/ (see proto/README.md),
 // compiled once at start-up by protobufjs into its generated encoders and decoders: the health
 // service and the rate limit service use them; the Check path reads and writes its two messages
-// with check-codec.ts, which the tests hold to these.
+// with check-request.ts and check-response.ts, which the tests hold to these.
 import { readFileSync } from "node:fs";
 import protobuf from "protobufjs";
 

@@ -1,4 +1,4 @@
-// ShouldRateLimit's two messages read and written on the wire format, as check-codec.ts does for the
+// ShouldRateLimit's two messages read and written on the wire format, as check-request.ts and check-response.ts do for the
 // Check call: a rate limit call is on every proxied request's path too. Field numbers are those of
 // proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
 // ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.

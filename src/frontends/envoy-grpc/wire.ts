@@ -1,5 +1,5 @@
 // The protobuf wire format, as the hand-written codecs of the hot paths read and write it
-// (check-codec.ts, rls-codec.ts): varints, length-delimited fields, skipping what is not read.
+// (check-request.ts and check-response.ts, rls-codec.ts): varints, length-delimited fields, skipping what is not read.
 export const VARINT = 0;
 const FIXED64 = 1;
 export const BYTES = 2;
