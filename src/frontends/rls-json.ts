@@ -4,8 +4,8 @@
 // decision as ShouldRateLimit over gRPC.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
-import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
+import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
 import type { HttpRoute } from "./http-check.js";
 
 /** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */

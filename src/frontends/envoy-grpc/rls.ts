@@ -9,31 +9,23 @@ import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
 import {
-  type DecodedRequest,
   type DescriptorStatus,
   type Duration,
   type RlsAnswer,
   readRateLimitRequest,
   writeRateLimitResponse,
 } from "./rls-codec.js";
+import {
+  MAX_UINT32,
+  type RequestDescriptor,
+  RLS_UNITS,
+  type RlsInput,
+  type RlsUnitName,
+  rlsInput,
+} from "./rls-input.js";
 
 export const RATE_LIMIT_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
 export const SHOULD_RATE_LIMIT = `/${RATE_LIMIT_SERVICE}/ShouldRateLimit`;
-
-/** The units of Envoy's API, by their enum value in RateLimitResponse.RateLimit.Unit. */
-export const RLS_UNITS = {
-  second: 1,
-  minute: 2,
-  hour: 3,
-  day: 4,
-  month: 5,
-  year: 6,
-  week: 7,
-} as const;
-export type RlsUnitName = keyof typeof RLS_UNITS;
-const UNIT_NAMES = new Map<number, RlsUnitName>(
-  Object.entries(RLS_UNITS).map(([name, value]) => [value, name as RlsUnitName]),
-);
 
 /** A matched limit as this front end needs it (src/rls/ builds it from the configuration). */
 export type RlsLimitView = {
@@ -49,11 +41,6 @@ export type RlsLimitView = {
   quotaMode: boolean;
   /** The reference's stats key (domain and key path; values only with detailed_metric). */
   statsKey: string;
-};
-
-export type RequestDescriptor = {
-  entries: readonly { key: string; value: string }[];
-  limit: { requestsPerUnit: number; unit: RlsUnitName } | undefined;
 };
 
 /** What the configuration in force says of one request: a limit and a counter per descriptor. */
@@ -85,15 +72,8 @@ export type RlsContext = {
 /** envoy.service.ratelimit.v3.RateLimitResponse.Code */
 const OK = 1;
 const OVER_LIMIT = 2;
-/**
- * A request's size bounds: Envoy's route actions make a handful of descriptors of a few entries;
- * these stop one call from holding the event loop that every other call waits on.
- */
-const MAX_DESCRIPTORS = 64;
-const MAX_ENTRIES = 32;
 /** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
 const NEAR_LIMIT_RATIO = 0.8;
-const MAX_UINT32 = 4_294_967_295;
 
 /** protobuf's Duration holds at most 10,000 years. */
 const MAX_DURATION_MS = 315_576_000_000_000;
@@ -101,54 +81,6 @@ const MAX_DURATION_MS = 315_576_000_000_000;
 function duration(ms: number): Duration {
   const whole = Number.isFinite(ms) ? Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(ms))) : MAX_DURATION_MS;
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
-}
-
-function numberOf(value: number | { toNumber(): number } | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  return typeof value === "number" ? value : value.toNumber();
-}
-
-/** A ShouldRateLimit request as the core reads it. */
-export type RlsInput = { domain: string; descriptors: RequestDescriptor[]; addends: number[] };
-
-/** A RateLimitRequest as protobufjs decodes it (or as `POST /json` parses it), checked. */
-export function rlsInput(message: DecodedRequest): RlsInput {
-  const domain = message.domain ?? "";
-  // As the reference: a request must name its domain and carry at least one descriptor.
-  if (domain === "") throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit domain must not be empty");
-  const decoded = message.descriptors ?? [];
-  if (decoded.length === 0) {
-    throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit descriptor list must not be empty");
-  }
-  if (decoded.length > MAX_DESCRIPTORS) {
-    throw new GrpcError(
-      GrpcStatus.INVALID_ARGUMENT,
-      `at most ${MAX_DESCRIPTORS} descriptors per request (this one has ${decoded.length})`,
-    );
-  }
-  const requestAddend = message.hits_addend || 1;
-  const descriptors: RequestDescriptor[] = [];
-  const addends: number[] = [];
-  for (const d of decoded) {
-    if ((d.entries?.length ?? 0) > MAX_ENTRIES) {
-      throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `at most ${MAX_ENTRIES} entries per descriptor`);
-    }
-    const entries = (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" }));
-    const unit = d.limit == null ? undefined : UNIT_NAMES.get(d.limit.unit ?? 0);
-    descriptors.push({
-      entries,
-      limit:
-        d.limit == null || unit === undefined
-          ? undefined
-          : { requestsPerUnit: d.limit.requests_per_unit ?? 0, unit },
-    });
-    const own = numberOf(d.hits_addend?.value ?? undefined);
-    // A refund (is_negative_hits) gives nothing back here: the descriptor is looked at, not counted.
-    const addend = d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend;
-    // More than a uint32 of hits is refused by every limit as surely as 2^32 - 1 is.
-    addends.push(Math.min(addend, MAX_UINT32));
-  }
-  return { domain, descriptors, addends };
 }
 
 /**

@@ -1,0 +1,80 @@
+// A RateLimitRequest as the rate limit service reads it: the domain, each descriptor's entries,
+// its own limit and its addend, checked and bounded before anything is counted.
+import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
+import type { DecodedRequest } from "./rls-codec.js";
+
+/** The units of Envoy's API, by their enum value in RateLimitResponse.RateLimit.Unit. */
+export const RLS_UNITS = {
+  second: 1,
+  minute: 2,
+  hour: 3,
+  day: 4,
+  month: 5,
+  year: 6,
+  week: 7,
+} as const;
+export type RlsUnitName = keyof typeof RLS_UNITS;
+const UNIT_NAMES = new Map<number, RlsUnitName>(
+  Object.entries(RLS_UNITS).map(([name, value]) => [value, name as RlsUnitName]),
+);
+
+export type RequestDescriptor = {
+  entries: readonly { key: string; value: string }[];
+  limit: { requestsPerUnit: number; unit: RlsUnitName } | undefined;
+};
+
+/**
+ * A request's size bounds: Envoy's route actions make a handful of descriptors of a few entries;
+ * these stop one call from holding the event loop that every other call waits on.
+ */
+const MAX_DESCRIPTORS = 64;
+const MAX_ENTRIES = 32;
+export const MAX_UINT32 = 4_294_967_295;
+
+function numberOf(value: number | { toNumber(): number } | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  return typeof value === "number" ? value : value.toNumber();
+}
+
+/** A ShouldRateLimit request as the core reads it. */
+export type RlsInput = { domain: string; descriptors: RequestDescriptor[]; addends: number[] };
+
+/** A RateLimitRequest as protobufjs decodes it (or as `POST /json` parses it), checked. */
+export function rlsInput(message: DecodedRequest): RlsInput {
+  const domain = message.domain ?? "";
+  // As the reference: a request must name its domain and carry at least one descriptor.
+  if (domain === "") throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit domain must not be empty");
+  const decoded = message.descriptors ?? [];
+  if (decoded.length === 0) {
+    throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "rate limit descriptor list must not be empty");
+  }
+  if (decoded.length > MAX_DESCRIPTORS) {
+    throw new GrpcError(
+      GrpcStatus.INVALID_ARGUMENT,
+      `at most ${MAX_DESCRIPTORS} descriptors per request (this one has ${decoded.length})`,
+    );
+  }
+  const requestAddend = message.hits_addend || 1;
+  const descriptors: RequestDescriptor[] = [];
+  const addends: number[] = [];
+  for (const d of decoded) {
+    if ((d.entries?.length ?? 0) > MAX_ENTRIES) {
+      throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `at most ${MAX_ENTRIES} entries per descriptor`);
+    }
+    const entries = (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" }));
+    const unit = d.limit == null ? undefined : UNIT_NAMES.get(d.limit.unit ?? 0);
+    descriptors.push({
+      entries,
+      limit:
+        d.limit == null || unit === undefined
+          ? undefined
+          : { requestsPerUnit: d.limit.requests_per_unit ?? 0, unit },
+    });
+    const own = numberOf(d.hits_addend?.value ?? undefined);
+    // A refund (is_negative_hits) gives nothing back here: the descriptor is looked at, not counted.
+    const addend = d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend;
+    // More than a uint32 of hits is refused by every limit as surely as 2^32 - 1 is.
+    addends.push(Math.min(addend, MAX_UINT32));
+  }
+  return { domain, descriptors, addends };
+}
