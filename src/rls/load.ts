@@ -1,21 +1,10 @@
 // Reading RLS_CONFIG: one YAML file, or a folder of them (laid out as the reference's runtime
 // directory or not), each file one domain. Every problem of every file is collected, each naming its
 // file, line and field, and thrown as one RlsConfigError: a configuration is applied whole or not at all.
-import { createHash } from "node:crypto";
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { basename, extname, join, relative, sep } from "node:path";
-import {
-  type Document,
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  LineCounter,
-  type Node,
-  parseAllDocuments,
-  type Scalar,
-} from "yaml";
+import { readFileSync } from "node:fs";
+import { type Document, isScalar, LineCounter, type Node, parseAllDocuments } from "yaml";
 import { MAX_COUNT } from "../config/rules.js";
+import { errorCode, listFiles } from "./files.js";
 import {
   MAX_REQUESTS_PER_UNIT,
   RLS_ALGORITHMS,
@@ -30,43 +19,9 @@ import {
   type RlsNode,
   type RlsUnit,
 } from "./model.js";
+import { indexLevel, ruleId, versionOf } from "./rule-ids.js";
+import { type Field, YamlReader } from "./yaml-reader.js";
 
-const YAML_EXTENSIONS = new Set([".yaml", ".yml"]);
-/** Folders nested deeper than this under RLS_CONFIG are not read (a guard against symlink loops). */
-const MAX_FOLDER_DEPTH = 8;
-
-type Level = "root" | "descriptor" | "rate_limit" | "replaces";
-const FIELDS: Record<Level, readonly string[]> = {
-  root: ["domain", "descriptors", "all_or_none"],
-  descriptor: [
-    "key",
-    "value",
-    "rate_limit",
-    "descriptors",
-    "shadow_mode",
-    "quota_mode",
-    "detailed_metric",
-    "value_to_metric",
-    "share_threshold",
-    "metadata",
-  ],
-  rate_limit: ["unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "unit_multiplier"],
-  replaces: ["name"],
-};
-const LEVEL_NAMES: Record<Level, string> = {
-  root: "the top level",
-  descriptor: "a descriptor",
-  rate_limit: "rate_limit",
-  replaces: "a replaces entry",
-};
-
-/**
- * Loads RLS_CONFIG. `path` is a YAML file, or a folder: when it holds a `config` folder (the
- * reference's RUNTIME_ROOT/RUNTIME_SUBDIRECTORY), that folder is read, else `path` itself; either is
- * read with its subfolders, taking every `*.yaml` and `*.yml` file and skipping names that start
- * with "." (editor files, and Kubernetes' `..data` folders of a mounted ConfigMap). An empty folder
- * gives a configuration without domains. Throws RlsConfigError listing every problem.
- */
 export function loadRlsConfig(path: string, options: { defaultAlgorithm: RlsAlgorithm }): RlsConfig {
   const problems: string[] = [];
   const files = listFiles(path, problems);
@@ -99,59 +54,6 @@ export function loadRlsConfig(path: string, options: { defaultAlgorithm: RlsAlgo
     files: files.map((f) => f.name),
     defaultAlgorithm: options.defaultAlgorithm,
   };
-}
-
-type FileRef = { name: string; full: string };
-
-function errorCode(error: unknown): string {
-  return (error as NodeJS.ErrnoException).code ?? String(error);
-}
-
-function listFiles(path: string, problems: string[]): FileRef[] {
-  let stats: ReturnType<typeof statSync>;
-  try {
-    stats = statSync(path);
-  } catch (error) {
-    problems.push(`${path}: cannot be read (${errorCode(error)})`);
-    return [];
-  }
-  if (!stats.isDirectory()) return [{ name: basename(path), full: path }];
-  const runtime = join(path, "config");
-  const isRuntimeLayout = (() => {
-    try {
-      return statSync(runtime).isDirectory();
-    } catch {
-      return false;
-    }
-  })();
-  const found: FileRef[] = [];
-  walk(isRuntimeLayout ? runtime : path, 0);
-  return found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-
-  function walk(folder: string, depth: number): void {
-    let names: string[];
-    try {
-      names = readdirSync(folder);
-    } catch (error) {
-      problems.push(`${relative(path, folder) || "."}: cannot be read (${errorCode(error)})`);
-      return;
-    }
-    for (const name of names) {
-      if (name.startsWith(".")) continue;
-      const full = join(folder, name);
-      let entry: ReturnType<typeof statSync>;
-      try {
-        entry = statSync(full);
-      } catch {
-        continue; // a dangling symlink
-      }
-      if (entry.isDirectory()) {
-        if (depth < MAX_FOLDER_DEPTH) walk(full, depth + 1);
-      } else if (YAML_EXTENSIONS.has(extname(name).toLowerCase())) {
-        found.push({ name: relative(path, full).split(sep).join("/"), full });
-      }
-    }
-  }
 }
 
 /** One file's domain (undefined when it has problems), and the line of its `domain` field. */
@@ -190,19 +92,18 @@ function readFile(
   return { domain: sorted.length > 0 ? undefined : domain, line: reader.domainLine, problems: sorted };
 }
 
-type Fields = Map<string, { node: Node | null; line: number }>;
-
-class FileReader {
-  readonly problems: { line: number; text: string }[] = [];
+class FileReader extends YamlReader {
   domainLine = 1;
   private domainName = "";
 
   constructor(
-    private readonly file: string,
-    private readonly document: Document,
-    private readonly lines: LineCounter,
+    file: string,
+    document: Document,
+    lines: LineCounter,
     private readonly defaultAlgorithm: RlsAlgorithm,
-  ) {}
+  ) {
+    super(file, document, lines);
+  }
 
   readRoot(): RlsDomain | undefined {
     const root = this.resolve(this.document.contents as Node | null);
@@ -439,198 +340,9 @@ class FileReader {
       source: at.source,
     };
   }
-
-  // Reading YAML nodes ---------------------------------------------------------------------------
-
-  private resolve(node: Node | null | undefined): Node | null {
-    if (node === null || node === undefined) return null;
-    if (isAlias(node)) return (node.resolve(this.document) as Node | undefined) ?? null;
-    if (isScalar(node) && node.value === null) return null;
-    return node;
-  }
-
-  private lineOf(node: Node): number {
-    return node.range ? this.lines.linePos(node.range[0]).line : 1;
-  }
-
-  private problem(line: number, path: string, message: string): void {
-    this.problems.push({ line, text: `${this.file}:${line}: ${path === "" ? "" : `${path}: `}${message}` });
-  }
-
-  /** A mapping's fields, each checked against its level; undefined (with a problem) when it is no mapping. */
-  private fields(raw: Node | null, path: string, level: Level): Fields | undefined {
-    const node = this.resolve(raw);
-    const where = path === "" ? "(top level)" : path;
-    if (node === null || !isMap(node)) {
-      const line = node !== null ? this.lineOf(node) : raw !== null ? this.lineOf(raw) : 1;
-      const got = node === null ? "nothing" : describeNode(node);
-      this.problem(line, where, `expected a mapping (${LEVEL_NAMES[level]}), found ${got}`);
-      return undefined;
-    }
-    const fields: Fields = new Map();
-    for (const pair of node.items) {
-      const keyNode = pair.key as Node | null;
-      const line =
-        keyNode && "range" in keyNode && keyNode.range ? this.lines.linePos(keyNode.range[0]).line : 1;
-      if (isScalar(keyNode) && keyNode.source === "<<") {
-        this.problem(line, where, "merge keys (<<) are not supported: write the fields out");
-        continue;
-      }
-      if (!isScalar(keyNode) || typeof keyNode.value !== "string") {
-        const shown = isScalar(keyNode) ? String(keyNode.source ?? keyNode.value) : "a collection";
-        this.problem(line, where, `a field name must be a string, not ${shown}`);
-        continue;
-      }
-      const name = keyNode.value;
-      const fieldPath = path === "" ? name : `${path}.${name}`;
-      if (!FIELDS[level].includes(name)) {
-        const home = (Object.keys(FIELDS) as Level[]).find((l) => l !== level && FIELDS[l].includes(name));
-        this.problem(
-          line,
-          fieldPath,
-          home === undefined
-            ? `unknown field (${LEVEL_NAMES[level]} has: ${FIELDS[level].join(", ")})`
-            : `not a field of ${LEVEL_NAMES[level]}: it belongs to ${LEVEL_NAMES[home]}`,
-        );
-        continue;
-      }
-      fields.set(name, { node: this.resolve(pair.value as Node | null), line });
-    }
-    return fields;
-  }
-
-  /** A scalar as text: strings as they are, numbers and booleans as written (yaml.v2 does so). */
-  private string(field: Field | undefined, path: string): string | undefined {
-    if (field === undefined || field.node === null) return undefined;
-    const node = field.node;
-    if (!isScalar(node)) {
-      this.problem(field.line, path, `expected a string, found ${describeNode(node)}`);
-      return undefined;
-    }
-    if (typeof node.value === "string") return node.value;
-    return (node as Scalar).source ?? String(node.value);
-  }
-
-  private boolean(field: Field | undefined, path: string): boolean {
-    if (field === undefined || field.node === null) return false;
-    const node = field.node;
-    if (isScalar(node) && typeof node.value === "boolean") return node.value;
-    this.problem(field.line, path, `expected true or false, found ${describeNode(node)}`);
-    return false;
-  }
-
-  private integer(field: Field, path: string, min: number, max: number): number | undefined {
-    const node = field.node;
-    if (node === null || !isScalar(node) || typeof node.value !== "number" || !Number.isInteger(node.value)) {
-      this.problem(
-        field.line,
-        path,
-        `expected a whole number, found ${node === null ? "nothing" : describeNode(node)}`,
-      );
-      return undefined;
-    }
-    if (node.value < min || node.value > max) {
-      const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `${min} to ${max}`;
-      this.problem(field.line, path, `${node.value} is out of range (${range})`);
-      return undefined;
-    }
-    return node.value;
-  }
-
-  private list(field: Field | undefined, path: string): (Node | null)[] {
-    if (field === undefined || field.node === null) return [];
-    if (!isSeq(field.node)) {
-      this.problem(field.line, path, `expected a list, found ${describeNode(field.node)}`);
-      return [];
-    }
-    // Items stay as written (an empty one keeps its line); readers resolve them.
-    return field.node.items.map((item) => item as Node | null);
-  }
-
-  private metadata(field: Field | undefined, path: string): RlsLimit["metadata"] {
-    if (field === undefined || field.node === null) return undefined;
-    if (!isMap(field.node)) {
-      this.problem(field.line, path, `expected a mapping, found ${describeNode(field.node)}`);
-      return undefined;
-    }
-    return field.node.toJSON() as Record<string, unknown>;
-  }
-}
-
-type Field = { node: Node | null; line: number };
-
-function describeNode(node: Node): string {
-  if (isMap(node)) return "a mapping";
-  if (isSeq(node)) return "a list";
-  if (isScalar(node)) {
-    const shown = typeof node.value === "string" ? `"${node.value}"` : String(node.source ?? node.value);
-    return typeof node.value === "string" ? `the string ${shown}` : shown;
-  }
-  return "an alias";
 }
 
 /** A level of the stats path: `key_value`, or `key` for a default (the reference's composite key). */
 function pathPart(key: string, value: string | undefined): string {
   return value === undefined ? key : `${key}_${value}`;
-}
-
-function indexLevel(nodes: RlsNode[]): RlsLevel {
-  const exact = new Map<string, Map<string, RlsNode>>();
-  const wildcards = new Map<string, RlsNode[]>();
-  const defaults = new Map<string, RlsNode>();
-  for (const node of nodes) {
-    if (node.value === undefined) {
-      defaults.set(node.key, node);
-      continue;
-    }
-    const values = exact.get(node.key) ?? new Map<string, RlsNode>();
-    exact.set(node.key, values);
-    values.set(node.value, node);
-    if (node.wildcard !== undefined) {
-      const list = wildcards.get(node.key) ?? [];
-      wildcards.set(node.key, list);
-      list.push(node);
-    }
-  }
-  return { nodes, exact, wildcards, defaults };
-}
-
-const hash = (parts: unknown): string => createHash("sha256").update(JSON.stringify(parts)).digest("hex");
-
-function ruleId(domain: string, statsPath: readonly string[], window: string, algorithm: string): string {
-  return `rls-${hash([domain, statsPath, window, algorithm]).slice(0, 16)}`;
-}
-
-/** The id of a descriptor's own limit override in `domain` (see limitsFor). */
-export function overrideId(domain: string, windowMs: number, algorithm: RlsAlgorithm): string {
-  return ruleId(domain, ["(override)"], `${windowMs}`, algorithm);
-}
-
-function versionOf(domains: ReadonlyMap<string, RlsDomain>): string {
-  const limitMeaning = (l: RlsLimit | undefined) =>
-    l && [
-      l.name ?? null,
-      l.unit,
-      l.unitMultiplier,
-      l.requestsPerUnit,
-      l.algorithm,
-      l.unlimited,
-      l.shadowMode,
-      l.quotaMode,
-      l.replaces,
-      l.detailedMetric,
-      l.metadata ?? null,
-    ];
-  const levelMeaning = (level: RlsLevel): unknown[] =>
-    level.nodes.map((n) => [
-      n.key,
-      n.value ?? null,
-      n.shareThreshold,
-      n.valueToMetric,
-      n.detailedMetric,
-      limitMeaning(n.limit) ?? null,
-      levelMeaning(n.children),
-    ]);
-  const sorted = [...domains.values()].sort((a, b) => (a.domain < b.domain ? -1 : 1));
-  return hash(sorted.map((d) => [d.domain, d.allOrNone, levelMeaning(d.root)])).slice(0, 16);
 }

@@ -1,7 +1,7 @@
 // Matching a request's descriptors against the RLS configuration, the way envoyproxy/ratelimit's
 // GetLimit (src/config/config_impl.go) and constructLimitsToCheck (src/service/ratelimit.go) do, and
 // the subject a matched descriptor is counted under.
-import { overrideId } from "./load.js";
+
 import {
   type RequestDescriptor,
   RLS_UNIT_SECONDS,
@@ -11,6 +11,7 @@ import {
   type RlsLimit,
   type RlsNode,
 } from "./model.js";
+import { overrideId } from "./rule-ids.js";
 
 type Entry = { key: string; value: string };
 type Step = { node: RlsNode; how: "exact" | "wildcard" | "default" };
