@@ -9,7 +9,7 @@ const port = Number(process.env.PORT);
 const host = process.env.HOST ?? "127.0.0.1";
 const EMPTY = new Uint8Array(0);
 
-const { server, sessions } = createGrpcServer({
+const { server, destroy } = createGrpcServer({
   methods: new Map([["/tollgate.bench.Ceiling/Empty", { kind: "unary", handle: () => EMPTY }]]),
   onError: (error, method) => process.stderr.write(`grpc ceiling: ${method}: ${String(error)}\n`),
 });
@@ -17,7 +17,7 @@ server.listen(port, host);
 
 const stop = () => {
   server.close();
-  for (const session of sessions) session.destroy();
+  destroy();
   process.exit(0);
 };
 process.on("SIGTERM", stop);

@@ -1,52 +1,10 @@
 // Every Prometheus metric of tollgate, on one registry. Labels stay bounded: never an id, IP or key.
-import { Counter, collectDefaultMetrics, Gauge, type LabelValues, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import { metricsText } from "../process/workers.js";
+import { createLeanCounter, createLeanGauge } from "./lean-counter.js";
 import { createLeanHistogram } from "./lean-histogram.js";
 
 export type Metrics = ReturnType<typeof createMetrics>;
-
-type DecisionLabel = "decision" | "reason" | "tier" | "category";
-
-/**
- * The decision counter, counted on the check path in plain numbers (one per label set) and added to
- * the prom-client counter when it is read: prom-client's own inc validates and hashes the labels on
- * every call.
- */
-function createDecisionCounter(registry: Registry) {
-  const pending: { labels: LabelValues<DecisionLabel>; count: number }[] = [];
-  const counter = new Counter({
-    name: "tollgate_decisions_total",
-    help: "Check decisions by outcome",
-    labelNames: ["decision", "reason", "tier", "category"] as const,
-    registers: [registry],
-    collect() {
-      for (const p of pending) {
-        if (p.count === 0) continue;
-        this.inc(p.labels, p.count);
-        p.count = 0;
-      }
-    },
-  });
-  // A reset drops what was counted and not yet read, as prom-client's own counter would.
-  const reset = counter.reset.bind(counter);
-  counter.reset = () => {
-    for (const p of pending) p.count = 0;
-    reset();
-  };
-  return {
-    counter,
-    /** A label set's counter, made once per label set (label values must be bounded). */
-    labels(labels: LabelValues<DecisionLabel>): { inc(): void } {
-      const entry = { labels, count: 0 };
-      pending.push(entry);
-      return {
-        inc() {
-          entry.count += 1;
-        },
-      };
-    },
-  };
-}
 
 export function createMetrics() {
   const registry = new Registry();
@@ -55,7 +13,12 @@ export function createMetrics() {
     registry,
     /** What GET /metrics serves: this registry, or with WORKERS > 1 the sum over every worker. */
     render: metricsText(registry),
-    decisions: createDecisionCounter(registry),
+    decisions: createLeanCounter({
+      name: "tollgate_decisions_total",
+      help: "Check decisions by outcome",
+      labelNames: ["decision", "reason", "tier", "category"],
+      registry,
+    }),
     checkDuration: createLeanHistogram({
       name: "tollgate_check_duration_seconds",
       help: "Time to answer a check, by proxy protocol",
@@ -91,23 +54,23 @@ export function createMetrics() {
       labelNames: ["result"] as const,
       registers: [registry],
     }),
-    grpcCalls: new Counter({
+    grpcCalls: createLeanCounter({
       name: "tollgate_grpc_calls_total",
       help: "gRPC calls answered, by method and gRPC status (CANCELLED: the client left first)",
-      labelNames: ["method", "status"] as const,
-      registers: [registry],
+      labelNames: ["method", "status"],
+      registry,
     }),
-    grpcInFlight: new Gauge({
+    grpcInFlight: createLeanGauge({
       name: "tollgate_grpc_calls_in_flight",
       help: "gRPC calls begun and not yet answered (open health watches included), by method",
-      labelNames: ["method"] as const,
-      registers: [registry],
+      labelNames: ["method"],
+      registry,
     }),
-    rlsHits: new Counter({
+    rlsHits: createLeanCounter({
       name: "tollgate_rls_hits_total",
       help: "Rate limit service hits (weighted by hits_addend) per domain, descriptor key path and result: within, near (past 80% of the limit), over, shadow (over a shadow_mode limit, allowed), cached (over, answered from the denial cache)",
-      labelNames: ["domain", "key", "result"] as const,
-      registers: [registry],
+      labelNames: ["domain", "key", "result"],
+      registry,
     }),
     rlsReloads: new Counter({
       name: "tollgate_rls_config_reloads_total",

@@ -1,5 +1,5 @@
 // gRPC calls by method and status, and those in flight: the label children are resolved once per
-// label set, as the check metrics are (prom-client validates and hashes labels on every call).
+// label set, and count in plain numbers read when the metrics are (lean-counter.ts).
 import type { Metrics } from "./metrics.js";
 
 export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFlight">) {
@@ -8,7 +8,7 @@ export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFl
   const inFlightOf = (method: string) => {
     let child = inFlight.get(method);
     if (child === undefined) {
-      child = metrics.grpcInFlight.labels(method);
+      child = metrics.grpcInFlight.labels({ method });
       inFlight.set(method, child);
     }
     return child;
@@ -22,7 +22,7 @@ export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFl
       const key = `${method}|${status}`;
       let child = calls.get(key);
       if (child === undefined) {
-        child = metrics.grpcCalls.labels(method, status);
+        child = metrics.grpcCalls.labels({ method, status });
         calls.set(key, child);
       }
       child.inc();
@@ -48,7 +48,11 @@ export function createRlsObserver(metrics: Pick<Metrics, "rlsHits">) {
       child = children.get(id);
     }
     if (child === undefined) {
-      child = metrics.rlsHits.labels(domain, children.size >= MAX_RLS_SERIES ? "_other" : key, result);
+      child = metrics.rlsHits.labels({
+        domain,
+        key: children.size >= MAX_RLS_SERIES ? "_other" : key,
+        result,
+      });
       children.set(id, child);
     }
     child.inc(hits);

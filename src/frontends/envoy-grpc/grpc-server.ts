@@ -7,19 +7,8 @@ import * as http2 from "node:http2";
 import type { Socket } from "node:net";
 import type { RpcObserver } from "../front-end.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
-import {
-  Framed,
-  GrpcError,
-  type GrpcMethod,
-  GrpcStatus,
-  PREFIX_BYTES,
-  statusName,
-  trailersOnly,
-  unaryAnswer,
-  unframe,
-  writable,
-} from "./grpc-protocol.js";
-import { serveStream } from "./grpc-stream.js";
+import { CALL, type Call, type CallStream, createCallListeners, type SessionState } from "./grpc-call.js";
+import { type GrpcMethod, GrpcStatus, trailersOnly, writable } from "./grpc-protocol.js";
 
 export type GrpcServerOptions = {
   /** By full path, `/package.Service/Method`. */
@@ -53,10 +42,10 @@ const DRAIN_GRACE_MS = 5_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** Request bytes one connection may hold at once, across its streams, before a stream is refused. */
 const SESSION_BUFFER_BYTES = 32 * 1024 * 1024;
-/** A connection with no stream open and no frame for this long is closed (Envoy's idle timeout is shorter). */
+/** A connection with no stream open and none begun for this long is closed (Envoy's idle timeout is shorter). */
 const SESSION_IDLE_MS = 5 * 60_000;
 
-type SessionState = { peer: string | undefined; buffered: number; open: number };
+const ignore = () => undefined;
 
 export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
@@ -64,8 +53,10 @@ export function createGrpcServer(options: GrpcServerOptions) {
   const streams = new Set<() => void>();
   const sessions = new Set<http2.ServerHttp2Session>();
   const states = new WeakMap<http2.ServerHttp2Session, SessionState>();
-  /** Streams whose request is still arriving, with when they opened: reset past REQUEST_TIMEOUT_MS. */
+  /** Streams whose request is still arriving, with the second they opened: reset past REQUEST_TIMEOUT_MS. */
   const arriving = new Map<http2.ServerHttp2Stream, number>();
+  /** Seconds since the server started, counted by the sweep: a clock that costs nothing to read per call. */
+  let seconds = 0;
 
   const settings = { maxConcurrentStreams: MAX_CONCURRENT_STREAMS };
   const server =
@@ -78,56 +69,42 @@ export function createGrpcServer(options: GrpcServerOptions) {
           allowHTTP1: false,
         });
 
-  // One sweep a second, not a timer per call: the requests every proxied request waits on stay lean.
+  // One sweep a second, not a timer per call or per connection (node refreshes a connection's
+  // timeout on every frame): the requests every proxied request waits on stay lean.
   const sweeper = setInterval(() => {
-    const limit = performance.now() - REQUEST_TIMEOUT_MS;
+    seconds += 1;
+    // A call stamped `since` opened at most a second before that stamp was read: one second more
+    // makes each bound a floor, never cutting short.
+    const limit = seconds - REQUEST_TIMEOUT_MS / 1000 - 1;
     for (const [stream, since] of arriving) {
       if (since > limit) break;
       arriving.delete(stream);
       if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
     }
+    // A connection with nothing open and no call begun for a while (or that never spoke HTTP/2) is let go.
+    const idleSince = seconds - SESSION_IDLE_MS / 1000 - 1;
+    for (const session of sessions) {
+      const state = states.get(session);
+      if (state !== undefined && state.open === 0 && state.seen <= idleSince) session.destroy();
+    }
   }, 1_000);
   sweeper.unref();
   server.once("close", () => clearInterval(sweeper));
 
-  server.on("stream", (stream, headers) => {
+  const { onClose, onData, onEnd } = createCallListeners({
+    arriving,
+    streams,
+    maxMessageBytes,
+    sessionBufferBytes: SESSION_BUFFER_BYTES,
+    observer,
+    onError,
+  });
+
+  server.on("stream", (stream: CallStream, headers) => {
     // A client that resets its stream or drops the connection must never take the process down.
-    stream.on("error", () => undefined);
+    stream.on("error", ignore);
     const path = headers[":path"] ?? "";
     const method = methods.get(path);
-    const name = method === undefined ? UNKNOWN_METHOD : path.slice(1);
-    const session = stream.session as http2.ServerHttp2Session | undefined;
-    const state = session === undefined ? undefined : states.get(session);
-    if (state !== undefined) state.open += 1;
-    observer?.started(name);
-    // Every call is counted once as finished: answered, failed, or left by its client.
-    let finished = false;
-    let held = 0;
-    const release = () => {
-      if (state !== undefined) state.buffered -= held;
-      held = 0;
-    };
-    const finish = (status: string) => {
-      if (finished) return;
-      finished = true;
-      observer?.finished(name, status);
-    };
-    stream.once("close", () => {
-      arriving.delete(stream);
-      release();
-      if (state !== undefined) state.open -= 1;
-      finish("CANCELLED");
-    });
-    const fail = (error: unknown) => {
-      if (error instanceof GrpcError) {
-        trailersOnly(stream, error.code, error.message);
-        finish(statusName(error.code));
-        return;
-      }
-      onError(error, name);
-      trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
-      finish("INTERNAL");
-    };
     const contentType = headers["content-type"] ?? "";
     if (headers[":method"] !== "POST" || !contentType.startsWith("application/grpc")) {
       // Not a gRPC call at all: an HTTP answer, as gRPC servers give one.
@@ -139,101 +116,54 @@ export function createGrpcServer(options: GrpcServerOptions) {
           // closed meanwhile
         }
       }
-      finish("NOT_GRPC");
+      observer?.started(UNKNOWN_METHOD);
+      observer?.finished(UNKNOWN_METHOD, "NOT_GRPC");
       return;
     }
     if (method === undefined) {
       stream.resume();
       trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path.slice(0, 200)}`);
-      finish("UNIMPLEMENTED");
+      observer?.started(UNKNOWN_METHOD);
+      observer?.finished(UNKNOWN_METHOD, "UNIMPLEMENTED");
       return;
     }
-    arriving.set(stream, performance.now());
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let refused = false;
-    const refuse = (message: string) => {
-      refused = true;
-      chunks.length = 0;
-      arriving.delete(stream);
-      release();
-      trailersOnly(stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
-      finish("RESOURCE_EXHAUSTED");
+    const session = stream.session as http2.ServerHttp2Session | undefined;
+    const state = session === undefined ? undefined : states.get(session);
+    if (state !== undefined) {
+      state.open += 1;
+      state.seen = seconds;
+    }
+    const call: Call = {
+      name: path.slice(1),
+      method,
+      state,
+      first: undefined,
+      more: undefined,
+      size: 0,
+      held: 0,
+      refused: false,
+      finished: false,
     };
-    stream.on("data", (chunk: Buffer) => {
-      if (refused) return;
-      size += chunk.length;
-      if (size > maxMessageBytes + PREFIX_BYTES) {
-        refuse(`the request message is larger than ${maxMessageBytes} bytes`);
-        return;
-      }
-      if (state !== undefined) {
-        if (state.buffered + chunk.length > SESSION_BUFFER_BYTES) {
-          refuse("the connection holds too many request bytes at once");
-          return;
-        }
-        state.buffered += chunk.length;
-        held += chunk.length;
-      }
-      chunks.push(chunk);
-    });
-    stream.once("end", () => {
-      arriving.delete(stream);
-      if (refused || !writable(stream)) {
-        release();
-        return;
-      }
-      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
-      release();
-      const request = unframe(body);
-      if (request instanceof GrpcError) {
-        fail(request);
-        return;
-      }
-      const peer = state?.peer;
-      if (method.kind === "server-stream") {
-        serveStream(stream, method, request, {
-          peer,
-          finish,
-          onError: (error) => onError(error, name),
-          streams,
-        });
-        return;
-      }
-      let answer: Promise<Uint8Array | Framed> | Uint8Array | Framed;
-      try {
-        answer = method.handle(request, { peer });
-      } catch (error) {
-        fail(error);
-        return;
-      }
-      if (answer instanceof Uint8Array || answer instanceof Framed) {
-        if (unaryAnswer(stream, answer)) finish("OK");
-        return;
-      }
-      answer.then((message) => {
-        if (unaryAnswer(stream, message)) finish("OK");
-      }, fail);
-    });
+    stream[CALL] = call;
+    observer?.started(call.name);
+    stream.on("close", onClose);
+    arriving.set(stream, seconds);
+    stream.on("data", onData);
+    stream.on("end", onEnd);
   });
 
   server.on("session", (session) => {
     sessions.add(session);
     // Read once per connection: session.socket is a proxy, slow to go through on every call.
-    const state: SessionState = { peer: session.socket?.remoteAddress, buffered: 0, open: 0 };
-    states.set(session, state);
-    session.on("error", () => undefined);
+    states.set(session, { peer: session.socket?.remoteAddress, buffered: 0, open: 0, seen: seconds });
+    session.on("error", ignore);
     session.once("close", () => sessions.delete(session));
-    // A connection that went silent with nothing open (or never spoke HTTP/2 at all) is let go.
-    session.setTimeout(SESSION_IDLE_MS, () => {
-      if (state.open === 0) session.destroy();
-    });
   });
   const keepAlive = (socket: Socket) => socket.setKeepAlive(true, KEEPALIVE_MS);
   server.on("connection", keepAlive);
   // A TLS handshake that fails, or bytes that are not HTTP/2, end that connection only.
-  server.on("sessionError", () => undefined);
-  server.on("clientError", () => undefined);
+  server.on("sessionError", ignore);
+  server.on("clientError", ignore);
 
   let closed: Promise<void> | undefined;
   let draining = false;
