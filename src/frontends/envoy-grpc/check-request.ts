@@ -170,29 +170,36 @@ function readHeader(
   const r = new Reader(buf, start, end);
   let keyStart = -1;
   let keyEnd = -1;
-  let value: string | undefined;
-  let rawValue: string | undefined;
+  // Values are spans until the key says the header is one the check reads: most are not, and
+  // decoding each one's text would be the reader's largest cost.
+  let valueStart = -1;
+  let valueEnd = -1;
+  let rawStart = -1;
+  let rawEnd = -1;
   while (r.at < r.end) {
     const k = r.varint();
     if (k === (1 << 3) + BYTES) {
       keyStart = r.span();
       keyEnd = r.at;
     } else if (k === (2 << 3) + BYTES) {
-      const s = r.span();
-      value = text(buf, s, r.at);
+      valueStart = r.span();
+      valueEnd = r.at;
     } else if (raw !== undefined && k === (3 << 3) + BYTES) {
-      const s = r.span();
-      rawValue = text(buf, s, r.at);
+      rawStart = r.span();
+      rawEnd = r.at;
     } else {
       r.skip(k & 7);
     }
   }
   if (keyStart < 0) return;
-  const v = rawValue !== undefined && rawValue !== "" ? rawValue : (value ?? "");
-  if (sameName(buf, keyStart, keyEnd, "authorization")) {
+  const authorization = sameName(buf, keyStart, keyEnd, "authorization");
+  if (!authorization && !sameName(buf, keyStart, keyEnd, "x-forwarded-for")) return;
+  const v =
+    rawEnd > rawStart ? text(buf, rawStart, rawEnd) : valueStart < 0 ? "" : text(buf, valueStart, valueEnd);
+  if (authorization) {
     if (raw === undefined) out.authorization = v;
     else raw.authorization = merged(raw.authorization, v);
-  } else if (sameName(buf, keyStart, keyEnd, "x-forwarded-for")) {
+  } else {
     if (raw === undefined) out.forwardedFor = v;
     else raw.forwardedFor = merged(raw.forwardedFor, v);
   }

@@ -1,7 +1,7 @@
 // The Check call's answer, a CheckResponse, written by hand on the wire format: each field measured
 // and written once (see check-request.ts for why, and the tests that hold it to protobufjs).
 import { Framed, prefixed } from "./grpc-protocol.js";
-import { BYTES, fieldSize, tag, VARINT, varintSize, Writer } from "./wire.js";
+import { BYTES, fieldSize, tag, utf8Length, VARINT, varintSize, Writer } from "./wire.js";
 
 /** A CheckResponse's content, as the writer takes it. */
 export type CheckAnswer = {
@@ -37,7 +37,7 @@ function optionSize(key: number, value: number): number {
 /** The UTF-8 byte lengths of a flat list of strings. */
 function lengths(list: readonly string[]): number[] {
   const out = new Array<number>(list.length);
-  for (let i = 0; i < list.length; i += 1) out[i] = Buffer.byteLength(list[i] as string, "utf8");
+  for (let i = 0; i < list.length; i += 1) out[i] = utf8Length(list[i] as string);
   return out;
 }
 
@@ -73,7 +73,7 @@ function metadataEntrySize(key: number, value: number): number {
  * 4), after gRPC's 5-byte prefix: sent as they are.
  */
 export function writeCheckResponse(answer: CheckAnswer): Framed {
-  const messageLength = Buffer.byteLength(answer.message, "utf8");
+  const messageLength = utf8Length(answer.message);
   const statusSize =
     (answer.code === 0 ? 0 : 1 + varintSize(answer.code)) +
     (messageLength === 0 ? 0 : fieldSize(messageLength));
@@ -93,7 +93,7 @@ export function writeCheckResponse(answer: CheckAnswer): Framed {
     httpSize = optionsSize(answer.headers, headerSizes) + optionsSize(answer.clientHeaders, clientSizes);
     for (const size of removeSizes) httpSize += fieldSize(size);
   } else {
-    bodyLength = Buffer.byteLength(answer.body, "utf8");
+    bodyLength = utf8Length(answer.body);
     const status = 1 + varintSize(answer.httpStatus);
     httpSize =
       fieldSize(status) +

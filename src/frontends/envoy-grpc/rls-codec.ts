@@ -3,7 +3,18 @@
 // proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
 // ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.
 import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-protocol.js";
-import { BYTES, fieldSize, Malformed, Reader, tag, text, VARINT, varintSize, Writer } from "./wire.js";
+import {
+  BYTES,
+  fieldSize,
+  Malformed,
+  Reader,
+  tag,
+  text,
+  utf8Length,
+  VARINT,
+  varintSize,
+  Writer,
+} from "./wire.js";
 
 /** A RateLimitRequest's descriptor as the rate limit service reads it (the shape protobufjs decodes too). */
 export type DecodedDescriptor = {
@@ -136,7 +147,7 @@ const durationSize = (d: { seconds: number; nanos: number }): number =>
  */
 export function writeRateLimitResponse(answer: RlsAnswer): Framed {
   const names = answer.statuses.map((s) =>
-    s.current_limit?.name === undefined ? 0 : Buffer.byteLength(s.current_limit.name, "utf8"),
+    s.current_limit?.name === undefined ? 0 : utf8Length(s.current_limit.name),
   );
   const sizes = answer.statuses.map((s, i) => {
     let size = s.code === 0 ? 0 : 1 + varintSize(s.code);
@@ -146,10 +157,7 @@ export function writeRateLimitResponse(answer: RlsAnswer): Framed {
     return size;
   });
   const headers = answer.response_headers_to_add ?? [];
-  const headerSizes = headers.map((h) => [
-    Buffer.byteLength(h.key, "utf8"),
-    Buffer.byteLength(h.value, "utf8"),
-  ]);
+  const headerSizes = headers.map((h) => [utf8Length(h.key), utf8Length(h.value)]);
   let total = answer.overall_code === 0 ? 0 : 1 + varintSize(answer.overall_code);
   for (const size of sizes) total += fieldSize(size);
   for (const [k, v] of headerSizes) total += fieldSize(fieldSize(k as number) + fieldSize(v as number));

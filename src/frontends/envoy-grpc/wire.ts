@@ -96,6 +96,13 @@ export class Writer {
   string(tag: number, value: string, length: number): void {
     this.buf[this.at++] = tag;
     this.varint(length);
+    if (length === value.length && length <= SHORT) {
+      // ASCII (its UTF-8 length is its length) and short: copied here, without a call into C++.
+      const { buf } = this;
+      for (let i = 0; i < length; i += 1) buf[this.at + i] = value.charCodeAt(i);
+      this.at += length;
+      return;
+    }
     this.at += this.buf.write(value, this.at, "utf8");
   }
 
@@ -103,6 +110,18 @@ export class Writer {
     this.buf[this.at++] = tag;
     this.varint(length);
   }
+}
+
+/** Strings up to this long are measured and copied in JavaScript: a call into C++ costs more. */
+const SHORT = 64;
+
+/** A string's UTF-8 length. */
+export function utf8Length(value: string): number {
+  if (value.length > SHORT) return Buffer.byteLength(value, "utf8");
+  for (let i = 0; i < value.length; i += 1) {
+    if (value.charCodeAt(i) > 127) return Buffer.byteLength(value, "utf8");
+  }
+  return value.length;
 }
 
 export const tag = (field: number, wireType: number): number => (field << 3) | wireType;
