@@ -300,6 +300,8 @@ describe("the PodDisruptionBudget, the HorizontalPodAutoscaler, the NetworkPolic
       name: node(deployment.metadata).name,
     });
     expect(Number(hpa.minReplicas)).toBeGreaterThanOrEqual(2);
+    // The autoscaler owns the count: a replicas field would reset it at every apply.
+    expect(node(deployment.spec).replicas).toBeUndefined();
     expect(Number(pdb.maxUnavailable)).toBeLessThan(Number(hpa.minReplicas));
     expect(nodes(hpa.metrics).map((m) => node(m.resource).name)).toContain("cpu");
   });
