@@ -41,7 +41,7 @@ export type Tollgate = {
   reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
   /** Envoy's rate limit service, when RLS_CONFIG is set: its configuration and its decision. */
   rls: { state: RlsState; decide(input: RlsInput): Promise<RlsAnswer> } | undefined;
-  /** Stops what runs beside the listeners (the watch on RLS_CONFIG). */
+  /** Stops what runs beside the listeners (the watches on POLICY_FILE and RLS_CONFIG). */
   close(): void;
 };
 
@@ -161,9 +161,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
           onStoreError: (error) => observer.storeFailed("hit", error),
         });
 
-  const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
-    reloadRls(trigger);
-    const result = policy.reload();
+  /** Counts and logs a policy reload; one the file watch found unchanged says nothing. */
+  const reportPolicy = (trigger: "admin" | "signal" | "worker" | "file", result: ReloadResult) => {
     const { version, source } = result.active;
     if (!result.ok) {
       metrics.policyReloads.inc({ result: "invalid" });
@@ -171,13 +170,20 @@ export function createTollgate(options: TollgateOptions): Tollgate {
         { event: "policy_invalid", trigger, source, problems: result.problems, version },
         "policy reload refused: the policy in force stays",
       );
-    } else {
-      metrics.policyReloads.inc({ result: result.changed ? "changed" : "unchanged" });
-      logger.info(
-        { event: "policy_reloaded", trigger, source, version, changed: result.changed },
-        result.changed ? "policy reloaded" : "policy reloaded: unchanged",
-      );
+      return;
     }
+    if (!result.changed && trigger === "file") return;
+    metrics.policyReloads.inc({ result: result.changed ? "changed" : "unchanged" });
+    logger.info(
+      { event: "policy_reloaded", trigger, source, version, changed: result.changed },
+      result.changed ? "policy reloaded" : "policy reloaded: unchanged",
+    );
+  };
+  policy.watch((result) => reportPolicy("file", result));
+  const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
+    reloadRls(trigger);
+    const result = policy.reload();
+    reportPolicy(trigger, result);
     return result;
   };
 
@@ -221,6 +227,9 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     reloadPolicy,
     rls:
       rlsState === undefined || rlsDecide === undefined ? undefined : { state: rlsState, decide: rlsDecide },
-    close: () => rlsState?.close(),
+    close: () => {
+      policy.close();
+      rlsState?.close();
+    },
   };
 }

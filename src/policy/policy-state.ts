@@ -1,5 +1,6 @@
 // The policy in force, swapped whole on a reload: a check reads it once, so none sees half of two.
 import { createHash } from "node:crypto";
+import { type PathWatch, watchPath } from "../config/file-watch.js";
 import { limitText } from "../config/rules.js";
 import type { Rule } from "../ratelimit/types.js";
 import { type CompiledPolicy, compilePolicy } from "./compile.js";
@@ -25,6 +26,9 @@ export type PolicyState = {
   reload(): ReloadResult;
   /** Called after every reload that changed the policy. */
   onChange(listener: (active: ActivePolicy) => void): void;
+  /** Reloads on every change of POLICY_FILE (debounced; a ConfigMap's swap included), until `close`; nothing without one. */
+  watch(onReload: (result: ReloadResult) => void): void;
+  close(): void;
 };
 
 const ruleDocument = (rule: Rule) => ({
@@ -75,7 +79,8 @@ export function createPolicyState(options: { file: string | undefined; initial: 
   const source = options.file === undefined ? "built-in policy" : `POLICY_FILE ${options.file}`;
   let active = activate(options.initial, source);
   const listeners: ((active: ActivePolicy) => void)[] = [];
-  return {
+  let watcher: PathWatch | undefined;
+  const state: PolicyState = {
     current: () => active,
     reload() {
       let policy: Policy;
@@ -94,5 +99,13 @@ export function createPolicyState(options: { file: string | undefined; initial: 
     onChange(listener) {
       listeners.push(listener);
     },
+    watch(onReload) {
+      const file = options.file;
+      if (file !== undefined) watcher = watchPath(file, () => onReload(state.reload()));
+    },
+    close() {
+      watcher?.close();
+    },
   };
+  return state;
 }

@@ -2,8 +2,7 @@
 // it), then reloaded on a change under RLS_CONFIG, on SIGHUP and with the policy's admin reload.
 // A reload is atomic: a valid configuration replaces the old one whole, an invalid one changes
 // nothing and says what is wrong, file, line and field.
-import { type FSWatcher, statSync, watch } from "node:fs";
-import { dirname } from "node:path";
+import { type PathWatch, watchPath } from "../config/file-watch.js";
 import { loadRlsConfig } from "./load.js";
 import type { RlsAlgorithm, RlsConfig } from "./model.js";
 import { RlsConfigError } from "./model.js";
@@ -20,14 +19,10 @@ export type RlsState = {
   close(): void;
 };
 
-/** Editors and ConfigMap updates write in several steps: one reload once they have settled. */
-const SETTLE_MS = 200;
-
 export function createRlsState(options: { path: string; defaultAlgorithm: RlsAlgorithm }): RlsState {
   const load = () => loadRlsConfig(options.path, { defaultAlgorithm: options.defaultAlgorithm });
   let config = load();
-  let watcher: FSWatcher | undefined;
-  let timer: NodeJS.Timeout | undefined;
+  let watcher: PathWatch | undefined;
 
   const reload = (): RlsReload => {
     try {
@@ -45,18 +40,9 @@ export function createRlsState(options: { path: string; defaultAlgorithm: RlsAlg
     current: () => config,
     reload,
     watch(onReload) {
-      // A folder is watched whole (a Kubernetes ConfigMap swaps a symlink inside it); a file through
-      // its folder, since an editor's save replaces the file the watch would be on.
-      const target = statSync(options.path).isDirectory() ? options.path : dirname(options.path);
-      watcher = watch(target, { recursive: true, persistent: false }, () => {
-        clearTimeout(timer);
-        timer = setTimeout(() => onReload(reload()), SETTLE_MS);
-        timer.unref();
-      });
-      watcher.on("error", () => undefined);
+      watcher = watchPath(options.path, () => onReload(reload()));
     },
     close() {
-      clearTimeout(timer);
       watcher?.close();
     },
   };

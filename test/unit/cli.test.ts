@@ -88,6 +88,7 @@ describe("the other tools", () => {
     ["upstream", ["dist/upstream/main.js"]],
     ["hash-password", ["scripts/hash-password.mjs"]],
     ["bench", ["bench/run.mjs"]],
+    ["envoy/render.mjs", ["envoy/render.mjs"]],
   ];
 
   it.each(tools)("%s answers --help and -h with its usage", (_name, args) => {

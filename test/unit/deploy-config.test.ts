@@ -3,7 +3,15 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import {
+  type Address,
+  CONFIGS,
+  type ConfigName,
+  parseAddress,
+  renderEnvoyConfig,
+} from "../../envoy/render.mjs";
 import { loadConfig } from "../../src/config/env.js";
+import { loadEnvoyConfig } from "../support/envoy-config.js";
 
 type Node = Record<string, unknown>;
 const ROOT = new URL("../../", import.meta.url);
@@ -14,9 +22,9 @@ const nodes = (value: unknown): Node[] => (Array.isArray(value) ? (value as Node
 const compose = load("docker-compose.yml");
 const services = node(compose.services);
 
-/** One Envoy bootstrap of envoy/, taken apart into the pieces the tests below look at. */
-function envoyParts(path: string) {
-  const resources = node(load(path).static_resources);
+/** One Envoy bootstrap of envoy/ (or rendered from it), taken apart into the pieces the tests below look at. */
+function envoyParts(path: string | Node) {
+  const resources = node((typeof path === "string" ? load(path) : path).static_resources);
   const listener = nodes(resources.listeners)[0] ?? {};
   const hcm = node(node(nodes(node(nodes(listener.filter_chains)[0]).filters)[0]).typed_config);
   const httpFilters = nodes(hcm.http_filters);
@@ -808,5 +816,92 @@ describe("docker-compose.cluster.yml", () => {
       kind: "cluster",
       nodes: nodeNames.map((host) => ({ host, port: 6379 })),
     });
+  });
+});
+
+describe("envoy/render.mjs's configurations, for an Envoy outside compose", () => {
+  const names = Object.keys(CONFIGS) as ConfigName[];
+  const parsed = (values: Record<string, string>): Record<string, Address> =>
+    Object.fromEntries(
+      Object.entries(values).map(([key, text]) => {
+        const address = parseAddress(text);
+        if (address === undefined) throw new Error(`not HOST:PORT: ${text}`);
+        return [key, address];
+      }),
+    );
+  const port = (name: string, fallback: string) => composeDefault(env("tollgate")[name]) || fallback;
+  /** docker-compose.yml's addresses, which envoy/'s files name. */
+  const COMPOSE = parsed({
+    check: `tollgate:${port("CHECK_PORT", "9191")}`,
+    grpc: `tollgate:${port("GRPC_PORT", "8081")}`,
+    public: `tollgate:${port("PORT", "8080")}`,
+    upstream: `upstream:${composeDefault(env("upstream").UPSTREAM_PORT) || "8000"}`,
+    listen: "0.0.0.0:10000",
+    admin: "0.0.0.0:9901",
+  });
+  /** A bare machine's, one of them IPv6. */
+  const BARE = parsed({
+    check: "127.0.0.1:19191",
+    grpc: "[::1]:18081",
+    public: "tollgate.internal:18080",
+    upstream: "10.0.0.7:8000",
+    listen: "127.0.0.1:10080",
+    admin: "127.0.0.1:9901",
+  });
+  const socket = (a: Address) => ({ address: a.host, port_value: a.port });
+
+  it.each(names)(
+    "renders %s with compose's addresses into exactly envoy/'s file, so every test above holds for it",
+    (name) => {
+      expect(parse(renderEnvoyConfig(name, COMPOSE))).toEqual(load(`envoy/${CONFIGS[name].file}`));
+    },
+  );
+
+  it.each(names)(
+    "renders %s for a bare machine as envoy/'s file with the addresses alone changed",
+    (name) => {
+      const rendered = parse(renderEnvoyConfig(name, BARE)) as Node;
+      const expected = structuredClone(load(`envoy/${CONFIGS[name].file}`));
+      node(node(expected.admin).address).socket_address = socket(BARE.admin as Address);
+      const resources = node(expected.static_resources);
+      node(node(nodes(resources.listeners)[0]).address).socket_address = socket(BARE.listen as Address);
+      const clusters = Object.entries(CONFIGS[name].clusters);
+      for (const [clusterName, key] of clusters) {
+        const cluster = node(nodes(resources.clusters).find((c) => c.name === clusterName));
+        const lb = node(nodes(node(nodes(node(cluster.load_assignment).endpoints)[0]).lb_endpoints)[0]);
+        node(node(lb.endpoint).address).socket_address = socket(BARE[key] as Address);
+        if (BARE[key]?.ipv6) cluster.dns_lookup_family = "V6_ONLY";
+      }
+      expect(rendered).toEqual(expected);
+      // Every cluster of the file that points at tollgate or the upstream is one render.mjs sets.
+      const parts = envoyParts(rendered);
+      for (const cluster of parts.clusters)
+        expect(
+          clusters.map(([c]) => c),
+          String(cluster.name),
+        ).toContain(cluster.name);
+      expect(parts.endpointsOf("tollgate_public")).toEqual(["tollgate.internal:18080"]);
+      expect(parts.endpointsOf("upstream")).toEqual(["10.0.0.7:8000"]);
+    },
+  );
+
+  it("gives the Envoy harness rendered envoy.yaml and envoy-grpc.yaml it reads as it reads envoy/'s", () => {
+    for (const name of ["http", "grpc"] as const) {
+      const config = loadEnvoyConfig(renderEnvoyConfig(name, BARE));
+      expect(config.listenerPort).toBe(10080);
+      expect(config.clusters.get("tollgate_public")?.endpoints).toEqual([
+        { address: "tollgate.internal", port: 18080 },
+      ]);
+    }
+    expect(
+      loadEnvoyConfig(renderEnvoyConfig("http", BARE)).clusters.get("tollgate_check")?.endpoints,
+    ).toEqual([{ address: "127.0.0.1", port: 19191 }]);
+  });
+
+  it("is shown in the README and docs/envoy.md", () => {
+    for (const doc of ["README.md", "docs/envoy.md"])
+      expect(readFileSync(new URL(doc, ROOT), "utf8"), doc).toMatch(
+        /node envoy\/render\.mjs \S+ --check-addr/,
+      );
   });
 });

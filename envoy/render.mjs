@@ -1,0 +1,172 @@
+// Renders envoy.yaml, envoy-grpc.yaml and envoy-ratelimit.yaml for an Envoy outside compose: the same
+// configurations with tollgate's, the upstream's and Envoy's own addresses in place of compose's.
+// Usage: node envoy/render.mjs --help
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { parseDocument } from "yaml";
+
+const ENVOY_DIR = fileURLToPath(new URL(".", import.meta.url));
+
+/** Each configuration, with the clusters whose endpoint each address replaces. */
+export const CONFIGS = {
+  http: {
+    file: "envoy.yaml",
+    clusters: { tollgate_check: "check", tollgate_public: "public", upstream: "upstream" },
+  },
+  grpc: {
+    file: "envoy-grpc.yaml",
+    clusters: { tollgate_grpc: "grpc", tollgate_public: "public", upstream: "upstream" },
+  },
+  ratelimit: {
+    file: "envoy-ratelimit.yaml",
+    clusters: {
+      tollgate_grpc: "grpc",
+      tollgate_rls: "grpc",
+      tollgate_public: "public",
+      upstream: "upstream",
+    },
+  },
+};
+
+/** Each address: its flag, its environment variable, and its default when it has one. */
+export const ADDRESSES = {
+  check: { flag: "check-addr", env: "CHECK_ADDR" },
+  grpc: { flag: "grpc-addr", env: "GRPC_ADDR" },
+  public: { flag: "public-addr", env: "PUBLIC_ADDR" },
+  upstream: { flag: "upstream-addr", env: "UPSTREAM_ADDR" },
+  listen: { flag: "listen", env: "ENVOY_LISTEN", fallback: "0.0.0.0:10000" },
+  // The admin interface can stop Envoy (/quitquitquit): on loopback unless asked otherwise.
+  admin: { flag: "admin", env: "ENVOY_ADMIN", fallback: "127.0.0.1:9901" },
+};
+
+const HELP = `usage: node envoy/render.mjs OUT_DIR [--only http|grpc|ratelimit] [--check-addr HOST:PORT] ...
+
+Writes Envoy's configurations into OUT_DIR for an Envoy on a bare machine (envoy -c OUT_DIR/envoy.yaml),
+and prints their paths: envoy.yaml (ext_authz over HTTP), envoy-grpc.yaml (ext_authz over gRPC) and
+envoy-ratelimit.yaml (gRPC ext_authz and Envoy's rate limit filter; start tollgate with RLS_CONFIG,
+e.g. envoy/ratelimit-config/config). They are envoy/'s files with these addresses in place of
+compose's. Each address comes from its flag, else from its environment variable. Nothing is written
+when an address a configuration needs is missing or is not HOST:PORT.
+
+  --check-addr    CHECK_ADDR     tollgate's CHECK_PORT (envoy.yaml)                 e.g. 127.0.0.1:9191
+  --grpc-addr     GRPC_ADDR      tollgate's GRPC_PORT (envoy-grpc, envoy-ratelimit) e.g. 127.0.0.1:8081
+  --public-addr   PUBLIC_ADDR    tollgate's PORT                                    e.g. 127.0.0.1:8080
+  --upstream-addr UPSTREAM_ADDR  the application behind Envoy                       e.g. 127.0.0.1:8000
+  --listen        ENVOY_LISTEN   where Envoy listens (default 0.0.0.0:10000)
+  --admin         ENVOY_ADMIN    Envoy's admin interface (default 127.0.0.1:9901; it can stop Envoy)
+  --only          http, grpc or ratelimit: that configuration alone (repeatable; default all three)
+`;
+
+/** "host:port" or "[v6]:port" → its parts; undefined when it is neither. */
+export function parseAddress(text) {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(text);
+  const port = Number(match?.[3]);
+  if (match === null || port < 1 || port > 65535) return undefined;
+  return { host: match[1] ?? match[2], port, ipv6: match[1] !== undefined };
+}
+
+function setSocket(doc, path, address) {
+  doc.setIn([...path, "address"], address.host);
+  doc.setIn([...path, "port_value"], address.port);
+}
+
+/** One configuration's text with `addresses` (parsed) in place of compose's; its comments kept. */
+export function renderEnvoyConfig(name, addresses) {
+  const { file, clusters } = CONFIGS[name];
+  const doc = parseDocument(readFileSync(join(ENVOY_DIR, file), "utf8"));
+  setSocket(doc, ["admin", "address", "socket_address"], addresses.admin);
+  setSocket(doc, ["static_resources", "listeners", 0, "address", "socket_address"], addresses.listen);
+  const list = doc.getIn(["static_resources", "clusters"]);
+  for (const [cluster, key] of Object.entries(clusters)) {
+    const index = list.items.findIndex((item) => item.get("name") === cluster);
+    if (index < 0) throw new Error(`envoy/${file} has no cluster ${cluster}`);
+    const endpoint = ["static_resources", "clusters", index];
+    const socket = [...endpoint, "load_assignment", "endpoints", 0, "lb_endpoints", 0, "endpoint", "address"];
+    setSocket(doc, [...socket, "socket_address"], addresses[key]);
+    // A name or an IPv4 address resolves under V4_ONLY; an IPv6 address needs its own family.
+    if (addresses[key].ipv6) doc.setIn([...endpoint, "dns_lookup_family"], "V6_ONLY");
+  }
+  const used = new Set(["listen", "admin", ...Object.values(clusters)]);
+  const given = Object.entries(addresses)
+    .filter(([key]) => used.has(key))
+    .map(([key, a]) => `${key} ${a.ipv6 ? `[${a.host}]` : a.host}:${a.port}`)
+    .join(", ");
+  const header = [
+    ` Rendered by envoy/render.mjs from envoy/${file} (${given}).`,
+    " The comments below were written for docker-compose.yml's addresses.",
+  ];
+  doc.commentBefore = header.join("\n");
+  return doc.toString({ lineWidth: 0 });
+}
+
+/** The arguments and the environment checked at once: every problem in one list. */
+export function parseCli(args, env = process.env) {
+  const problems = [];
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        ...Object.fromEntries(Object.values(ADDRESSES).map(({ flag }) => [flag, { type: "string" }])),
+        only: { type: "string", multiple: true },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    // parseArgs names the flag: "Unknown option '--x'", "Option '--listen <value>' argument missing".
+    return { problems: [error.message.replace(/\. To specify .*$/, "")] };
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { help: true, problems };
+  const [dir, ...extra] = positionals;
+  if (dir === undefined) problems.push("the output directory is missing");
+  for (const arg of extra) problems.push(`unexpected argument "${arg}"`);
+  const only = (values.only ?? []).flatMap((v) => v.split(","));
+  for (const name of only)
+    if (!(name in CONFIGS)) problems.push(`--only ${name}: not http, grpc or ratelimit`);
+  const names = only.length > 0 ? [...new Set(only)].filter((n) => n in CONFIGS) : Object.keys(CONFIGS);
+  const needed = new Set(["listen", "admin", ...names.flatMap((n) => Object.values(CONFIGS[n].clusters))]);
+  const addresses = {};
+  for (const key of Object.keys(ADDRESSES).filter((k) => needed.has(k))) {
+    const { flag, env: variable, fallback } = ADDRESSES[key];
+    const text = values[flag] ?? (env[variable] || undefined) ?? fallback;
+    const where = values[flag] !== undefined ? `--${flag}` : variable;
+    if (text === undefined) problems.push(`missing --${flag} (or ${variable})`);
+    else if (parseAddress(text) === undefined) problems.push(`${where} "${text}" is not HOST:PORT`);
+    else addresses[key] = parseAddress(text);
+  }
+  return { dir, names, addresses, problems };
+}
+
+/** Renders every configuration first, then writes them: nothing is written when one fails. */
+export function writeEnvoyConfigs({ dir, names, addresses }) {
+  const rendered = names.map((name) => [CONFIGS[name].file, renderEnvoyConfig(name, addresses)]);
+  mkdirSync(dir, { recursive: true });
+  return rendered.map(([file, text]) => {
+    writeFileSync(join(dir, file), text);
+    return join(dir, file);
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const cli = parseCli(process.argv.slice(2));
+  if (cli.help) {
+    process.stdout.write(HELP);
+    process.exit(0);
+  }
+  if (cli.problems.length > 0) {
+    process.stderr.write(
+      `envoy/render.mjs: nothing written: ${cli.problems.join("; ")} (--help for usage)\n`,
+    );
+    process.exit(2);
+  }
+  try {
+    process.stdout.write(`${writeEnvoyConfigs(cli).join("\n")}\n`);
+  } catch (error) {
+    process.stderr.write(`envoy/render.mjs: ${error.message}\n`);
+    process.exit(1);
+  }
+}
