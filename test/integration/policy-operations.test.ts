@@ -30,6 +30,18 @@ beforeEach(async () => {
 });
 
 type Body = Record<string, unknown>;
+
+/**
+ * Writes the policy file and reloads it through the admin API; the new policy must be in force.
+ * The file watch may have loaded it first (the reload then says unchanged): the version is what counts.
+ */
+async function rewrite(content: string): Promise<void> {
+  const before = (await admin("GET", "/admin/policy")).body.version;
+  writeFileSync(file, content);
+  const reloaded = await admin("POST", "/admin/policy/reload");
+  expect(reloaded.status).toBe(200);
+  expect(reloaded.body.version).not.toBe(before);
+}
 async function admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: Body }> {
   const res = await fetch(`${t.adminUrl}${path}`, {
     method,
@@ -84,14 +96,11 @@ describe("the policy in force", () => {
 
   it("applies a shrunk limit from the next request, keeping what was counted, and frees cached refusals when it grows", async () => {
     for (let i = 0; i < 2; i += 1) expect((await check()).kind).toBe("allow");
-    writeFileSync(file, withFree("{ general: 3/1h, search: 20/1h, orders: 10/1h, account: 300/1h }"));
-    const reloaded = await admin("POST", "/admin/policy/reload");
-    expect(reloaded.body).toMatchObject({ changed: true });
+    await rewrite(withFree("{ general: 3/1h, search: 20/1h, orders: 10/1h, account: 300/1h }"));
     expect(await check()).toMatchObject({ kind: "allow", limit: { limit: 3, remaining: 0 } });
     expect(await check()).toMatchObject({ kind: "deny", status: 429 });
     expect(await check()).toMatchObject({ kind: "deny", status: 429 }); // now a cached refusal
-    writeFileSync(file, BASE);
-    expect((await admin("POST", "/admin/policy/reload")).body).toMatchObject({ changed: true });
+    await rewrite(BASE);
     expect(await check()).toMatchObject({ kind: "allow", limit: { limit: 100, remaining: 96 } });
     expect(await metric(/^tollgate_policy_info\{/)).toHaveLength(1);
   });
@@ -109,8 +118,7 @@ describe("a window's count through changes of the windows around it", () => {
   it("holds 20 an hour when a reload adds a per-second window to a spent hourly one", async () => {
     await admin("DELETE", "/admin/users/demo-alice/limits");
     expect(await searches(20)).toBe(20);
-    writeFileSync(file, withFree(SPLIT));
-    expect((await admin("POST", "/admin/policy/reload")).body).toMatchObject({ changed: true });
+    await rewrite(withFree(SPLIT));
     expect(await searches(10)).toBe(0);
     await sleep(1_100);
     expect(await searches(10)).toBe(0);
