@@ -175,7 +175,7 @@ describe("npm test", () => {
     const run = await nestedRun({ missing: ["redis-sentinel"] });
     expect(run.code, run.output).toBe(1);
     expect(run.output).toContain("redis-sentinel was not found on PATH");
-    expect(run.output).toContain("apt-get install -y redis-server redis-sentinel nginx");
+    expect(run.output).toContain("apt-get install -y redis-server redis-sentinel nginx prometheus");
     expect(run.output.split("not found on PATH").length - 1, run.output).toBe(1);
     // The message alone: no stack frames, no code frame.
     expect(run.output, run.output).not.toMatch(/^\s+(at |❯ )/m);
@@ -211,9 +211,9 @@ describe("npm test", () => {
 describe("the README", () => {
   it("gives in its first lines the install line that the missing-binary message gives", () => {
     const head = readFileSync(join(ROOT, "README.md"), "utf8").split("\n").slice(0, 10).join("\n");
-    expect(head).toContain("apt-get install -y redis-server redis-sentinel nginx");
+    expect(head).toContain("apt-get install -y redis-server redis-sentinel nginx prometheus");
     expect(() => requireBinaries(["tollgate-no-such-binary"])).toThrow(
-      "apt-get install -y redis-server redis-sentinel nginx",
+      "apt-get install -y redis-server redis-sentinel nginx prometheus",
     );
   });
 });
