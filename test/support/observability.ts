@@ -82,7 +82,19 @@ export function substitute(expr: string, values: { job: string; rateInterval: st
   return expr.replaceAll("$__rate_interval", values.rateInterval).replaceAll("$job", values.job);
 }
 
-const KEYWORDS = new Set(["and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring"]);
+const KEYWORDS = new Set([
+  "and",
+  "or",
+  "unless",
+  "bool",
+  "offset",
+  "by",
+  "without",
+  "on",
+  "ignoring",
+  "group_left",
+  "group_right",
+]);
 
 /**
  * The vector selectors of a PromQL expression (`metric{matchers}`), in order: what it reads. Good
