@@ -85,8 +85,8 @@ function processesIn(folder: string): string[] {
 }
 
 /**
- * A vitest run of the fixture with the repository's global setup, on a PATH of its own: `sh` and a
- * wrapper per Redis binary that writes down its pid and runs the real one (`missing` ones are left
+ * A vitest run of the fixture with the repository's global setup, on a PATH of its own: `sh`,
+ * `prometheus` and `promtool`, and a wrapper per Redis binary that writes down its pid and runs the real one (`missing` ones are left
  * out, `dying` ones exit at once). TMPDIR is a folder of the run's own; `hold` keeps the fixture's
  * test waiting until `stop(child)` (after the fixture wrote its marker) ends the run.
  */
@@ -108,6 +108,8 @@ async function nestedRun(options: {
   mkdirSync(temp);
   writeFileSync(pids, "");
   symlinkSync(findBinary("sh"), join(bin, "sh"));
+  // The setup requires Prometheus's binaries too; the fixture starts neither.
+  for (const name of ["prometheus", "promtool"]) symlinkSync(findBinary(name), join(bin, name));
   for (const name of REDIS_BINARIES) {
     if (options.missing?.includes(name)) continue;
     const run = options.dying?.includes(name) ? "exit 1" : `exec ${findBinary(name)} "$@"`;
