@@ -36,7 +36,7 @@ describe("prometheus/rules", () => {
     expect(counted).toBe(rules().length);
   });
 
-  it("passes promtool test rules: each alert fires on series made to trip it and not on the others", () => {
+  it("passes promtool test rules: each alert fires on series made to trip it and not on others, each recording rule records its known value", () => {
     const files = ruleTestFiles().map((f) => relative(ROOT, f));
     expect(files.length).toBeGreaterThan(0);
     const { status, output } = run(["test", "rules", ...files]);
@@ -60,6 +60,20 @@ describe("prometheus/rules", () => {
         own.some((c) => (c.exp_alerts ?? []).length === 0),
         `${alert}: no test expects it silent`,
       ).toBe(true);
+    }
+  });
+
+  it("has a unit test of every recording rule's value", () => {
+    const tested = ruleTestFiles()
+      .flatMap((file) => {
+        const doc = parse(readFileSync(file, "utf8")) as {
+          tests: { promql_expr_test?: { expr: string }[] }[];
+        };
+        return doc.tests.flatMap((t) => t.promql_expr_test ?? []).map((t) => t.expr);
+      })
+      .join("\n");
+    for (const { record } of rules().filter((r) => r.record !== undefined)) {
+      expect(tested, `${record}: no promql_expr_test reads it`).toContain(record);
     }
   });
 
