@@ -77,37 +77,45 @@ async function envoyChecks(path: string, times: number, token?: string): Promise
   return out;
 }
 
-/** Logins (one locked out), checks allowed, denied and cached, RLS calls, valid and invalid reloads. */
-async function load(): Promise<void> {
+/** Logins, one of them refused by the lockout; returns alice's access token. */
+async function logins(): Promise<string> {
   const alice = await login(tollgate.url, "alice");
-  const loginAs = (username: string, password: string) =>
-    send(`${tollgate.url}/auth/login`, { method: "POST", body: { username, password } });
   const failed = [];
-  for (let i = 0; i < 4; i += 1) failed.push((await loginAs("nobody_here", "guess")).status);
+  for (let i = 0; i < 4; i += 1) {
+    const body = { username: "nobody_here", password: "guess" };
+    failed.push((await send(`${tollgate.url}/auth/login`, { method: "POST", body })).status);
+  }
   expect(failed).toEqual([401, 401, 401, 429]); // LOGIN_LOCKOUT=3/15m: the fourth is a lockout
+  return alice.access_token;
+}
 
-  expect(await envoyChecks("/api/products", 2, alice.access_token)).toEqual([200, 200]);
+/** Checks allowed and denied over Envoy's HTTP check and nginx's, one 429 from the denial cache. */
+async function checks(token: string): Promise<void> {
+  expect(await envoyChecks("/api/products", 2, token)).toEqual([200, 200]);
   expect(await envoyChecks("/api/products", 1)).toEqual([401]);
   // search: 2 an hour for free; the second 429 comes from the denial cache.
-  expect(await envoyChecks("/api/search", 4, alice.access_token)).toEqual([200, 200, 429, 429]);
+  expect(await envoyChecks("/api/search", 4, token)).toEqual([200, 200, 429, 429]);
   const nginx = await send(`${tollgate.checkUrl}/nginx/auth`, {
     headers: {
-      authorization: `Bearer ${alice.access_token}`,
+      authorization: `Bearer ${token}`,
       "x-original-method": "GET",
       "x-original-uri": "/api/products",
     },
   });
   expect(nginx.status).toBe(200);
+}
 
-  const rls = [];
+/** Rate limit service calls: within, near, over and cached over POST /json, one over gRPC. */
+async function rlsCalls(): Promise<void> {
+  const statuses = [];
   for (let i = 0; i < 7; i += 1) {
     const reply = await send(`${tollgate.checkUrl}/json`, {
       method: "POST",
       body: { domain: "edge", descriptors: [{ entries: [{ key: "remote_address", value: "192.0.2.7" }] }] },
     });
-    rls.push(reply.status);
+    statuses.push(reply.status);
   }
-  expect(rls).toEqual([200, 200, 200, 200, 200, 429, 429]);
+  expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
   const grpc = rlsClient(tollgate.grpcUrl);
   try {
     const answer = await grpc.shouldRateLimit("edge", [{ entries: [["remote_address", "192.0.2.8"]] }]);
@@ -115,13 +123,10 @@ async function load(): Promise<void> {
   } finally {
     grpc.close();
   }
+}
 
-  const logout = await send(`${tollgate.url}/auth/logout`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${alice.access_token}` },
-  });
-  expect(logout.status).toBe(200);
-
+/** A reload that changes the policy, then one refused for both files; the files are then put right. */
+async function reloads(): Promise<void> {
   writeFileSync(policyFile, policy("3/1h"));
   expect((await admin("POST", "/admin/policy/reload")).status).toBe(200);
   writeFileSync(policyFile, "tiers: [");
@@ -129,6 +134,19 @@ async function load(): Promise<void> {
   expect((await admin("POST", "/admin/policy/reload")).status).toBe(422);
   writeFileSync(policyFile, policy("3/1h"));
   writeFileSync(rlsFile, RLS);
+}
+
+/** The small load: every kind of series tollgate exports, under the dashboard's and the rules' labels. */
+async function load(): Promise<void> {
+  const token = await logins();
+  await checks(token);
+  await rlsCalls();
+  const logout = await send(`${tollgate.url}/auth/logout`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}` },
+  });
+  expect(logout.status).toBe(200);
+  await reloads();
 }
 
 beforeAll(async () => {
