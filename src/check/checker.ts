@@ -38,6 +38,8 @@ export type CheckerOptions = {
   onStoreError(operation: "authorize" | "hit", error: unknown): void;
   /** Called when a store call succeeded (so a recovery can be noticed). */
   onStoreOk(): void;
+  /** Called when the denial cache answered a check: a refusal without a store call. */
+  onCachedRefusal?(): void;
 };
 
 const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
@@ -196,7 +198,10 @@ export function createChecker(options: CheckerOptions): Checker {
     const generation = denials?.generation() ?? 0;
     if (denials !== undefined) {
       const answered = cached(compiled, p, denials, now);
-      if (answered !== undefined) return answered;
+      if (answered !== undefined) {
+        options.onCachedRefusal?.();
+        return answered;
+      }
     }
     let result: LimitResult;
     try {

@@ -1,5 +1,6 @@
 // gRPC calls by method and status, and those in flight: the label children are resolved once per
 // label set, and count in plain numbers read when the metrics are (lean-counter.ts).
+import type { LeanHistogramChild } from "./lean-histogram.js";
 import type { Metrics } from "./metrics.js";
 
 export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFlight">) {
@@ -56,5 +57,23 @@ export function createRlsObserver(metrics: Pick<Metrics, "rlsHits">) {
       children.set(id, child);
     }
     child.inc(hits);
+  };
+}
+
+/**
+ * `call` with the time of each call observed in `histogram`, the failed ones too (a store timeout
+ * is what Envoy waits longest for).
+ */
+export function timed<Input, Answer>(
+  histogram: LeanHistogramChild,
+  call: (input: Input) => Promise<Answer>,
+): (input: Input) => Promise<Answer> {
+  return async (input) => {
+    const started = process.hrtime.bigint();
+    try {
+      return await call(input);
+    } finally {
+      histogram.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    }
   };
 }

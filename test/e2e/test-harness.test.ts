@@ -85,8 +85,8 @@ function processesIn(folder: string): string[] {
 }
 
 /**
- * A vitest run of the fixture with the repository's global setup, on a PATH of its own: `sh` and a
- * wrapper per Redis binary that writes down its pid and runs the real one (`missing` ones are left
+ * A vitest run of the fixture with the repository's global setup, on a PATH of its own: `sh`,
+ * `prometheus` and `promtool`, and a wrapper per Redis binary that writes down its pid and runs the real one (`missing` ones are left
  * out, `dying` ones exit at once). TMPDIR is a folder of the run's own; `hold` keeps the fixture's
  * test waiting until `stop(child)` (after the fixture wrote its marker) ends the run.
  */
@@ -108,6 +108,8 @@ async function nestedRun(options: {
   mkdirSync(temp);
   writeFileSync(pids, "");
   symlinkSync(findBinary("sh"), join(bin, "sh"));
+  // The setup requires Prometheus's binaries too; the fixture starts neither.
+  for (const name of ["prometheus", "promtool"]) symlinkSync(findBinary(name), join(bin, name));
   for (const name of REDIS_BINARIES) {
     if (options.missing?.includes(name)) continue;
     const run = options.dying?.includes(name) ? "exit 1" : `exec ${findBinary(name)} "$@"`;
@@ -175,7 +177,7 @@ describe("npm test", () => {
     const run = await nestedRun({ missing: ["redis-sentinel"] });
     expect(run.code, run.output).toBe(1);
     expect(run.output).toContain("redis-sentinel was not found on PATH");
-    expect(run.output).toContain("apt-get install -y redis-server redis-sentinel nginx");
+    expect(run.output).toContain("apt-get install -y redis-server redis-sentinel nginx prometheus");
     expect(run.output.split("not found on PATH").length - 1, run.output).toBe(1);
     // The message alone: no stack frames, no code frame.
     expect(run.output, run.output).not.toMatch(/^\s+(at |❯ )/m);
@@ -211,9 +213,9 @@ describe("npm test", () => {
 describe("the README", () => {
   it("gives in its first lines the install line that the missing-binary message gives", () => {
     const head = readFileSync(join(ROOT, "README.md"), "utf8").split("\n").slice(0, 10).join("\n");
-    expect(head).toContain("apt-get install -y redis-server redis-sentinel nginx");
+    expect(head).toContain("apt-get install -y redis-server redis-sentinel nginx prometheus");
     expect(() => requireBinaries(["tollgate-no-such-binary"])).toThrow(
-      "apt-get install -y redis-server redis-sentinel nginx",
+      "apt-get install -y redis-server redis-sentinel nginx prometheus",
     );
   });
 });

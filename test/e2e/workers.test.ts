@@ -175,8 +175,10 @@ describe("WORKERS=2 with real Redis", () => {
     const counts: Record<number, number> = {};
     for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
     expect(counts).toEqual({ 200: 100, 429: 200 });
-    // GET /metrics lands on one worker but reports the checks of both.
+    // GET /metrics lands on one worker but reports the checks of both, and says it sums two.
     expect((await allowedFreeGeneral(tollgate)) - allowedBefore).toBe(100);
+    const metrics = await fresh(`${tollgate.adminUrl}/metrics`);
+    expect(metrics.body).toMatch(/^tollgate_workers 2$/m);
   });
 
   it("reloads the policy on every worker, through one worker's admin port or by SIGHUP to the primary", async () => {

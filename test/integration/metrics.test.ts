@@ -241,6 +241,14 @@ describe("/metrics after a known mix of requests", () => {
     ]);
   });
 
+  it("counts the refusals the denial cache answered: the 429s after the store's first", () => {
+    expect(sampleValue(samples, "tollgate_denial_cache_answers_total")).toBe(2);
+  });
+
+  it("counts one process as one worker", () => {
+    expect(sampleValue(samples, "tollgate_workers")).toBe(1);
+  });
+
   it("counts each auth event once per occurrence", () => {
     expect(series(samples, "tollgate_auth_events_total", ["event"])).toEqual({
       login: 5,
@@ -258,7 +266,8 @@ describe("/metrics after a known mix of requests", () => {
   it("reports the store up, with no store error and no degraded check", () => {
     expect(sampleValue(samples, "tollgate_store_up")).toBe(1);
     expect(sampleValue(samples, "tollgate_degraded_total")).toBe(0);
-    expect(series(samples, "tollgate_store_errors_total", ["operation"])).toEqual({});
+    // Both operations are there from the start, at 0 (rate() then sees a first failure).
+    expect(series(samples, "tollgate_store_errors_total", ["operation"])).toEqual({ authorize: 0, hit: 0 });
   });
 
   it("includes the default process and Node.js metrics", () => {
@@ -274,6 +283,7 @@ describe("/metrics after a known mix of requests", () => {
       tier: ["anonymous", "free", "pro", "enterprise", "unknown"],
       category: ["general", "search", "orders", "login", "account", "ip", "none"],
       result: ["changed", "unchanged", "invalid"],
+      operation: ["authorize", "hit"],
       protocol: ["envoy", "nginx"],
       event: ["login", "login_failed", "logout", "logout_all", "session_revoked", "session_evicted"].concat([
         "admin_revoke",

@@ -29,7 +29,7 @@ declare module "vitest" {
 }
 
 /** Every server the suites run, whether the global setup or a test starts it. */
-const BINARIES = ["redis-server", "redis-cli", "redis-sentinel", "nginx"];
+const BINARIES = ["redis-server", "redis-cli", "redis-sentinel", "nginx", "prometheus", "promtool"];
 
 /**
  * One folder for everything the run writes to the temp dir: TMPDIR points into it for the workers

@@ -642,11 +642,12 @@ describe("docker-compose.yml", () => {
     expect(node(node(node(services.tollgate).depends_on).redis).condition).toBe("service_healthy");
   });
 
-  it("runs tollgate, the upstream, Envoy on 10000 and Prometheus, with k6 only under the load profile", () => {
+  it("runs tollgate, the upstream, Envoy on 10000, Prometheus and Grafana, with k6 only under the load profile", () => {
     expect(Object.keys(services).sort()).toEqual([
       "envoy",
       "envoy-grpc",
       "envoy-ratelimit",
+      "grafana",
       "k6",
       "prometheus",
       "redis",
@@ -655,7 +656,7 @@ describe("docker-compose.yml", () => {
     ]);
     expect(publishedContainerPorts("envoy")).toContain(10000);
     expect(node(services.envoy).ports).toContain("10000:10000");
-    for (const name of ["redis", "tollgate", "upstream", "envoy", "prometheus"]) {
+    for (const name of ["redis", "tollgate", "upstream", "envoy", "prometheus", "grafana"]) {
       expect(node(services[name]).profiles, name).toBeUndefined();
     }
     expect(node(services.k6).profiles).toEqual(["load"]);

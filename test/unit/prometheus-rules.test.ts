@@ -1,0 +1,106 @@
+// prometheus/rules/ through Prometheus's own tool: promtool checks every rule file and runs the unit
+// tests of prometheus/rules/tests/, which make each alert fire on synthetic series and stay silent on
+// others; and every alert carries what an on-call needs (severity, summary, a runbook that exists).
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { findBinary } from "../support/binaries.js";
+import { ruleFiles, rules, ruleTestFiles } from "../support/observability.js";
+import { ROOT } from "../support/processes.mjs";
+
+/** promtool comes with Debian's prometheus package (.ci/run installs it); missing, this fails. */
+const promtool = () => findBinary("promtool");
+
+const run = (args: string[]) => {
+  const result = spawnSync(promtool(), args, { cwd: ROOT, encoding: "utf8" });
+  return { status: result.status, output: `${result.stdout}${result.stderr}` };
+};
+
+/** GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens. */
+const anchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^a-z0-9 _-]/g, "")
+    .replace(/ /g, "-");
+
+describe("prometheus/rules", () => {
+  it("passes promtool check rules, every file and every rule", () => {
+    const files = ruleFiles().map((f) => relative(ROOT, f));
+    expect(files.length).toBeGreaterThanOrEqual(2);
+    const { status, output } = run(["check", "rules", ...files]);
+    expect(status, output).toBe(0);
+    const counted = [...output.matchAll(/SUCCESS: (\d+) rules found/g)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(counted).toBe(rules().length);
+  });
+
+  it("passes promtool test rules: each alert fires on series made to trip it and not on others, each recording rule records its known value", () => {
+    const files = ruleTestFiles().map((f) => relative(ROOT, f));
+    expect(files.length).toBeGreaterThan(0);
+    const { status, output } = run(["test", "rules", ...files]);
+    expect(status, output).toBe(0);
+    expect(output).not.toMatch(/FAILED/);
+  });
+
+  it("has a unit test for every alert that expects it to fire and one that expects silence", () => {
+    type AlertTest = { alertname: string; exp_alerts?: unknown[] };
+    const cases = ruleTestFiles().flatMap((file) => {
+      const doc = parse(readFileSync(file, "utf8")) as { tests: { alert_rule_test?: AlertTest[] }[] };
+      return doc.tests.flatMap((t) => t.alert_rule_test ?? []);
+    });
+    for (const { alert } of rules().filter((r) => r.alert !== undefined)) {
+      const own = cases.filter((c) => c.alertname === alert);
+      expect(
+        own.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${alert}: no test expects it to fire`,
+      ).toBe(true);
+      expect(
+        own.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${alert}: no test expects it silent`,
+      ).toBe(true);
+    }
+  });
+
+  it("has a unit test of every recording rule's value", () => {
+    const tested = ruleTestFiles()
+      .flatMap((file) => {
+        const doc = parse(readFileSync(file, "utf8")) as {
+          tests: { promql_expr_test?: { expr: string }[] }[];
+        };
+        return doc.tests.flatMap((t) => t.promql_expr_test ?? []).map((t) => t.expr);
+      })
+      .join("\n");
+    for (const { record } of rules().filter((r) => r.record !== undefined)) {
+      expect(tested, `${record}: no promql_expr_test reads it`).toContain(record);
+    }
+  });
+
+  it("gives every alert a severity, a summary and a runbook_url naming a paragraph of docs/operations.md", () => {
+    const operations = readFileSync(`${ROOT}/docs/operations.md`, "utf8");
+    const anchors = new Set([...operations.matchAll(/^#{2,4} (.+)$/gm)].map((m) => anchor(m[1] as string)));
+    const alerts = rules().filter((r) => r.alert !== undefined);
+    expect(alerts.length).toBeGreaterThanOrEqual(10);
+    for (const rule of alerts) {
+      expect(["critical", "warning"], `${rule.alert}: severity`).toContain(rule.labels?.severity);
+      expect(rule.annotations?.summary, `${rule.alert}: summary`).toBeTruthy();
+      const url = rule.annotations?.runbook_url ?? "";
+      expect(url, `${rule.alert}: runbook_url`).toMatch(/^docs\/operations\.md#/);
+      const target = url.split("#")[1] as string;
+      expect(anchors.has(target), `${rule.alert}: no heading of docs/operations.md makes #${target}`).toBe(
+        true,
+      );
+    }
+  });
+
+  it("names recorded series with the level:metric:operations convention, each recorded once", () => {
+    const recorded = rules().flatMap((r) => (r.record === undefined ? [] : [r.record]));
+    for (const name of recorded) expect(name).toMatch(/^[a-z_]+:tollgate_[a-z_]+:[a-z0-9_]+$/);
+    expect(new Set(recorded).size).toBe(recorded.length);
+  });
+
+  it("finds promtool", () => {
+    expect(execFileSync(promtool(), ["--version"], { encoding: "utf8" })).toMatch(/promtool, version/);
+  });
+});
