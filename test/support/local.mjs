@@ -6,8 +6,8 @@ import { connect, createServer } from "node:net";
 import { join } from "node:path";
 import { writeNginxConfig } from "../../nginx/render.mjs";
 
-/** The packages that hold every server the tests and the bench run (redis-cli comes with redis-server). */
-const INSTALL = "apt-get update && apt-get install -y redis-server redis-sentinel nginx";
+/** The packages that hold every server and shell the tests and the bench run (redis-cli comes with redis-server). */
+const INSTALL = "apt-get update && apt-get install -y redis-server redis-sentinel nginx zsh";
 /** Where a binary may be when it is not on PATH (Debian puts nginx in /usr/sbin). */
 const KNOWN_PATHS = { nginx: ["/usr/sbin/nginx"] };
 
