@@ -22,6 +22,11 @@ function commanderExit(error: CommanderError): number {
 }
 
 async function main(): Promise<void> {
+  // `tollgate users list | head -1`: a reader that stops early is not an error.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(EXIT.ok);
+    throw error;
+  });
   const program = buildProgram(version());
   try {
     await program.parseAsync(process.argv);

@@ -23,7 +23,7 @@ export function buildProgram(version: string): Command {
     .option("--json", "print JSON for scripts instead of tables")
     .showHelpAfterError("(run with --help for usage)")
     .configureHelp({ showGlobalOptions: true })
-    .addHelpText("after", EPILOG)
+    .addHelpText("afterAll", EPILOG)
     // Usage errors exit 2; commander's default is 1, which the CLI keeps for failed validations.
     .exitOverride();
 

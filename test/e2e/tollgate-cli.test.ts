@@ -16,6 +16,8 @@ import { ADMIN_TOKEN } from "../support/secrets.mjs";
 const BIN = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).bin.tollgate as string;
 const RLS_FOLDER = join(ROOT, "test/fixtures/rls/e2e/exact");
 const PASSWORD = "a-new-password-123";
+/** A test here spawns the CLI up to thirty times, each a Node start: slow on a loaded two-core machine. */
+const SLOW = { timeout: 120_000 };
 
 let tollgate: TollgateProcess;
 let policyFile: string;
@@ -76,7 +78,7 @@ afterAll(async () => {
   await tollgate?.stop();
 });
 
-describe("tollgate policy validate and rls validate (offline)", () => {
+describe("tollgate policy validate and rls validate (offline)", SLOW, () => {
   it("accepts a valid policy with exit 0 and prints the version the server will report", async () => {
     const run = await cli(["policy", "validate", policyFile], {
       env: { TOLLGATE_ADMIN_URL: "http://127.0.0.1:9" },
@@ -159,7 +161,7 @@ describe("tollgate policy validate and rls validate (offline)", () => {
   });
 });
 
-describe("tollgate users, lockout, sessions and limits", () => {
+describe("tollgate users, lockout, sessions and limits", SLOW, () => {
   it("creates a user from a password on stdin, finds it by name or id, lists, re-tiers, disables and deletes it", async () => {
     const created = await cli(["users", "create", "Carla", "--tier", "pro", "--password-stdin", "--json"], {
       input: `${PASSWORD}\n`,
@@ -211,6 +213,43 @@ describe("tollgate users, lockout, sessions and limits", () => {
       2,
       "tollgate: standard input is not a terminal: give the password with --password-stdin\n",
     ]);
+  });
+
+  it("asks for the password twice on a terminal without echoing it, and refuses two that differ", async () => {
+    // script(1) gives the CLI a terminal; each answer is typed once its prompt shows.
+    const onTerminal = (answers: string[]) =>
+      new Promise<Run>((resolve) => {
+        const command = `node ${BIN} users create gina --tier free`;
+        const child = spawn(findBinary("script"), ["-qec", command, "/dev/null"], {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? "", TOLLGATE_ADMIN_URL: tollgate.adminUrl, ADMIN_TOKEN },
+        });
+        let stdout = "";
+        const prompts = ["new password: ", "again: "];
+        child.stdout.on("data", (d) => {
+          stdout += d;
+          while (prompts.length > 0 && stdout.includes(prompts[0] as string)) {
+            prompts.shift();
+            child.stdin.write(`${answers.shift()}\r`);
+          }
+        });
+        child.on("close", (status) => {
+          printed.push(stdout);
+          resolve({ status, stdout, stderr: "" });
+        });
+      });
+    const differ = await onTerminal(["first-password-1", "second-password-2"]);
+    expect(differ.status).toBe(2);
+    expect(differ.stdout).toContain("tollgate: the two passwords differ; nothing changed");
+    expect((await loginAs("gina", "first-password-1")).status).toBe(401);
+    const same = await onTerminal([PASSWORD, PASSWORD]);
+    expect(same.status).toBe(0);
+    expect(same.stdout).toMatch(/created gina \(usr_[0-9a-f]+\), tier free/);
+    for (const run of [differ, same]) {
+      expect(run.stdout).not.toContain(PASSWORD);
+      expect(run.stdout).not.toContain("password-1");
+    }
+    expect((await loginAs("gina", PASSWORD)).status).toBe(200);
   });
 
   it("sets a password that works at once, and clears a lockout so that the user logs in again", async () => {
@@ -275,7 +314,7 @@ describe("tollgate users, lockout, sessions and limits", () => {
   });
 });
 
-describe("tollgate check, policy show and policy reload", () => {
+describe("tollgate check, policy show and policy reload", SLOW, () => {
   it("prints the decision and the headers of a dry run, counting nothing; exit 1 when denied", async () => {
     const token = ((await (await loginAs("bob_pro", "secret")).json()) as { access_token: string })
       .access_token;
@@ -316,7 +355,7 @@ describe("tollgate check, policy show and policy reload", () => {
   });
 });
 
-describe("exit codes and errors", () => {
+describe("exit codes and errors", SLOW, () => {
   it("exits 3 with one line when the admin token is refused or the admin API cannot be reached", async () => {
     const wrong = await cli(["users", "list", "--admin-token", "not-the-token-0123456789"]);
     expect([wrong.status, wrong.stderr]).toEqual([
@@ -397,7 +436,7 @@ describe("exit codes and errors", () => {
   });
 });
 
-describe("tollgate completion", () => {
+describe("tollgate completion", SLOW, () => {
   it("prints a bash script that completes commands, options and file names", async () => {
     const script = join(folder, "tollgate.bash");
     writeFileSync(script, (await cli(["completion", "bash"])).stdout);
