@@ -1,10 +1,8 @@
 // tollgate sessions list|revoke and limits get|set|reset: a user's sessions and rate limits.
 import { Argument, type Command, InvalidArgumentError } from "commander";
-import { action, type Context, findUser } from "./context.js";
+import { durationText } from "../config/rules.js";
+import { action, type Context, findUser, report, USER_ARGUMENT } from "./context.js";
 import { fields, json, print, table } from "./output.js";
-
-const USER = "<user>";
-const USER_HELP = "a user id or a username (any form of it)";
 
 type Session = {
   session_id: string;
@@ -41,22 +39,13 @@ function limitAssignment(value: string, previous: Record<string, string[] | null
   return { ...previous, [category]: limits === "tier" ? null : limits.split(",").map((l) => l.trim()) };
 }
 
-const seconds = (s: number) =>
-  s % 86_400 === 0
-    ? `${s / 86_400}d`
-    : s % 3600 === 0
-      ? `${s / 3600}h`
-      : s % 60 === 0
-        ? `${s / 60}m`
-        : `${s}s`;
-
 function limitsTable(answer: Limits): string {
   const rows = Object.entries(answer.limits).flatMap(([category, c]) =>
     c.windows.map((w, i) => [
       i === 0 ? category : "",
       i === 0 ? c.source : "",
       i === 0 ? c.algorithm : "",
-      `${w.limit}/${seconds(w.window_seconds)}`,
+      `${w.limit}/${durationText(w.window_seconds * 1000)}`,
       w.used,
       w.remaining,
       new Date(w.reset * 1000).toISOString(),
@@ -77,7 +66,7 @@ async function revoke(ctx: Context, ref: string, sessionId: string | undefined):
     sessionId === undefined || sessionId === ""
       ? await client.call<{ revoked: number }>("POST", `${base}/revoke`)
       : await client.call<{ revoked: number }>("DELETE", `${base}/sessions/${encodeURIComponent(sessionId)}`);
-  print(ctx.json ? json(answer) : `${user.username}: ${answer.revoked} session(s) revoked\n`);
+  report(ctx, answer, `${user.username}: ${answer.revoked} session(s) revoked`);
 }
 
 export function accessCommands(program: Command): void {
@@ -85,7 +74,7 @@ export function accessCommands(program: Command): void {
   sessions
     .command("list")
     .description("list a user's sessions")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .action(
       action(async (ctx, ref: string) => {
         const client = ctx.client();
@@ -109,7 +98,7 @@ export function accessCommands(program: Command): void {
   sessions
     .command("revoke")
     .description("revoke one session of a user, or every session without a session id")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .argument("[session-id]", "the session to revoke (from sessions list)")
     .action(action((ctx, ref: string, sessionId: string | undefined) => revoke(ctx, ref, sessionId)));
 
@@ -117,7 +106,7 @@ export function accessCommands(program: Command): void {
   limits
     .command("get")
     .description("every category's windows as they stand, and where the limits come from")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .action(
       action(async (ctx, ref: string) => {
         const client = ctx.client();
@@ -132,7 +121,7 @@ export function accessCommands(program: Command): void {
   limits
     .command("set")
     .description("give a user its own limits for some categories (the others follow the tier)")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .addArgument(
       new Argument(
         "<category=limits...>",
@@ -146,19 +135,19 @@ export function accessCommands(program: Command): void {
         const path = `/admin/users/${encodeURIComponent(user.user_id)}/limits`;
         const answer = await client.call<{ own_limits: Record<string, string[]> }>("PUT", path, body);
         const own = Object.entries(answer.own_limits).map(([c, l]) => `${c}=${l.join(",")}`);
-        print(ctx.json ? json(answer) : `${user.username}: own limits ${own.join(" ") || "none"}\n`);
+        report(ctx, answer, `${user.username}: own limits ${own.join(" ") || "none"}`);
       }),
     );
   limits
     .command("reset")
     .description("a fresh start on the tier: the user's own limits and every window counted so far go")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .action(
       action(async (ctx, ref: string) => {
         const client = ctx.client();
         const user = await findUser(client, ref);
         const answer = await client.call("DELETE", `/admin/users/${encodeURIComponent(user.user_id)}/limits`);
-        print(ctx.json ? json(answer) : `${user.username}: own limits and windows cleared\n`);
+        report(ctx, answer, `${user.username}: own limits and windows cleared`);
       }),
     );
 }

@@ -3,6 +3,10 @@
 import type { Command } from "commander";
 import { type AdminClient, adminClient } from "./admin-client.js";
 import { CliError } from "./exit.js";
+import { json, print } from "./output.js";
+
+/** The argument that names a user, for commander's .argument(). */
+export const USER_ARGUMENT = ["<user>", "a user id or a username (any form of it)"] as const;
 
 export type Context = {
   json: boolean;
@@ -31,6 +35,11 @@ export function action<A extends unknown[]>(fn: (ctx: Context, ...args: A) => Pr
     };
     await fn(ctx, ...args);
   };
+}
+
+/** A message for people, or the admin API's answer as it is for --json. */
+export function report(ctx: Context, answer: unknown, message: string): void {
+  print(ctx.json ? json(answer) : `${message}\n`);
 }
 
 export type UserJson = {

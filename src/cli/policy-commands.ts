@@ -2,7 +2,7 @@
 import { type Command, Option } from "commander";
 import { stringify } from "yaml";
 import { RLS_ALGORITHMS, type RlsAlgorithm } from "../rls/model.js";
-import { action, type Context } from "./context.js";
+import { action, type Context, report } from "./context.js";
 import { EXIT } from "./exit.js";
 import { fields, json, print } from "./output.js";
 import { type Validation, validatePolicy, validateRls } from "./validate.js";
@@ -23,7 +23,7 @@ type Explained = {
 /** Identity headers go to the upstream with an allowed request; the rest reach the client. */
 const TO_UPSTREAM = new Set(["x-user-id", "x-user-tier", "x-session-id"]);
 
-function report(ctx: Context, result: Validation): void {
+function validation(ctx: Context, result: Validation): void {
   if (result.ok) {
     print(ctx.json ? json({ valid: true, ...result.details }) : `${result.summary}\n`);
     return;
@@ -65,7 +65,7 @@ export function policyCommands(program: Command): void {
     .command("validate")
     .description("check a policy file offline, as tollgate would load it (exit 1 when invalid)")
     .argument("<file>", "a policy file (YAML or JSON)")
-    .action(action(async (ctx, file: string) => report(ctx, validatePolicy(file))));
+    .action(action(async (ctx, file: string) => validation(ctx, validatePolicy(file))));
   policy
     .command("show")
     .description("the policy in force, its version and source")
@@ -85,7 +85,7 @@ export function policyCommands(program: Command): void {
         const answer = await ctx
           .client()
           .call<{ message: string; version: string }>("POST", "/admin/policy/reload");
-        print(ctx.json ? json(answer) : `${answer.message} (version ${answer.version})\n`);
+        report(ctx, answer, `${answer.message} (version ${answer.version})`);
       }),
     );
 
@@ -101,7 +101,7 @@ export function policyCommands(program: Command): void {
     )
     .action(
       action(async (ctx, path: string) =>
-        report(ctx, validateRls(path, ctx.options.algorithm as RlsAlgorithm)),
+        validation(ctx, validateRls(path, ctx.options.algorithm as RlsAlgorithm)),
       ),
     );
   rls

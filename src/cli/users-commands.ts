@@ -1,13 +1,11 @@
 // tollgate users create|get|list|tier|password|disable|enable|delete, and lockout clear.
 import { createInterface } from "node:readline/promises";
 import { type Command, InvalidArgumentError } from "commander";
-import { action, type Context, findUser, type UserJson } from "./context.js";
+import { action, type Context, findUser, report, USER_ARGUMENT, type UserJson } from "./context.js";
 import { CliError, EXIT } from "./exit.js";
 import { fields, json, print, table } from "./output.js";
 import { readPassword } from "./password.js";
 
-const USER = "<user>";
-const USER_HELP = "a user id or a username (any form of it)";
 const PASSWORD_STDIN = [
   "--password-stdin",
   "read the password from standard input (else asked on the terminal)",
@@ -26,11 +24,6 @@ function pageSize(value: string): number {
   if (!Number.isInteger(n) || n < 1 || n > 500)
     throw new InvalidArgumentError("a whole number from 1 to 500");
   return n;
-}
-
-/** A message for people, or the answer as it is for --json. */
-function report(ctx: Context, answer: unknown, message: string): void {
-  print(ctx.json ? json(answer) : `${message}\n`);
 }
 
 async function list(ctx: Context): Promise<void> {
@@ -83,7 +76,7 @@ export function usersCommands(program: Command): void {
   users
     .command("get")
     .description("show a user")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .action(
       action(async (ctx, ref: string) => {
         const user = await findUser(ctx.client(), ref);
@@ -100,7 +93,7 @@ export function usersCommands(program: Command): void {
   users
     .command("tier")
     .description("change a user's tier (effective on the next request)")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .argument("<tier>", "the new tier")
     .action(
       action(async (ctx, ref: string, tier: string) => {
@@ -114,7 +107,7 @@ export function usersCommands(program: Command): void {
   users
     .command("password")
     .description("set a new password; revokes every session and clears the lockout")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .option(...PASSWORD_STDIN)
     .action(
       action(async (ctx, ref: string) => {
@@ -133,7 +126,7 @@ export function usersCommands(program: Command): void {
     users
       .command(name)
       .description(disabled ? "disable a user and revoke every session" : "enable a disabled user")
-      .argument(USER, USER_HELP)
+      .argument(...USER_ARGUMENT)
       .action(
         action(async (ctx, ref: string) => {
           const client = ctx.client();
@@ -148,7 +141,7 @@ export function usersCommands(program: Command): void {
   users
     .command("delete")
     .description("delete a user, its sessions, windows and lockout")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .option("-y, --yes", "do not ask")
     .action(
       action(async (ctx, ref: string) => {
@@ -171,7 +164,7 @@ export function usersCommands(program: Command): void {
   lockout
     .command("clear")
     .description("forget a user's failed logins, so that it may log in at once")
-    .argument(USER, USER_HELP)
+    .argument(...USER_ARGUMENT)
     .action(
       action(async (ctx, ref: string) => {
         const client = ctx.client();
