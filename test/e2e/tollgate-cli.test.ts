@@ -338,6 +338,24 @@ describe("tollgate check, policy show and policy reload", SLOW, () => {
     expect((await cli(["check", "--method", "GET"])).status).toBe(2); // --path is required
   });
 
+  it("prints a 429 with its Retry-After once the window is full, and exits 1", async () => {
+    const token = ((await (await loginAs("ent_carol", "secret")).json()) as { access_token: string })
+      .access_token;
+    await cli(["limits", "set", "ent_carol", "orders=1/1h"]);
+    const real = await fetch(`${tollgate.checkUrl}/ext_authz/api/orders`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(real.status).toBe(200);
+    const run = await cli(["check", "--method", "post", "--path", "/api/orders", "--token", token]);
+    expect(run.status).toBe(1);
+    expect(run.stdout).toMatch(
+      /^deny 429 \(rate_limited\): tier enterprise, category orders, 0 of 1 left, retry after \d+ s\nheaders to the client:\n/,
+    );
+    expect(run.stdout).toMatch(/^ {2}retry-after: \d+$/m);
+    await cli(["limits", "reset", "ent_carol"]);
+  });
+
   it("shows the policy in force, reloads a changed file, and refuses an invalid one with its problems (exit 1)", async () => {
     const before = jsonOf<{ version: string }>(await cli(["policy", "show", "--json"]));
     expect((await cli(["policy", "show"])).stdout).toMatch(new RegExp(`^version: +${before.version}\\n`));
