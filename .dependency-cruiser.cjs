@@ -1,6 +1,7 @@
 // Dependencies point one way: frontends / http → check / auth / ratelimit / policy (logic and ports)
 // ← store (adapters), with config below everything and process/ beside it; main.ts, app.ts and
-// listeners.ts compose. `npm run check` fails on any import these rules forbid and on any cycle.
+// listeners.ts compose; cli/ (the tollgate command) stands outside, a client of the admin API.
+// `npm run check` fails on any import these rules forbid and on any cycle.
 const FEATURES = "^src/(auth|check|ratelimit|policy|rls)/";
 const EDGE = "^src/(frontends|http)/";
 const ADAPTERS = "^src/store/(memory|redis)/|^src/store/store\\.ts$";
@@ -90,6 +91,20 @@ module.exports = {
       severity: "error",
       from: { path: "^src/", pathNot: "^src/(metrics/|process/workers\\.ts$)" },
       to: { path: "node_modules/prom-client/" },
+    },
+    {
+      name: "the-cli-is-a-client",
+      comment:
+        "src/cli/ (the tollgate command) reads files with the policy and RLS loaders and reaches the rest through the admin API only; nothing imports it.",
+      severity: "error",
+      from: { path: "^src/cli/" },
+      to: { path: `^src/(auth|check|ratelimit|store|frontends|http|metrics|process)/|${ROOT}` },
+    },
+    {
+      name: "nothing-imports-the-cli",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/cli/" },
+      to: { path: "^src/cli/" },
     },
     {
       name: "the-upstream-stands-alone",

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # tollgate and the demo upstream in one image: `node dist/src/main.js` (default) or
-# `node dist/upstream/main.js`. Build: docker build -t tollgate:local .
+# `node dist/upstream/main.js`, and the `tollgate` command. Build: docker build -t tollgate:local .
 
 # Node 24, the current LTS line (Node 20 reached its end of life on 2026-04-30); package.json's
 # engines floor stays 20.19, and .ci/run tests on both.
@@ -26,6 +26,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+# The `tollgate` command (package.json bin) on PATH: docker exec <container> tollgate users list.
+RUN ln -s /app/dist/src/cli/main.js /usr/local/bin/tollgate
 # The node image's unprivileged user; the app writes nothing to disk (logs go to stdout).
 USER node
 # 8080 public API, 9191 check (Envoy/nginx only), 8081 gRPC check (Envoy ext_authz over gRPC),

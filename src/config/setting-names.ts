@@ -50,6 +50,8 @@ export const SETTINGS = [
   "RLS_TIMEOUT_MS",
   "RLS_RESPONSE_HEADERS",
   "ENV_FILE",
+  // Read by the tollgate command (src/cli/), not the server; known, so that a .env holding it is not warned about.
+  "TOLLGATE_ADMIN_URL",
   "NODE_ENV",
   "npm_lifecycle_event",
 ] as const;

@@ -197,6 +197,22 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
+  admin.delete(
+    "/users/:id/sessions/:sid",
+    handle(async (req, res) => {
+      const user = await userOf(req);
+      const sid = String(req.params.sid);
+      if (!ID_PATTERN.test(sid) || !(await store.sessions.revoke(user.id, sid)))
+        throw new HttpError("not_found", "No such session of this user");
+      metrics.authEvents.inc({ event: "admin_revoke" });
+      logger.info(
+        { event: "admin_revoke", userId: user.id, revoked: 1 },
+        "admin revoked a session of a user",
+      );
+      res.json({ message: "Revoked 1 session", revoked: 1 });
+    }),
+  );
+
   admin.put(
     "/users/:id/tier",
     ...jsonBody,

@@ -67,12 +67,21 @@ export function policyDocument(policy: Policy) {
   };
 }
 
-function activate(policy: Policy, source: string): ActivePolicy {
-  const version = createHash("sha256")
+/** What GET /admin/policy calls the policy's version: `tollgate policy validate` prints it before a reload. */
+export const policyVersion = (policy: Policy): string =>
+  createHash("sha256")
     .update(JSON.stringify(policyDocument(policy)))
     .digest("hex")
     .slice(0, 12);
-  return { policy, compiled: compilePolicy(policy), version, source, loadedAt: new Date() };
+
+function activate(policy: Policy, source: string): ActivePolicy {
+  return {
+    policy,
+    compiled: compilePolicy(policy),
+    version: policyVersion(policy),
+    source,
+    loadedAt: new Date(),
+  };
 }
 
 export function createPolicyState(options: { file: string | undefined; initial: Policy }): PolicyState {

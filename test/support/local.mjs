@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { writeNginxConfig } from "../../nginx/render.mjs";
 
 /**
- * The packages that hold every server the tests and the bench run (redis-cli comes with redis-server,
- * promtool with prometheus).
+ * The packages that hold every server and shell the tests and the bench run (redis-cli comes with
+ * redis-server, promtool with prometheus).
  */
-const INSTALL = "apt-get update && apt-get install -y redis-server redis-sentinel nginx prometheus";
+const INSTALL = "apt-get update && apt-get install -y redis-server redis-sentinel nginx prometheus zsh";
 /** Where a binary may be when it is not on PATH (Debian puts nginx in /usr/sbin). */
 const KNOWN_PATHS = { nginx: ["/usr/sbin/nginx"] };
 

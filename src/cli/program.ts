@@ -1,0 +1,40 @@
+// The tollgate command tree: global options, every command group, help on each, completion scripts.
+import { Argument, Command } from "commander";
+import { accessCommands } from "./access-commands.js";
+import { DEFAULT_ADMIN_URL } from "./admin-client.js";
+import { bashCompletion, zshCompletion } from "./completion.js";
+import { print } from "./output.js";
+import { policyCommands } from "./policy-commands.js";
+import { usersCommands } from "./users-commands.js";
+
+const EPILOG = `
+Exit codes: 0 ok; 1 invalid file, denied check or request refused by the admin API;
+2 bad usage; 3 admin API unreachable, admin token refused or server failure.
+The admin token comes from ADMIN_TOKEN (or --admin-token) and is never printed.`;
+
+export function buildProgram(version: string): Command {
+  const program = new Command("tollgate")
+    .description(
+      "operate tollgate: validate policy and RLS files offline, manage users and limits, dry-run checks",
+    )
+    .version(version, "-V, --version")
+    .option("--url <url>", `the admin API (TOLLGATE_ADMIN_URL, default ${DEFAULT_ADMIN_URL})`)
+    .option("--admin-token <token>", "the admin bearer token (prefer ADMIN_TOKEN: arguments show in ps)")
+    .option("--json", "print JSON for scripts instead of tables")
+    .showHelpAfterError("(run with --help for usage)")
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText("afterAll", EPILOG)
+    // Usage errors exit 2; commander's default is 1, which the CLI keeps for failed validations.
+    .exitOverride();
+
+  policyCommands(program);
+  usersCommands(program);
+  accessCommands(program);
+
+  program
+    .command("completion")
+    .description("print a completion script: tollgate completion bash|zsh")
+    .addArgument(new Argument("<shell>", "the shell").choices(["bash", "zsh"]))
+    .action((shell: string) => print(shell === "bash" ? bashCompletion(program) : zshCompletion(program)));
+  return program;
+}
