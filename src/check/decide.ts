@@ -76,7 +76,7 @@ export function decideUser(
         kind: "deny",
         status: 401,
         reason: "revoked",
-        description: "session expired or revoked",
+        description: p.proof?.kind === "key" ? "API key unknown or revoked" : "session expired or revoked",
         tokenSent: true,
       };
     case "user_inactive":
