@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../../src/auth/api-keys.js";
 import { externalSubject } from "../../src/auth/subjects.js";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeExternalIdentityContract } from "../contract/external-identity-contract.js";
 import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
@@ -72,6 +73,41 @@ describe("external identities on redis", () => {
     expect([...(tags[1] ?? [])]).toEqual([`{${externalSubject(sub)}}`]);
     // The subject's windows expire; no profile exists until an admin sets one.
     const keys = await t.redis.keys(`${t.prefix}{${externalSubject(sub)}}*`);
+    expect(keys.length).toBeGreaterThan(0);
     for (const k of keys) expect(await t.redis.pttl(k), k).toBeGreaterThan(0);
+  });
+
+  it("lets a provider subject's counter record expire, as an address's does", async () => {
+    const policy = parsePolicy(
+      DEFAULT_POLICY_YAML.replace(
+        "free:       { general: 100/1h,",
+        "free:       { algorithm: sliding-counter, general: 100/1h,",
+      ),
+      "counter policy",
+    );
+    const counted = await startInProcess({
+      policy,
+      env: { LOG_LEVEL: "silent", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: "api://redis" },
+    });
+    try {
+      await counted.tollgate.providerKeys?.ready();
+      const sub = "counter-subject";
+      const now = Math.floor(Date.now() / 1000);
+      const token = signToken(key, { iss: idp.issuer, aud: "api://redis", sub, exp: now + 60 });
+      for (let i = 0; i < 3; i += 1) {
+        const res = await fetch(`${counted.checkUrl}/ext_authz/api/products`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-ratelimit-used")).toBe(String(i + 1));
+      }
+      const record = `${counted.prefix}{${externalSubject(sub)}}:r`;
+      expect(await counted.redis.hexists(record, "r:general")).toBe(1);
+      const ttl = await counted.redis.pttl(record);
+      expect(ttl).toBeGreaterThan(3_600_000);
+      expect(ttl).toBeLessThan(3 * 3_600_000);
+    } finally {
+      await counted.close();
+    }
   });
 });
