@@ -24,6 +24,7 @@ import {
   rowsTable,
   targetsTable,
 } from "./report.mjs";
+import { refreshStorm } from "./identity.mjs";
 import { rlsRows, startRls } from "./rls.mjs";
 import { rlsTable, rlsTargets } from "./rls-report.mjs";
 import { memoryBySubject, monitorSamples, runRows } from "./rows.mjs";
@@ -336,6 +337,24 @@ function rowSpecs(core, around, memory) {
     },
     {
       ...tollgateRow,
+      id: "allowed-provider",
+      short: "allowed, provider RS256",
+      label: `tollgate check, allowed: Envoy, provider RS256 token (JWKS), pro by EXTERNAL_DEFAULT_TIER, ${HUGE} → 200`,
+      url: checkUrl,
+      headers: { authorization: `Bearer ${core.external.token}` },
+      expected: 200,
+    },
+    {
+      ...tollgateRow,
+      id: "allowed-api-key",
+      short: "allowed, API key",
+      label: `tollgate check, allowed: Envoy, pro API key in X-API-Key, ${HUGE} → 200`,
+      url: checkUrl,
+      headers: { "x-api-key": core.external.apiKey },
+      expected: 200,
+    },
+    {
+      ...tollgateRow,
       id: "denied",
       short: "denied",
       label: "tollgate check, denied: Envoy, free user, 100/1h exhausted → 429",
@@ -512,7 +531,11 @@ export async function benchRun({ options, dir, resultsDir }) {
           await exhaust(`${around.compare.checkUrl}/ext_authz/api/products`, bearer(core.byAlgorithm[tier]));
     }
     const memory = [];
-    const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
+    const all = [
+      ...rowSpecs(core, around, memory),
+      ...(options.only === undefined ? await scaleOutRows({ core, dir, options }) : []),
+    ];
+    const specs = options.only === undefined ? all : all.filter((s) => options.only.includes(s.id));
     for (const spec of specs) {
       if (spec.preflight !== undefined) await spec.preflight();
       else if (spec.floor !== undefined) continue;
@@ -524,11 +547,24 @@ export async function benchRun({ options, dir, resultsDir }) {
     const rows = await runRows(specs, ctx);
     const byId = Object.fromEntries(rows.map((row) => [row.id, row]));
     for (const row of rows) {
-      if (row.ceiling === undefined) continue;
+      if (row.ceiling === undefined || byId[row.ceiling] === undefined) continue;
       const ceiling = byId[row.ceiling];
       row.ratio = { of: ceiling.short, value: row.load.rps / ceiling.load.rps };
     }
 
+    process.stderr.write("bench: the refresh-storm guard …\n");
+    const storm = await refreshStorm(core.external.idp, core.checkUrl);
+    const stormLines = [
+      `Refresh-storm guard: ${storm.checks} checks with tokens of made-up kids in ${storm.seconds.toFixed(1)} s ` +
+        `(${JSON.stringify(storm.statuses)}) cost the provider ${storm.providerFetches} JWKS request(s) ` +
+        "(at most one per 30 s is allowed).",
+      "",
+    ];
+    if (options.only !== undefined) {
+      // A few rows only (--only): their table, CPU and the storm guard; no targets, samples or JSON.
+      process.stdout.write(`${[rowsTable(rows), "", cpuTable(rows), "", ...stormLines].join("\n")}\n`);
+      return;
+    }
     process.stderr.write("bench: MONITOR samples and the memory fill …\n");
     const sampled = ["allowed", "denied", "anonymous", "nginx-tollgate"];
     const monitor = await monitorSamples(
@@ -540,7 +576,7 @@ export async function benchRun({ options, dir, resultsDir }) {
     const targets = [...evaluateTargets({ byId, monitor, memory }), ...rlsTargets(byId)];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
     const rls = around.rls.skipped === undefined ? {} : { skipped: around.rls.skipped };
-    const report = render({ machine, rows, byId, grpc, rls, monitor, memory, targets });
+    const report = [render({ machine, rows, byId, grpc, rls, monitor, memory, targets }), ...stormLines].join("\n");
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {
@@ -560,5 +596,6 @@ export async function benchRun({ options, dir, resultsDir }) {
     process.stdout.write(`results: bench/results/latest.json (allowed row: ${allowedShare}% 200)\n`);
   } finally {
     core.redisClient.disconnect();
+    await core.external.idp.close();
   }
 }

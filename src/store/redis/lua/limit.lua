@@ -121,8 +121,13 @@ if identity then
     tail = own and tier .. '\n' .. own or tier
   end
   -- The usual check: the tier's rule of one window, no fixed layer.
-  if fixed == 0 and not own and not expiring then
+  if fixed == 0 and not own then
     local algo, n, w = one_window(spec)
+    -- An expiring record's state (a provider subject's counter or gcra) takes the general path,
+    -- which moves the record's expiry; a sliding log writes no record.
+    if expiring and algo ~= ALGO_SLIDING_LOG then
+      algo = nil
+    end
     local state
     if algo and algo ~= ALGO_SLIDING_LOG then
       state = call('HGET', KEYS[3], field) or nil
