@@ -12,6 +12,7 @@ import {
   writeBody,
 } from "./grpc.mjs";
 import { GRPC_CONNECTIONS, GRPC_HEADERS, h2loadBinary } from "./h2load.mjs";
+import { identityRows, stormReport } from "./identity.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
@@ -24,7 +25,6 @@ import {
   rowsTable,
   targetsTable,
 } from "./report.mjs";
-import { refreshStorm } from "./identity.mjs";
 import { rlsRows, startRls } from "./rls.mjs";
 import { rlsTable, rlsTargets } from "./rls-report.mjs";
 import { memoryBySubject, monitorSamples, runRows } from "./rows.mjs";
@@ -335,24 +335,7 @@ function rowSpecs(core, around, memory) {
         memory.push({ id: "allowed-row", label: "the allowed row's window, right after the row", ...w });
       },
     },
-    {
-      ...tollgateRow,
-      id: "allowed-provider",
-      short: "allowed, provider RS256",
-      label: `tollgate check, allowed: Envoy, provider RS256 token (JWKS), pro by EXTERNAL_DEFAULT_TIER, ${HUGE} → 200`,
-      url: checkUrl,
-      headers: { authorization: `Bearer ${core.external.token}` },
-      expected: 200,
-    },
-    {
-      ...tollgateRow,
-      id: "allowed-api-key",
-      short: "allowed, API key",
-      label: `tollgate check, allowed: Envoy, pro API key in X-API-Key, ${HUGE} → 200`,
-      url: checkUrl,
-      headers: { "x-api-key": core.external.apiKey },
-      expected: 200,
-    },
+    ...identityRows(core, tollgateRow, HUGE),
     {
       ...tollgateRow,
       id: "denied",
@@ -552,14 +535,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       row.ratio = { of: ceiling.short, value: row.load.rps / ceiling.load.rps };
     }
 
-    process.stderr.write("bench: the refresh-storm guard …\n");
-    const storm = await refreshStorm(core.external.idp, core.checkUrl);
-    const stormLines = [
-      `Refresh-storm guard: ${storm.checks} checks with tokens of made-up kids in ${storm.seconds.toFixed(1)} s ` +
-        `(${JSON.stringify(storm.statuses)}) cost the provider ${storm.providerFetches} JWKS request(s) ` +
-        "(at most one per 30 s is allowed).",
-      "",
-    ];
+    const stormLines = await stormReport(core);
     if (options.only !== undefined) {
       // A few rows only (--only): their table, CPU and the storm guard; no targets, samples or JSON.
       process.stdout.write(`${[rowsTable(rows), "", cpuTable(rows), "", ...stormLines].join("\n")}\n`);
@@ -576,7 +552,9 @@ export async function benchRun({ options, dir, resultsDir }) {
     const targets = [...evaluateTargets({ byId, monitor, memory }), ...rlsTargets(byId)];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
     const rls = around.rls.skipped === undefined ? {} : { skipped: around.rls.skipped };
-    const report = [render({ machine, rows, byId, grpc, rls, monitor, memory, targets }), ...stormLines].join("\n");
+    const report = [render({ machine, rows, byId, grpc, rls, monitor, memory, targets }), ...stormLines].join(
+      "\n",
+    );
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {

@@ -64,7 +64,7 @@ export async function benchApiKey(tollgate) {
  * `count` checks, 64 at a time, each with a token of a kid the provider never published: the
  * provider's JWKS fetches meanwhile (the guard allows one per 30 s) and the checks' statuses.
  */
-export async function refreshStorm(idp, checkUrl, count = 5_000) {
+async function refreshStorm(idp, checkUrl, count = 5_000) {
   const before = idp.fetches();
   const statuses = {};
   const started = performance.now();
@@ -80,5 +80,44 @@ export async function refreshStorm(idp, checkUrl, count = 5_000) {
     );
     for (const { status } of await Promise.all(batch)) statuses[status] = (statuses[status] ?? 0) + 1;
   }
-  return { checks: count, seconds: (performance.now() - started) / 1000, providerFetches: idp.fetches() - before, statuses };
+  return {
+    checks: count,
+    seconds: (performance.now() - started) / 1000,
+    providerFetches: idp.fetches() - before,
+    statuses,
+  };
+}
+
+/** The allowed rows of a provider token and an API key, beside the HS256 allowed row (`base`: its fields; `huge`: the limit). */
+export const identityRows = (core, base, huge) => [
+  {
+    ...base,
+    id: "allowed-provider",
+    short: "allowed, provider RS256",
+    label: `tollgate check, allowed: Envoy, provider RS256 token (JWKS), pro by EXTERNAL_DEFAULT_TIER, ${huge} → 200`,
+    url: core.checkUrl,
+    headers: { authorization: `Bearer ${core.external.token}` },
+    expected: 200,
+  },
+  {
+    ...base,
+    id: "allowed-api-key",
+    short: "allowed, API key",
+    label: `tollgate check, allowed: Envoy, pro API key in X-API-Key, ${huge} → 200`,
+    url: core.checkUrl,
+    headers: { "x-api-key": core.external.apiKey },
+    expected: 200,
+  },
+];
+
+/** The refresh-storm guard measured, as the report's lines. */
+export async function stormReport(core) {
+  process.stderr.write("bench: the refresh-storm guard …\n");
+  const storm = await refreshStorm(core.external.idp, core.checkUrl);
+  return [
+    `Refresh-storm guard: ${storm.checks} checks with tokens of made-up kids in ${storm.seconds.toFixed(1)} s ` +
+      `(${JSON.stringify(storm.statuses)}) cost the provider ${storm.providerFetches} JWKS request(s) ` +
+      "(at most one per 30 s is allowed).",
+    "",
+  ];
 }

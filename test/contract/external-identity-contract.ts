@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Store } from "../../src/store/store.js";
+import { type InProcess, startInProcess } from "../support/in-process.js";
 import {
   type JwksServer,
   makeKey,
@@ -14,15 +15,24 @@ import {
   type TestKey,
   unsigned,
 } from "../support/jwks-server.js";
-import { type InProcess, startInProcess } from "../support/in-process.js";
 
 const AUDIENCE = "api://tollgate-contract";
 const KEY_SHAPE = /^tg_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
 
 type Answer = { status: number; headers: Headers; body: string };
-type KeyBody = { id: string; key: string; name: string; tier: string; user_id: string | null; last_used_at: string | null };
+type KeyBody = {
+  id: string;
+  key: string;
+  name: string;
+  tier: string;
+  user_id: string | null;
+  last_used_at: string | null;
+};
 
-export function describeExternalIdentityContract(name: string, makeStore: () => Store | Promise<Store>): void {
+export function describeExternalIdentityContract(
+  name: string,
+  makeStore: () => Store | Promise<Store>,
+): void {
   describe(`external identity contract: ${name}`, () => {
     let idp: JwksServer;
     let rsa: TestKey;
@@ -104,7 +114,9 @@ export function describeExternalIdentityContract(name: string, makeStore: () => 
         const c = claims({ plan: "basic" });
         const first = await bearer(signToken(rsa, c));
         const second = await bearer(signToken(ec, { ...c, iat: c.iat + 1 }));
-        expect(Number(second.headers.get("x-ratelimit-used"))).toBe(Number(first.headers.get("x-ratelimit-used")) + 1);
+        expect(Number(second.headers.get("x-ratelimit-used"))).toBe(
+          Number(first.headers.get("x-ratelimit-used")) + 1,
+        );
       });
 
       it.each([
@@ -148,13 +160,24 @@ export function describeExternalIdentityContract(name: string, makeStore: () => 
         const c = claims({ plan: "basic" });
         const token = signToken(rsa, c);
         const sub = encodeURIComponent(c.sub);
-        expect((await adminCall("PUT", `/admin/subjects/${sub}/tier`, { tier: "enterprise" })).status).toBe(200);
+        expect((await adminCall("PUT", `/admin/subjects/${sub}/tier`, { tier: "enterprise" })).status).toBe(
+          200,
+        );
         expect((await bearer(token)).headers.get("x-user-tier")).toBe("enterprise");
-        expect((await adminCall("PUT", `/admin/subjects/${sub}/limits`, { search: "2/1m" })).status).toBe(200);
+        expect((await adminCall("PUT", `/admin/subjects/${sub}/limits`, { search: "2/1m" })).status).toBe(
+          200,
+        );
         expect((await bearer(token)).status).toBe(200);
         expect((await bearer(token)).status).toBe(429);
-        const profile = await adminCall<{ tier: string; own_limits: unknown }>("GET", `/admin/subjects/${sub}`);
-        expect(profile.body).toMatchObject({ tier: "enterprise", blocked: false, own_limits: { search: ["2/1m"] } });
+        const profile = await adminCall<{ tier: string; own_limits: unknown }>(
+          "GET",
+          `/admin/subjects/${sub}`,
+        );
+        expect(profile.body).toMatchObject({
+          tier: "enterprise",
+          blocked: false,
+          own_limits: { search: ["2/1m"] },
+        });
         expect((await adminCall("DELETE", `/admin/subjects/${sub}/limits`)).status).toBe(200);
         expect((await adminCall("DELETE", `/admin/subjects/${sub}/tier`)).status).toBe(200);
         const back = await bearer(token);
@@ -194,7 +217,10 @@ export function describeExternalIdentityContract(name: string, makeStore: () => 
 
       it("allows a key sent as X-API-Key or as Authorization: ApiKey, with its own tier", async () => {
         const made = await create({ name: "both ways", tier: "enterprise" });
-        const ways: Record<string, string>[] = [{ "x-api-key": made.key }, { authorization: `ApiKey ${made.key}` }];
+        const ways: Record<string, string>[] = [
+          { "x-api-key": made.key },
+          { authorization: `ApiKey ${made.key}` },
+        ];
         for (const headers of ways) {
           const answer = await check(headers);
           expect(answer.status, answer.body).toBe(200);
@@ -211,7 +237,9 @@ export function describeExternalIdentityContract(name: string, makeStore: () => 
         const answer = await check({ "x-api-key": made.key });
         expect(answer.status, answer.body).toBe(200);
         expect(answer.headers.get("x-user-id")).toBe(user.id);
-        expect((await adminCall("POST", "/admin/api-keys", { name: "x", tier: "free", user_id: "nobody" })).status).toBe(400);
+        expect(
+          (await adminCall("POST", "/admin/api-keys", { name: "x", tier: "free", user_id: "nobody" })).status,
+        ).toBe(400);
       });
 
       it("refuses a key with the right id and another secret, and a malformed one", async () => {
@@ -235,7 +263,9 @@ export function describeExternalIdentityContract(name: string, makeStore: () => 
 
       it("refuses a revoked key at once even while its refusal is cached", async () => {
         const made = await create({ name: "cached refusal", tier: "free" });
-        expect((await adminCall("PUT", `/admin/api-keys/${made.id}/limits`, { search: "1/1h" })).status).toBe(200);
+        expect((await adminCall("PUT", `/admin/api-keys/${made.id}/limits`, { search: "1/1h" })).status).toBe(
+          200,
+        );
         expect((await check({ "x-api-key": made.key })).status).toBe(200);
         expect((await check({ "x-api-key": made.key })).status).toBe(429);
         expect((await check({ "x-api-key": made.key })).status).toBe(429);

@@ -95,7 +95,10 @@ describe("an API key on two instances sharing one Redis", () => {
   let a: TollgateProcess;
   let b: TollgateProcess;
   beforeAll(async () => {
-    [a, b] = await Promise.all([startTollgate(env, { name: "keys-a" }), startTollgate(env, { name: "keys-b" })]);
+    [a, b] = await Promise.all([
+      startTollgate(env, { name: "keys-a" }),
+      startTollgate(env, { name: "keys-b" }),
+    ]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

@@ -320,7 +320,9 @@ describe("API keys through nginx", () => {
     const allowed = await fetch(`${nginx.url}/api/products`, { headers: { "x-api-key": key } });
     expect(allowed.status).toBe(200);
     expect(allowed.headers.get("x-ratelimit-limit")).toBe("1000");
-    const viaScheme = await fetch(`${nginxSecond.url}/api/products`, { headers: { authorization: `ApiKey ${key}` } });
+    const viaScheme = await fetch(`${nginxSecond.url}/api/products`, {
+      headers: { authorization: `ApiKey ${key}` },
+    });
     expect(viaScheme.status).toBe(200);
     await fetch(`${tollgate.adminUrl}/admin/api-keys/${id}`, { method: "DELETE", headers: admin });
     for (const proxy of [nginx, nginxSecond]) {

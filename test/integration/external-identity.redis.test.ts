@@ -7,11 +7,19 @@ import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeExternalIdentityContract } from "../contract/external-identity-contract.js";
 import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
-import { type JwksServer, makeKey, signToken, startJwksServer, type TestKey } from "../support/jwks-server.js";
+import {
+  type JwksServer,
+  makeKey,
+  signToken,
+  startJwksServer,
+  type TestKey,
+} from "../support/jwks-server.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 
-describeExternalIdentityContract("redis", () => createRedisStore({ redis: connectRedis(), prefix: testPrefix() }));
+describeExternalIdentityContract("redis", () =>
+  createRedisStore({ redis: connectRedis(), prefix: testPrefix() }),
+);
 
 describe("external identities on redis", () => {
   let idp: JwksServer;
@@ -59,7 +67,10 @@ describe("external identities on redis", () => {
     const monitor = await monitorRedis(redisUrl(), (args, source) => {
       if (source !== "lua" && args.some((a) => String(a).startsWith(t.prefix))) calls.push(args.map(String));
     });
-    const ways: Record<string, string>[] = [{ "x-api-key": made.body.key }, { authorization: `Bearer ${token}` }];
+    const ways: Record<string, string>[] = [
+      { "x-api-key": made.body.key },
+      { authorization: `Bearer ${token}` },
+    ];
     for (const headers of ways) {
       const res = await fetch(`${t.checkUrl}/ext_authz/api/products`, { headers });
       expect(res.status).toBe(200);
@@ -68,7 +79,9 @@ describe("external identities on redis", () => {
     monitor.close();
     const fcalls = calls.filter((c) => c[0]?.toLowerCase() === "fcall");
     expect(fcalls.length).toBe(2);
-    const tags = fcalls.map((c) => new Set(c.filter((a) => a.startsWith(t.prefix)).map((a) => /\{[^}]+\}/.exec(a)?.[0])));
+    const tags = fcalls.map(
+      (c) => new Set(c.filter((a) => a.startsWith(t.prefix)).map((a) => /\{[^}]+\}/.exec(a)?.[0])),
+    );
     expect([...(tags[0] ?? [])]).toEqual([`{k:${made.body.id}}`]);
     expect([...(tags[1] ?? [])]).toEqual([`{${externalSubject(sub)}}`]);
     // The subject's windows expire; no profile exists until an admin sets one.
@@ -87,7 +100,12 @@ describe("external identities on redis", () => {
     );
     const counted = await startInProcess({
       policy,
-      env: { LOG_LEVEL: "silent", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: "api://redis" },
+      env: {
+        LOG_LEVEL: "silent",
+        JWKS_URL: idp.jwksUrl,
+        JWT_ISSUER: idp.issuer,
+        JWT_AUDIENCE: "api://redis",
+      },
     });
     try {
       await counted.tollgate.providerKeys?.ready();

@@ -4,7 +4,13 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import type { KeyTimings } from "../../src/auth/provider-keys.js";
 import { type InProcessOnRedis, sleep, startInProcess } from "../support/in-process.js";
-import { type JwksServer, makeKey, signToken, startJwksServer, type TestKey } from "../support/jwks-server.js";
+import {
+  type JwksServer,
+  makeKey,
+  signToken,
+  startJwksServer,
+  type TestKey,
+} from "../support/jwks-server.js";
 
 const AUDIENCE = "api://keys";
 const FAST: KeyTimings = {
@@ -97,7 +103,9 @@ describe("provider keys", () => {
     idp.down = true;
     const failedBefore = t.logWrites().filter((l) => l.includes("provider_keys_failed")).length;
     await sleep(400);
-    expect(t.logWrites().filter((l) => l.includes("provider_keys_failed")).length).toBeGreaterThan(failedBefore);
+    expect(t.logWrites().filter((l) => l.includes("provider_keys_failed")).length).toBeGreaterThan(
+      failedBefore,
+    );
     expect((await check(token(k1))).status).toBe(200);
   });
 

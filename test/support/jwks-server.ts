@@ -1,13 +1,7 @@
 // An identity provider of the tests' own: node:http serving an OIDC discovery document and a JWKS of
 // keys made with node:crypto, and a signer of tokens with those keys (or with anything a test wants
 // to forge). It counts what it was asked, can be slowed down, taken down and rotated.
-import {
-  createHmac,
-  generateKeyPairSync,
-  type KeyObject,
-  sign as cryptoSign,
-  constants,
-} from "node:crypto";
+import { constants, createHmac, sign as cryptoSign, generateKeyPairSync, type KeyObject } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -133,5 +127,5 @@ export async function startJwksServer(initial: TestKey[]): Promise<JwksServer> {
 }
 
 /** A public key as PEM: the bytes a forger has, to try as an HMAC secret. */
-export const publicPem = (key: TestKey): string => key.publicKey.export({ type: "spki", format: "pem" }) as string;
-
+export const publicPem = (key: TestKey): string =>
+  key.publicKey.export({ type: "spki", format: "pem" }) as string;
