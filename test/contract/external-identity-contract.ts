@@ -3,6 +3,7 @@
 // memory and Redis stores.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import type { Store } from "../../src/store/store.js";
 import { type InProcess, startInProcess } from "../support/in-process.js";
 import {
@@ -278,6 +279,40 @@ export function describeExternalIdentityContract(
         expect((await adminCall("PUT", `/admin/api-keys/${made.id}/tier`, { tier: "pro" })).status).toBe(200);
         expect((await check({ "x-api-key": made.key })).headers.get("x-user-tier")).toBe("pro");
         expect((await adminCall("POST", "/admin/api-keys", { name: "x", tier: "gold" })).status).toBe(400);
+      });
+
+      it("puts the per-address layer in front of a key and of a provider token, as of a user", async () => {
+        const layered = await startInProcess({
+          store: await makeStore(),
+          policy: parsePolicy(`ip: 2/1m\n${DEFAULT_POLICY_YAML}`, "ip layer"),
+          env: { LOG_LEVEL: "silent", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+        });
+        try {
+          await layered.tollgate.providerKeys?.ready();
+          const made = await layered.admin<KeyBody>("POST", "/admin/api-keys", {
+            token: layered.adminToken,
+            json: { name: "layered", tier: "enterprise" },
+          });
+          const token = signToken(rsa, claims());
+          const from = (ip: string, headers: Record<string, string>) =>
+            fetch(`${layered.checkUrl}/ext_authz/api/products`, {
+              headers: { "x-forwarded-for": ip, ...headers },
+            });
+          const ways: Record<string, string>[] = [
+            { "x-api-key": made.body.key },
+            { authorization: `Bearer ${token}` },
+          ];
+          for (const headers of ways) {
+            const ip = `198.19.${ipCount >> 8}.${ipCount++ & 255}`;
+            expect((await from(ip, headers)).status).toBe(200);
+            expect((await from(ip, headers)).status).toBe(200);
+            const third = await from(ip, headers);
+            expect(third.status).toBe(429);
+            expect(third.headers.get("x-ratelimit-resource")).toBe("ip");
+          }
+        } finally {
+          await layered.close();
+        }
       });
 
       it("never writes a key into the log", async () => {
