@@ -150,8 +150,15 @@ export function createChecker(options: CheckerOptions): Checker {
     if (own?.user === undefined) return undefined;
     // The user's layer is the last: after the IP layer when the policy has one.
     own.hit.layer = p.ip === undefined ? 0 : 1;
-    const { tier, ownRule } = own.user;
-    return decideUser(compiled, p, { kind: "ok", tier, hit: own.hit, ownRule, sessionExpiresAtMs: 0 });
+    const { tier, ownRule, userId } = own.user;
+    return decideUser(compiled, p, {
+      kind: "ok",
+      tier,
+      hit: own.hit,
+      ownRule,
+      sessionExpiresAtMs: 0,
+      userId,
+    });
   };
 
   /** Remembers a refusal: an address's for whoever comes from it next, a user's until its session could change. */
@@ -192,7 +199,10 @@ export function createChecker(options: CheckerOptions): Checker {
         p.proof === undefined ? Math.min(answer.sessionExpiresAtMs, at.now + idleMs / 2) : p.expiresAtMs;
       if (sessionBound <= at.now) return;
       const times = { retryAtMs, untilMs: Math.min(retryAtMs, sessionBound) };
-      const refusal = { hit: answer.hit, user: { tier: answer.tier, ownRule: answer.ownRule } };
+      const refusal = {
+        hit: answer.hit,
+        user: { tier: answer.tier, ownRule: answer.ownRule, userId: answer.userId },
+      };
       denials.remember(p.subject, p.category, windowMs, p.cacheId, refusal, times, at.generation);
     }
   };
@@ -219,12 +229,13 @@ export function createChecker(options: CheckerOptions): Checker {
     });
     if (p.kind === "done") return p.decision;
     if (p.kind === "user" && p.proof === undefined && refusedUserIds?.has(p.userId) === true) return DISABLED;
-    if (p.kind === "user" && p.proof?.kind === "key" && !dryRun) p.proof.markUsed = markUse(p.subject, now);
     const generation = denials?.generation() ?? 0;
     if (denials !== undefined) {
       const answered = cached(compiled, p, denials, now);
       if (answered !== undefined) return answered;
     }
+    // Marked only for a check that reaches the store, which writes the use in the same call.
+    if (p.kind === "user" && p.proof?.kind === "key" && !dryRun) p.proof.markUsed = markUse(p.subject, now);
     let result: LimitResult;
     try {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));

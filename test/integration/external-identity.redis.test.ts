@@ -90,6 +90,31 @@ describe("external identities on redis", () => {
     for (const k of keys) expect(await t.redis.pttl(k), k).toBeGreaterThan(0);
   });
 
+  it("writes a key's last use inside the check's own call, once for many checks", async () => {
+    const made = await t.admin<{ id: string; key: string }>("POST", "/admin/api-keys", {
+      token: t.adminToken,
+      json: { name: "coalesced", tier: "pro" },
+    });
+    const hash = `${t.prefix}{k:${made.body.id}}:key`;
+    const sent: string[][] = [];
+    const inScripts: string[][] = [];
+    const monitor = await monitorRedis(redisUrl(), (args, source) => {
+      if (!args.some((a) => String(a) === hash)) return;
+      (source === "lua" ? inScripts : sent).push(args.map(String));
+    });
+    for (let i = 0; i < 20; i += 1) {
+      const res = await fetch(`${t.checkUrl}/ext_authz/api/products`, {
+        headers: { "x-api-key": made.body.key },
+      });
+      expect(res.status).toBe(200);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    monitor.close();
+    expect(sent.map((c) => c[0]?.toLowerCase())).toEqual(Array(20).fill("fcall"));
+    expect(inScripts.filter((c) => c[0]?.toLowerCase() === "hset" && c[2] === "used")).toHaveLength(1);
+    expect(Number(await t.redis.hget(hash, "used"))).toBeGreaterThan(Date.now() - 10_000);
+  });
+
   it("lets a provider subject's counter record expire, as an address's does", async () => {
     const policy = parsePolicy(
       DEFAULT_POLICY_YAML.replace(
