@@ -20,6 +20,8 @@ const HELP = `usage: npm run bench -- [options]
   --tollgate FILE    tollgate's entry point (default dist/src/main.js), e.g. to compare another build
   --compare FILE     also measure the allowed and denied rows against this tollgate build in the same
                      run (e.g. a build of main, before a change)
+  --only IDS         measure only these rows (comma-separated ids, e.g. allowed,allowed-provider,allowed-api-key)
+                     and print their table and the refresh-storm guard, without targets or JSON
   --profile [ROW]    instead of the table: ROW's load (allowed, denied, cached or anonymous; default allowed)
                      against a tollgate under node --cpu-prof, and its top functions by self time
 `;
@@ -51,6 +53,7 @@ function parseOptions() {
       tollgate: { type: "string", default: "dist/src/main.js" },
       compare: { type: "string" },
       profile: { type: "string" },
+      only: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -76,6 +79,7 @@ function parseOptions() {
     tollgateMain: values.tollgate,
     compare: values.compare,
     profileRow: values.profile,
+    only: values.only?.split(",").map((s) => s.trim()),
   };
 }
 

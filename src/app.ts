@@ -1,8 +1,11 @@
 // Wires one tollgate from its parts: the policy in force, services, what its listeners serve (the
 // APIs, the check front ends' context), the observer. Which listeners there are: src/listeners.ts.
 import { type AuthService, createAuthService } from "./auth/auth-service.js";
+import { createCredentialReader } from "./auth/credentials.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { createLockout } from "./auth/lockout.js";
+import { createProviderKeys, type KeyTimings, type ProviderKeys } from "./auth/provider-keys.js";
+import { createProviderTokens } from "./auth/provider-tokens.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
@@ -35,6 +38,8 @@ export type Tollgate = {
   checker: Checker;
   auth: AuthService;
   tokens: TokenService;
+  /** The identity provider's keys (OIDC_ISSUER / JWKS_URL), fetching from creation on; undefined without one. */
+  providerKeys: ProviderKeys | undefined;
   metrics: Metrics;
   policy: PolicyState;
   /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged; RLS_CONFIG too. */
@@ -57,12 +62,37 @@ export type TollgateOptions = {
   onAdminReload?: () => void;
   /** RLS_CONFIG as main.ts loaded it (start-up reports an invalid one); loaded here when omitted. */
   rls?: RlsState;
+  /** The provider keys' refresh timings (tests shorten them). */
+  keyTimings?: KeyTimings;
 };
 
 export function createTollgate(options: TollgateOptions): Tollgate {
   const { config, store, logger } = options;
   const metrics = options.metrics ?? createMetrics();
   const tokens = createTokenService(config.jwt);
+  const { provider } = config.identity;
+  const providerKeys = provider === undefined ? undefined : createProviderKeys(provider, options.keyTimings);
+  providerKeys?.onFetch((outcome) => {
+    if (outcome.ok) {
+      logger.info({ event: "provider_keys", keys: outcome.keys }, "identity provider keys loaded");
+    } else {
+      // Retried with a doubling delay (at most a minute), so this line comes no oftener.
+      logger.error(
+        { event: "provider_keys_failed", attempt: outcome.attempt, err: outcome.error },
+        providerKeys.loaded()
+          ? "identity provider keys not refreshed: the last ones stay in use"
+          : "identity provider keys not loaded: provider tokens are refused and /ready waits",
+      );
+    }
+  });
+  providerKeys?.start();
+  const credentials = createCredentialReader({
+    tokens,
+    provider:
+      provider === undefined || providerKeys === undefined
+        ? undefined
+        : createProviderTokens(provider, providerKeys),
+  });
   const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
   const policy = createPolicyState({ file: config.policyFile, initial: options.policy });
   metrics.policyInfo.set({ version: policy.current().version }, 1);
@@ -103,7 +133,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     denials,
     // At most 100,000 (about 10 MB): past that the oldest are forgotten and cost a lookup again.
     deadSessions: createDeadSessions({ maxEntries: 100_000 }),
-    tokens,
+    credentials,
+    externalDefaultTier: provider?.defaultTier,
     limiter: store.unguarded.limiter,
     failureMode: config.failureMode,
     timeoutMs: config.redisTimeoutMs,
@@ -116,6 +147,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const checks: CheckContext = {
     checker,
     clientIp,
+    apiKeyHeader: config.identity.apiKeyHeader,
     logger,
     onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
     readiness: options.readiness,
@@ -227,6 +259,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     checker,
     auth,
     tokens,
+    providerKeys,
     metrics,
     policy,
     reloadPolicy,
@@ -235,6 +268,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     close: () => {
       policy.close();
       rlsState?.close();
+      providerKeys?.stop();
     },
   };
 }

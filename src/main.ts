@@ -59,7 +59,14 @@ function startupSettings(): { config: Config; policy: Policy; rls: RlsState | un
       config.rls === undefined
         ? undefined
         : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm });
-    return { config, policy: loadPolicy(config.policyFile), rls };
+    const policy = loadPolicy(config.policyFile);
+    const provider = config.identity.provider;
+    if (provider !== undefined && !policy.tiers.has(provider.defaultTier)) {
+      fail([
+        `EXTERNAL_DEFAULT_TIER: "${provider.defaultTier}" is not a tier of the policy (${[...policy.tiers.keys()].join(", ")})`,
+      ]);
+    }
+    return { config, policy, rls };
   } catch (error) {
     if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {
       fail(error.problems);
@@ -217,6 +224,12 @@ async function main(): Promise<void> {
     logger.fatal({ err: (error as Error).message }, "cannot load users");
     process.exit(1);
   });
+  const keys = tollgate.providerKeys;
+  if (keys !== undefined && !keys.loaded()) {
+    // Not ready until provider tokens can be verified: retried with a doubling delay, logged each time.
+    logger.info({ event: "provider_keys_wait" }, "waiting for the identity provider's keys before ready");
+    await keys.ready();
+  }
   if (readiness.phase() === "stopping") return;
   readiness.markReady();
   const urls = Object.fromEntries(listeners.map(({ name, host, port }) => [name, urlOf(host, port)]));

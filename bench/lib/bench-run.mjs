@@ -12,6 +12,7 @@ import {
   writeBody,
 } from "./grpc.mjs";
 import { GRPC_CONNECTIONS, GRPC_HEADERS, h2loadBinary } from "./h2load.mjs";
+import { identityRows, stormReport } from "./identity.mjs";
 import { windowBytes } from "./redis-stats.mjs";
 import {
   cpuTable,
@@ -334,6 +335,7 @@ function rowSpecs(core, around, memory) {
         memory.push({ id: "allowed-row", label: "the allowed row's window, right after the row", ...w });
       },
     },
+    ...identityRows(core, tollgateRow, HUGE),
     {
       ...tollgateRow,
       id: "denied",
@@ -512,7 +514,11 @@ export async function benchRun({ options, dir, resultsDir }) {
           await exhaust(`${around.compare.checkUrl}/ext_authz/api/products`, bearer(core.byAlgorithm[tier]));
     }
     const memory = [];
-    const specs = [...rowSpecs(core, around, memory), ...(await scaleOutRows({ core, dir, options }))];
+    const all = [
+      ...rowSpecs(core, around, memory),
+      ...(options.only === undefined ? await scaleOutRows({ core, dir, options }) : []),
+    ];
+    const specs = options.only === undefined ? all : all.filter((s) => options.only.includes(s.id));
     for (const spec of specs) {
       if (spec.preflight !== undefined) await spec.preflight();
       else if (spec.floor !== undefined) continue;
@@ -524,11 +530,17 @@ export async function benchRun({ options, dir, resultsDir }) {
     const rows = await runRows(specs, ctx);
     const byId = Object.fromEntries(rows.map((row) => [row.id, row]));
     for (const row of rows) {
-      if (row.ceiling === undefined) continue;
+      if (row.ceiling === undefined || byId[row.ceiling] === undefined) continue;
       const ceiling = byId[row.ceiling];
       row.ratio = { of: ceiling.short, value: row.load.rps / ceiling.load.rps };
     }
 
+    const stormLines = await stormReport(core);
+    if (options.only !== undefined) {
+      // A few rows only (--only): their table, CPU and the storm guard; no targets, samples or JSON.
+      process.stdout.write(`${[rowsTable(rows), "", cpuTable(rows), "", ...stormLines].join("\n")}\n`);
+      return;
+    }
     process.stderr.write("bench: MONITOR samples and the memory fill …\n");
     const sampled = ["allowed", "denied", "anonymous", "nginx-tollgate"];
     const monitor = await monitorSamples(
@@ -540,7 +552,9 @@ export async function benchRun({ options, dir, resultsDir }) {
     const targets = [...evaluateTargets({ byId, monitor, memory }), ...rlsTargets(byId)];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
     const rls = around.rls.skipped === undefined ? {} : { skipped: around.rls.skipped };
-    const report = render({ machine, rows, byId, grpc, rls, monitor, memory, targets });
+    const report = [render({ machine, rows, byId, grpc, rls, monitor, memory, targets }), ...stormLines].join(
+      "\n",
+    );
     process.stdout.write(`${report}\n`);
     mkdirSync(resultsDir, { recursive: true });
     const json = {
@@ -560,5 +574,6 @@ export async function benchRun({ options, dir, resultsDir }) {
     process.stdout.write(`results: bench/results/latest.json (allowed row: ${allowedShare}% 200)\n`);
   } finally {
     core.redisClient.disconnect();
+    await core.external.idp.close();
   }
 }

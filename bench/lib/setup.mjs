@@ -7,6 +7,7 @@ import { DEFAULT_POLICY_YAML } from "../../dist/src/policy/policy.js";
 import { login, send } from "../../test/support/http-client.mjs";
 import { findBinary } from "../../test/support/local.mjs";
 import { ROOT, startRedisServer } from "../../test/support/processes.mjs";
+import { benchApiKey, idpEnv, providerToken, startBenchIdp } from "./identity.mjs";
 import { connectRedis } from "./redis-stats.mjs";
 import { benchTollgate, createUser } from "./services.mjs";
 
@@ -64,6 +65,8 @@ export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, 
   const redisClient = connectRedis(redis.url);
   const policyFile = join(dir, "policy.yaml");
   writeFileSync(policyFile, policy);
+  // The identity provider of the provider-token rows: tollgate accepts its tokens beside its own.
+  const idp = await startBenchIdp();
   // Without the denial cache: every row measures the store call (a cached row has a tollgate of its own;
   // `denialCache` gives the profile of that row one with the cache on).
   const tollgate = await benchTollgate({
@@ -71,7 +74,7 @@ export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, 
     policyFile,
     main: options.tollgateMain,
     nodeArgs,
-    env: denialCache ? {} : { DENIAL_CACHE_SIZE: "0" },
+    env: { ...idpEnv(idp), ...(denialCache ? {} : { DENIAL_CACHE_SIZE: "0" }) },
   });
   const [bob, carol, alice] = [
     await login(tollgate.url, "bob_pro"),
@@ -87,7 +90,9 @@ export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, 
     byAlgorithm[tier] = await login(tollgate.url, tier, password);
   }
   const checkUrl = `${tollgate.checkUrl}/ext_authz/api/products`;
-  return { redis, redisClient, tollgate, bob, carol, alice, byAlgorithm, checkUrl };
+  // A provider subject (EXTERNAL_DEFAULT_TIER pro) and a pro API key: the allowed row's limits.
+  const external = { idp, token: providerToken(idp, "bench-subject"), apiKey: await benchApiKey(tollgate) };
+  return { redis, redisClient, tollgate, bob, carol, alice, byAlgorithm, checkUrl, external };
 }
 
 /** Spends the free user's 100/1h so that every later check of theirs is a 429. */

@@ -2,8 +2,17 @@
 import { createPrivateKey, createPublicKey, createSecretKey, type KeyObject } from "node:crypto";
 import jwt from "jsonwebtoken";
 import type { JwtSettings } from "../config/env.js";
+import type { Subject } from "../ratelimit/types.js";
 
-export type Claims = { sub: string; sid: string; tier: string; exp: number };
+/**
+ * A verified credential's claims. `external`: one without a tollgate session (a provider token's
+ * subject, an API key), whose profile the store reads instead (`sid` is then empty).
+ */
+export type Claims = { sub: string; sid: string; tier: string; exp: number; external?: External };
+
+export type External =
+  | { kind: "provider"; subject: Subject }
+  | { kind: "key"; subject: Subject; hash: string };
 
 export type TokenCheck =
   | { ok: true; claims: Claims }
@@ -13,6 +22,8 @@ export type TokenCheck =
 export type TokenService = {
   sign(claims: { sub: string; sid: string; tier: string }): { token: string; expiresIn: number };
   verify(token: string): TokenCheck;
+  /** A token verified before and not expired since, without any other work; else undefined. */
+  cached(token: string): TokenCheck | undefined;
 };
 
 /** Ids that tollgate issues: safe in keys, headers and logs. */
@@ -41,6 +52,13 @@ export function createTokenService(settings: JwtSettings): TokenService {
   if (signingKey === undefined) throw new Error(`no key to sign ${signing} tokens`);
   const allowed = new Set<string>(settings.algorithms);
   const cache = new Map<string, Claims>();
+  const cachedCheck = (token: string): TokenCheck | undefined => {
+    const cached = cache.get(token);
+    if (cached === undefined) return undefined;
+    if (cached.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return { ok: true, claims: cached };
+    cache.delete(token);
+    return undefined;
+  };
 
   return {
     sign(claims) {
@@ -53,12 +71,11 @@ export function createTokenService(settings: JwtSettings): TokenService {
       return { token, expiresIn: settings.ttlSeconds };
     },
 
+    cached: cachedCheck,
+
     verify(token) {
-      const cached = cache.get(token);
-      if (cached !== undefined) {
-        if (cached.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return { ok: true, claims: cached };
-        cache.delete(token);
-      }
+      const known = cachedCheck(token);
+      if (known !== undefined) return known;
       const check = verifyUncached(token);
       if (check.ok) {
         if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);

@@ -1,5 +1,6 @@
 // Runs one check: token, plan, a cached refusal or the one limiter call, decision; store failures degrade.
-import type { TokenCheck, TokenService } from "../auth/jwt.js";
+import type { CredentialReader } from "../auth/credentials.js";
+import type { TokenCheck } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import type { CompiledPolicy } from "../policy/compile.js";
 import {
@@ -9,7 +10,7 @@ import {
   type LimitRequest,
   type LimitResult,
 } from "../ratelimit/limiter.js";
-import { IP_LAYER, userSubject } from "../ratelimit/types.js";
+import { IP_LAYER } from "../ratelimit/types.js";
 import { createDeadline } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
 import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
@@ -17,12 +18,22 @@ import type { DenialCache } from "./denial-cache.js";
 import { plan } from "./plan.js";
 import type { Decision, Plan, UserAnswer } from "./types.js";
 
-export type CheckRequest = { method: string; path: string; authorization: string | undefined; ip: string };
+export type CheckRequest = {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  /** The API key header's value (API_KEY_HEADER), read when no Authorization header is sent. */
+  apiKey?: string | undefined;
+  ip: string;
+};
 
 export type CheckerOptions = {
   /** The policy in force, read once per check (a reload swaps it between checks). */
   policy(): CompiledPolicy;
-  tokens: TokenService;
+  /** The request's credential: tollgate's token, the provider's, or an API key. */
+  credentials: CredentialReader;
+  /** EXTERNAL_DEFAULT_TIER. */
+  externalDefaultTier?: string;
   limiter: Limiter;
   failureMode: FailureMode;
   /** REDIS_TIMEOUT_MS: the longest a check waits on the store before it degrades. */
@@ -42,7 +53,6 @@ export type CheckerOptions = {
   onCachedRefusal?(): void;
 };
 
-const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
 const DEAD_SESSION: TokenCheck = { ok: false, reason: "revoked", description: "session expired or revoked" };
 const DISABLED: Decision = {
   kind: "deny",
@@ -52,12 +62,11 @@ const DISABLED: Decision = {
   tokenSent: true,
 };
 
-export function readToken(authorization: string | undefined, tokens: TokenService): TokenCheck | undefined {
-  if (authorization === undefined || authorization === "") return undefined;
-  // "Bearer <token>", scheme case-insensitive, as RFC 6750 allows.
-  if (authorization.length < 8 || authorization.slice(0, 7).toLowerCase() !== "bearer ") return NOT_BEARER;
-  return tokens.verify(authorization.slice(7).trim());
-}
+const DEAD_KEY: TokenCheck = { ok: false, reason: "revoked", description: "API key unknown or revoked" };
+/** An API key's last use is written at most this often per key and process, in a check's own call. */
+const LAST_USE_EVERY_MS = 60_000;
+/** How long an API key the store refused is refused here without asking (ids are never reused). */
+const DEAD_KEY_MS = 3_600_000;
 
 /** `dryRun`: the decision without counting, renewing or caching anything (the admin's check). */
 export type Checker = (request: CheckRequest, options?: { dryRun?: boolean }) => Promise<Decision>;
@@ -76,7 +85,10 @@ function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest
       ip === undefined
         ? NO_LAYERS
         : [{ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow: ip.shadow }],
-    identity: { userId: p.userId, sessionId: p.sessionId, idleMs, category: p.category, rules: p.rules },
+    identity:
+      p.proof === undefined
+        ? { userId: p.userId, sessionId: p.sessionId, idleMs, category: p.category, rules: p.rules }
+        : { kind: "profile", subject: p.subject, proof: p.proof, category: p.category, rules: p.rules },
     dryRun,
   };
 }
@@ -91,14 +103,23 @@ export function userAnswer(result: LimitResult, ipShadow: boolean): UserAnswer {
   const hit = describe(result.layers, result.allowed, shadow);
   const { identity } = result;
   if (identity === undefined) return { kind: "ip_denied", hit };
-  const { tier, ownRule, sessionExpiresAtMs } = identity;
-  return { kind: "ok", tier, hit, ownRule, sessionExpiresAtMs };
+  const { tier, ownRule, sessionExpiresAtMs, userId } = identity;
+  return { kind: "ok", tier, hit, ownRule, sessionExpiresAtMs, userId };
 }
 
 export function createChecker(options: CheckerOptions): Checker {
-  const { tokens, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk, refusedUserIds } =
+  const { credentials, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk, refusedUserIds } =
     options;
   const withDeadline = createDeadline(timeoutMs);
+  /** Per API key id, when this process last had its use written: coalesced, never a write per check. */
+  const lastUse = new Map<string, number>();
+  const markUse = (subject: string, now: number): boolean => {
+    const last = lastUse.get(subject);
+    if (last !== undefined && now - last < LAST_USE_EVERY_MS) return false;
+    if (lastUse.size >= 100_000) lastUse.clear();
+    lastUse.set(subject, now);
+    return true;
+  };
 
   /** A cached refusal is the store's description of a full window: each request decides from it as from the store's answer. */
   const cached = (
@@ -127,12 +148,19 @@ export function createChecker(options: CheckerOptions): Checker {
       address.hit.layer = 0;
       return decideUser(compiled, p, { kind: "ip_denied", hit: address.hit });
     }
-    const own = denials.lookup(userSubject(p.userId), p.category, p.sessionId, now);
+    const own = denials.lookup(p.subject, p.category, p.cacheId, now);
     if (own?.user === undefined) return undefined;
     // The user's layer is the last: after the IP layer when the policy has one.
     own.hit.layer = p.ip === undefined ? 0 : 1;
-    const { tier, ownRule } = own.user;
-    return decideUser(compiled, p, { kind: "ok", tier, hit: own.hit, ownRule, sessionExpiresAtMs: 0 });
+    const { tier, ownRule, userId } = own.user;
+    return decideUser(compiled, p, {
+      kind: "ok",
+      tier,
+      hit: own.hit,
+      ownRule,
+      sessionExpiresAtMs: 0,
+      userId,
+    });
   };
 
   /** Remembers a refusal: an address's for whoever comes from it next, a user's until its session could change. */
@@ -168,20 +196,16 @@ export function createChecker(options: CheckerOptions): Checker {
         at.generation,
       );
     } else if (answer?.kind === "ok") {
-      // A cached refusal must not outlive the session, nor keep its idle lifetime from renewing.
-      const sessionBound = Math.min(answer.sessionExpiresAtMs, at.now + idleMs / 2);
+      // A cached refusal must not outlive the session (or the token), nor keep its idle lifetime from renewing.
+      const sessionBound =
+        p.proof === undefined ? Math.min(answer.sessionExpiresAtMs, at.now + idleMs / 2) : p.expiresAtMs;
       if (sessionBound <= at.now) return;
       const times = { retryAtMs, untilMs: Math.min(retryAtMs, sessionBound) };
-      const refusal = { hit: answer.hit, user: { tier: answer.tier, ownRule: answer.ownRule } };
-      denials.remember(
-        userSubject(p.userId),
-        p.category,
-        windowMs,
-        p.sessionId,
-        refusal,
-        times,
-        at.generation,
-      );
+      const refusal = {
+        hit: answer.hit,
+        user: { tier: answer.tier, ownRule: answer.ownRule, userId: answer.userId },
+      };
+      denials.remember(p.subject, p.category, windowMs, p.cacheId, refusal, times, at.generation);
     }
   };
 
@@ -189,12 +213,24 @@ export function createChecker(options: CheckerOptions): Checker {
     const dryRun = checkOptions?.dryRun === true;
     const denials = dryRun ? undefined : options.denials;
     const compiled = options.policy();
-    let token = readToken(request.authorization, tokens);
+    const read = credentials(request.authorization, request.apiKey);
+    let token = read instanceof Promise ? await read : read;
     const now = Date.now();
-    if (token?.ok === true && options.deadSessions?.has(token.claims.sid, now) === true) token = DEAD_SESSION;
-    const p = plan(compiled, { method: request.method, path: request.path, token, ip: request.ip });
+    if (token?.ok === true && options.deadSessions !== undefined) {
+      const { external, sid } = token.claims;
+      if (external?.kind === "key") {
+        if (options.deadSessions.has(external.hash, now)) token = DEAD_KEY;
+      } else if (external === undefined && options.deadSessions.has(sid, now)) token = DEAD_SESSION;
+    }
+    const p = plan(compiled, {
+      method: request.method,
+      path: request.path,
+      token,
+      ip: request.ip,
+      externalDefaultTier: options.externalDefaultTier,
+    });
     if (p.kind === "done") return p.decision;
-    if (p.kind === "user" && refusedUserIds?.has(p.userId) === true) return DISABLED;
+    if (p.kind === "user" && p.proof === undefined && refusedUserIds?.has(p.userId) === true) return DISABLED;
     const generation = denials?.generation() ?? 0;
     if (denials !== undefined) {
       const answered = cached(compiled, p, denials, now);
@@ -203,6 +239,8 @@ export function createChecker(options: CheckerOptions): Checker {
         return answered;
       }
     }
+    // Marked only for a check that reaches the store, which writes the use in the same call.
+    if (p.kind === "user" && p.proof?.kind === "key" && !dryRun) p.proof.markUsed = markUse(p.subject, now);
     let result: LimitResult;
     try {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
@@ -225,7 +263,11 @@ export function createChecker(options: CheckerOptions): Checker {
       decision = decideUser(compiled, p, answer);
       // Only a session that is gone: a disabled user's may serve again once the user is enabled.
       if (!dryRun && token?.ok === true && answer.kind === "no_session") {
-        options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
+        if (p.proof?.kind === "key") {
+          options.deadSessions?.add(p.proof.hash, now + DEAD_KEY_MS);
+          // Its last use is written again by the next key that is valid under this id.
+          lastUse.delete(p.subject);
+        } else options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
       }
     }
     if (denials !== undefined && isDenial(decision))

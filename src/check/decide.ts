@@ -76,7 +76,7 @@ export function decideUser(
         kind: "deny",
         status: 401,
         reason: "revoked",
-        description: "session expired or revoked",
+        description: p.proof?.kind === "key" ? "API key unknown or revoked" : "session expired or revoked",
         tokenSent: true,
       };
     case "user_inactive":
@@ -105,7 +105,11 @@ export function decideUser(
       return { kind: "deny", status: 429, limit, identity: undefined };
     }
     case "ok": {
-      const identity: Identity = { userId: p.userId, tier: answer.tier, sessionId: p.sessionId };
+      const identity: Identity = {
+        userId: answer.userId ?? p.userId,
+        tier: answer.tier,
+        sessionId: p.sessionId,
+      };
       const mine = compiled.named(answer.tier, p.category, answer.ownRule);
       const layers = p.ip === undefined ? [mine] : [compiled.ip as NamedRule, mine];
       const limit = limitState(answer.hit, answer.tier, layers, false);
@@ -125,6 +129,8 @@ export function decideDegraded(p: Plan, failureMode: "open" | "closed"): Decisio
   if (failureMode === "closed") return { kind: "deny", status: 503 };
   if (p.kind === "anonymous" && !p.tokenRequired) return { kind: "deny", status: 503 };
   if (p.kind === "user") {
+    // An API key is only known to the store: none passes unchecked.
+    if (p.proof?.kind === "key") return { kind: "deny", status: 503 };
     const identity: Identity = { userId: p.userId, tier: p.claimTier, sessionId: p.sessionId };
     return { kind: "allow", identity, limit: undefined, degraded: true };
   }

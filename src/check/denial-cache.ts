@@ -11,7 +11,7 @@ export type Refusal = {
   /** The refusing window's state; `layer` is the caller's to set (it depends on the request's layers). */
   hit: HitResult;
   /** For a user's own window: the tier and own rule the store counted it under. */
-  user: { tier: string; ownRule: Rule | undefined } | undefined;
+  user: { tier: string; ownRule: Rule | undefined; userId?: string | undefined } | undefined;
 };
 
 type Entry = {

@@ -1,7 +1,7 @@
 // Steps 1 and 2 of a check: the route of the request target, then the token; what the store must count.
 import type { TierRules } from "../config/rules.js";
 import { type CompiledPolicy, type NamedRule, routeFor } from "../policy/compile.js";
-import { ipSubject } from "../ratelimit/types.js";
+import { ipSubject, userSubject } from "../ratelimit/types.js";
 import type { Facts, Plan } from "./types.js";
 
 const NO_RULES: TierRules = new Map();
@@ -22,13 +22,30 @@ export function plan(compiled: CompiledPolicy, facts: Facts): Plan {
   const { token } = facts;
   const subject = ipSubject(facts.ip);
   if (route.token === "required" && token?.ok === true) {
+    const { claims } = token;
+    const rules = compiled.byCategory.get(route.category) ?? NO_RULES;
+    const external = claims.external;
+    // A provider token's tier counts when the policy knows it; otherwise EXTERNAL_DEFAULT_TIER.
+    const claimTier =
+      external?.kind === "provider" && !rules.has(claims.tier)
+        ? (facts.externalDefaultTier ?? "")
+        : claims.tier;
     return {
       kind: "user",
-      userId: token.claims.sub,
-      sessionId: token.claims.sid,
-      claimTier: token.claims.tier,
+      userId: claims.sub,
+      sessionId: claims.sid,
+      claimTier,
       category: route.category,
-      rules: compiled.byCategory.get(route.category) ?? NO_RULES,
+      rules,
+      subject: external === undefined ? userSubject(claims.sub) : external.subject,
+      proof:
+        external === undefined
+          ? undefined
+          : external.kind === "key"
+            ? { kind: "key", hash: external.hash, markUsed: false }
+            : { kind: "subject", tier: claimTier },
+      cacheId: external?.kind === "key" ? external.hash : claims.sid,
+      expiresAtMs: claims.exp * 1000,
       ip:
         compiled.ip === undefined
           ? undefined

@@ -1,11 +1,12 @@
 // The check's vocabulary: the facts a front end hands in, the plan of what to ask the store, and the
 // Decision a front end renders.
 import type { TokenCheck } from "../auth/jwt.js";
+import type { Proof } from "../auth/subjects.js";
 import type { Identity } from "../auth/types.js";
 import type { Rule, TierRules } from "../config/rules.js";
 import type { NamedRule } from "../policy/compile.js";
 import type { LimitLayer } from "../ratelimit/limiter.js";
-import type { HitResult } from "../ratelimit/types.js";
+import type { HitResult, Subject } from "../ratelimit/types.js";
 
 /** The limit that applied: the described window's state after this request, and every layer's rule. */
 export type LimitState = HitResult & {
@@ -28,7 +29,14 @@ export type Decision =
   | { kind: "deny"; status: 400; description: string }
   | { kind: "deny"; status: 503 };
 
-export type Facts = { method: string; path: string; token: TokenCheck | undefined; ip: string };
+export type Facts = {
+  method: string;
+  path: string;
+  token: TokenCheck | undefined;
+  ip: string;
+  /** EXTERNAL_DEFAULT_TIER: a provider subject's tier when its token names none the policy knows. */
+  externalDefaultTier?: string;
+};
 
 /** What the check must ask the store, if anything. */
 export type Plan =
@@ -50,6 +58,14 @@ export type Plan =
       claimTier: string;
       category: string;
       rules: TierRules;
+      /** Whose windows and refusals: `u:<id>`, or a subject without a session (`k:<id>`, `x:<hash>`). */
+      subject: Subject;
+      /** What the store checks instead of a session, for a subject without one. */
+      proof: Proof | undefined;
+      /** The denial cache's session slot: the session id, an API key's hash, or "" (a provider token). */
+      cacheId: string;
+      /** The credential's own end (ms): a provider token's exp (a key's never comes); a session's is the store's. */
+      expiresAtMs: number;
       /** The IP layer; `shadow`: over it only marks, the session and the user's layer decide. */
       ip: { subject: string; rule: Rule; shadow: boolean } | undefined;
     };
@@ -70,4 +86,6 @@ export type UserAnswer =
       ownRule: Rule | undefined;
       /** The session's absolute expiry (ms). */
       sessionExpiresAtMs: number;
+      /** The user a profile names (an API key's user), when it names one. */
+      userId?: string | undefined;
     };

@@ -1,6 +1,7 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
 import { availableParallelism } from "node:os";
 import { type Env, Reader } from "./env-reader.js";
+import { type IdentitySettings, OWN_ISSUER, parseIdentitySettings } from "./identity-settings.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
@@ -83,6 +84,8 @@ export type Config = {
   redisKeyPrefix: string;
   failureMode: FailureMode;
   jwt: JwtSettings;
+  /** Provider tokens (OIDC_ISSUER / JWKS_URL) and API keys. */
+  identity: IdentitySettings;
   sessionIdleTtlSeconds: number;
   sessionMaxAgeSeconds: number;
   maxSessionsPerUser: number;
@@ -137,7 +140,8 @@ function parseAlgorithms(reader: Reader): JwtAlgorithm[] {
   return algorithms.length > 0 ? algorithms : ["HS256"];
 }
 
-function parseJwt(reader: Reader, production: boolean): JwtSettings {
+/** With a provider configured, JWT_ISSUER and JWT_AUDIENCE are the provider's: tollgate's own tokens say OWN_ISSUER. */
+function parseJwt(reader: Reader, production: boolean, provider: boolean): JwtSettings {
   const algorithms = parseAlgorithms(reader);
   const usesHmac = algorithms.some((a) => a.startsWith("HS"));
   const usesKeys = algorithms.some((a) => !a.startsWith("HS"));
@@ -166,8 +170,8 @@ function parseJwt(reader: Reader, production: boolean): JwtSettings {
     secretGenerated,
     privateKey,
     publicKey,
-    issuer: reader.raw("JWT_ISSUER") ?? "tollgate",
-    audience: reader.raw("JWT_AUDIENCE"),
+    issuer: provider ? OWN_ISSUER : (reader.raw("JWT_ISSUER") ?? OWN_ISSUER),
+    audience: provider ? undefined : reader.raw("JWT_AUDIENCE"),
     ttlSeconds: reader.int("JWT_TTL_SECONDS", 86_400, 60, 31 * 86_400),
   };
 }
@@ -217,6 +221,7 @@ export function loadConfig(env: Env = process.env): Config {
   const checkHost = reader.host("CHECK_HOST", host);
   const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
+  const identity = parseIdentitySettings(reader);
   const config: Config = {
     port: reader.port("PORT", 8080),
     checkPort: reader.port("CHECK_PORT", 9191),
@@ -231,7 +236,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,
     failureMode: reader.oneOf<FailureMode>("FAILURE_MODE", ["open", "closed"], "open"),
-    jwt: parseJwt(reader, production),
+    jwt: parseJwt(reader, production, identity.provider !== undefined),
+    identity,
     sessionIdleTtlSeconds: reader.int("SESSION_IDLE_TTL_SECONDS", 1800, 1, 31 * 86_400),
     sessionMaxAgeSeconds: reader.int("SESSION_MAX_AGE_SECONDS", 86_400, 1, 366 * 86_400),
     maxSessionsPerUser: reader.int("MAX_SESSIONS_PER_USER", 5, 1, 1000),

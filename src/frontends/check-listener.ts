@@ -49,7 +49,7 @@ function send(res: ServerResponse, response: CheckResponse): void {
 }
 
 function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]) {
-  const { checker, clientIp, logger, onDecision } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader } = context;
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
@@ -60,7 +60,7 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
     url: string,
   ) => {
     const started = process.hrtime.bigint();
-    const facts = frontEnd.facts(req, url, clientIp);
+    const facts = frontEnd.facts(req, url, clientIp, apiKeyHeader);
     if ("status" in facts) {
       send(res, facts);
       return;

@@ -11,13 +11,14 @@ export const envoyHttp: HttpCheckFrontEnd = {
   protocol: "envoy",
   paths: [{ path: PREFIX, subpaths: true }],
   usage: `${PREFIX}/<path> (Envoy)`,
-  facts(req, url, clientIp) {
+  facts(req, url, clientIp, apiKeyHeader) {
     const path = url.slice(PREFIX.length) || "/";
     if (path.length > MAX_URI) return uriTooLong();
     return {
       method: req.method ?? "GET",
       path: path.startsWith("/") ? path : `/${path}`,
       authorization: header(req, "authorization"),
+      apiKey: header(req, apiKeyHeader),
       ip: clientAddress(
         {
           stated: header(req, CLIENT_IP_HEADER),

@@ -17,6 +17,8 @@ export type Protocol = string;
 export type CheckContext = {
   checker: Checker;
   clientIp: ClientIpOptions;
+  /** API_KEY_HEADER, lower case: the request header that carries an API key. */
+  apiKeyHeader: string;
   logger: Logger;
   /** Called once per answered check, for metrics and logs. */
   onDecision?(protocol: Protocol, decision: Decision, seconds: number, ip: string): void;

@@ -23,7 +23,12 @@ export type HttpCheckFrontEnd = {
   /** Where its checks go, as the 404 for a request anywhere else names it. */
   usage: string;
   /** The check's facts, or the answer to a request no check can be made of (400, 414). */
-  facts(req: IncomingMessage, url: string, clientIp: ClientIpOptions): CheckRequest | CheckResponse;
+  facts(
+    req: IncomingMessage,
+    url: string,
+    clientIp: ClientIpOptions,
+    apiKeyHeader: string,
+  ): CheckRequest | CheckResponse;
   /** The Decision as this protocol answers it: a new answer per call. */
   render(decision: Decision, nowMs: number): CheckResponse;
 };

@@ -35,7 +35,7 @@ export const nginx: HttpCheckFrontEnd = {
   protocol: "nginx",
   paths: [{ path: PATH, subpaths: false }],
   usage: `${PATH} (nginx)`,
-  facts(req, _url, clientIp) {
+  facts(req, _url, clientIp, apiKeyHeader) {
     const method = header(req, "x-original-method");
     const uri = header(req, "x-original-uri");
     if (method === undefined || uri === undefined) {
@@ -52,6 +52,7 @@ export const nginx: HttpCheckFrontEnd = {
       method,
       path: uri,
       authorization: header(req, "authorization"),
+      apiKey: header(req, apiKeyHeader),
       ip: clientAddress(
         { forwardedFor: header(req, "x-forwarded-for"), peer: req.socket.remoteAddress },
         clientIp,

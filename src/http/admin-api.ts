@@ -14,6 +14,7 @@ import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
 import { userSubject } from "../ratelimit/types.js";
 import type { RlsConfig } from "../rls/model.js";
+import { identityRoutes } from "./admin-identities.js";
 import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
 import type { ApiStore } from "./api-store.js";
@@ -257,6 +258,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   );
 
   limitsRoutes(admin, { store, policy, logger, userOf });
+  identityRoutes(admin, { store, policy, logger, tierSchema });
   policyRoutes(admin, {
     policy,
     reloadPolicy: options.reloadPolicy,

@@ -1,6 +1,7 @@
 // The limiter's one port: a request's layers (and, for a user, the session read in the same call)
 // in, every window of every layer out. Every store (memory, Redis) implements `limit` and `reset`;
 // `hit` and `peek` are built on `limit` here, once.
+import type { Proof } from "../auth/subjects.js";
 import type { Rule, TierRules } from "../config/rules.js";
 import type { HitResult, Layer, Subject, WindowState } from "./types.js";
 
@@ -11,11 +12,26 @@ export type LimitLayer = Layer & { subject: Subject };
  * The user's layer, whose rule is read in the same store call as the session: the user's own
  * windows for the category, or the category's rule for the tier the user has now.
  */
-export type IdentityLayer = {
+export type IdentityLayer = SessionIdentity | ProfileIdentity;
+
+export type SessionIdentity = {
+  kind?: undefined;
   userId: string;
   sessionId: string;
   /** The session's idle lifetime, renewed by a counted check. */
   idleMs: number;
+  category: string;
+  rules: TierRules;
+};
+
+/**
+ * A subject without a session (an API key, a provider token's subject): its profile (tier, block,
+ * own limits; for a key, its hash) is read in the same call, under the subject's hash tag.
+ */
+export type ProfileIdentity = {
+  kind: "profile";
+  subject: Subject;
+  proof: Proof;
   category: string;
   rules: TierRules;
 };
@@ -56,6 +72,8 @@ export type IdentityResult = {
   rule: Rule;
   ownRule: Rule | undefined;
   sessionExpiresAtMs: number;
+  /** A profile's user (an API key's user_id), when it has one. */
+  userId?: string | undefined;
 };
 
 export type LimitResult =

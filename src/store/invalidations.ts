@@ -1,4 +1,5 @@
 // Invalidations: "this subject may be freer than you think", to every tollgate sharing the store.
+import { type ApiKeyStore, keySubject, type SubjectStore } from "../auth/subjects.js";
 import type { SessionStore, UserStore } from "../auth/types.js";
 import type { LimiterPort } from "../ratelimit/limiter.js";
 import { userSubject } from "../ratelimit/types.js";
@@ -75,6 +76,34 @@ export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): Lim
     limit: (request) => limiter.limit(request),
     async reset(subject, categories) {
       await limiter.reset(subject, categories);
+      bus.publish(subject);
+    },
+  };
+}
+
+/** API keys, announcing every change and deletion: a revoked key must get 401 at once, not a cached 429. */
+export function announcingApiKeys(keys: ApiKeyStore, bus: Invalidations): ApiKeyStore {
+  return {
+    ...keys,
+    async update(id, patch) {
+      const changed = await keys.update(id, patch);
+      bus.publish(keySubject(id));
+      return changed;
+    },
+    async remove(id) {
+      const removed = await keys.remove(id);
+      bus.publish(keySubject(id));
+      return removed;
+    },
+  };
+}
+
+/** Provider subjects' profiles, announcing every change (a block, a tier, own limits). */
+export function announcingSubjects(subjects: SubjectStore, bus: Invalidations): SubjectStore {
+  return {
+    ...subjects,
+    async update(subject, patch) {
+      await subjects.update(subject, patch);
       bus.publish(subject);
     },
   };

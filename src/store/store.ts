@@ -1,24 +1,29 @@
 // The composition of one store: Redis (one server, a Cluster or Sentinel) when configured, otherwise the embedded memory store.
 
 import { newSessionId } from "../auth/ids.js";
+import type { ApiKeyStore, SubjectStore } from "../auth/subjects.js";
 import type { NameAdoption, SessionStore, UserStore } from "../auth/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
 import { createLimiter, type Limiter, type LimiterPort } from "../ratelimit/limiter.js";
 import { guarded, storeTimeouts, withDeadline } from "./failure.js";
 import {
+  announcingApiKeys,
   announcingLimiter,
   announcingSessions,
+  announcingSubjects,
   announcingUsers,
   createLocalInvalidations,
   type Invalidations,
 } from "./invalidations.js";
 import { createMemoryIdentityStore } from "./memory/identity-store.js";
 import { createMemoryLimiter } from "./memory/limiter.js";
+import { createMemoryProfiles } from "./memory/profile-store.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
 import { createKeys } from "./redis/keys.js";
 import { createRedisLimiter } from "./redis/limiter.js";
+import { createRedisApiKeyStore, createRedisSubjectStore } from "./redis/profile-store.js";
 import { clearError, refusedSetting } from "./redis/refusals.js";
 import { adoptCanonicalNames } from "./redis/usernames.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
@@ -27,6 +32,9 @@ export type Store = {
   kind: "redis" | "memory";
   users: UserStore;
   sessions: SessionStore;
+  /** API keys (hashes only) and provider subjects' profiles, read by the check in its one store call. */
+  apiKeys: ApiKeyStore;
+  subjects: SubjectStore;
   /** For the APIs (users, sessions and this limiter): failures and slow answers surface as StoreUnavailableError. */
   limiter: Limiter;
   /**
@@ -111,6 +119,8 @@ export function createRedisStore(options: {
     kind: "redis",
     users: guarded(announcingUsers(users, invalidations), timeoutMs),
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
+    apiKeys: guarded(announcingApiKeys(createRedisApiKeyStore({ redis, keys }), invalidations), timeoutMs),
+    subjects: guarded(announcingSubjects(createRedisSubjectStore({ redis, keys }), invalidations), timeoutMs),
     limiter: createLimiter(guarded<LimiterPort>(announcingLimiter(limiter, invalidations), timeoutMs)),
     unguarded: { limiter },
     invalidations,
@@ -158,13 +168,16 @@ export function createRedisStore(options: {
 
 export function createMemoryStore(): Store {
   const identity = createMemoryIdentityStore();
-  const memory = createMemoryLimiter({ identity });
+  const profiles = createMemoryProfiles();
+  const memory = createMemoryLimiter({ identity, profiles });
   const limiter = createLimiter(memory);
   const invalidations = createLocalInvalidations();
   return {
     kind: "memory",
     users: announcingUsers(identity.users, invalidations),
     sessions: announcingSessions(identity.sessions, invalidations),
+    apiKeys: announcingApiKeys(profiles.apiKeys, invalidations),
+    subjects: announcingSubjects(profiles.subjects, invalidations),
     limiter: createLimiter(announcingLimiter(limiter, invalidations)),
     unguarded: { limiter },
     invalidations,

@@ -148,6 +148,36 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   });
 
   it.each(["http", "grpc"] as const)(
+    "carries an API key to the check with %s ext_authz (envoy.yaml copies X-API-Key), refused once revoked",
+    async (mode) => {
+      const harness = mode === "http" ? envoy : envoyGrpc;
+      const made = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+        method: "POST",
+        headers: bearer(tollgate.adminToken),
+        body: { name: `envoy ${mode}`, tier: "pro" },
+      });
+      expect(made.status, made.text).toBe(201);
+      const { id, key } = made.json<{ id: string; key: string }>();
+      const address = newClientAddress();
+      const allowed = await send(`${harness.url}/api/products`, {
+        headers: { "x-api-key": key },
+        localAddress: address,
+      });
+      expect(allowed.status, allowed.text).toBe(200);
+      expect(allowed.header("x-ratelimit-limit")).toBe("1000");
+      await send(`${tollgate.adminUrl}/admin/api-keys/${id}`, {
+        method: "DELETE",
+        headers: bearer(tollgate.adminToken),
+      });
+      const refused = await send(`${harness.url}/api/products`, {
+        headers: { "x-api-key": key },
+        localAddress: address,
+      });
+      expect(refused.status).toBe(401);
+    },
+  );
+
+  it.each(["http", "grpc"] as const)(
     "runs the README walk-through with %s ext_authz: login, /me, products with limit headers, sessions, logout, 401",
     async (mode) => {
       const harness = mode === "http" ? envoy : envoyGrpc;

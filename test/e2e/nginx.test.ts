@@ -306,3 +306,28 @@ describe("nginx itself, against recording check, public API and upstream servers
     expect(app.received.at(-1)?.headers["x-junk-one"]).toBe(junk);
   });
 });
+
+describe("API keys through nginx", () => {
+  it("passes X-API-Key to the check: allowed with the key's tier, refused once it is revoked", async () => {
+    const admin = { ...bearer(tollgate.adminToken), "content-type": "application/json" };
+    const made = await fetch(`${tollgate.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: admin,
+      body: JSON.stringify({ name: "through nginx", tier: "pro" }),
+    });
+    expect(made.status).toBe(201);
+    const { id, key } = (await made.json()) as { id: string; key: string };
+    const allowed = await fetch(`${nginx.url}/api/products`, { headers: { "x-api-key": key } });
+    expect(allowed.status).toBe(200);
+    expect(allowed.headers.get("x-ratelimit-limit")).toBe("1000");
+    const viaScheme = await fetch(`${nginxSecond.url}/api/products`, {
+      headers: { authorization: `ApiKey ${key}` },
+    });
+    expect(viaScheme.status).toBe(200);
+    await fetch(`${tollgate.adminUrl}/admin/api-keys/${id}`, { method: "DELETE", headers: admin });
+    for (const proxy of [nginx, nginxSecond]) {
+      const refused = await fetch(`${proxy.url}/api/products`, { headers: { "x-api-key": key } });
+      expect(refused.status).toBe(401);
+    }
+  });
+});

@@ -8,6 +8,7 @@ import { logRule, userSubject } from "../../src/ratelimit/types.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
+import { describeExternalIdentityContract } from "../contract/external-identity-contract.js";
 import { describeIdentityContract } from "../contract/identity-contract.js";
 import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { fileTarget } from "../support/in-process.js";
@@ -61,6 +62,10 @@ describeRateLimitContract("redis cluster", {
 });
 
 describeIdentityContract("redis cluster", () =>
+  createRedisStore({ redis: connectTopology("cluster"), prefix: testPrefix() }),
+);
+
+describeExternalIdentityContract("redis cluster", () =>
   createRedisStore({ redis: connectTopology("cluster"), prefix: testPrefix() }),
 );
 

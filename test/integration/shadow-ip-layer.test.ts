@@ -3,6 +3,7 @@
 // when the address has room; on Envoy and nginx, memory and Redis, with and without the denial cache.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Tollgate } from "../../src/app.js";
+import { createCredentialReader } from "../../src/auth/credentials.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { createChecker } from "../../src/check/checker.js";
 import { createDenialCache } from "../../src/check/denial-cache.js";
@@ -224,7 +225,7 @@ describe.each(STORES)("a shadow-mode IP layer on the %s store", (_name, makeStor
       let compiled = compilePolicy(ENFORCE);
       const check = createChecker({
         policy: () => compiled,
-        tokens: tollgate.tokens,
+        credentials: createCredentialReader({ tokens: tollgate.tokens, provider: undefined }),
 
         limiter: store.unguarded.limiter,
         denials: createDenialCache(),

@@ -6,6 +6,7 @@ import type { Redis } from "ioredis";
 import { expect } from "vitest";
 import { createTollgate, type Tollgate } from "../../src/app.js";
 import { createLockout } from "../../src/auth/lockout.js";
+import type { KeyTimings } from "../../src/auth/provider-keys.js";
 import { demoUsers, loadUsers } from "../../src/auth/users-file.js";
 import type { Decision } from "../../src/check/types.js";
 import { loadConfig } from "../../src/config/env.js";
@@ -56,6 +57,8 @@ type CommonOptions = {
   policy?: Policy;
   /** Load alice, bob_pro and ent_carol (password "secret") into a store of its own or given; default true. */
   demoUsers?: boolean;
+  /** The identity provider keys' refresh timings, shorter than production's so that tests stay short. */
+  keyTimings?: KeyTimings;
 };
 
 export type OnRedisOptions = CommonOptions & {
@@ -114,6 +117,7 @@ export async function startInProcess(
     policy: options.policy ?? loadPolicy(config.policyFile),
     store,
     logger,
+    ...(options.keyTimings === undefined ? {} : { keyTimings: options.keyTimings }),
   });
   // The listeners exactly as src/listeners.ts lists them, on ports the system picks.
   const serving = await serveListeners(config, tollgate);

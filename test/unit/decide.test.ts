@@ -120,6 +120,55 @@ describe("deciding", () => {
     expect(decideDegraded(user, "closed")).toEqual({ kind: "deny", status: 503 });
   });
 
+  it("never passes an API key unchecked while the store is down, and trusts a provider token's tier as a login token's", () => {
+    const key: TokenCheck = {
+      ok: true,
+      claims: {
+        sub: "key:0123456789abcdef",
+        sid: "",
+        tier: "",
+        exp: Number.POSITIVE_INFINITY,
+        external: { kind: "key", subject: "k:0123456789abcdef", hash: "h" },
+      },
+    };
+    const keyPlan = plan(compiled, { method: "GET", path: "/api/products", token: key, ip: "192.0.2.1" });
+    expect(keyPlan).toMatchObject({
+      kind: "user",
+      subject: "k:0123456789abcdef",
+      proof: { kind: "key", hash: "h" },
+    });
+    expect(decideDegraded(keyPlan, "open")).toEqual({ kind: "deny", status: 503 });
+    const provider: TokenCheck = {
+      ok: true,
+      claims: {
+        sub: "auth0|x",
+        sid: "",
+        tier: "platinum",
+        exp: 2e9,
+        external: { kind: "provider", subject: "x:abc" },
+      },
+    };
+    const providerPlan = plan(compiled, {
+      method: "GET",
+      path: "/api/products",
+      token: provider,
+      ip: "192.0.2.1",
+      externalDefaultTier: "free",
+    });
+    // A tier the policy lacks: EXTERNAL_DEFAULT_TIER, in the store's proof and when degraded alike.
+    expect(providerPlan).toMatchObject({
+      kind: "user",
+      subject: "x:abc",
+      claimTier: "free",
+      proof: { kind: "subject", tier: "free" },
+    });
+    expect(decideDegraded(providerPlan, "open")).toMatchObject({
+      kind: "allow",
+      identity: { userId: "auth0|x", tier: "free", sessionId: "" },
+      degraded: true,
+    });
+  });
+
   it("answers 503 in either mode to a limited route that takes no token, as its limit cannot be counted", () => {
     const login = plan(compiled, { method: "POST", path: "/auth/login", token: undefined, ip: "192.0.2.1" });
     expect(login).toMatchObject({ kind: "anonymous", category: "login", tokenRequired: false });

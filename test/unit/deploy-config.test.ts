@@ -130,7 +130,7 @@ describe("envoy/envoy.yaml", () => {
 
   it("copies exactly the client headers the check needs", () => {
     expect(patterns(extAuthz.allowed_headers)).toEqual(
-      ["authorization", "x-forwarded-for", "x-request-id", "user-agent", "x-device-name"]
+      ["authorization", "x-api-key", "x-forwarded-for", "x-request-id", "user-agent", "x-device-name"]
         .map((h) => `exact:${h}`)
         .sort(),
     );

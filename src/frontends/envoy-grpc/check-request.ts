@@ -13,6 +13,8 @@ export type CheckRequestFields = {
   method: string;
   path: string;
   authorization: string | undefined;
+  /** The API key header's value (API_KEY_HEADER). */
+  apiKey: string | undefined;
   forwardedFor: string | undefined;
   /** attributes.source.address.socket_address.address */
   source: string | undefined;
@@ -30,9 +32,9 @@ function sameName(buf: Buffer, start: number, end: number, name: string): boolea
 }
 
 /** The fields a Check needs, from a CheckRequest's bytes; INVALID_ARGUMENT when they do not decode. */
-export function readCheckRequest(bytes: Uint8Array): CheckRequestFields {
+export function readCheckRequest(bytes: Uint8Array, apiKeyHeader = "x-api-key"): CheckRequestFields {
   try {
-    return readFields(bytes);
+    return readFields(bytes, apiKeyHeader);
   } catch (error) {
     if (error instanceof Malformed) {
       throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, "the CheckRequest cannot be decoded");
@@ -41,12 +43,13 @@ export function readCheckRequest(bytes: Uint8Array): CheckRequestFields {
   }
 }
 
-function readFields(bytes: Uint8Array): CheckRequestFields {
+function readFields(bytes: Uint8Array, apiKeyHeader: string): CheckRequestFields {
   const buf = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out: CheckRequestFields = {
     method: "",
     path: "",
     authorization: undefined,
+    apiKey: undefined,
     forwardedFor: undefined,
     source: undefined,
   };
@@ -56,7 +59,7 @@ function readFields(bytes: Uint8Array): CheckRequestFields {
     // CheckRequest.attributes = 1
     if (key === (1 << 3) + BYTES) {
       const start = top.span();
-      readAttributes(new Reader(buf, start, top.at), out);
+      readAttributes(new Reader(buf, start, top.at), out, apiKeyHeader);
     } else {
       top.skip(key & 7);
     }
@@ -64,7 +67,7 @@ function readFields(bytes: Uint8Array): CheckRequestFields {
   return out;
 }
 
-function readAttributes(r: Reader, out: CheckRequestFields): void {
+function readAttributes(r: Reader, out: CheckRequestFields, apiKeyHeader: string): void {
   while (r.at < r.end) {
     const key = r.varint();
     if (key === (1 << 3) + BYTES) {
@@ -78,7 +81,7 @@ function readAttributes(r: Reader, out: CheckRequestFields): void {
       // AttributeContext.request = 4 → Request.http = 2
       const start = r.span();
       const http = nested(r.buf, start, r.at, 2);
-      if (http !== undefined) readHttp(new Reader(r.buf, http[0], http[1]), out);
+      if (http !== undefined) readHttp(new Reader(r.buf, http[0], http[1]), out, apiKeyHeader);
     } else {
       r.skip(key & 7);
     }
@@ -101,16 +104,25 @@ function nested(buf: Buffer, start: number, end: number, field: number): [number
   return found;
 }
 
+/** The headers the check reads. */
+const AUTHORIZATION = 1;
+const API_KEY = 2;
+const FORWARDED_FOR = 3;
+
 /** Appends a header's value as Envoy merges repeated ones. */
 const merged = (known: string | undefined, value: string): string =>
   known === undefined ? value : `${known},${value}`;
 
 /** Raw headers (header_map), kept apart: the map's value wins when a request carries both. */
-type RawHeaders = { authorization: string | undefined; forwardedFor: string | undefined };
+type RawHeaders = {
+  authorization: string | undefined;
+  apiKey: string | undefined;
+  forwardedFor: string | undefined;
+};
 
-function readHttp(r: Reader, out: CheckRequestFields): void {
+function readHttp(r: Reader, out: CheckRequestFields, apiKeyHeader: string): void {
   const { buf } = r;
-  const raw: RawHeaders = { authorization: undefined, forwardedFor: undefined };
+  const raw: RawHeaders = { authorization: undefined, apiKey: undefined, forwardedFor: undefined };
   while (r.at < r.end) {
     const key = r.varint();
     switch (key) {
@@ -129,7 +141,7 @@ function readHttp(r: Reader, out: CheckRequestFields): void {
       case (3 << 3) + BYTES: {
         // HttpRequest.headers = 3: map<string, string> entries {key = 1, value = 2}
         const s = r.span();
-        readHeader(buf, s, r.at, out, undefined);
+        readHeader(buf, s, r.at, out, undefined, apiKeyHeader);
         break;
       }
       case (13 << 3) + BYTES: {
@@ -140,7 +152,7 @@ function readHttp(r: Reader, out: CheckRequestFields): void {
           const k = m.varint();
           if (k === (1 << 3) + BYTES) {
             const hs = m.span();
-            readHeader(buf, hs, m.at, out, raw);
+            readHeader(buf, hs, m.at, out, raw, apiKeyHeader);
           } else {
             m.skip(k & 7);
           }
@@ -152,6 +164,7 @@ function readHttp(r: Reader, out: CheckRequestFields): void {
     }
   }
   out.authorization ??= raw.authorization;
+  out.apiKey ??= raw.apiKey;
   out.forwardedFor ??= raw.forwardedFor;
 }
 
@@ -166,6 +179,7 @@ function readHeader(
   end: number,
   out: CheckRequestFields,
   raw: RawHeaders | undefined,
+  apiKeyHeader: string,
 ): void {
   const r = new Reader(buf, start, end);
   let keyStart = -1;
@@ -192,13 +206,22 @@ function readHeader(
     }
   }
   if (keyStart < 0) return;
-  const authorization = sameName(buf, keyStart, keyEnd, "authorization");
-  if (!authorization && !sameName(buf, keyStart, keyEnd, "x-forwarded-for")) return;
+  const header = sameName(buf, keyStart, keyEnd, "authorization")
+    ? AUTHORIZATION
+    : sameName(buf, keyStart, keyEnd, apiKeyHeader)
+      ? API_KEY
+      : sameName(buf, keyStart, keyEnd, "x-forwarded-for")
+        ? FORWARDED_FOR
+        : undefined;
+  if (header === undefined) return;
   const v =
     rawEnd > rawStart ? text(buf, rawStart, rawEnd) : valueStart < 0 ? "" : text(buf, valueStart, valueEnd);
-  if (authorization) {
+  if (header === AUTHORIZATION) {
     if (raw === undefined) out.authorization = v;
     else raw.authorization = merged(raw.authorization, v);
+  } else if (header === API_KEY) {
+    if (raw === undefined) out.apiKey = v;
+    else raw.apiKey = merged(raw.apiKey, v);
   } else {
     if (raw === undefined) out.forwardedFor = v;
     else raw.forwardedFor = merged(raw.forwardedFor, v);

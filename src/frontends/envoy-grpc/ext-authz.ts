@@ -61,6 +61,7 @@ export function checkFacts(
     method,
     path: path.startsWith("/") ? path : `/${path}`,
     authorization: fields.authorization,
+    apiKey: fields.apiKey,
     ip: clientAddress(
       {
         // The address of Envoy's downstream connection (its TCP peer, or what the PROXY protocol
@@ -160,12 +161,12 @@ export function checkAnswer(response: CheckResponse, decision: Decision | undefi
 
 /** Authorization/Check: every proxied request's check, as the HTTP front ends make it. */
 export function authorizationCheck(context: CheckContext): GrpcMethod {
-  const { checker, clientIp, logger, onDecision } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader } = context;
   return {
     kind: "unary",
     async handle(request, call) {
       const started = process.hrtime.bigint();
-      const facts = checkFacts(readCheckRequest(request), call.peer, clientIp);
+      const facts = checkFacts(readCheckRequest(request, apiKeyHeader), call.peer, clientIp);
       if ("status" in facts) return writeCheckResponse(checkAnswer(facts, undefined));
       let decision: Decision;
       try {

@@ -13,6 +13,9 @@ import {
 } from "../../ratelimit/limiter.js";
 import { type Clock, type Subject, userSubject } from "../../ratelimit/types.js";
 import type { MemoryIdentity } from "./identity-store.js";
+import type { MemoryProfiles } from "./profile-store.js";
+
+const NO_SESSION = { kind: "no_session" } as const;
 
 /** What is kept of a subject's category (as Redis keeps it) and the time after which none of it matters. */
 type Entry = { states: LayerStates; expiresAtMs: number };
@@ -28,6 +31,8 @@ export type MemoryLimiter = LimiterPort & {
 export type MemoryLimiterOptions = {
   /** Sessions and users, for a request with an identity; without it, such a request finds no session. */
   identity?: MemoryIdentity;
+  /** API keys and provider subjects, for a request with such an identity. */
+  profiles?: MemoryProfiles;
   clock?: Clock;
   sweepIntervalMs?: number;
 };
@@ -103,22 +108,25 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
       if (!each && !countsAll(evaluations, shadow)) {
         return { kind: "limited", allowed: false, layers: results(false), identity: undefined };
       }
-      const touched = options.identity?.touchNow(asked.userId, asked.sessionId, asked.idleMs, !dry) ?? {
-        kind: "no_session" as const,
-      };
+      const touched =
+        (asked.kind === "profile"
+          ? options.profiles?.profileNow(asked.subject, asked.proof, dry)
+          : options.identity?.touchNow(asked.userId, asked.sessionId, asked.idleMs, !dry)) ?? NO_SESSION;
       if (touched.kind !== "ok") return touched;
       const tierRule = asked.rules.get(touched.tier);
       const own = touched.limits[asked.category];
       const rule = own === undefined ? tierRule : ownRule(own, tierRule);
       if (rule === undefined) return { kind: "unknown_tier", tier: touched.tier };
-      const mine = { subject: userSubject(asked.userId), category: asked.category, rule };
+      const subject = asked.kind === "profile" ? asked.subject : userSubject(asked.userId);
+      const mine = { subject, category: asked.category, rule };
       layers.push(mine);
       evaluations.push(evaluate(mine));
       identity = {
         tier: touched.tier,
         rule,
         ownRule: own === undefined ? undefined : rule,
-        sessionExpiresAtMs: touched.expiresAt,
+        sessionExpiresAtMs: "expiresAt" in touched ? touched.expiresAt : 0,
+        userId: "userId" in touched ? touched.userId : undefined,
       };
     }
     const counting = k > 0 && (each || countsAll(evaluations, shadow));

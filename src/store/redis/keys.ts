@@ -14,6 +14,12 @@ export type Keys = {
    */
   record(subject: Subject): string;
   user(userId: string): string;
+  /** An API key (`k:<id>` subject): its hash, name, tier, user, profile and counter states; deleted on revocation. */
+  apiKey(keyId: string): string;
+  /** Every API key id (sorted set, scores 0): the listing, without SCAN. */
+  apiKeyIndex: string;
+  /** A provider subject's profile (`x:<hash>` subject): what an admin set; absent otherwise. */
+  profile(subject: Subject): string;
   session(userId: string, sessionId: string): string;
   sessionIndex(userId: string): string;
   /** A username's claim: keyed by its canonical form, so that every form of one name finds one user. */
@@ -42,7 +48,15 @@ const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
 export function createKeys(prefix: string): Keys {
   return {
     log: (subject, category) => `${prefix}{${subject}}:l:${category}`,
-    record: (subject) => (isUserSubject(subject) ? `${prefix}{${subject}}:user` : `${prefix}{${subject}}:r`),
+    record: (subject) =>
+      isUserSubject(subject)
+        ? `${prefix}{${subject}}:user`
+        : subject.startsWith("k:")
+          ? `${prefix}{${subject}}:key`
+          : `${prefix}{${subject}}:r`,
+    apiKey: (keyId) => `${prefix}{k:${keyId}}:key`,
+    apiKeyIndex: `${prefix}{apikeys}:ids`,
+    profile: (subject) => `${prefix}{${subject}}:p`,
     user: (userId) => `${prefix}{u:${userId}}:user`,
     session: (userId, sessionId) => `${prefix}{u:${userId}}:s:${sessionId}`,
     sessionIndex: (userId) => `${prefix}{u:${userId}}:sessions`,

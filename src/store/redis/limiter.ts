@@ -2,6 +2,7 @@
 // session read in the same call. On Redis Cluster a call touches one subject's keys (one slot):
 // the layers of other subjects (a client address's) are counted in calls of their own, first, and
 // taken back when a later call refuses the request (all-or-none).
+import type { Proof } from "../../auth/subjects.js";
 import type { Rule } from "../../config/rules.js";
 import {
   countsAll,
@@ -40,6 +41,12 @@ export type RedisLimiterOptions = {
 
 /** The user's rule when neither the tier's rule nor the user's own windows are known here. */
 const NO_WINDOWS: Rule = { algorithm: "sliding-log", windows: [] };
+
+/** A profile's proof as limit.lua reads it (see lua/includes/profile.lua): a letter, then its value. */
+function proofText(proof: Proof): string {
+  if (proof.kind === "subject") return `x${proof.tier}`;
+  return `${proof.markUsed ? "K" : "k"}${proof.hash}`;
+}
 
 /** limit.lua's mode argument for each sum of flags, counting the request as one. */
 const MODES = ["0", "1", "2", "3", "4", "5", "6", "7"];
@@ -90,7 +97,11 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       );
     }
     const id = call.identity;
-    if (id !== undefined) {
+    if (id?.kind === "profile") {
+      const profile = id.proof.kind === "key" ? keys.record(id.subject) : keys.profile(id.subject);
+      list.push(profile, profile, keys.record(id.subject), keys.log(id.subject, id.category));
+      args.push(proofText(id.proof), tierTable(id.category, id.rules));
+    } else if (id !== undefined) {
       list.push(keys.session(id.userId, id.sessionId), keys.sessionIndex(id.userId), keys.user(id.userId));
       list.push(keys.log(userSubject(id.userId), id.category));
       // The session id is the session key's tail: the script reads it there when it needs it.
@@ -110,15 +121,21 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     if (refusal !== undefined) return { result: refusal, nowUs };
     let identity: IdentityResult | undefined;
     if (call.identity !== undefined && status === C.STATUS_OK) {
-      // "<tier>" or "<tier>\n<own windows>"
+      // "<tier>" or "<tier>\n<own windows>"; a profile's "<tier>\n<own windows>\n<user>"
       const text = replyText(reply);
       const cut = text.indexOf("\n");
       const tier = cut === -1 ? text : text.slice(0, cut);
       const tierRule = call.identity.rules.get(tier);
-      const own = cut === -1 ? "" : text.slice(cut + 1);
+      let own = cut === -1 ? "" : text.slice(cut + 1);
+      let userId: string | undefined;
+      if (call.identity.kind === "profile") {
+        const end = own.indexOf("\n");
+        userId = own.slice(end + 1) || undefined;
+        own = own.slice(0, end);
+      }
       const mine = own === "" ? undefined : ownRule(own, tierRule);
       const rule = mine ?? tierRule ?? NO_WINDOWS;
-      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: replySessionExpiresAtMs(reply) };
+      identity = { tier, rule, ownRule: mine, sessionExpiresAtMs: replySessionExpiresAtMs(reply), userId };
     }
     const layers = replyLayers(reply, call.layers, identity?.rule);
     // All-or-none counts the request when every layer has room or is in shadow mode.
@@ -214,7 +231,7 @@ function callsBySubject(request: LimitRequest): Call[] {
     groups.set(l.subject, group);
   }
   const id = request.identity;
-  const own = id === undefined ? undefined : userSubject(id.userId);
+  const own = id === undefined ? undefined : id.kind === "profile" ? id.subject : userSubject(id.userId);
   const calls: Call[] = [];
   for (const [subject, layers] of groups) if (subject !== own) calls.push({ layers, identity: undefined });
   if (id !== undefined) calls.push({ layers: groups.get(own as string) ?? [], identity: id });

@@ -25,6 +25,7 @@ export const SCRIPTS = {
   nameClaim: 1,
   nameConfirm: 1,
   nameTakeover: 1,
+  profileUpdate: 1,
 } as const satisfies Record<string, number | "varies">;
 
 export type ScriptName = keyof typeof SCRIPTS;

@@ -25,6 +25,13 @@ export const LUA_CONSTANTS = {
   STATUS_USER_INACTIVE: 2,
   STATUS_UNKNOWN_TIER: 3,
   STATUS_REFUSED_BEFORE_IDENTITY: 4,
+  /**
+   * The first byte of an identity's proof argument in limit.lua (a session's is its idle lifetime,
+   * a digit): an API key's hash (and, _USED, write its last use), a provider subject's token tier.
+   */
+  PROOF_KEY: 107,
+  PROOF_KEY_USED: 75,
+  PROOF_SUBJECT: 120,
   /** session_touch's answer (lua/includes/session.lua), also sessionTouch's reply. */
   SESSION_VALID: 1,
   SESSION_GONE: 0,

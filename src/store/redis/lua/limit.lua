@@ -1,4 +1,4 @@
--- Includes: prelude window evidence layer single session
+-- Includes: prelude window evidence layer single session profile
 -- Counts `k` requests in a request's layers, atomically, and answers every window of every layer.
 -- A layer is a subject's category under a rule. The fixed layers come with the call (a client
 -- address's IP layer, an anonymous category, a username's failed logins, a descriptor); with an
@@ -11,7 +11,8 @@
 --          deadline in field x), then its sliding-log list (a log counts in it; a counter or gcra
 --          reads it when a change of algorithm left one);
 --          then, with an identity: the session hash, the user's session index, the user hash and
---          the user's list of the category
+--          the user's list of the category; for a subject without a session (an API key, a
+--          provider subject): its profile hash twice, its record hash and its list of the category
 -- ARGV[1]  the mode: one digit, flags added together: FLAG_DRY_RUN (decide without counting or
 --          renewing anything), FLAG_EACH (count in each layer with room; otherwise in every layer
 --          or in none), FLAG_IDENTITY (the last four KEYS, and two ARGV after the fixed layers', are
@@ -19,7 +20,8 @@
 --          it counts as (0: only look). E.g. "4" a user's check, "1:0" a look.
 -- then     per fixed layer: its rule (see layer.lua), its record field ("r:<category>"), and a
 --          digit: LAYER_SHADOW (in shadow mode) and LAYER_EXPIRING (its record expires) added together
--- then     with an identity: the session's idle lifetime (ms), and the user's layer: its record
+-- then     with an identity: the session's idle lifetime (ms), or a profile's proof (see
+--          profile.lua: a letter first), and the user's layer: its record
 --          field ("r:<category>") followed by the category's rule per tier, ";<tier>=<rule>" per
 --          tier (see tier_table). The session id is read from the session's key.
 -- last     "now" in µs when a test pins the clock, after every other argument; absent: Redis TIME
@@ -31,7 +33,8 @@
 -- Reply    four doubles: a STATUS_*, now (µs), the session's absolute expiry (ms; 0 without an
 --          identity) and the length of the text at the end; then per layer, per window, three
 --          doubles (see pack_layer), with the request counted in the layers that count it; then the
---          text: with an identity "<tier>" or "<tier>\n<own windows>" (STATUS_UNKNOWN_TIER: the tier). STATUS_NO_SESSION and
+--          text: with an identity "<tier>" or "<tier>\n<own windows>", with a profile
+--          "<tier>\n<own windows or nothing>\n<user or nothing>" (STATUS_UNKNOWN_TIER: the tier). STATUS_NO_SESSION and
 --          STATUS_USER_INACTIVE carry no layers; STATUS_REFUSED_BEFORE_IDENTITY (an enforced fixed
 --          layer is full: the session was not looked at) only the fixed layers.
 local mode = ARGV[1]
@@ -92,9 +95,19 @@ if identity then
   local base = 2 * fixed
   local tiers = tier_table(ARGV[at + 1])
   local field = tiers[1]
-  local status, tier, own
-  status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], nil, ARGV[at],
-    floor(now / 1000), dry, field)
+  local proof = ARGV[at]
+  local kind = byte(proof, 1)
+  -- A session's proof is its idle lifetime (digits); any other is a profile's (see profile.lua).
+  local profile = kind < 48 or kind > 57
+  -- A provider subject's record expires as an address's does: nothing stays of one that stops coming.
+  local expiring = kind == PROOF_SUBJECT
+  local status, tier, own, uid
+  if profile then
+    status, tier, own, uid = profile_touch(KEYS[base + 1], proof, field, floor(now / 1000), dry)
+  else
+    status, tier, own, exp = session_touch(KEYS[base + 1], KEYS[base + 2], nil, proof,
+      floor(now / 1000), dry, field)
+  end
   if status ~= SESSION_VALID then
     return spack('<dddd', status == SESSION_GONE and STATUS_NO_SESSION or STATUS_USER_INACTIVE, now, 0, 0)
   end
@@ -102,10 +115,19 @@ if identity then
   if not spec and not own then
     return spack('<ddddc0', STATUS_UNKNOWN_TIER, now, 0, #tier, tier)
   end
-  tail = own and tier .. '\n' .. own or tier
+  if profile then
+    tail = tier .. '\n' .. (own or '') .. '\n' .. (uid or '')
+  else
+    tail = own and tier .. '\n' .. own or tier
+  end
   -- The usual check: the tier's rule of one window, no fixed layer.
   if fixed == 0 and not own then
     local algo, n, w = one_window(spec)
+    -- An expiring record's state (a provider subject's counter or gcra) takes the general path,
+    -- which moves the record's expiry; a sliding log writes no record.
+    if expiring and algo ~= ALGO_SLIDING_LOG then
+      algo = nil
+    end
     local state
     if algo and algo ~= ALGO_SLIDING_LOG then
       state = call('HGET', KEYS[3], field) or nil
@@ -121,9 +143,15 @@ if identity then
   -- The user's own windows are counted with the tier's algorithm for the category.
   local mine = own and layer_of(own, spec and byte(spec, 1) - 48 or ALGO_SLIDING_LOG) or layer_of(spec)
   mine.record, mine.key, mine.field = KEYS[base + 3], KEYS[base + 4], field
+  mine.expiring = expiring
   local state
   if mine.algo ~= ALGO_SLIDING_LOG then
-    state = call('HGET', mine.record, mine.field) or nil
+    if expiring then
+      local v = call('HMGET', mine.record, 'x', mine.field)
+      mine.deadline, state = v[1] and v[1] + 0, v[2] or nil
+    else
+      state = call('HGET', mine.record, mine.field) or nil
+    end
   end
   evaluate(mine, mine.key, k, state, now, dry, mine.record, mine.field)
   layers[#layers + 1] = mine

@@ -1,0 +1,123 @@
+// Identities from outside tollgate for the bench: an identity provider of its own (node:http serving
+// a JWKS of one RS256 key made with node:crypto, counting what it is asked), its tokens, an API key,
+// and the refresh-storm guard measured (requests to the provider during a flood of unknown kids).
+import { generateKeyPairSync, randomBytes, sign } from "node:crypto";
+import { createServer } from "node:http";
+import { send } from "../../test/support/http-client.mjs";
+
+export const AUDIENCE = "api://tollgate-bench";
+
+/** The provider: its URL, issuer, key and how many times its JWKS was fetched. */
+export async function startBenchIdp() {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const jwk = { ...publicKey.export({ format: "jwk" }), kid: "bench-rs256", alg: "RS256", use: "sig" };
+  let fetches = 0;
+  const server = createServer((req, res) => {
+    if (req.url !== "/jwks.json") {
+      res.writeHead(404).end();
+      return;
+    }
+    fetches += 1;
+    res.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=300" });
+    res.end(JSON.stringify({ keys: [jwk] }));
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  return {
+    issuer: `${url}/`,
+    jwksUrl: `${url}/jwks.json`,
+    privateKey,
+    fetches: () => fetches,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/** tollgate's settings for the provider. EXTERNAL_DEFAULT_TIER pro: the bench's huge limits, as the allowed row's user has. */
+export const idpEnv = (idp) => ({
+  JWKS_URL: idp.jwksUrl,
+  JWT_ISSUER: idp.issuer,
+  JWT_AUDIENCE: AUDIENCE,
+  EXTERNAL_DEFAULT_TIER: "pro",
+});
+
+const b64 = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+
+/** An RS256 token of the provider for `sub`, valid for an hour; `kid` to name another key. */
+export function providerToken(idp, sub, kid = "bench-rs256") {
+  const now = Math.floor(Date.now() / 1000);
+  const input = `${b64({ alg: "RS256", typ: "JWT", kid })}.${b64({ iss: idp.issuer, aud: AUDIENCE, sub, iat: now, exp: now + 3600 })}`;
+  return `${input}.${sign("sha256", Buffer.from(input), idp.privateKey).toString("base64url")}`;
+}
+
+/** A pro API key made through the admin API. */
+export async function benchApiKey(tollgate) {
+  const reply = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${tollgate.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify({ name: "bench", tier: "pro" }),
+  });
+  if (reply.status !== 201) throw new Error(`creating the bench's API key: ${reply.status} ${reply.text}`);
+  return JSON.parse(reply.text).key;
+}
+
+/**
+ * `count` checks, 64 at a time, each with a token of a kid the provider never published: the
+ * provider's JWKS fetches meanwhile (the guard allows one per 30 s) and the checks' statuses.
+ */
+async function refreshStorm(idp, checkUrl, count = 5_000) {
+  const before = idp.fetches();
+  const statuses = {};
+  const started = performance.now();
+  for (let done = 0; done < count; done += 64) {
+    const batch = Array.from({ length: Math.min(64, count - done) }, (_, i) =>
+      send(checkUrl, {
+        headers: {
+          authorization: `Bearer ${providerToken(idp, "storm", randomBytes(8).toString("hex"))}`,
+          // An address per check: the anonymous window of one would turn the 401s into 429s.
+          "x-forwarded-for": `10.200.${((done + i) >> 8) & 255}.${(done + i) & 255}`,
+        },
+      }),
+    );
+    for (const { status } of await Promise.all(batch)) statuses[status] = (statuses[status] ?? 0) + 1;
+  }
+  return {
+    checks: count,
+    seconds: (performance.now() - started) / 1000,
+    providerFetches: idp.fetches() - before,
+    statuses,
+  };
+}
+
+/** The allowed rows of a provider token and an API key, beside the HS256 allowed row (`base`: its fields; `huge`: the limit). */
+export const identityRows = (core, base, huge) => [
+  {
+    ...base,
+    id: "allowed-provider",
+    short: "allowed, provider RS256",
+    label: `tollgate check, allowed: Envoy, provider RS256 token (JWKS), pro by EXTERNAL_DEFAULT_TIER, ${huge} → 200`,
+    url: core.checkUrl,
+    headers: { authorization: `Bearer ${core.external.token}` },
+    expected: 200,
+  },
+  {
+    ...base,
+    id: "allowed-api-key",
+    short: "allowed, API key",
+    label: `tollgate check, allowed: Envoy, pro API key in X-API-Key, ${huge} → 200`,
+    url: core.checkUrl,
+    headers: { "x-api-key": core.external.apiKey },
+    expected: 200,
+  },
+];
+
+/** The refresh-storm guard measured, as the report's lines. */
+export async function stormReport(core) {
+  process.stderr.write("bench: the refresh-storm guard …\n");
+  const storm = await refreshStorm(core.external.idp, core.checkUrl);
+  return [
+    `Refresh-storm guard: ${storm.checks} checks with tokens of made-up kids in ${storm.seconds.toFixed(1)} s ` +
+      `(${JSON.stringify(storm.statuses)}) cost the provider ${storm.providerFetches} JWKS request(s) ` +
+      "(at most one per 30 s is allowed).",
+    "",
+  ];
+}

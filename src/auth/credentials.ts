@@ -1,0 +1,79 @@
+// A request's credential, whichever it is: tollgate's own token, the provider's, or an API key. The
+// path a token takes is chosen by its `iss`, and each path verifies with its own keys and its own
+// algorithms only: a token that names the provider is never checked with tollgate's secret, and one
+// that does not is never checked with a provider key (an HS256 token signed with a provider's public
+// key fails both).
+import { readApiKey } from "./api-keys.js";
+import type { Claims, TokenCheck, TokenService } from "./jwt.js";
+import type { ProviderTokens } from "./provider-tokens.js";
+import { keySubject } from "./subjects.js";
+
+/** The credential of one request: none, or its check (a Promise only while an unknown key is fetched). */
+export type CredentialReader = (
+  authorization: string | undefined,
+  apiKey: string | undefined,
+) => TokenCheck | Promise<TokenCheck> | undefined;
+
+const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
+const MALFORMED: TokenCheck = { ok: false, reason: "invalid", description: "malformed token" };
+const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malformed API key" };
+const MAX_TOKEN_LENGTH = 4096;
+
+/** A key's claims: the key is its own subject; the store answers its tier and user. */
+function keyCheck(text: string): TokenCheck {
+  const key = readApiKey(text.trim());
+  if (key === undefined) return NOT_A_KEY;
+  const claims: Claims = {
+    sub: `key:${key.id}`,
+    sid: "",
+    tier: "",
+    exp: Number.POSITIVE_INFINITY,
+    external: { kind: "key", subject: keySubject(key.id), hash: key.hash },
+  };
+  return { ok: true, claims };
+}
+
+function segment(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(text, "base64url").toString("utf8"));
+    return value !== null && typeof value === "object" && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function createCredentialReader(options: {
+  tokens: TokenService;
+  provider: ProviderTokens | undefined;
+}): CredentialReader {
+  const { tokens, provider } = options;
+
+  const bearer = (token: string): TokenCheck | Promise<TokenCheck> => {
+    if (provider === undefined) return tokens.verify(token);
+    const known = provider.cached(token) ?? tokens.cached(token);
+    if (known !== undefined) return known;
+    if (token.length > MAX_TOKEN_LENGTH) return MALFORMED;
+    const dot1 = token.indexOf(".");
+    const dot2 = token.indexOf(".", dot1 + 1);
+    if (dot1 < 0 || dot2 < 0 || token.indexOf(".", dot2 + 1) >= 0) return MALFORMED;
+    const payload = segment(token.slice(dot1 + 1, dot2));
+    if (payload?.iss !== provider.issuer) return tokens.verify(token);
+    const header = segment(token.slice(0, dot1));
+    if (header === undefined) return MALFORMED;
+    return provider.verify(token, header, payload);
+  };
+
+  return (authorization, apiKey) => {
+    if (authorization !== undefined && authorization !== "") {
+      // "Bearer <token>" or "ApiKey <key>", schemes case-insensitive, as RFC 7235 has them.
+      const scheme = authorization.slice(0, 7).toLowerCase();
+      if (scheme === "bearer ") return bearer(authorization.slice(7).trim());
+      if (scheme === "apikey ") return keyCheck(authorization.slice(7));
+      return NOT_BEARER;
+    }
+    if (apiKey !== undefined && apiKey !== "") return keyCheck(apiKey);
+    return undefined;
+  };
+}

@@ -1,0 +1,189 @@
+// The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
+// Cache-Control says, refreshed for an unknown `kid` at most once per interval, and kept when the
+// provider is down. Nothing here is on the check path but a map lookup.
+import { createPublicKey, type KeyObject } from "node:crypto";
+import type { ProviderSettings } from "../config/identity-settings.js";
+
+export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
+
+export type KeyTimings = {
+  /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
+  minRefreshMs: number;
+  maxRefreshMs: number;
+  /** Without a max-age. */
+  defaultRefreshMs: number;
+  /** At most one refresh per this for unknown `kid`s: a flood of made-up kids is not a flood to the provider. */
+  unknownKidIntervalMs: number;
+  /** One fetch's deadline (a slow provider). */
+  fetchTimeoutMs: number;
+  /** Retries after a failure: doubling from the first, up to the last. */
+  retryMs: readonly [number, number];
+};
+
+export const KEY_TIMINGS: KeyTimings = {
+  minRefreshMs: 60_000,
+  maxRefreshMs: 86_400_000,
+  defaultRefreshMs: 600_000,
+  unknownKidIntervalMs: 30_000,
+  fetchTimeoutMs: 5_000,
+  retryMs: [1_000, 60_000],
+};
+
+export type FetchOutcome = { ok: true; keys: number } | { ok: false; error: string; attempt: number };
+
+export type ProviderKeys = {
+  /** The key a token's header names (`kid`; a set of one key also answers a token without one). */
+  find(kid: string | undefined): ProviderKey | undefined;
+  /** Whether a key set was loaded once. */
+  loaded(): boolean;
+  /** Resolves once the first key set is loaded (never, while the provider never answers). */
+  ready(): Promise<void>;
+  /**
+   * An unknown kid was seen: starts a refresh unless one ran within the interval; the refresh in
+   * flight (to wait on), or undefined when none may run now.
+   */
+  refreshForUnknownKid(): Promise<void> | undefined;
+  /** Called after each fetch; `removed`: a kid known before is gone (tokens it verified are suspect). */
+  onFetch(listener: (outcome: FetchOutcome, removed: boolean) => void): void;
+  start(): void;
+  stop(): void;
+};
+
+const MAX_BODY = 1 << 20;
+
+/** max-age of a Cache-Control header, if any. */
+function maxAgeMs(header: string | null): number | undefined {
+  const match = header === null ? null : /(?:^|,)\s*max-age\s*=\s*"?(\d+)"?/i.exec(header);
+  return match === null ? undefined : Number(match[1]) * 1000;
+}
+
+async function getJson(
+  url: string,
+  timeoutMs: number,
+): Promise<{ body: unknown; maxAge: number | undefined }> {
+  const response = await fetch(url, {
+    signal: AbortSignal.timeout(timeoutMs),
+    headers: { accept: "application/json" },
+    redirect: "error",
+  });
+  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
+  const text = await response.text();
+  if (text.length > MAX_BODY) throw new Error(`${url} answered more than ${MAX_BODY} bytes`);
+  return { body: JSON.parse(text) as unknown, maxAge: maxAgeMs(response.headers.get("cache-control")) };
+}
+
+/** The signature keys of a JWKS document; keys of other uses, symmetric or unreadable ones are skipped. */
+export function readJwks(body: unknown): Map<string, ProviderKey> {
+  const keys = new Map<string, ProviderKey>();
+  const list = (body as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
+  for (const jwk of list as Record<string, unknown>[]) {
+    if (jwk === null || typeof jwk !== "object") continue;
+    if (jwk.use !== undefined && jwk.use !== "sig") continue;
+    if (jwk.kty !== "RSA" && jwk.kty !== "EC" && jwk.kty !== "OKP") continue;
+    try {
+      const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" });
+      const kid = typeof jwk.kid === "string" ? jwk.kid : "";
+      keys.set(kid, { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined });
+    } catch {
+      // A key this process cannot read verifies nothing; the others still do.
+    }
+  }
+  return keys;
+}
+
+export function createProviderKeys(
+  settings: Pick<ProviderSettings, "source">,
+  timings: KeyTimings = KEY_TIMINGS,
+): ProviderKeys {
+  let keys = new Map<string, ProviderKey>();
+  let isLoaded = false;
+  let jwksUrl = settings.source.kind === "jwks" ? settings.source.url : undefined;
+  let inFlight: Promise<void> | undefined;
+  let lastUnknownRefresh = Number.NEGATIVE_INFINITY;
+  let failures = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const listeners: ((outcome: FetchOutcome, removed: boolean) => void)[] = [];
+  let markReady: () => void = () => {};
+  const firstLoad = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
+
+  const schedule = (ms: number) => {
+    clearTimeout(timer);
+    if (stopped) return;
+    timer = setTimeout(() => {
+      refresh().catch(() => undefined);
+    }, ms);
+    timer.unref();
+  };
+
+  const fetchOnce = async (): Promise<number | undefined> => {
+    if (jwksUrl === undefined && settings.source.kind === "oidc") {
+      const base = settings.source.issuerUrl.replace(/\/+$/, "");
+      const { body } = await getJson(`${base}/.well-known/openid-configuration`, timings.fetchTimeoutMs);
+      const uri = (body as { jwks_uri?: unknown } | null)?.jwks_uri;
+      if (typeof uri !== "string") throw new Error("the discovery document has no jwks_uri");
+      jwksUrl = uri;
+    }
+    const { body, maxAge } = await getJson(jwksUrl as string, timings.fetchTimeoutMs);
+    const next = readJwks(body);
+    if (next.size === 0) throw new Error("the JWKS holds no usable signature key");
+    const removed = [...keys.keys()].some((kid) => !next.has(kid));
+    keys = next;
+    isLoaded = true;
+    failures = 0;
+    markReady();
+    for (const l of listeners) l({ ok: true, keys: next.size }, removed);
+    return maxAge;
+  };
+
+  const refresh = (): Promise<void> => {
+    inFlight ??= fetchOnce()
+      .then(
+        (maxAge) => {
+          const wanted = maxAge ?? timings.defaultRefreshMs;
+          schedule(Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted)));
+        },
+        (error: unknown) => {
+          failures += 1;
+          const [first, last] = timings.retryMs;
+          schedule(Math.min(last, first * 2 ** Math.min(failures - 1, 20)));
+          const outcome: FetchOutcome = { ok: false, error: (error as Error).message, attempt: failures };
+          for (const l of listeners) l(outcome, false);
+        },
+      )
+      .finally(() => {
+        inFlight = undefined;
+      });
+    return inFlight;
+  };
+
+  return {
+    find(kid) {
+      if (kid !== undefined) return keys.get(kid);
+      return keys.size === 1 ? keys.values().next().value : undefined;
+    },
+    loaded: () => isLoaded,
+    ready: () => firstLoad,
+    refreshForUnknownKid() {
+      if (inFlight !== undefined) return inFlight;
+      const now = Date.now();
+      if (now - lastUnknownRefresh < timings.unknownKidIntervalMs) return undefined;
+      lastUnknownRefresh = now;
+      return refresh();
+    },
+    onFetch(listener) {
+      listeners.push(listener);
+    },
+    start() {
+      stopped = false;
+      refresh().catch(() => undefined);
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,160 @@
+// Tokens of the identity provider: verified with node:crypto against the provider's public keys
+// (JWKS), only with the asymmetric algorithms allowed, then kept until their `exp` so that a busy
+// client costs one signature check per token rather than per request.
+import { constants, verify as cryptoVerify, type KeyObject } from "node:crypto";
+import type { ProviderAlgorithm, ProviderSettings } from "../config/identity-settings.js";
+import type { Claims, TokenCheck } from "./jwt.js";
+import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
+import { externalSubject } from "./subjects.js";
+
+export type ProviderTokens = {
+  /** A token whose `iss` is the provider's: verified here, never by tollgate's own keys. */
+  verify(
+    token: string,
+    header: Record<string, unknown>,
+    payload: Record<string, unknown>,
+  ): TokenCheck | Promise<TokenCheck>;
+  cached(token: string): TokenCheck | undefined;
+  issuer: string;
+};
+
+const LEEWAY_SECONDS = 5;
+const CACHE_SIZE = 10_000;
+/** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
+const UNKNOWN_KID_WAIT_MS = 100;
+/** A subject must fit a header: visible ASCII, as every provider's ids are. */
+const SUBJECT = /^[\x21-\x7e]{1,255}$/;
+
+const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
+
+/** How node:crypto checks each algorithm's signature. */
+const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
+  {
+    RS256: { hash: "sha256", types: ["rsa"] },
+    RS384: { hash: "sha384", types: ["rsa"] },
+    RS512: { hash: "sha512", types: ["rsa"] },
+    PS256: { hash: "sha256", pss: true, types: ["rsa", "rsa-pss"] },
+    ES256: { hash: "sha256", ieee: true, types: ["ec:prime256v1"] },
+    ES384: { hash: "sha384", ieee: true, types: ["ec:secp384r1"] },
+    EdDSA: { hash: null, types: ["ed25519", "ed448"] },
+  };
+
+function keyType(key: KeyObject): string {
+  const type = key.asymmetricKeyType ?? "";
+  return type === "ec" ? `ec:${key.asymmetricKeyDetails?.namedCurve ?? ""}` : type;
+}
+
+function signatureValid(
+  algorithm: ProviderAlgorithm,
+  key: ProviderKey,
+  token: string,
+  dot2: number,
+): boolean {
+  const scheme = SCHEMES[algorithm];
+  // A key is used only with the algorithm it was published for, and only with its own key type.
+  if (key.alg !== undefined && key.alg !== algorithm) return false;
+  if (!scheme.types.includes(keyType(key.key))) return false;
+  const data = Buffer.from(token.slice(0, dot2), "latin1");
+  const signature = Buffer.from(token.slice(dot2 + 1), "base64url");
+  const options = scheme.pss
+    ? { key: key.key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }
+    : scheme.ieee
+      ? { key: key.key, dsaEncoding: "ieee-p1363" as const }
+      : key.key;
+  try {
+    return cryptoVerify(scheme.hash, data, options, signature);
+  } catch {
+    return false;
+  }
+}
+
+/** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
+function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
+  const claim = settings.tierClaim;
+  if (claim === undefined) return "";
+  const value = payload[claim.name];
+  const values = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
+  for (const v of values) {
+    if (typeof v !== "string") continue;
+    if (claim.map === undefined) return v;
+    const mapped = claim.map.get(v);
+    if (mapped !== undefined) return mapped;
+  }
+  // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
+  return "";
+}
+
+export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
+  const allowed = new Set<string>(settings.algorithms);
+  const cache = new Map<string, Claims>();
+  // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
+  keys.onFetch((_outcome, removed) => {
+    if (removed) cache.clear();
+  });
+
+  const cached = (token: string): TokenCheck | undefined => {
+    const claims = cache.get(token);
+    if (claims === undefined) return undefined;
+    // Never past its exp: the leeway is for clocks that disagree at verification, not for a cache.
+    if (claims.exp * 1000 > Date.now()) return { ok: true, claims };
+    cache.delete(token);
+    return undefined;
+  };
+
+  const check = (
+    token: string,
+    header: Record<string, unknown>,
+    payload: Record<string, unknown>,
+    key: ProviderKey,
+  ): TokenCheck => {
+    const algorithm = header.alg as ProviderAlgorithm;
+    if (!signatureValid(algorithm, key, token, token.lastIndexOf(".")))
+      return invalid("token signature invalid");
+    const now = Date.now() / 1000;
+    const { exp, nbf, aud } = payload;
+    if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
+    const audiences = Array.isArray(aud) ? aud : [aud];
+    if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+    if (typeof exp !== "number") return invalid("token has no expiry");
+    if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
+    if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
+      return invalid("token not yet valid");
+    }
+    const sub = payload[settings.subjectClaim];
+    if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+    const claims: Claims = {
+      sub,
+      sid: "",
+      tier: tierOf(settings, payload),
+      exp,
+      external: { kind: "provider", subject: externalSubject(sub) },
+    };
+    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    cache.set(token, claims);
+    return { ok: true, claims };
+  };
+
+  return {
+    issuer: settings.issuer,
+    cached,
+    verify(token, header, payload) {
+      const algorithm = header.alg;
+      if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
+      // A header that asks for extensions tollgate does not know cannot be honoured.
+      if (header.crit !== undefined) return invalid("token has critical header parameters");
+      const kid = typeof header.kid === "string" ? header.kid : undefined;
+      const key = keys.find(kid);
+      if (key !== undefined) return check(token, header, payload, key);
+      const refresh = keys.refreshForUnknownKid();
+      const unknown = invalid(
+        keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
+      );
+      if (refresh === undefined) return unknown;
+      const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
+      return Promise.race([refresh, waited]).then(() => {
+        const found = keys.find(kid);
+        return found === undefined ? unknown : check(token, header, payload, found);
+      });
+    },
+  };
+}

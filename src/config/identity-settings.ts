@@ -1,0 +1,139 @@
+// Identities from outside tollgate: the identity provider's tokens (OIDC_ISSUER or JWKS_URL) and API keys.
+import type { Reader } from "./env-reader.js";
+
+/** Signature algorithms a provider token may use: asymmetric only, so no public key ever becomes an HMAC secret. */
+export const PROVIDER_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"] as const;
+export type ProviderAlgorithm = (typeof PROVIDER_ALGORITHMS)[number];
+
+/** The issuer tollgate's own login tokens carry when a provider's tokens are accepted beside them. */
+export const OWN_ISSUER = "tollgate";
+
+export type ProviderSettings = {
+  /** Where the keys are found: an OIDC discovery document's jwks_uri, or a JWKS URL given directly. */
+  source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string };
+  /** `iss` and `aud` every provider token must carry. */
+  issuer: string;
+  audience: string;
+  algorithms: ProviderAlgorithm[];
+  /** The claim naming the subject (`sub`). */
+  subjectClaim: string;
+  /** The claim naming the tier, and how its values map to tiers (unmapped: the value itself). */
+  tierClaim: { name: string; map: ReadonlyMap<string, string> | undefined } | undefined;
+  /** The tier of a subject whose token names none (or one the policy does not know). */
+  defaultTier: string;
+};
+
+export type IdentitySettings = {
+  provider: ProviderSettings | undefined;
+  /** The request header that carries an API key (lower case); `Authorization: ApiKey …` works too. */
+  apiKeyHeader: string;
+};
+
+const CLAIM = /^[\x21-\x7e]{1,256}$/;
+const TIER = /^[a-z0-9_-]{1,32}$/;
+const HEADER = /^[a-z0-9-]{1,64}$/;
+
+function url(reader: Reader, name: "OIDC_ISSUER" | "JWKS_URL"): string | undefined {
+  const value = reader.raw(name);
+  if (value === undefined) return undefined;
+  try {
+    const parsed = new URL(value);
+    if (parsed.protocol === "https:" || parsed.protocol === "http:") return value;
+  } catch {
+    // reported below
+  }
+  reader.problems.push(`${name}: expected an http(s) URL, got "${value}"`);
+  return undefined;
+}
+
+/**
+ * JWT_TIER_CLAIM names the claim (top level, any name: Auth0's are URLs); JWT_TIER_MAP maps its
+ * values to tiers, `<value>=<tier>,…` (e.g. `basic=free,premium=pro`). Apart, so that a claim name
+ * never has to be told from the map.
+ */
+function parseTierClaim(reader: Reader): ProviderSettings["tierClaim"] {
+  const name = reader.raw("JWT_TIER_CLAIM");
+  const mapText = reader.raw("JWT_TIER_MAP");
+  if (name === undefined) {
+    if (mapText !== undefined) reader.problems.push("JWT_TIER_MAP: needs JWT_TIER_CLAIM (the claim it maps)");
+    return undefined;
+  }
+  if (!CLAIM.test(name)) {
+    reader.problems.push(`JWT_TIER_CLAIM: "${name}" is not a claim name (1 to 256 visible characters)`);
+    return undefined;
+  }
+  if (mapText === undefined) return { name, map: undefined };
+  const map = new Map<string, string>();
+  for (const pair of mapText.split(",")) {
+    const [from, to, ...rest] = pair.split("=").map((s) => s.trim());
+    if (from === undefined || from === "" || to === undefined || !TIER.test(to) || rest.length > 0) {
+      reader.problems.push(
+        `JWT_TIER_MAP: expected <value>=<tier>,… such as basic=free,premium=pro; "${pair}" is not <value>=<tier>`,
+      );
+      return undefined;
+    }
+    map.set(from, to);
+  }
+  return { name, map };
+}
+
+function parseProviderAlgorithms(reader: Reader): ProviderAlgorithm[] {
+  const value = reader.raw("JWT_PROVIDER_ALGORITHMS");
+  if (value === undefined) return ["RS256", "ES256", "PS256", "EdDSA"];
+  const out: ProviderAlgorithm[] = [];
+  for (const item of value.split(",").map((s) => s.trim())) {
+    const found = PROVIDER_ALGORITHMS.find((a) => a.toLowerCase() === item.toLowerCase());
+    if (found === undefined) {
+      reader.problems.push(
+        `JWT_PROVIDER_ALGORITHMS: "${item}" is not allowed (use ${PROVIDER_ALGORITHMS.join(", ")}; never none or HS*)`,
+      );
+    } else if (!out.includes(found)) out.push(found);
+  }
+  return out.length > 0 ? out : ["RS256"];
+}
+
+export function parseIdentitySettings(reader: Reader): IdentitySettings {
+  const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
+  if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {
+    reader.problems.push(`API_KEY_HEADER: expected a header name (a-z 0-9 -) other than authorization`);
+  }
+  const issuerUrl = url(reader, "OIDC_ISSUER");
+  const jwksUrl = url(reader, "JWKS_URL");
+  const tierClaim = parseTierClaim(reader);
+  const algorithms = parseProviderAlgorithms(reader);
+  const defaultTier = reader.raw("EXTERNAL_DEFAULT_TIER") ?? "free";
+  if (!TIER.test(defaultTier))
+    reader.problems.push(`EXTERNAL_DEFAULT_TIER: "${defaultTier}" is not a tier name`);
+  const subjectClaim = reader.raw("JWT_SUBJECT_CLAIM") ?? "sub";
+  if (!CLAIM.test(subjectClaim))
+    reader.problems.push(`JWT_SUBJECT_CLAIM: "${subjectClaim}" is not a claim name`);
+  if (issuerUrl !== undefined && jwksUrl !== undefined) {
+    reader.problems.push("OIDC_ISSUER and JWKS_URL: set one of them, not both");
+  }
+  const configured = reader.raw("OIDC_ISSUER") !== undefined || reader.raw("JWKS_URL") !== undefined;
+  if (!configured) return { provider: undefined, apiKeyHeader };
+  const issuer = reader.raw("JWT_ISSUER");
+  const audience = reader.raw("JWT_AUDIENCE");
+  if (issuer === undefined)
+    reader.problems.push("JWT_ISSUER: required with OIDC_ISSUER or JWKS_URL (the provider tokens' iss)");
+  if (audience === undefined)
+    reader.problems.push("JWT_AUDIENCE: required with OIDC_ISSUER or JWKS_URL (the provider tokens' aud)");
+  if (issuer === OWN_ISSUER) {
+    reader.problems.push(
+      `JWT_ISSUER: "${OWN_ISSUER}" is the issuer of tollgate's own tokens; give the provider's`,
+    );
+  }
+  const source =
+    issuerUrl !== undefined
+      ? { kind: "oidc" as const, issuerUrl }
+      : jwksUrl !== undefined
+        ? { kind: "jwks" as const, url: jwksUrl }
+        : undefined;
+  if (source === undefined || issuer === undefined || audience === undefined) {
+    return { provider: undefined, apiKeyHeader };
+  }
+  return {
+    provider: { source, issuer, audience, algorithms, subjectClaim, tierClaim, defaultTier },
+    apiKeyHeader,
+  };
+}

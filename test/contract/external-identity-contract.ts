@@ -1,0 +1,329 @@
+// The contract of identities from outside tollgate: provider tokens (verified against the tests' own
+// JWKS server) and API keys, through the HTTP check and the admin API, run unchanged against the
+// memory and Redis stores.
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import type { Store } from "../../src/store/store.js";
+import { type InProcess, startInProcess } from "../support/in-process.js";
+import {
+  type JwksServer,
+  makeKey,
+  publicPem,
+  signHs256,
+  signToken,
+  startJwksServer,
+  type TestKey,
+  unsigned,
+} from "../support/jwks-server.js";
+
+const AUDIENCE = "api://tollgate-contract";
+const KEY_SHAPE = /^tg_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
+
+type Answer = { status: number; headers: Headers; body: string };
+type KeyBody = {
+  id: string;
+  key: string;
+  name: string;
+  tier: string;
+  user_id: string | null;
+  last_used_at: string | null;
+};
+
+export function describeExternalIdentityContract(
+  name: string,
+  makeStore: () => Store | Promise<Store>,
+): void {
+  describe(`external identity contract: ${name}`, () => {
+    let idp: JwksServer;
+    let rsa: TestKey;
+    let ec: TestKey;
+    let running: InProcess;
+    let ipCount = 0;
+
+    beforeAll(async () => {
+      rsa = makeKey("rsa-1", "RS256");
+      ec = makeKey("ec-1", "ES256");
+      idp = await startJwksServer([rsa, ec]);
+      running = await startInProcess({
+        store: await makeStore(),
+        env: {
+          LOG_LEVEL: "info",
+          JWKS_URL: idp.jwksUrl,
+          JWT_ISSUER: idp.issuer,
+          JWT_AUDIENCE: AUDIENCE,
+          JWT_TIER_CLAIM: "plan",
+          JWT_TIER_MAP: "basic=free,premium=pro",
+          EXTERNAL_DEFAULT_TIER: "free",
+        },
+      });
+      await running.tollgate.providerKeys?.ready();
+    });
+    afterAll(async () => {
+      await running?.close();
+      await idp?.close();
+    });
+
+    const check = async (headers: Record<string, string>, path = "/api/search"): Promise<Answer> => {
+      ipCount += 1;
+      const res = await fetch(`${running.checkUrl}/ext_authz${path}`, {
+        headers: { "x-forwarded-for": `198.18.${ipCount >> 8}.${ipCount & 255}`, ...headers },
+      });
+      return { status: res.status, headers: res.headers, body: await res.text() };
+    };
+    const bearer = (token: string) => check({ authorization: `Bearer ${token}` });
+    const adminCall = <T>(method: string, path: string, json?: unknown) =>
+      running.admin<T>(method, path, { token: running.adminToken, ...(json === undefined ? {} : { json }) });
+    const claims = (extra: Record<string, unknown> = {}) => {
+      const now = Math.floor(Date.now() / 1000);
+      return {
+        iss: idp.issuer,
+        aud: AUDIENCE,
+        sub: `auth0|${randomBytes(6).toString("hex")}`,
+        iat: now,
+        exp: now + 300,
+        ...extra,
+      };
+    };
+
+    describe("provider tokens", () => {
+      it("allows an RS256 token, naming its subject and the tier its plan claim maps to", async () => {
+        const c = claims({ plan: "premium" });
+        const answer = await bearer(signToken(rsa, c));
+        expect(answer.status, answer.body).toBe(200);
+        expect(answer.headers.get("x-user-id")).toBe(c.sub);
+        expect(answer.headers.get("x-user-tier")).toBe("pro");
+        expect(answer.headers.get("x-session-id")).toBe("");
+        expect(answer.headers.get("x-ratelimit-limit")).toBe("200");
+      });
+
+      it("allows an ES256 token from the same key set", async () => {
+        const answer = await bearer(signToken(ec, claims({ plan: "basic" })));
+        expect(answer.status, answer.body).toBe(200);
+        expect(answer.headers.get("x-user-tier")).toBe("free");
+      });
+
+      it("gives EXTERNAL_DEFAULT_TIER to a plan value the map does not know, and to no plan at all", async () => {
+        for (const extra of [{ plan: "platinum" }, {}, { plan: 42 }]) {
+          const answer = await bearer(signToken(rsa, claims(extra)));
+          expect(answer.status, answer.body).toBe(200);
+          expect(answer.headers.get("x-user-tier")).toBe("free");
+        }
+      });
+
+      it("counts one subject's tokens in one window, however many tokens it has", async () => {
+        const c = claims({ plan: "basic" });
+        const first = await bearer(signToken(rsa, c));
+        const second = await bearer(signToken(ec, { ...c, iat: c.iat + 1 }));
+        expect(Number(second.headers.get("x-ratelimit-used"))).toBe(
+          Number(first.headers.get("x-ratelimit-used")) + 1,
+        );
+      });
+
+      it.each([
+        ["a wrong issuer", () => signToken(rsa, claims({ iss: "https://evil.example/" }))],
+        ["a wrong audience", () => signToken(rsa, claims({ aud: "api://someone-else" }))],
+        ["an audience list without ours", () => signToken(rsa, claims({ aud: ["a", "b"] }))],
+        ["an expired token", () => signToken(rsa, claims({ exp: Math.floor(Date.now() / 1000) - 60 }))],
+        ["a token not yet valid", () => signToken(rsa, claims({ nbf: Math.floor(Date.now() / 1000) + 120 }))],
+        ["a token without exp", () => signToken(rsa, claims({ exp: undefined }))],
+        ["alg none", () => unsigned(claims(), rsa.kid)],
+        ["HS256 signed with the provider's public key", () => signHs256(publicPem(rsa), claims(), rsa.kid)],
+        ["an RSA key's kid under ES256", () => signToken(rsa, claims(), { alg: "ES256" })],
+        ["an algorithm outside the allow-list", () => signToken(rsa, claims(), { alg: "RS512" })],
+        ["a forged signature", () => `${signToken(rsa, claims()).slice(0, -6)}AAAAAA`],
+        ["a subject with a space", () => signToken(rsa, claims({ sub: "a b" }))],
+      ])("refuses %s with 401", async (_what, make) => {
+        const answer = await bearer(make());
+        expect(answer.status, answer.body).toBe(401);
+        expect(answer.headers.get("x-user-id")).toBeNull();
+      });
+
+      it("says a token expired when it did", async () => {
+        const answer = await bearer(signToken(rsa, claims({ exp: Math.floor(Date.now() / 1000) - 60 })));
+        expect(JSON.parse(answer.body).message).toBe("token expired");
+      });
+
+      it("blocks and unblocks a subject through the admin API, effective on the next request", async () => {
+        const c = claims();
+        const token = signToken(rsa, c);
+        expect((await bearer(token)).status).toBe(200);
+        const path = `/admin/subjects/${encodeURIComponent(c.sub)}/blocked`;
+        expect((await adminCall("PUT", path)).status).toBe(200);
+        const blocked = await bearer(token);
+        expect(blocked.status).toBe(401);
+        expect(JSON.parse(blocked.body).message).toBe("account disabled");
+        expect((await adminCall("DELETE", path)).status).toBe(200);
+        expect((await bearer(token)).status).toBe(200);
+      });
+
+      it("takes a tier and own limits set for a subject over the token's", async () => {
+        const c = claims({ plan: "basic" });
+        const token = signToken(rsa, c);
+        const sub = encodeURIComponent(c.sub);
+        expect((await adminCall("PUT", `/admin/subjects/${sub}/tier`, { tier: "enterprise" })).status).toBe(
+          200,
+        );
+        expect((await bearer(token)).headers.get("x-user-tier")).toBe("enterprise");
+        expect((await adminCall("PUT", `/admin/subjects/${sub}/limits`, { search: "2/1m" })).status).toBe(
+          200,
+        );
+        expect((await bearer(token)).status).toBe(200);
+        expect((await bearer(token)).status).toBe(429);
+        const profile = await adminCall<{ tier: string; own_limits: unknown }>(
+          "GET",
+          `/admin/subjects/${sub}`,
+        );
+        expect(profile.body).toMatchObject({
+          tier: "enterprise",
+          blocked: false,
+          own_limits: { search: ["2/1m"] },
+        });
+        expect((await adminCall("DELETE", `/admin/subjects/${sub}/limits`)).status).toBe(200);
+        expect((await adminCall("DELETE", `/admin/subjects/${sub}/tier`)).status).toBe(200);
+        const back = await bearer(token);
+        expect(back.status).toBe(200);
+        expect(back.headers.get("x-user-tier")).toBe("free");
+      });
+
+      it("keeps tollgate's own login tokens working beside provider tokens", async () => {
+        const login = await running.loginOk("alice", "secret");
+        const answer = await bearer(login.access_token);
+        expect(answer.status, answer.body).toBe(200);
+        expect(answer.headers.get("x-user-id")).toBe(login.user_id);
+      });
+    });
+
+    describe("API keys", () => {
+      const create = async (json: Record<string, unknown>) => {
+        const reply = await adminCall<KeyBody>("POST", "/admin/api-keys", json);
+        expect(reply.status, JSON.stringify(reply.body)).toBe(201);
+        return reply.body;
+      };
+
+      it("shows a new key once, shaped tg_…, and lists keys without any secret", async () => {
+        const made = await create({ name: "ci runner", tier: "pro" });
+        expect(made.key).toMatch(KEY_SHAPE);
+        expect(made).toMatchObject({ name: "ci runner", tier: "pro", user_id: null, last_used_at: null });
+        const listed = await adminCall<{ api_keys: Record<string, unknown>[] }>("GET", "/admin/api-keys");
+        const text = JSON.stringify(listed.body);
+        expect(text).not.toContain(made.key);
+        expect(text).not.toContain(made.key.slice(20));
+        const mine = listed.body.api_keys.find((k) => k.id === made.id);
+        expect(mine).toBeDefined();
+        expect(Object.keys(mine ?? {}).sort()).toEqual(
+          ["created_at", "id", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
+        );
+      });
+
+      it("allows a key sent as X-API-Key or as Authorization: ApiKey, with its own tier", async () => {
+        const made = await create({ name: "both ways", tier: "enterprise" });
+        const ways: Record<string, string>[] = [
+          { "x-api-key": made.key },
+          { authorization: `ApiKey ${made.key}` },
+        ];
+        for (const headers of ways) {
+          const answer = await check(headers);
+          expect(answer.status, answer.body).toBe(200);
+          expect(answer.headers.get("x-user-tier")).toBe("enterprise");
+          expect(answer.headers.get("x-user-id")).toBe(`key:${made.id}`);
+        }
+        const listed = await adminCall<KeyBody>("GET", `/admin/api-keys/${made.id}`);
+        expect(listed.body.last_used_at).not.toBeNull();
+      });
+
+      it("names the key's user upstream when it was given one", async () => {
+        const user = await running.newUser("free");
+        const made = await create({ name: "for a user", tier: "free", user_id: user.id });
+        const answer = await check({ "x-api-key": made.key });
+        expect(answer.status, answer.body).toBe(200);
+        expect(answer.headers.get("x-user-id")).toBe(user.id);
+        expect(
+          (await adminCall("POST", "/admin/api-keys", { name: "x", tier: "free", user_id: "nobody" })).status,
+        ).toBe(400);
+      });
+
+      it("refuses a key with the right id and another secret, and a malformed one", async () => {
+        const made = await create({ name: "guessed", tier: "free" });
+        const forged = `${made.key.slice(0, 20)}${"A".repeat(43)}`;
+        expect((await check({ "x-api-key": forged })).status).toBe(401);
+        expect((await check({ "x-api-key": "tg_not-a-key" })).status).toBe(401);
+        expect((await check({ "x-api-key": made.key })).status).toBe(200);
+      });
+
+      it("refuses a key from its deletion's answer on, and answers 404 for it afterwards", async () => {
+        const made = await create({ name: "to revoke", tier: "free" });
+        expect((await check({ "x-api-key": made.key })).status).toBe(200);
+        const removed = await adminCall("DELETE", `/admin/api-keys/${made.id}`);
+        expect(removed.status).toBe(200);
+        const after = await check({ "x-api-key": made.key });
+        expect(after.status).toBe(401);
+        expect(JSON.parse(after.body).message).toBe("API key unknown or revoked");
+        expect((await adminCall("DELETE", `/admin/api-keys/${made.id}`)).status).toBe(404);
+      });
+
+      it("refuses a revoked key at once even while its refusal is cached", async () => {
+        const made = await create({ name: "cached refusal", tier: "free" });
+        expect((await adminCall("PUT", `/admin/api-keys/${made.id}/limits`, { search: "1/1h" })).status).toBe(
+          200,
+        );
+        expect((await check({ "x-api-key": made.key })).status).toBe(200);
+        expect((await check({ "x-api-key": made.key })).status).toBe(429);
+        expect((await check({ "x-api-key": made.key })).status).toBe(429);
+        await adminCall("DELETE", `/admin/api-keys/${made.id}`);
+        expect((await check({ "x-api-key": made.key })).status).toBe(401);
+      });
+
+      it("changes a key's tier on the next request", async () => {
+        const made = await create({ name: "tiered", tier: "free" });
+        expect((await adminCall("PUT", `/admin/api-keys/${made.id}/tier`, { tier: "pro" })).status).toBe(200);
+        expect((await check({ "x-api-key": made.key })).headers.get("x-user-tier")).toBe("pro");
+        expect((await adminCall("POST", "/admin/api-keys", { name: "x", tier: "gold" })).status).toBe(400);
+      });
+
+      it("puts the per-address layer in front of a key and of a provider token, as of a user", async () => {
+        const layered = await startInProcess({
+          store: await makeStore(),
+          policy: parsePolicy(`ip: 2/1m\n${DEFAULT_POLICY_YAML}`, "ip layer"),
+          env: { LOG_LEVEL: "silent", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+        });
+        try {
+          await layered.tollgate.providerKeys?.ready();
+          const made = await layered.admin<KeyBody>("POST", "/admin/api-keys", {
+            token: layered.adminToken,
+            json: { name: "layered", tier: "enterprise" },
+          });
+          const token = signToken(rsa, claims());
+          const from = (ip: string, headers: Record<string, string>) =>
+            fetch(`${layered.checkUrl}/ext_authz/api/products`, {
+              headers: { "x-forwarded-for": ip, ...headers },
+            });
+          const ways: Record<string, string>[] = [
+            { "x-api-key": made.body.key },
+            { authorization: `Bearer ${token}` },
+          ];
+          for (const headers of ways) {
+            const ip = `198.19.${ipCount >> 8}.${ipCount++ & 255}`;
+            expect((await from(ip, headers)).status).toBe(200);
+            expect((await from(ip, headers)).status).toBe(200);
+            const third = await from(ip, headers);
+            expect(third.status).toBe(429);
+            expect(third.headers.get("x-ratelimit-resource")).toBe("ip");
+          }
+        } finally {
+          await layered.close();
+        }
+      });
+
+      it("never writes a key into the log", async () => {
+        const made = await create({ name: "quiet", tier: "free" });
+        await check({ "x-api-key": made.key });
+        await adminCall("DELETE", `/admin/api-keys/${made.id}`);
+        await check({ "x-api-key": made.key });
+        const secret = made.key.slice(20);
+        expect(running.logWrites().some((line) => line.includes(secret))).toBe(false);
+        expect(running.logWrites().some((line) => line.includes("api_key_revoked"))).toBe(true);
+      });
+    });
+  });
+}

@@ -1,0 +1,167 @@
+// Provider tokens and API keys through real tollgate processes: start-up settings, readiness that
+// waits for the provider's keys, an API key revoked under load on two instances sharing one Redis
+// (nothing allowed after the revocation's answer, on either), and the gRPC ext_authz front end.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { grpcClients, headerRecord } from "../support/grpc-client.js";
+import { makeKey, signToken, startJwksServer } from "../support/jwks-server.js";
+import {
+  freeTollgatePorts,
+  startTollgate,
+  type TollgateProcess,
+  tollgateEnv,
+} from "../support/processes.mjs";
+import { redisUrl, testPrefix } from "../support/redis.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function exitOf(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, ["dist/src/main.js"], {
+    cwd: ROOT,
+    env: { ...tollgateEnv(await freeTollgatePorts()), LOG_FORMAT: "json", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    child.once("exit", (c) => {
+      clearTimeout(timer);
+      resolve(c);
+    });
+  });
+  return { code, stderr };
+}
+
+describe("provider settings at start-up", () => {
+  it("stops with one line per missing setting when a JWKS is given without issuer and audience", async () => {
+    const { code, stderr } = await exitOf({ JWKS_URL: "http://127.0.0.1:1/jwks.json" });
+    expect(code).toBe(1);
+    expect(stderr).toContain("JWT_ISSUER: required with OIDC_ISSUER or JWKS_URL");
+    expect(stderr).toContain("JWT_AUDIENCE: required with OIDC_ISSUER or JWKS_URL");
+  });
+
+  it("refuses HS256 in the provider's allow-list, and a default tier the policy lacks", async () => {
+    const base = { JWKS_URL: "http://127.0.0.1:1/j", JWT_ISSUER: "https://idp/", JWT_AUDIENCE: "a" };
+    const hs = await exitOf({ ...base, JWT_PROVIDER_ALGORITHMS: "RS256,HS256" });
+    expect(hs.code).toBe(1);
+    expect(hs.stderr).toContain('JWT_PROVIDER_ALGORITHMS: "HS256" is not allowed');
+    const tier = await exitOf({ ...base, EXTERNAL_DEFAULT_TIER: "gold" });
+    expect(tier.code).toBe(1);
+    expect(tier.stderr).toContain('EXTERNAL_DEFAULT_TIER: "gold" is not a tier of the policy');
+  });
+});
+
+describe("readiness with a provider", () => {
+  it("stays not ready while the provider is down, retrying, and turns ready with its first keys", async () => {
+    const key = makeKey("ready-1");
+    const idp = await startJwksServer([key]);
+    idp.down = true;
+    const upAfterMs = 2_500;
+    setTimeout(() => {
+      idp.down = false;
+    }, upAfterMs);
+    const started = performance.now();
+    const tollgate = await startTollgate(
+      { JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: "api://ready" },
+      { readyMs: 20_000 },
+    );
+    try {
+      expect(performance.now() - started).toBeGreaterThanOrEqual(upAfterMs - 100);
+      const output = tollgate.output();
+      expect(output).toContain("provider_keys_wait");
+      expect(output).toContain("provider_keys_failed");
+      const now = Math.floor(Date.now() / 1000);
+      const token = signToken(key, { iss: idp.issuer, aud: "api://ready", sub: "ready-sub", exp: now + 60 });
+      const res = await fetch(`${tollgate.checkUrl}/ext_authz/api/products`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      await tollgate.stop();
+      await idp.close();
+    }
+  });
+});
+
+describe("an API key on two instances sharing one Redis", () => {
+  const env = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), LOG_LEVEL: "info" };
+  let a: TollgateProcess;
+  let b: TollgateProcess;
+  beforeAll(async () => {
+    [a, b] = await Promise.all([
+      startTollgate(env, { name: "keys-a" }),
+      startTollgate(env, { name: "keys-b" }),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  const newKey = async (tier = "enterprise") => {
+    const res = await fetch(`${a.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: admin,
+      body: JSON.stringify({ name: "load", tier }),
+    });
+    expect(res.status).toBe(201);
+    return (await res.json()) as { id: string; key: string };
+  };
+
+  let ip = 0;
+  const check = async (proc: TollgateProcess, key: string) => {
+    ip += 1;
+    const sentAt = performance.now();
+    const res = await fetch(`${proc.checkUrl}/ext_authz/api/products`, {
+      headers: { "x-api-key": key, "x-forwarded-for": `10.77.${(ip >> 8) & 255}.${ip & 255}` },
+    });
+    await res.arrayBuffer();
+    return { status: res.status, sentAt };
+  };
+
+  it("allows no request sent after the revocation's answer, on either instance", async () => {
+    const { id, key } = await newKey();
+    const answers: { status: number; sentAt: number }[] = [];
+    let running = true;
+    const loop = async (proc: TollgateProcess) => {
+      while (running) answers.push(await check(proc, key));
+    };
+    const loops = [a, b, a, b, a, b, a, b].map(loop);
+    await sleep(500);
+    const revoke = await fetch(`${b.adminUrl}/admin/api-keys/${id}`, { method: "DELETE", headers: admin });
+    const revokedAt = performance.now();
+    expect(revoke.status).toBe(200);
+    await sleep(500);
+    running = false;
+    await Promise.all(loops);
+    const before = answers.filter((x) => x.sentAt < revokedAt);
+    const after = answers.filter((x) => x.sentAt > revokedAt);
+    expect(before.filter((x) => x.status === 200).length).toBeGreaterThan(20);
+    expect(after.length).toBeGreaterThan(20);
+    expect(after.filter((x) => x.status === 200)).toEqual([]);
+    expect(after.every((x) => x.status === 401)).toBe(true);
+    for (const proc of [a, b]) expect(proc.output()).not.toContain(key.slice(20));
+  });
+
+  it("carries a key through gRPC ext_authz, and refuses it there once revoked", async () => {
+    const { id, key } = await newKey("pro");
+    const grpc = grpcClients(a.grpcUrl);
+    try {
+      const input = { path: "/api/products", headers: { "x-api-key": key }, source: "10.78.0.1" };
+      const allowed = await grpc.check(input);
+      expect(allowed.status?.code ?? 0).toBe(0);
+      expect(headerRecord(allowed.ok_response?.headers)["x-user-tier"]).toBe("pro");
+      await fetch(`${a.adminUrl}/admin/api-keys/${id}`, { method: "DELETE", headers: admin });
+      const refused = await grpc.check(input);
+      expect(refused.status?.code).toBe(16);
+    } finally {
+      grpc.close();
+    }
+  });
+});

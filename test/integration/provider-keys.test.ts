@@ -1,0 +1,146 @@
+// The identity provider's keys as tollgate keeps them, against the tests' own JWKS server: rotation,
+// unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow.
+import { randomBytes } from "node:crypto";
+import { afterEach, describe, expect, it } from "vitest";
+import type { KeyTimings } from "../../src/auth/provider-keys.js";
+import { type InProcessOnRedis, sleep, startInProcess } from "../support/in-process.js";
+import {
+  type JwksServer,
+  makeKey,
+  signToken,
+  startJwksServer,
+  type TestKey,
+} from "../support/jwks-server.js";
+
+const AUDIENCE = "api://keys";
+const FAST: KeyTimings = {
+  minRefreshMs: 50,
+  maxRefreshMs: 60_000,
+  defaultRefreshMs: 60_000,
+  unknownKidIntervalMs: 30_000,
+  fetchTimeoutMs: 300,
+  retryMs: [50, 200],
+};
+
+describe("provider keys", () => {
+  let idp: JwksServer | undefined;
+  let t: InProcessOnRedis | undefined;
+  afterEach(async () => {
+    await t?.close();
+    await idp?.close();
+    t = undefined;
+    idp = undefined;
+  });
+
+  const start = async (keys: TestKey[], timings: KeyTimings = FAST, oidc = false) => {
+    idp = await startJwksServer(keys);
+    const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.url } : { JWKS_URL: idp.jwksUrl };
+    t = await startInProcess({
+      env: { LOG_LEVEL: "info", ...source, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+      keyTimings: timings,
+    });
+    return { idp, t };
+  };
+  const token = (key: TestKey, header: Record<string, unknown> = {}) => {
+    const now = Math.floor(Date.now() / 1000);
+    const sub = `user-${randomBytes(4).toString("hex")}`;
+    return signToken(key, { iss: idp?.issuer, aud: AUDIENCE, sub, exp: now + 120 }, header);
+  };
+  let ips = 0;
+  const check = async (tok: string) => {
+    ips += 1;
+    const ip = ips;
+    const started = performance.now();
+    const res = await fetch(`${t?.checkUrl}/ext_authz/api/products`, {
+      // An address per check: a flood of bad tokens would fill one address's anonymous window.
+      headers: { authorization: `Bearer ${tok}`, "x-forwarded-for": `10.9.${ip >> 8}.${ip & 255}` },
+    });
+    return { status: res.status, body: await res.text(), ms: performance.now() - started };
+  };
+
+  it("finds the keys through OIDC discovery", async () => {
+    const k1 = makeKey("disc-1");
+    const { idp, t } = await start([k1], FAST, true);
+    await t.tollgate.providerKeys?.ready();
+    expect(idp.discoveryRequests()).toBe(1);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("follows a rotation: a new kid is fetched once and verifies, a withdrawn key verifies nothing more", async () => {
+    const k1 = makeKey("rot-1");
+    const k2 = makeKey("rot-2", "ES256");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    const before = idp.jwksRequests();
+    idp.keys = [k2];
+    const fresh = await check(token(k2));
+    expect(fresh.status, fresh.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+    // The cached verification of the old token went with its key.
+    expect((await check(old)).status).toBe(401);
+  });
+
+  it("asks the provider at most once per interval during a flood of made-up kids", async () => {
+    const k1 = makeKey("flood-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    await sleep(100);
+    const before = idp.jwksRequests();
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, () => check(token(k1, { kid: randomBytes(6).toString("hex") }))),
+    );
+    expect(answers.every((a) => a.status === 401)).toBe(true);
+    expect(idp.jwksRequests() - before).toBeLessThanOrEqual(1);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("keeps the last good keys while the provider is down", async () => {
+    const k1 = makeKey("down-1");
+    const { idp, t } = await start([k1], { ...FAST, defaultRefreshMs: 100 });
+    await t.tollgate.providerKeys?.ready();
+    idp.down = true;
+    const failedBefore = t.logWrites().filter((l) => l.includes("provider_keys_failed")).length;
+    await sleep(400);
+    expect(t.logWrites().filter((l) => l.includes("provider_keys_failed")).length).toBeGreaterThan(
+      failedBefore,
+    );
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("answers promptly while a slow provider has not given its first keys, then verifies once it has", async () => {
+    const k1 = makeKey("slow-1");
+    idp = await startJwksServer([k1]);
+    idp.delayMs = 1_000;
+    t = await startInProcess({
+      env: { LOG_LEVEL: "info", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+      keyTimings: FAST,
+    });
+    expect(t.tollgate.providerKeys?.loaded()).toBe(false);
+    const early = await check(token(k1));
+    expect(early.status).toBe(401);
+    expect(JSON.parse(early.body).message).toBe("the provider's keys are not loaded yet");
+    expect(early.ms).toBeLessThan(600);
+    await sleep(400);
+    expect(t.logWrites().some((l) => l.includes("provider_keys_failed"))).toBe(true);
+    idp.delayMs = 0;
+    await t.tollgate.providerKeys?.ready();
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("honours Cache-Control max-age within its bounds", async () => {
+    const k1 = makeKey("age-1");
+    idp = await startJwksServer([k1]);
+    idp.cacheControl = "public, max-age=0";
+    t = await startInProcess({
+      env: { LOG_LEVEL: "silent", JWKS_URL: idp.jwksUrl, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+      keyTimings: { ...FAST, minRefreshMs: 200 },
+    });
+    await t.tollgate.providerKeys?.ready();
+    await sleep(700);
+    // max-age=0, bounded below by 200 ms: three or four fetches in 700 ms, not hundreds.
+    expect(idp.jwksRequests()).toBeGreaterThanOrEqual(3);
+    expect(idp.jwksRequests()).toBeLessThanOrEqual(5);
+  });
+});
