@@ -39,6 +39,19 @@ function limitAssignment(value: string, previous: Record<string, string[] | null
   return { ...previous, [category]: limits === "tier" ? null : limits.split(",").map((l) => l.trim()) };
 }
 
+/** The admin API's own limits as `limits set` takes them: `search=10/1s,500/1h general=5000/1h`, or "none". */
+export const ownLimitsText = (own: Readonly<Record<string, readonly string[]>>): string =>
+  Object.entries(own)
+    .map(([category, limits]) => `${category}=${limits.join(",")}`)
+    .join(" ") || "none";
+
+/** The argument of `limits set` and its likes for API keys and subjects. */
+export const limitsArgument = () =>
+  new Argument(
+    "<category=limits...>",
+    "e.g. search=10/1s,500/1h general=5000/1h; search=tier follows the tier again",
+  ).argParser(limitAssignment);
+
 function limitsTable(answer: Limits): string {
   const rows = Object.entries(answer.limits).flatMap(([category, c]) =>
     c.windows.map((w, i) => [
@@ -122,20 +135,14 @@ export function accessCommands(program: Command): void {
     .command("set")
     .description("give a user its own limits for some categories (the others follow the tier)")
     .argument(...USER_ARGUMENT)
-    .addArgument(
-      new Argument(
-        "<category=limits...>",
-        "e.g. search=10/1s,500/1h general=5000/1h; search=tier follows the tier again",
-      ).argParser(limitAssignment),
-    )
+    .addArgument(limitsArgument())
     .action(
       action(async (ctx, ref: string, body: Record<string, string[] | null>) => {
         const client = ctx.client();
         const user = await findUser(client, ref);
         const path = `/admin/users/${encodeURIComponent(user.user_id)}/limits`;
         const answer = await client.call<{ own_limits: Record<string, string[]> }>("PUT", path, body);
-        const own = Object.entries(answer.own_limits).map(([c, l]) => `${c}=${l.join(",")}`);
-        report(ctx, answer, `${user.username}: own limits ${own.join(" ") || "none"}`);
+        report(ctx, answer, `${user.username}: own limits ${ownLimitsText(answer.own_limits)}`);
       }),
     );
   limits

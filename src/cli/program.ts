@@ -2,9 +2,11 @@
 import { Argument, Command } from "commander";
 import { accessCommands } from "./access-commands.js";
 import { DEFAULT_ADMIN_URL } from "./admin-client.js";
+import { apiKeysCommands } from "./api-keys-commands.js";
 import { bashCompletion, zshCompletion } from "./completion.js";
 import { print } from "./output.js";
 import { policyCommands } from "./policy-commands.js";
+import { subjectsCommands } from "./subjects-commands.js";
 import { usersCommands } from "./users-commands.js";
 
 const EPILOG = `
@@ -15,7 +17,7 @@ The admin token comes from ADMIN_TOKEN (or --admin-token) and is never printed.`
 export function buildProgram(version: string): Command {
   const program = new Command("tollgate")
     .description(
-      "operate tollgate: validate policy and RLS files offline, manage users and limits, dry-run checks",
+      "operate tollgate: validate policy and RLS files offline, manage users, API keys and limits, dry-run checks",
     )
     .version(version, "-V, --version")
     .option("--url <url>", `the admin API (TOLLGATE_ADMIN_URL, default ${DEFAULT_ADMIN_URL})`)
@@ -30,6 +32,8 @@ export function buildProgram(version: string): Command {
   policyCommands(program);
   usersCommands(program);
   accessCommands(program);
+  apiKeysCommands(program);
+  subjectsCommands(program);
 
   program
     .command("completion")

@@ -1,0 +1,148 @@
+// tollgate api-keys create|list|get|revoke|tier and api-keys limits set|reset: keys for machine clients.
+// The key itself exists once, in create's answer: only its hash is kept, so no other command can show it.
+import type { Command } from "commander";
+import { limitsArgument, ownLimitsText } from "./access-commands.js";
+import { action, type Context, report } from "./context.js";
+import { CliError, EXIT } from "./exit.js";
+import { fields, json, print, table } from "./output.js";
+
+type KeyJson = {
+  id: string;
+  name: string;
+  tier: string;
+  user_id: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  own_limits: Record<string, string[]>;
+};
+
+const ID_ARGUMENT = ["<id>", "the key's id (api-keys list shows it), never the key itself"] as const;
+
+const keyPath = (id: string) => `/admin/api-keys/${encodeURIComponent(id)}`;
+
+/** The key with that id; the admin API's 404 as a message that names it. */
+async function findKey(ctx: Context, id: string): Promise<KeyJson> {
+  // A key pasted for its id: refused before any message could echo it (commander's own would).
+  if (id.startsWith("tg_"))
+    throw new CliError(EXIT.usage, "give the key's id (api-keys list shows it), not the key itself");
+  try {
+    return await ctx.client().call<KeyJson>("GET", keyPath(id));
+  } catch (error) {
+    if (error instanceof CliError && error.status === 404)
+      throw new CliError(error.exitCode, `no API key with the id "${id}"`, { status: 404 });
+    throw error;
+  }
+}
+
+const keyFields = (key: KeyJson) =>
+  fields([
+    ["id", key.id],
+    ["name", key.name],
+    ["tier", key.tier],
+    ["user", key.user_id],
+    ["created", key.created_at],
+    ["last used", key.last_used_at ?? "never"],
+    ["own limits", ownLimitsText(key.own_limits)],
+  ]);
+
+export function apiKeysCommands(program: Command): void {
+  const keys = program.command("api-keys").description("API keys for machine clients: create, list, revoke");
+  keys
+    .command("create")
+    .description("create a key and print it this once (only its hash is kept)")
+    .requiredOption("--name <name>", "what the key is for (1 to 100 characters)")
+    .requiredOption("--tier <tier>", "the key's tier (one of the policy's)")
+    .option("--user-id <id>", "an existing user the upstream sees as the key's (x-user-id)")
+    .action(
+      action(async (ctx) => {
+        const { name, tier, userId } = ctx.options as { name: string; tier: string; userId?: string };
+        const body = { name, tier, ...(userId === undefined ? {} : { user_id: userId }) };
+        const created = await ctx.client().call<KeyJson & { key: string }>("POST", "/admin/api-keys", body);
+        const user = created.user_id === null ? "" : `, user ${created.user_id}`;
+        report(
+          ctx,
+          created,
+          `created API key ${created.id} "${created.name}", tier ${created.tier}${user}\n` +
+            `the key, shown once (store it now; it cannot be shown again): ${created.key}`,
+        );
+      }),
+    );
+  keys
+    .command("list")
+    .description("list keys in id order, never a secret")
+    .action(
+      action(async (ctx) => {
+        const answer = await ctx
+          .client()
+          .call<{ api_keys: KeyJson[]; total: number }>("GET", "/admin/api-keys");
+        const headers = ["id", "name", "tier", "user", "created", "last used"];
+        const rows = answer.api_keys.map((k) => [
+          k.id,
+          k.name,
+          k.tier,
+          k.user_id,
+          k.created_at,
+          k.last_used_at ?? "never",
+        ]);
+        print(ctx.json ? json(answer) : table(headers, rows));
+      }),
+    );
+  keys
+    .command("get")
+    .description("show a key: tier, user, last use, own limits (never its secret)")
+    .argument(...ID_ARGUMENT)
+    .action(
+      action(async (ctx, id: string) => {
+        const key = await findKey(ctx, id);
+        print(ctx.json ? json(key) : keyFields(key));
+      }),
+    );
+  keys
+    .command("revoke")
+    .description("revoke a key: every check with it on every instance is refused from the answer on")
+    .argument(...ID_ARGUMENT)
+    .action(
+      action(async (ctx, id: string) => {
+        const key = await findKey(ctx, id);
+        const answer = await ctx.client().call("DELETE", keyPath(key.id));
+        report(ctx, answer, `revoked API key ${key.id} "${key.name}": refused from now on`);
+      }),
+    );
+  keys
+    .command("tier")
+    .description("change a key's tier (effective on the next request)")
+    .argument(...ID_ARGUMENT)
+    .argument("<tier>", "the new tier")
+    .action(
+      action(async (ctx, id: string, tier: string) => {
+        const key = await findKey(ctx, id);
+        const answer = await ctx.client().call("PUT", `${keyPath(key.id)}/tier`, { tier });
+        report(ctx, answer, `API key ${key.id} "${key.name}": tier ${key.tier} -> ${tier}`);
+      }),
+    );
+
+  const limits = keys.command("limits").description("a key's own rate limits (api-keys get shows them)");
+  limits
+    .command("set")
+    .description("give a key its own limits for some categories (the others follow its tier)")
+    .argument(...ID_ARGUMENT)
+    .addArgument(limitsArgument())
+    .action(
+      action(async (ctx, id: string, body: Record<string, string[] | null>) => {
+        const key = await findKey(ctx, id);
+        const answer = await ctx.client().call<KeyJson>("PUT", `${keyPath(key.id)}/limits`, body);
+        report(ctx, answer, `API key ${key.id}: own limits ${ownLimitsText(answer.own_limits)}`);
+      }),
+    );
+  limits
+    .command("reset")
+    .description("a fresh start on the tier: the key's own limits and every window counted so far go")
+    .argument(...ID_ARGUMENT)
+    .action(
+      action(async (ctx, id: string) => {
+        const key = await findKey(ctx, id);
+        const answer = await ctx.client().call("DELETE", `${keyPath(key.id)}/limits`);
+        report(ctx, answer, `API key ${key.id}: own limits and windows cleared`);
+      }),
+    );
+}
