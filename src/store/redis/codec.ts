@@ -120,3 +120,14 @@ export function refusalOf(status: number, reply: Buffer): LimitResult | undefine
   if (status === C.STATUS_UNKNOWN_TIER) return { kind: "unknown_tier", tier: replyText(reply) };
   return undefined;
 }
+
+/** Own windows: fields o:<category> of a user's or a subject's hash (the check script reads them in the same call). */
+export function ownLimits(fields: Record<string, string>): Record<string, readonly Window[]> {
+  const limits: Record<string, readonly Window[]> = {};
+  for (const [field, value] of Object.entries(fields)) {
+    if (!field.startsWith("o:")) continue;
+    const rule = parseWindowsSpec(value, "sliding-log");
+    if (rule !== undefined) limits[field.slice(2)] = rule.windows;
+  }
+  return limits;
+}

@@ -2,9 +2,8 @@
 // needs of its user, field v), and a per-user index of sessions.
 import { newSessionId, newUserId } from "../../auth/ids.js";
 import type { Session, SessionStore, User, UserPatch, UserStore } from "../../auth/types.js";
-import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
-import { parseWindowsSpec, windowsSpec } from "./codec.js";
+import { ownLimits, windowsSpec } from "./codec.js";
 import { identityScripts } from "./identity-scripts.js";
 import type { Keys } from "./keys.js";
 import { adoptAsTyped, claimName } from "./usernames.js";
@@ -26,17 +25,6 @@ function toUser(fields: Record<string, string>): User | undefined {
         : { tier: fields.seed_tier, passwordHash: fields.seed_pw },
     limits: ownLimits(fields),
   };
-}
-
-/** The user's own windows: fields o:<category> (the check script reads them in the same call). */
-function ownLimits(fields: Record<string, string>): Record<string, readonly Window[]> {
-  const limits: Record<string, readonly Window[]> = {};
-  for (const [field, value] of Object.entries(fields)) {
-    if (!field.startsWith("o:")) continue;
-    const rule = parseWindowsSpec(value, "sliding-log");
-    if (rule !== undefined) limits[field.slice(2)] = rule.windows;
-  }
-  return limits;
 }
 
 /** The hash fields of a patch (or of a whole user); an empty value removes the field. */

@@ -2,9 +2,8 @@
 // read by the check's own script (lua/includes/profile.lua) in the same call as the limiter.
 import type { ApiKey, ApiKeyStore, ProfilePatch, SubjectProfile, SubjectStore } from "../../auth/subjects.js";
 import { keySubject } from "../../auth/subjects.js";
-import type { Window } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
-import { parseWindowsSpec, windowsSpec } from "./codec.js";
+import { ownLimits, windowsSpec } from "./codec.js";
 import type { Keys } from "./keys.js";
 import { scriptsOf } from "./loader.js";
 
@@ -17,16 +16,6 @@ function patchFields(patch: ProfilePatch): string[] {
     f.push(`o:${category}`, windows === null ? "" : windowsSpec(windows));
   }
   return f;
-}
-
-function ownLimits(fields: Record<string, string>): Record<string, readonly Window[]> {
-  const limits: Record<string, readonly Window[]> = {};
-  for (const [field, value] of Object.entries(fields)) {
-    if (!field.startsWith("o:")) continue;
-    const rule = parseWindowsSpec(value, "sliding-log");
-    if (rule !== undefined) limits[field.slice(2)] = rule.windows;
-  }
-  return limits;
 }
 
 function toKey(id: string, f: Record<string, string>): ApiKey | undefined {
