@@ -17,7 +17,14 @@ import type { DenialCache } from "./denial-cache.js";
 import { plan } from "./plan.js";
 import type { Decision, Plan, UserAnswer } from "./types.js";
 
-export type CheckRequest = { method: string; path: string; authorization: string | undefined; ip: string };
+export type CheckRequest = {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  ip: string;
+  /** The proxy's x-request-id: every log line of the check carries it. */
+  requestId?: string | undefined;
+};
 
 export type CheckerOptions = {
   /** The policy in force, read once per check (a reload swaps it between checks). */
@@ -35,7 +42,7 @@ export type CheckerOptions = {
   /** Users refused whatever the store says (the demo users, in production), even when degraded. */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call's kind. */
-  onStoreError(operation: "authorize" | "hit", error: unknown): void;
+  onStoreError(operation: "authorize" | "hit", error: unknown, requestId: string | undefined): void;
   /** Called when a store call succeeded (so a recovery can be noticed). */
   onStoreOk(): void;
 };
@@ -203,7 +210,7 @@ export function createChecker(options: CheckerOptions): Checker {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
       onStoreOk();
     } catch (error) {
-      onStoreError(p.kind === "user" ? "authorize" : "hit", error);
+      onStoreError(p.kind === "user" ? "authorize" : "hit", error, request.requestId);
       return decideDegraded(p, failureMode);
     }
     let decision: Decision;

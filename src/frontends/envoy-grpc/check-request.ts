@@ -16,6 +16,11 @@ export type CheckRequestFields = {
   forwardedFor: string | undefined;
   /** attributes.source.address.socket_address.address */
   source: string | undefined;
+  /** attributes.request.http.id: Envoy's x-request-id of the proxied request. */
+  requestId: string | undefined;
+  /** W3C Trace Context headers of the proxied request (for a span when tracing is on). */
+  traceparent: string | undefined;
+  tracestate: string | undefined;
 };
 
 /** Whether bytes [start, end) spell `name` (lower-case ASCII), ASCII letters compared without case. */
@@ -49,6 +54,9 @@ function readFields(bytes: Uint8Array): CheckRequestFields {
     authorization: undefined,
     forwardedFor: undefined,
     source: undefined,
+    requestId: undefined,
+    traceparent: undefined,
+    tracestate: undefined,
   };
   const top = new Reader(buf, 0, buf.length);
   while (top.at < top.end) {
@@ -106,14 +114,32 @@ const merged = (known: string | undefined, value: string): string =>
   known === undefined ? value : `${known},${value}`;
 
 /** Raw headers (header_map), kept apart: the map's value wins when a request carries both. */
-type RawHeaders = { authorization: string | undefined; forwardedFor: string | undefined };
+type RawHeaders = {
+  authorization: string | undefined;
+  forwardedFor: string | undefined;
+  requestId: string | undefined;
+  traceparent: string | undefined;
+  tracestate: string | undefined;
+};
 
 function readHttp(r: Reader, out: CheckRequestFields): void {
   const { buf } = r;
-  const raw: RawHeaders = { authorization: undefined, forwardedFor: undefined };
+  const raw: RawHeaders = {
+    authorization: undefined,
+    forwardedFor: undefined,
+    requestId: undefined,
+    traceparent: undefined,
+    tracestate: undefined,
+  };
   while (r.at < r.end) {
     const key = r.varint();
     switch (key) {
+      case (1 << 3) + BYTES: {
+        // HttpRequest.id = 1: Envoy's x-request-id, which it also forwards as a header.
+        const s = r.span();
+        if (r.at > s) out.requestId = text(buf, s, r.at);
+        break;
+      }
       case (2 << 3) + BYTES: {
         // HttpRequest.method = 2
         const s = r.span();
@@ -153,6 +179,9 @@ function readHttp(r: Reader, out: CheckRequestFields): void {
   }
   out.authorization ??= raw.authorization;
   out.forwardedFor ??= raw.forwardedFor;
+  out.traceparent ??= raw.traceparent;
+  out.tracestate ??= raw.tracestate;
+  out.requestId ??= raw.requestId;
 }
 
 /**
@@ -195,5 +224,12 @@ function readHeader(
   } else if (sameName(buf, keyStart, keyEnd, "x-forwarded-for")) {
     if (raw === undefined) out.forwardedFor = v;
     else raw.forwardedFor = merged(raw.forwardedFor, v);
+  } else if (sameName(buf, keyStart, keyEnd, "x-request-id")) {
+    // The headers' copy, for a CheckRequest without attributes.request.http.id (which wins).
+    (raw ?? out).requestId ??= v;
+  } else if (sameName(buf, keyStart, keyEnd, "traceparent")) {
+    (raw ?? out).traceparent = v;
+  } else if (sameName(buf, keyStart, keyEnd, "tracestate")) {
+    (raw ?? out).tracestate = v;
   }
 }

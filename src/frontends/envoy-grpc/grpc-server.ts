@@ -5,6 +5,7 @@
 // that chose this over @grpc/grpc-js.
 import * as http2 from "node:http2";
 import type { Socket } from "node:net";
+import { requestIdOf } from "../../process/request-id.js";
 import type { RpcObserver } from "../front-end.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
 import {
@@ -28,8 +29,8 @@ export type GrpcServerOptions = {
   /** The largest request message taken; a larger one is answered RESOURCE_EXHAUSTED. */
   maxMessageBytes?: number;
   observer?: RpcObserver | undefined;
-  /** Unexpected failures inside a method (answered INTERNAL); never request contents. */
-  onError(error: unknown, method: string): void;
+  /** Unexpected failures inside a method (answered INTERNAL); never request contents but the call's x-request-id. */
+  onError(error: unknown, method: string, requestId: string | undefined): void;
   /** Called when the listener starts to drain, before its connections are told to go away. */
   onDrain?: () => void;
 };
@@ -124,7 +125,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
         finish(statusName(error.code));
         return;
       }
-      onError(error, name);
+      onError(error, name, requestIdOf(headers["x-request-id"]));
       trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
       finish("INTERNAL");
     };
@@ -195,14 +196,14 @@ export function createGrpcServer(options: GrpcServerOptions) {
         serveStream(stream, method, request, {
           peer,
           finish,
-          onError: (error) => onError(error, name),
+          onError: (error) => onError(error, name, requestIdOf(headers["x-request-id"])),
           streams,
         });
         return;
       }
       let answer: Promise<Uint8Array | Framed> | Uint8Array | Framed;
       try {
-        answer = method.handle(request, { peer });
+        answer = method.handle(request, { peer, headers });
       } catch (error) {
         fail(error);
         return;
