@@ -60,7 +60,7 @@ export function withRequestSpans(
     const attributes: SpanAttributes = { [ATTR_HTTP_REQUEST_METHOD]: method };
     const requestId = requestIdOf(req.headers["x-request-id"]);
     if (requestId !== undefined) attributes[REQUEST_ID] = requestId;
-    void tracing.serve(method, traceHeadersOf(req.headers), attributes, (span) => {
+    void tracing.serveAcrossAwaits(method, traceHeadersOf(req.headers), attributes, (span) => {
       const done = answered(res).then(() => describe(span, req, res));
       handler(req, res);
       return done;

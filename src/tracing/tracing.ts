@@ -21,7 +21,8 @@ export type Tracing = {
   /**
    * Runs `work` inside a server span named `name` that continues the caller's trace, and ends the
    * span when `work` settles. `work` gets undefined when the span is not sampled (nothing is
-   * recorded; store calls then make no spans either).
+   * recorded; store calls then make no spans either). The store calls `work` makes before its
+   * first await are the span's children (a check's, an RLS call's): no context is carried.
    */
   serve<T>(
     name: string,
@@ -29,9 +30,16 @@ export type Tracing = {
     attributes: SpanAttributes,
     work: (span: SpanHandle | undefined) => Promise<T>,
   ): Promise<T>;
+  /** As `serve`, with every store call `work` makes, across its awaits, a child (an API request). */
+  serveAcrossAwaits<T>(
+    name: string,
+    caller: TraceHeaders,
+    attributes: SpanAttributes,
+    work: (span: SpanHandle | undefined) => Promise<T>,
+  ): Promise<T>;
   /**
-   * `port` with every method a client span (`<name>.<method>`) when called inside a sampled
-   * `serve`, a child of its span; called elsewhere, as it is.
+   * `port` with every method a client span (`<name>.<method>`) when called by the work of a
+   * sampled span, as its child; called elsewhere, as it is.
    */
   traced<T extends object>(port: T, name: string, attributes: SpanAttributes): T;
   /** Exports the spans still queued (bounded in time) and stops. */

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
 import { authorizationClient, type CheckResponse, checkRequest } from "../support/grpc-client.js";
 import { login, send } from "../support/http-client.mjs";
+import { freePort } from "../support/local.mjs";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp-receiver.js";
 import {
   type RedisServer,
@@ -27,6 +28,7 @@ let traced: TollgateProcess;
 let sampledOff: TollgateProcess;
 let untraced: TollgateProcess;
 let protobuf: TollgateProcess;
+let collectorDown: TollgateProcess;
 let protobufReceiver: OtlpReceiver;
 
 const hex = (bytes: number) =>
@@ -58,7 +60,9 @@ beforeAll(async () => {
     startOtlpReceiver(),
     startOtlpReceiver(),
   ]);
-  [traced, sampledOff, untraced, protobuf] = await Promise.all([
+  // A port nothing listens on: the collector is down.
+  const down = await freePort();
+  [traced, sampledOff, untraced, protobuf, collectorDown] = await Promise.all([
     startTollgate({
       ...common("trace-a:"),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
@@ -80,11 +84,12 @@ beforeAll(async () => {
       OTEL_BSP_SCHEDULE_DELAY: "50",
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${protobufReceiver.url}/custom/traces`,
     }),
+    startTollgate({ ...common("trace-e:"), OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${down}` }),
   ]);
 });
 
 afterAll(async () => {
-  await Promise.all([traced, sampledOff, untraced, protobuf].map((p) => p?.stop("SIGKILL")));
+  await Promise.all([traced, sampledOff, untraced, protobuf, collectorDown].map((p) => p?.stop("SIGKILL")));
   await Promise.all([receiver?.close(), silentReceiver?.close(), protobufReceiver?.close()]);
   await redis?.stop();
 });
@@ -328,6 +333,25 @@ it("exports OTLP protobuf by default, to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as g
   // The caller's span id, as the check span's parent, and the span's name, in the message's bytes.
   expect(sent?.body.includes(Buffer.from(caller.spanId, "hex"))).toBe(true);
   expect(sent?.body.includes(Buffer.from("check envoy"))).toBe(true);
+});
+
+it("answers checks as ever while the collector is down, and says so once", async () => {
+  const authorization = await bearer(collectorDown);
+  for (let i = 0; i < 20; i += 1) {
+    const reply = await send(`${collectorDown.checkUrl}/ext_authz/api/products`, {
+      headers: { authorization, traceparent: callerTrace().traceparent },
+    });
+    expect(reply.status).toBe(200);
+  }
+  const failures = () =>
+    collectorDown
+      .output()
+      .split("\n")
+      .filter((l) => l.includes('"event":"trace_export_failed"'));
+  const until = Date.now() + 10_000;
+  while (failures().length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  expect(failures()).toHaveLength(1);
+  expect(JSON.parse(failures()[0] as string)).toMatchObject({ level: "warn", suppressed: 0 });
 });
 
 describe("sampling off, or no endpoint", () => {

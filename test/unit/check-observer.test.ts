@@ -118,7 +118,13 @@ describe("the check observer", () => {
   it("writes the proxy's request id on the lines of the check it belongs to", () => {
     const { lines, observer } = setup();
     observer.decided("envoy", ok("free", false), 0.001, "192.0.2.1", "req-denied");
-    observer.decided("envoy", { kind: "allow", degraded: true }, 0.001, "192.0.2.1", "req-degraded");
+    observer.decided(
+      "envoy",
+      { kind: "allow", degraded: true, identity: undefined, limit: undefined },
+      0.001,
+      "192.0.2.1",
+      "req-degraded",
+    );
     observer.storeFailed("hit", new Error("timeout"), "req-store");
     expect(lines.find((l) => l.event === "rate_limited")?.requestId).toBe("req-denied");
     expect(lines.find((l) => l.event === "degraded")?.requestId).toBe("req-degraded");
