@@ -69,6 +69,22 @@ module.exports = {
       },
     },
     {
+      name: "tracing-observes-only",
+      comment:
+        "src/tracing/ makes spans of what the edge and the composition root hand it: it reaches no store, no service and no protocol.",
+      severity: "error",
+      from: { path: "^src/tracing/" },
+      to: { path: `^src/(store|auth)/|${EDGE}|${ROOT}` },
+    },
+    {
+      name: "opentelemetry-sdk-only-in-otel",
+      comment:
+        "The OpenTelemetry SDK is imported on demand by src/tracing/otel.ts alone, so that a tollgate without tracing never loads it; the semantic conventions are constants, bundled.",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/tracing/otel\\.ts$" },
+      to: { path: "node_modules/@opentelemetry/(?!semantic-conventions/)" },
+    },
+    {
       name: "ioredis-only-in-the-redis-adapter",
       severity: "error",
       from: { path: "^src/", pathNot: "^src/store/redis/" },

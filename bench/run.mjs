@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import { ROOT, stopAll, stopAllOnSignals } from "../test/support/processes.mjs";
 import { benchRun } from "./lib/bench-run.mjs";
 import { profileRun } from "./lib/profile-run.mjs";
+import { tracingRun } from "./lib/tracing.mjs";
 
 const HELP = `usage: npm run bench -- [options]
   --connections N    concurrent connections for every row (default 64)
@@ -24,6 +25,9 @@ const HELP = `usage: npm run bench -- [options]
                      and print their table and the refresh-storm guard, without targets or JSON
   --profile [ROW]    instead of the table: ROW's load (allowed, denied, cached or anonymous; default allowed)
                      against a tollgate under node --cpu-prof, and its top functions by self time
+  --tracing          instead of the whole table: only the allowed row (tracing off), the --compare build's
+                     and the allowed row with tracing on, with the tracing targets
+  --trace-ratio R    the share of checks the tracing-on row samples (default 0.1)
 `;
 const PROFILE_ROWS = ["allowed", "denied", "cached", "anonymous"];
 
@@ -54,6 +58,8 @@ function parseOptions() {
       compare: { type: "string" },
       profile: { type: "string" },
       only: { type: "string" },
+      tracing: { type: "boolean", default: false },
+      "trace-ratio": { type: "string", default: "0.1" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -70,7 +76,13 @@ function parseOptions() {
   if (values.profile !== undefined && !PROFILE_ROWS.includes(values.profile)) {
     throw new Error(`--profile takes one of ${PROFILE_ROWS.join(", ")}, got ${values.profile}`);
   }
+  const traceRatio = Number(values["trace-ratio"]);
+  if (!(traceRatio >= 0 && traceRatio <= 1)) {
+    throw new Error(`--trace-ratio must be a number from 0 to 1, got ${values["trace-ratio"]}`);
+  }
   return {
+    tracing: values.tracing,
+    traceRatio,
     connections: number("connections", 1),
     duration: number("duration", 1),
     warmup: number("warmup", 0),
@@ -90,7 +102,11 @@ async function main() {
   const dir = mkdtempSync(join(os.tmpdir(), "tollgate-bench-"));
   const context = { options, dir, resultsDir: join(ROOT, "bench", "results") };
   try {
-    await (options.profileRow !== undefined ? profileRun(context) : benchRun(context));
+    await (options.profileRow !== undefined
+      ? profileRun(context)
+      : options.tracing
+        ? tracingRun(context)
+        : benchRun(context));
   } finally {
     await stopAll();
     rmSync(dir, { recursive: true, force: true });

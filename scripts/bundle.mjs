@@ -5,14 +5,25 @@
 //
 // Left outside the bundle and loaded from node_modules as usual: packages that find their own files
 // at run time through __dirname (ioredis reads its package.json, pino starts worker files), and
-// pino-pretty, a dev dependency that is used only when it is installed.
+// pino-pretty, a dev dependency that is used only when it is installed; and the OpenTelemetry SDK,
+// imported only when tracing is on (src/tracing/otel.ts), which the bundle must not load at start.
+// Not @opentelemetry/api: prom-client requires it at start, so it stays in the bundle as before.
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const EXTERNAL = ["ioredis", "pino", "pino-pretty"];
+const EXTERNAL = [
+  "ioredis",
+  "pino",
+  "pino-pretty",
+  "@opentelemetry/core",
+  "@opentelemetry/exporter-trace-otlp-http",
+  "@opentelemetry/exporter-trace-otlp-proto",
+  "@opentelemetry/resources",
+  "@opentelemetry/sdk-trace-base",
+];
 
 /**
  * Files read at run time sit next to the module that reads them (the Lua scripts next to

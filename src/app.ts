@@ -19,6 +19,7 @@ import type { CheckContext } from "./frontends/front-end.js";
 import { createAdminApi } from "./http/admin-api.js";
 import type { HttpHandler } from "./http/http-listener.js";
 import { createPublicApi } from "./http/public-api.js";
+import { withRequestSpans } from "./http/request-spans.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { createRlsObserver, createRpcObserver, timed } from "./metrics/rpc-observer.js";
@@ -29,6 +30,7 @@ import type { Readiness } from "./process/readiness.js";
 import { createRlsState, type RlsState } from "./rls/state.js";
 import { createDeadline } from "./store/failure.js";
 import type { Store } from "./store/store.js";
+import type { Tracing } from "./tracing/tracing.js";
 
 export type Tollgate = {
   publicApp: HttpHandler;
@@ -64,10 +66,29 @@ export type TollgateOptions = {
   rls?: RlsState;
   /** The provider keys' refresh timings (tests shorten them). */
   keyTimings?: KeyTimings;
+  /** Spans of checks, logins and admin calls (OTEL_EXPORTER_OTLP_ENDPOINT); none when omitted. */
+  tracing?: Tracing | undefined;
 };
 
+/** The store with each call of its ports a span, a child of the request span it is made in. */
+function tracedStore(store: Store, tracing: Tracing): Store {
+  const attributes = { "db.system.name": store.kind };
+  return {
+    ...store,
+    users: tracing.traced(store.users, "users", attributes),
+    sessions: tracing.traced(store.sessions, "sessions", attributes),
+    limiter: tracing.traced(store.limiter, "limiter", attributes),
+    unguarded: { limiter: tracing.traced(store.unguarded.limiter, "limiter", attributes) },
+  };
+}
+
+/** Which API requests get a span: not the probes and scrapes, which would drown the rest. */
+const UNTRACED = new Set(["/health", "/ready", "/metrics"]);
+const traced = (path: string): boolean => !UNTRACED.has(path);
+
 export function createTollgate(options: TollgateOptions): Tollgate {
-  const { config, store, logger } = options;
+  const { config, logger, tracing } = options;
+  const store = tracing === undefined ? options.store : tracedStore(options.store, tracing);
   const metrics = options.metrics ?? createMetrics();
   const tokens = createTokenService(config.jwt);
   const { provider } = config.identity;
@@ -140,7 +161,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     timeoutMs: config.redisTimeoutMs,
     idleMs: config.sessionIdleTtlSeconds * 1000,
     refusedUserIds,
-    onStoreError: (operation, error) => observer.storeFailed(operation, error),
+    onStoreError: (operation, error, requestId) => observer.storeFailed(operation, error, requestId),
     onStoreOk: () => observer.storeAnswered(),
     onCachedRefusal: () => metrics.denialCacheAnswers.inc(),
   });
@@ -149,9 +170,11 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     clientIp,
     apiKeyHeader: config.identity.apiKeyHeader,
     logger,
-    onDecision: (protocol, decision, seconds, ip) => observer.decided(protocol, decision, seconds, ip),
+    onDecision: (protocol, decision, seconds, ip, requestId) =>
+      observer.decided(protocol, decision, seconds, ip, requestId),
     readiness: options.readiness,
     rpc: createRpcObserver(metrics),
+    tracing,
   };
 
   const rlsState =
@@ -194,7 +217,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
             deadline: createDeadline(config.rls.timeoutMs),
             responseHeaders: config.rls.responseHeaders,
             onDescriptor: createRlsObserver(metrics),
-            onStoreError: (error) => observer.storeFailed("hit", error),
+            onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
           }),
         );
 
@@ -253,8 +276,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     readiness,
   });
   return {
-    publicApp,
-    adminApp,
+    publicApp: withRequestSpans(publicApp, { tracing, traced }),
+    adminApp: withRequestSpans(adminApp, { tracing, traced }),
     checks,
     checker,
     auth,

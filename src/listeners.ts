@@ -6,7 +6,7 @@ import type { Config } from "./config/env.js";
 import { createCheckListener } from "./frontends/check-listener.js";
 import { authorizationService } from "./frontends/envoy-grpc/ext-authz.js";
 import { createGrpcListener } from "./frontends/envoy-grpc/listener.js";
-import { rateLimitService } from "./frontends/envoy-grpc/rls.js";
+import { rateLimitService } from "./frontends/envoy-grpc/rls-service.js";
 import { envoyHttp } from "./frontends/envoy-http.js";
 import type { Listener } from "./frontends/listener.js";
 import { nginx } from "./frontends/nginx.js";
@@ -27,7 +27,7 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         settings: { host: "CHECK_HOST", port: "CHECK_PORT" },
       },
       tollgate.checks,
-      [envoyHttp, nginx, rlsJsonRoute(() => tollgate.rls?.decide)],
+      [envoyHttp, nginx, rlsJsonRoute(() => tollgate.rls?.decide, tollgate.checks.tracing)],
     ),
     createGrpcListener(
       {
@@ -40,7 +40,9 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
       {
         services: [
           authorizationService(tollgate.checks),
-          ...(tollgate.rls === undefined ? [] : [rateLimitService(tollgate.rls.decide)]),
+          ...(tollgate.rls === undefined
+            ? []
+            : [rateLimitService(tollgate.rls.decide, tollgate.checks.tracing)]),
         ],
         tls: config.grpcTls,
       },

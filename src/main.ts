@@ -28,6 +28,7 @@ import { RlsConfigError } from "./rls/model.js";
 import { createRlsState, type RlsState } from "./rls/state.js";
 import { storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
+import type { Tracing } from "./tracing/tracing.js";
 
 const stderr = fdWriter(2);
 
@@ -130,6 +131,29 @@ function warnUnknownSettings(config: Config, logger: Logger): void {
   }
 }
 
+/**
+ * OpenTelemetry, when an endpoint is set: the SDK is imported only then, so a tollgate without
+ * tracing never loads it.
+ */
+async function startTracing(config: Config, logger: Logger): Promise<Tracing | undefined> {
+  const settings = config.tracing;
+  if (settings === undefined) return undefined;
+  const { createOtelTracing } = await import("./tracing/otel.js");
+  const tracing = await createOtelTracing(settings, logger);
+  const { origin, pathname } = new URL(settings.url);
+  logger.info(
+    {
+      event: "tracing",
+      url: `${origin}${pathname}`,
+      protocol: settings.protocol,
+      sampler: settings.sampler,
+      ...(settings.sampler.endsWith("traceidratio") ? { ratio: settings.ratio } : {}),
+    },
+    "tracing on: spans exported over OTLP",
+  );
+  return tracing;
+}
+
 /** A URL a person can paste: a wildcard bind address is reachable as localhost. */
 function urlOf(host: string, port: number): string {
   const name = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
@@ -172,6 +196,7 @@ async function main(): Promise<void> {
   if (shouldSupervise(config)) {
     return superviseWorkers({ config, logger, entry: fileURLToPath(import.meta.url) });
   }
+  const tracing = await startTracing(config, logger);
   const store = createStore({
     redis: config.redis,
     timeoutMs: config.redisTimeoutMs,
@@ -205,6 +230,7 @@ async function main(): Promise<void> {
     // A reload through one worker's admin port reaches the others through the primary.
     onAdminReload: () => process.send?.(RELOAD_OTHERS),
     ...(rls === undefined ? {} : { rls }),
+    tracing,
   });
   // SIGHUP re-reads POLICY_FILE (under WORKERS the primary forwards it to every worker).
   process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
@@ -212,7 +238,7 @@ async function main(): Promise<void> {
     if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
   });
   const listeners = createListeners(settings, tollgate);
-  stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs });
+  stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs, tracing });
   await Promise.all(
     listeners.map((listener) =>
       listener.start().catch((error: NodeJS.ErrnoException) => fail([listenProblem(listener, error)])),

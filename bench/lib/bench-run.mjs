@@ -41,6 +41,7 @@ import {
   POLICY,
   startCore,
 } from "./setup.mjs";
+import { startTracing, tracingRows, tracingTargets } from "./tracing.mjs";
 
 /**
  * An nginx of the bench, in the run's folder: "tollgate" is nginx/nginx.conf.template (auth_request to
@@ -122,7 +123,10 @@ async function startAround(core, { dir, options }) {
     }
   }
   const grpc = await startGrpc(core, dir, options.connections);
+  // This build with tracing on: what a sampled share of checks costs, beside the allowed row.
+  const tracing = await startTracing({ ...shared, ratio: options.traceRatio });
   return {
+    tracing,
     nginxDirect,
     nginxTollgate,
     httpCeiling,
@@ -345,6 +349,7 @@ function rowSpecs(core, around, memory) {
       headers: bearer(alice),
       expected: 429,
     },
+    ...tracingRows(core, around.tracing),
     ...grpcRows(core, around),
     ...rlsRows(core, around),
     ...algorithmRows(core, { checkUrl, idSuffix: "", labelPrefix: "tollgate check" }),
@@ -549,7 +554,11 @@ export async function benchRun({ options, dir, resultsDir }) {
     );
     memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
-    const targets = [...evaluateTargets({ byId, monitor, memory }), ...rlsTargets(byId)];
+    const targets = [
+      ...evaluateTargets({ byId, monitor, memory }),
+      ...tracingTargets(byId),
+      ...rlsTargets(byId),
+    ];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
     const rls = around.rls.skipped === undefined ? {} : { skipped: around.rls.skipped };
     const report = [render({ machine, rows, byId, grpc, rls, monitor, memory, targets }), ...stormLines].join(

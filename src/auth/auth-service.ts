@@ -14,6 +14,8 @@ export type LoginInput = {
   ip: string;
   userAgent: string;
   deviceName: string;
+  /** The request's logger (its request id on every line); the service's own when omitted. */
+  log?: Logger;
 };
 
 export type LoginResult =
@@ -51,7 +53,7 @@ export type AuthServiceOptions = {
 };
 
 export function createAuthService(options: AuthServiceOptions) {
-  const { config, users, sessions, lockout, tokens, logger } = options;
+  const { config, users, sessions, lockout, tokens } = options;
   const emit = options.onEvent ?? (() => {});
   const refusedUserIds = options.refusedUserIds ?? new Set<string>();
   const idleMs = config.sessionIdleTtlSeconds * 1000;
@@ -90,6 +92,7 @@ export function createAuthService(options: AuthServiceOptions) {
    * logs in LOGIN_LOCKOUT times in one window (several devices, a script).
    */
   async function attempt(input: LoginInput): Promise<LoginResult> {
+    const logger = input.log ?? options.logger;
     const retryAfterMs = await lockout.attempt(input.username);
     if (retryAfterMs > 0) {
       emit("lockout");
@@ -127,7 +130,7 @@ export function createAuthService(options: AuthServiceOptions) {
       return { kind: "invalid_credentials" };
     }
     const { session, evicted } = created;
-    await forgetFailures(input, user.id);
+    await forgetFailures(input, user.id, logger);
     const { token, expiresIn } = tokens.sign({ sub: user.id, sid: session.sessionId, tier: user.tier });
     emit("login");
     logger.info(
@@ -148,7 +151,7 @@ export function createAuthService(options: AuthServiceOptions) {
    * Takes back the attempt counted before the password was checked (and the failures before it).
    * The session exists by now: a store that fails here leaves one failure counted, not a failed login.
    */
-  async function forgetFailures(input: LoginInput, userId: string): Promise<void> {
+  async function forgetFailures(input: LoginInput, userId: string, logger: Logger): Promise<void> {
     try {
       await lockout.clear(input.username);
     } catch (error) {
@@ -176,7 +179,7 @@ export function createAuthService(options: AuthServiceOptions) {
     return { kind: "ok", identity: { userId, sessionId, tier: session.tier } };
   }
 
-  async function logout(identity: Identity): Promise<void> {
+  async function logout(identity: Identity, logger = options.logger): Promise<void> {
     await sessions.revoke(identity.userId, identity.sessionId);
     emit("logout");
     logger.info(
@@ -185,7 +188,7 @@ export function createAuthService(options: AuthServiceOptions) {
     );
   }
 
-  async function logoutAll(identity: Identity): Promise<number> {
+  async function logoutAll(identity: Identity, logger = options.logger): Promise<number> {
     const revoked = await sessions.revokeAll(identity.userId);
     emit("logout_all");
     logger.info({ event: "logout_all", userId: identity.userId, revoked }, "logged out from every device");
@@ -196,7 +199,11 @@ export function createAuthService(options: AuthServiceOptions) {
     return sessions.list(userId);
   }
 
-  async function revokeSession(identity: Identity, sessionId: string): Promise<RevokeResult> {
+  async function revokeSession(
+    identity: Identity,
+    sessionId: string,
+    logger = options.logger,
+  ): Promise<RevokeResult> {
     if (sessionId === identity.sessionId) return "current";
     const own = await sessions.list(identity.userId);
     if (!own.some((s) => s.sessionId === sessionId)) return "not_found";

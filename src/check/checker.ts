@@ -25,6 +25,8 @@ export type CheckRequest = {
   /** The API key header's value (API_KEY_HEADER), read when no Authorization header is sent. */
   apiKey?: string | undefined;
   ip: string;
+  /** The proxy's x-request-id: every log line of the check carries it. */
+  requestId?: string | undefined;
 };
 
 export type CheckerOptions = {
@@ -46,7 +48,7 @@ export type CheckerOptions = {
   /** Users refused whatever the store says (the demo users, in production), even when degraded. */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call's kind. */
-  onStoreError(operation: "authorize" | "hit", error: unknown): void;
+  onStoreError(operation: "authorize" | "hit", error: unknown, requestId: string | undefined): void;
   /** Called when a store call succeeded (so a recovery can be noticed). */
   onStoreOk(): void;
   /** Called when the denial cache answered a check: a refusal without a store call. */
@@ -246,7 +248,7 @@ export function createChecker(options: CheckerOptions): Checker {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
       onStoreOk();
     } catch (error) {
-      onStoreError(p.kind === "user" ? "authorize" : "hit", error);
+      onStoreError(p.kind === "user" ? "authorize" : "hit", error, request.requestId);
       return decideDegraded(p, failureMode);
     }
     let decision: Decision;

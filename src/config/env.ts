@@ -7,6 +7,7 @@ import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
 import { parseLimit } from "./rules.js";
 import { SETTINGS } from "./setting-names.js";
+import { parseTracingSettings, type TracingSettings } from "./tracing-settings.js";
 import { type UnknownSetting, unknownSettings } from "./unknown-settings.js";
 
 export type FailureMode = "open" | "closed";
@@ -108,6 +109,8 @@ export type Config = {
   denialCacheSize: number;
   /** Envoy's rate limit service: off without RLS_CONFIG. */
   rls: RlsSettings | undefined;
+  /** OpenTelemetry spans over OTLP: off (undefined) without an endpoint. */
+  tracing: TracingSettings | undefined;
   production: boolean;
   /** Started by `npm start` (whose script execs node, so npm is this process's parent). */
   startedByNpm: boolean;
@@ -255,6 +258,7 @@ export function loadConfig(env: Env = process.env): Config {
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
     rls: parseRls(reader),
+    tracing: parseTracingSettings((name) => reader.raw(name), reader.problems),
     production,
     startedByNpm: reader.raw("npm_lifecycle_event") === "start",
     unknownSettings: unknownSettings(env, SETTINGS),

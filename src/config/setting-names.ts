@@ -1,5 +1,6 @@
 // The names of every variable tollgate reads: the one list that settings, docs and warnings follow.
 import { REDIS_SETTINGS } from "./redis-settings.js";
+import { TRACING_SETTINGS } from "./tracing-settings.js";
 
 /**
  * Every variable tollgate reads, and no other: env.ts's Reader takes only these names. Besides
@@ -57,6 +58,7 @@ export const SETTINGS = [
   "RLS_ALGORITHM",
   "RLS_TIMEOUT_MS",
   "RLS_RESPONSE_HEADERS",
+  ...TRACING_SETTINGS,
   "ENV_FILE",
   // Read by the tollgate command (src/cli/), not the server; known, so that a .env holding it is not warned about.
   "TOLLGATE_ADMIN_URL",

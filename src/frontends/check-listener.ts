@@ -3,6 +3,8 @@
 // node:http with a small table of path prefixes and no router in between.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { httpListener } from "../http/http-listener.js";
+import { requestIdOf } from "../process/request-id.js";
+import { tracedCheck } from "../tracing/check-span.js";
 import type { CheckContext } from "./front-end.js";
 import {
   type HttpCheckFrontEnd,
@@ -13,6 +15,7 @@ import {
 } from "./http-check.js";
 import type { Listener, ListenerAddress } from "./listener.js";
 import type { CheckResponse } from "./render.js";
+import { traceHeadersOf } from "./trace-headers.js";
 
 type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd | HttpRoute };
 
@@ -49,7 +52,7 @@ function send(res: ServerResponse, response: CheckResponse): void {
 }
 
 function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]) {
-  const { checker, clientIp, logger, onDecision, apiKeyHeader } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader, tracing } = context;
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
@@ -65,9 +68,22 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
       send(res, facts);
       return;
     }
-    const decision = await checker(facts);
+    const decision =
+      tracing === undefined
+        ? await checker(facts)
+        : await tracedCheck(
+            tracing,
+            {
+              protocol: frontEnd.protocol,
+              caller: traceHeadersOf(req.headers),
+              requestId: facts.requestId,
+              method: facts.method,
+            },
+            () => checker(facts),
+          );
     send(res, frontEnd.render(decision, Date.now()));
-    onDecision?.(frontEnd.protocol, decision, Number(process.hrtime.bigint() - started) / 1e9, facts.ip);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    onDecision?.(frontEnd.protocol, decision, seconds, facts.ip, facts.requestId);
   };
 
   return (req: IncomingMessage, res: ServerResponse): void => {
@@ -88,7 +104,10 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
       return;
     }
     check(req, res, route.frontEnd as HttpCheckFrontEnd, url).catch((error: unknown) => {
-      logger.error({ err: error }, "check failed unexpectedly");
+      logger.error(
+        { err: error, requestId: requestIdOf(req.headers["x-request-id"]) },
+        "check failed unexpectedly",
+      );
       if (!res.headersSent) send(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
     });
   };

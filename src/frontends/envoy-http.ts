@@ -1,5 +1,7 @@
 // Envoy's ext_authz HTTP service: any method on /ext_authz + the original path and query. Envoy
 // allows on status 200 exactly and sends any other answer (status, headers, body) to the client.
+
+import { requestIdOf } from "../process/request-id.js";
 import { CLIENT_IP_HEADER, clientAddress } from "./client-ip.js";
 import { type HttpCheckFrontEnd, header, MAX_URI, uriTooLong } from "./http-check.js";
 import { renderDecision } from "./render.js";
@@ -19,6 +21,7 @@ export const envoyHttp: HttpCheckFrontEnd = {
       path: path.startsWith("/") ? path : `/${path}`,
       authorization: header(req, "authorization"),
       apiKey: header(req, apiKeyHeader),
+      requestId: requestIdOf(req.headers["x-request-id"]),
       ip: clientAddress(
         {
           stated: header(req, CLIENT_IP_HEADER),

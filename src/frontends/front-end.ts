@@ -4,6 +4,7 @@ import type { Checker } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
+import type { Tracing } from "../tracing/tracing.js";
 import type { ClientIpOptions } from "./client-ip.js";
 
 /**
@@ -20,12 +21,20 @@ export type CheckContext = {
   /** API_KEY_HEADER, lower case: the request header that carries an API key. */
   apiKeyHeader: string;
   logger: Logger;
-  /** Called once per answered check, for metrics and logs. */
-  onDecision?(protocol: Protocol, decision: Decision, seconds: number, ip: string): void;
+  /** Called once per answered check, for metrics and logs; `requestId`: the proxy's x-request-id. */
+  onDecision?(
+    protocol: Protocol,
+    decision: Decision,
+    seconds: number,
+    ip: string,
+    requestId: string | undefined,
+  ): void;
   /** Start-up and stop phases, for protocols that report health themselves (gRPC); ready when omitted. */
   readiness?: Readiness | undefined;
   /** Calls by method and status, for protocols with methods (gRPC). */
   rpc?: RpcObserver | undefined;
+  /** Spans of checks (OTEL_EXPORTER_OTLP_ENDPOINT); undefined when tracing is off. */
+  tracing?: Tracing | undefined;
 };
 
 /** Counts calls per method: method names are the server's own, never the request's. */

@@ -2,6 +2,7 @@
 // X-Original-Method and X-Original-URI. auth_request passes only 2xx, 401 and 403, so every other
 // status travels in headers that nginx/ turns back into the real answer.
 import type { Decision } from "../check/types.js";
+import { requestIdOf } from "../process/request-id.js";
 import { clientAddress } from "./client-ip.js";
 import { type HttpCheckFrontEnd, header, jsonAnswer, MAX_URI, uriTooLong } from "./http-check.js";
 import { type CheckResponse, renderDecision } from "./render.js";
@@ -53,6 +54,7 @@ export const nginx: HttpCheckFrontEnd = {
       path: uri,
       authorization: header(req, "authorization"),
       apiKey: header(req, apiKeyHeader),
+      requestId: requestIdOf(req.headers["x-request-id"]),
       ip: clientAddress(
         { forwardedFor: header(req, "x-forwarded-for"), peer: req.socket.remoteAddress },
         clientIp,

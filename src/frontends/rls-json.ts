@@ -3,10 +3,14 @@
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { requestIdOf } from "../process/request-id.js";
+import { tracedRls } from "../tracing/check-span.js";
+import type { Tracing } from "../tracing/tracing.js";
 import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
 import type { HttpRoute } from "./http-check.js";
+import { traceHeadersOf } from "./trace-headers.js";
 
 /** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -129,7 +133,10 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** `POST /json` on the check listener, answered by `decide` (undefined: the RLS is off). */
-export function rlsJsonRoute(decide: () => ((input: RlsInput) => Promise<RlsAnswer>) | undefined): HttpRoute {
+export function rlsJsonRoute(
+  decide: () => ((input: RlsInput) => Promise<RlsAnswer>) | undefined,
+  tracing: Tracing | undefined,
+): HttpRoute {
   return {
     paths: [{ path: "/json", subpaths: false }],
     usage: "POST /json (envoyproxy/ratelimit's JSON endpoint)",
@@ -175,7 +182,21 @@ export function rlsJsonRoute(decide: () => ((input: RlsInput) => Promise<RlsAnsw
           send(res, 400, { error: "bad_request", message: input });
           return;
         }
-        core(input).then(
+        input.requestId = requestIdOf(req.headers["x-request-id"]);
+        const answered =
+          tracing === undefined
+            ? core(input)
+            : tracedRls(
+                tracing,
+                {
+                  transport: "json",
+                  caller: traceHeadersOf(req.headers),
+                  requestId: input.requestId,
+                  domain: input.domain,
+                },
+                () => core(input),
+              );
+        answered.then(
           (answer) => send(res, answer.overall_code === 2 ? 429 : 200, jsonAnswer(answer)),
           (error: unknown) => {
             if (error instanceof GrpcError && error.code === GrpcStatus.INVALID_ARGUMENT) {

@@ -21,6 +21,7 @@ import type { ApiStore } from "./api-store.js";
 import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
 import { healthRoutes, sessionJson } from "./public-api.js";
+import { requestLogger } from "./request-log.js";
 
 export type AdminApiOptions = {
   store: ApiStore;
@@ -59,7 +60,8 @@ const userJson = (user: User) => ({
 });
 
 export function createAdminApi(options: AdminApiOptions): express.Express {
-  const { store, lockout, policy, logger, metrics } = options;
+  const { store, lockout, policy, metrics } = options;
+  const processLogger = options.logger;
   const tiersNow = () => [...policy.current().policy.tiers.keys()].filter((t) => t !== ANONYMOUS_TIER);
   const tierSchema = z.string().superRefine((t, ctx) => {
     const tiers = tiersNow();
@@ -108,6 +110,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/users",
     ...jsonBody,
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const input = parse(createSchema, req.body);
       const created = await store.users.create({
         username: input.username,
@@ -148,6 +151,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/users/:id/password",
     ...jsonBody,
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const { password } = parse(z.strictObject({ password: passwordSchema }), req.body);
       const user = await userOf(req);
       const passwordHash = await hashPassword(password);
@@ -165,6 +169,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   admin.delete(
     "/users/:id",
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       await store.users.remove(user.id);
       const revoked = await store.sessions.revokeAll(user.id);
@@ -178,6 +183,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   admin.post(
     "/users/:id/revoke",
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       const revoked = await store.sessions.revokeAll(user.id);
       metrics.authEvents.inc({ event: "admin_revoke" });
@@ -201,6 +207,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   admin.delete(
     "/users/:id/sessions/:sid",
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       const sid = String(req.params.sid);
       if (!ID_PATTERN.test(sid) || !(await store.sessions.revoke(user.id, sid)))
@@ -218,6 +225,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/users/:id/tier",
     ...jsonBody,
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const { tier } = parse(z.object({ tier: tierSchema }), req.body);
       const user = await userOf(req);
       await store.users.update(user.id, { tier });
@@ -231,6 +239,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     "/users/:id/disabled",
     ...jsonBody,
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
       await store.users.update(user.id, { disabled });
@@ -250,6 +259,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   admin.delete(
     "/users/:id/lockout",
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       await lockout.clear(user.username);
       logger.info({ event: "lockout_cleared", userId: user.id }, "a username's failed logins cleared");
@@ -257,8 +267,8 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
-  limitsRoutes(admin, { store, policy, logger, userOf });
-  identityRoutes(admin, { store, policy, logger, tierSchema });
+  limitsRoutes(admin, { store, policy, logger: processLogger, userOf });
+  identityRoutes(admin, { store, policy, logger: processLogger, tierSchema });
   policyRoutes(admin, {
     policy,
     reloadPolicy: options.reloadPolicy,
@@ -270,6 +280,6 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   router.use("/admin", admin);
   app.use(router);
   app.use(notFound);
-  app.use(errorHandler(logger));
+  app.use(errorHandler(processLogger));
   return app;
 }

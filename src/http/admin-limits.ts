@@ -10,6 +10,7 @@ import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
+import { requestLogger } from "./request-log.js";
 
 /** Per category: its limit or list of limits (as a policy writes them), or null to follow the tier again. */
 const ownLimitsSchema = z
@@ -20,7 +21,8 @@ export function limitsRoutes(
   admin: Router,
   options: { store: ApiStore; policy: PolicyState; logger: Logger; userOf(req: Request): Promise<User> },
 ): void {
-  const { store, policy, logger, userOf } = options;
+  const { store, policy, userOf } = options;
+  const processLogger = options.logger;
   const texts = (windows: readonly Window[]) => windows.map(limitText);
 
   admin.get(
@@ -60,6 +62,7 @@ export function limitsRoutes(
     "/users/:id/limits",
     ...jsonBody,
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const body = parse(ownLimitsSchema, req.body);
       const user = await userOf(req);
       const categories = policy.current().policy.tiers.get(user.tier);
@@ -88,6 +91,7 @@ export function limitsRoutes(
   admin.delete(
     "/users/:id/limits",
     handle(async (req, res) => {
+      const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       // A fresh start on the tier: the user's own limits go, and the windows counted so far.
       const cleared = Object.fromEntries(Object.keys(user.limits).map((c) => [c, null]));

@@ -3,6 +3,7 @@ import express, { type ErrorRequestHandler, type RequestHandler, type Response }
 import { reservedKeyProblems } from "../policy/reserved-keys.js";
 import type { Logger } from "../process/logger.js";
 import { StoreUnavailableError } from "../store/failure.js";
+import { requestLogger } from "./request-log.js";
 
 export const STATUS = {
   bad_request: 400,
@@ -59,9 +60,10 @@ export function sendError(res: Response, error: HttpError): void {
 type BodyParserError = Error & { type?: string; status?: number };
 
 /** Maps anything thrown in a handler to a JSON error: 4xx for bad input, 503 for the store. */
-export function errorHandler(logger: Logger): ErrorRequestHandler {
+export function errorHandler(processLogger: Logger): ErrorRequestHandler {
   return (error: unknown, req, res, _next) => {
     if (res.headersSent) return;
+    const logger = requestLogger(processLogger, req);
     if (error instanceof HttpError) return sendError(res, error);
     if (error instanceof StoreUnavailableError) {
       logger.warn(

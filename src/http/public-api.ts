@@ -10,6 +10,7 @@ import { createReadiness, type Readiness } from "../process/readiness.js";
 import type { ApiStore } from "./api-store.js";
 import { bearerChallenge, errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { bearerToken, handle } from "./handlers.js";
+import { requestLogger } from "./request-log.js";
 import { cleanText } from "./sanitize.js";
 
 export type PublicApiOptions = {
@@ -133,6 +134,7 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
         ),
         userAgent: cleanText(req.headers["user-agent"], USER_AGENT_MAX),
         deviceName: cleanText(req.headers["x-device-name"], DEVICE_NAME_MAX) || "unknown",
+        log: requestLogger(logger, req),
       });
       if (result.kind === "invalid_credentials") {
         throw new HttpError("unauthorized", "Invalid username or password", {
@@ -162,16 +164,16 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
 
   router.post(
     "/auth/logout",
-    authed(async (_req, res, identity) => {
-      await auth.logout(identity);
+    authed(async (req, res, identity) => {
+      await auth.logout(identity, requestLogger(logger, req));
       res.json({ message: "Logged out from this device" });
     }),
   );
 
   router.post(
     "/auth/logout-all",
-    authed(async (_req, res, identity) => {
-      const revoked = await auth.logoutAll(identity);
+    authed(async (req, res, identity) => {
+      const revoked = await auth.logoutAll(identity, requestLogger(logger, req));
       res.json({ message: `Logged out from ${revoked} devices`, revoked });
     }),
   );
@@ -191,7 +193,9 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
       if (sid === identity.sessionId) {
         throw new HttpError("bad_request", "This is the current session; use POST /auth/logout");
       }
-      const result = ID_PATTERN.test(sid) ? await auth.revokeSession(identity, sid) : "not_found";
+      const result = ID_PATTERN.test(sid)
+        ? await auth.revokeSession(identity, sid, requestLogger(logger, req))
+        : "not_found";
       if (result === "not_found") throw new HttpError("not_found", "No such session for this user");
       res.json({ message: "Session revoked", session_id: sid });
     }),

@@ -9,12 +9,13 @@ import type { Metrics } from "./metrics.js";
 
 export type CheckObserver = {
   /**
-   * One answered check: the front end's protocol label, the decision, time taken and client address.
-   * The label is a constant of the front end that answered ("envoy", "nginx"), so it stays bounded.
+   * One answered check: the front end's protocol label, the decision, time taken, client address
+   * and the proxy's request id (every log line of the check carries it). The label is a constant of
+   * the front end that answered ("envoy", "nginx"), so it stays bounded.
    */
-  decided(protocol: string, decision: Decision, seconds: number, ip: string): void;
+  decided(protocol: string, decision: Decision, seconds: number, ip: string, requestId?: string): void;
   /** A store call of a check failed: the check degraded. */
-  storeFailed(operation: "authorize" | "hit", error: unknown): void;
+  storeFailed(operation: "authorize" | "hit", error: unknown, requestId?: string): void;
   /** A store call of a check succeeded. */
   storeAnswered(): void;
   /** The store's connection failed (ioredis's "error", a cluster's "node error"). */
@@ -56,6 +57,8 @@ export function createCheckObserver(options: {
   failureMode: "open" | "closed";
 }): CheckObserver {
   const { metrics, logger, failureMode } = options;
+  // Read once: LOG_LEVEL does not change while tollgate runs, and most checks write no line at all.
+  const everyCheck = logger.isLevelEnabled("debug");
   let storeUp = true;
   metrics.storeUp.set(1);
 
@@ -78,6 +81,25 @@ export function createCheckObserver(options: {
       decisionChildren.set(key, child);
     }
     return child;
+  };
+
+  /** LOG_LEVEL=debug: one line per check, the decision as the metrics label it (no token, no path). */
+  const logCheck = (protocol: string, decision: Decision, seconds: number, requestId: string | undefined) => {
+    const { decision: outcome, reason, tier, category } = decisionLabels(decision);
+    logger.debug(
+      {
+        event: "check",
+        requestId,
+        protocol,
+        decision: outcome,
+        reason,
+        tier,
+        category,
+        status: decision.kind === "allow" ? 200 : decision.status,
+        ms: Math.round(seconds * 1e6) / 1e3,
+      },
+      "check answered",
+    );
   };
 
   // ioredis prints each failed (re)connect to stderr as plain text when nobody listens for "error".
@@ -107,9 +129,10 @@ export function createCheckObserver(options: {
   });
 
   return {
-    decided(protocol, decision, seconds, ip) {
+    decided(protocol, decision, seconds, ip, requestId) {
       durationChild(protocol).observe(seconds);
       decisionChild(decision).inc();
+      if (everyCheck) logCheck(protocol, decision, seconds, requestId);
       const over =
         decision.kind === "deny" && decision.status === 429
           ? { log: logDenial, limit: decision.limit, identity: decision.identity }
@@ -121,24 +144,25 @@ export function createCheckObserver(options: {
         const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
         // The fields are built only for the one line per subject and second that is written.
         over.log(`${subject}|${limit.category}`, () => ({
+          requestId,
           subject,
           category: limit.category,
           tier: limit.tier,
           retryAfterSeconds: Math.max(1, Math.ceil(limit.retryAfterMs / 1000)),
         }));
       } else if (decision.kind === "allow" && decision.degraded) {
-        logDegraded("degraded", { userId: decision.identity?.userId, failureMode });
+        logDegraded("degraded", { requestId, userId: decision.identity?.userId, failureMode });
       }
     },
 
-    storeFailed(operation, error) {
+    storeFailed(operation, error, requestId) {
       metrics.storeErrors.inc({ operation });
       if (failureMode === "open") metrics.degraded.inc();
       if (storeUp) {
         storeUp = false;
         metrics.storeUp.set(0);
         logger.warn(
-          { event: "store_down", operation, err: (error as Error).message, failureMode },
+          { event: "store_down", requestId, operation, err: (error as Error).message, failureMode },
           "store unavailable: checks degrade",
         );
       }

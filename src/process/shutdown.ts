@@ -1,7 +1,8 @@
 // SIGTERM and SIGINT: /ready turns 503, after DRAIN_DELAY_MS every listener stops accepting and
-// finishes what is in flight, the store closes, and the process exits 0.
+// finishes what is in flight, the store closes, the last spans are exported, and the process exits 0.
 import type { Listener } from "../frontends/listener.js";
 import type { Store } from "../store/store.js";
+import type { Tracing } from "../tracing/tracing.js";
 import type { Logger } from "./logger.js";
 import type { Readiness } from "./readiness.js";
 
@@ -19,6 +20,8 @@ export function stopOnSignals(options: {
   logger: Logger;
   readiness: Readiness;
   drainDelayMs: number;
+  /** Its last spans are exported before the exit (a bounded wait). */
+  tracing?: Tracing | undefined;
 }): void {
   const { listeners, store, logger, readiness } = options;
   let drain: NodeJS.Timeout | undefined;
@@ -32,6 +35,7 @@ export function stopOnSignals(options: {
     void Promise.all(listeners.map((listener) => listener.stop()))
       .then(() => store.close())
       .catch(() => undefined)
+      .then(() => options.tracing?.shutdown())
       .then(() => {
         logger.info({ event: "stopped" }, "stopped");
         process.exit(0);

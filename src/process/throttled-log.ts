@@ -1,7 +1,7 @@
-// Logs that cannot flood: at most one line per key per second, carrying the count it suppressed.
+// Logs that cannot flood: at most one line per key per second (or per period), carrying the count it suppressed.
 import type { Logger } from "./logger.js";
 
-type Slot = { second: number; suppressed: number };
+type Slot = { period: number; suppressed: number };
 
 export const MAX_SLOTS = 10_000;
 
@@ -10,6 +10,8 @@ export type ThrottledLogOptions = {
   level: "info" | "warn";
   event: string;
   message: string;
+  /** One line per key per this many milliseconds; 1000 when omitted. */
+  periodMs?: number;
   clock?: () => number;
 };
 
@@ -21,25 +23,26 @@ export type ThrottledLog = ((key: string, fields: LogFields) => void) & {
   size(): number;
 };
 
-/** Returns log(key, fields): one line per key per second; memory bounded to MAX_SLOTS keys. */
+/** Returns log(key, fields): one line per key per period; memory bounded to MAX_SLOTS keys. */
 export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
   const { logger, level, event, message } = options;
   const clock = options.clock ?? Date.now;
+  const periodMs = options.periodMs ?? 1000;
   const slots = new Map<string, Slot>();
   const log = (key: string, fields: LogFields): void => {
-    const second = Math.floor(clock() / 1000);
+    const period = Math.floor(clock() / periodMs);
     const slot = slots.get(key);
-    if (slot !== undefined && slot.second === second) {
+    if (slot !== undefined && slot.period === period) {
       slot.suppressed += 1;
       return;
     }
     if (slot === undefined && slots.size >= MAX_SLOTS) {
-      for (const [k, s] of slots) if (s.second < second) slots.delete(k);
+      for (const [k, s] of slots) if (s.period < period) slots.delete(k);
       if (slots.size >= MAX_SLOTS) slots.clear();
     }
     const values = typeof fields === "function" ? fields() : fields;
     logger[level]({ event, ...values, suppressed: slot?.suppressed ?? 0 }, message);
-    slots.set(key, { second, suppressed: 0 });
+    slots.set(key, { period, suppressed: 0 });
   };
   return Object.assign(log, { size: () => slots.size });
 }

@@ -300,10 +300,31 @@ describe("nginx itself, against recording check, public API and upstream servers
       "x-forwarded-for",
       "x-original-method",
       "x-original-uri",
+      "x-request-id",
     ]);
     expect(asked[0]?.headers.authorization).toBe("Bearer abc.def.ghi");
     // The upstream still gets the request's own headers.
     expect(app.received.at(-1)?.headers["x-junk-one"]).toBe(junk);
+  });
+
+  it("gives the check and the upstream one request id, nginx's own, and the check the caller's trace", async () => {
+    const before = { check: check.received.length, app: app.received.length };
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const res = await rawRequest(
+      proxy.url,
+      `GET /api/products HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: chosen-by-the-client\r\n` +
+        `traceparent: ${traceparent}\r\ntracestate: vendor=1\r\nConnection: close\r\n\r\n`,
+    );
+    expect(res.status).toBe(200);
+    const [asked] = check.received.slice(before.check);
+    const [forwarded] = app.received.slice(before.app);
+    const id = asked?.headers["x-request-id"];
+    // $request_id: 16 random bytes in hex, never the client's.
+    expect(id).toMatch(/^[0-9a-f]{32}$/);
+    expect(forwarded?.headers["x-request-id"]).toBe(id);
+    expect(asked?.headers.traceparent).toBe(traceparent);
+    expect(asked?.headers.tracestate).toBe("vendor=1");
+    expect(forwarded?.headers.traceparent).toBe(traceparent);
   });
 });
 

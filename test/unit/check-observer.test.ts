@@ -46,9 +46,9 @@ const ok = (tier: string, allowed: boolean) =>
     sessionExpiresAtMs: 2e12,
   });
 
-function setup() {
+function setup(level: "info" | "debug" = "info") {
   const lines: Record<string, unknown>[] = [];
-  const logger = createLogger("info", { write: (text: string) => void lines.push(JSON.parse(text)) });
+  const logger = createLogger(level, { write: (text: string) => void lines.push(JSON.parse(text)) });
   const metrics = createMetrics();
   const observer = createCheckObserver({ metrics, logger, failureMode: "open" });
   const value = async (name: string, labels: Record<string, string>) => {
@@ -113,5 +113,46 @@ describe("the check observer", () => {
     expect(lines.filter((l) => l.event === "store_recovered")).toHaveLength(1);
     for (let i = 0; i < 10; i += 1) observer.connectionFailed(new Error("ECONNREFUSED"));
     expect(lines.filter((l) => l.event === "store_connection_error")).toHaveLength(1);
+  });
+
+  it("writes the proxy's request id on the lines of the check it belongs to", () => {
+    const { lines, observer } = setup();
+    observer.decided("envoy", ok("free", false), 0.001, "192.0.2.1", "req-denied");
+    observer.decided(
+      "envoy",
+      { kind: "allow", degraded: true, identity: undefined, limit: undefined },
+      0.001,
+      "192.0.2.1",
+      "req-degraded",
+    );
+    observer.storeFailed("hit", new Error("timeout"), "req-store");
+    expect(lines.find((l) => l.event === "rate_limited")?.requestId).toBe("req-denied");
+    expect(lines.find((l) => l.event === "degraded")?.requestId).toBe("req-degraded");
+    expect(lines.find((l) => l.event === "store_down")?.requestId).toBe("req-store");
+    // At info, an allowed check writes nothing.
+    observer.decided("envoy", ok("free", true), 0.001, "192.0.2.1", "req-quiet");
+    expect(lines.filter((l) => l.requestId === "req-quiet")).toEqual([]);
+  });
+
+  it("writes one debug line per check at LOG_LEVEL=debug: the decision's labels, never a token or an address", () => {
+    const { lines, observer } = setup("debug");
+    observer.decided("nginx", ok("free", true), 0.0012345, "192.0.2.1", "req-1");
+    observer.decided("envoy-grpc", { kind: "deny", status: 503 }, 0.002, "192.0.2.1", undefined);
+    const checks = lines.filter((l) => l.event === "check");
+    expect(checks).toHaveLength(2);
+    expect(checks[0]).toMatchObject({
+      level: "debug",
+      requestId: "req-1",
+      protocol: "nginx",
+      decision: "allow",
+      reason: "ok",
+      tier: "free",
+      category: "general",
+      status: 200,
+      ms: 1.235,
+    });
+    expect(checks[1]).toMatchObject({ protocol: "envoy-grpc", decision: "deny", status: 503 });
+    expect(checks[1]).not.toHaveProperty("requestId");
+    expect(JSON.stringify(checks)).not.toContain("192.0.2.1");
   });
 });

@@ -155,7 +155,32 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
       path: "/api/orders?x=1",
       authorization: "Bearer abc",
       ip: "203.0.113.77",
+      // attributes.request.http.id: Envoy's x-request-id, for the check's log lines.
+      requestId: "req-1",
     });
+  });
+
+  it("reads the trace context and the request id from the headers (attributes.request.http.id first)", () => {
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const fields = decode(
+      envoyCheckRequest({
+        method: "GET",
+        path: "/x",
+        headers: { traceparent, tracestate: "v=1", "x-request-id": "from-the-header" },
+      }),
+    );
+    expect(fields).toMatchObject({ traceparent, tracestate: "v=1", requestId: "req-1" });
+    const rawOnly = decode(
+      envoyCheckRequest({
+        method: "GET",
+        path: "/x",
+        rawHeaders: [
+          ["TraceParent", traceparent],
+          ["X-Request-Id", "raw-id"],
+        ],
+      }),
+    );
+    expect(rawOnly).toMatchObject({ traceparent, requestId: "req-1" });
   });
 
   it("keys an IPv6 source by its /64 and an IPv4-mapped one as IPv4", () => {
@@ -191,6 +216,7 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
       path: "/x",
       authorization: "Bearer raw",
       ip: "192.0.2.2",
+      requestId: "req-1",
     });
   });
 
@@ -377,7 +403,15 @@ describe("gRPC message framing", () => {
 // --- the hand-written codec against protobufjs, on the .proto files (the schema) ---
 
 const headerName = fc.oneof(
-  fc.constantFrom("authorization", "x-forwarded-for", ":path", "x-request-id", "user-agent"),
+  fc.constantFrom(
+    "authorization",
+    "x-forwarded-for",
+    ":path",
+    "x-request-id",
+    "traceparent",
+    "tracestate",
+    "user-agent",
+  ),
   fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/),
 );
 // Past 64 characters the codecs measure and copy strings another way (wire.ts): both lengths are drawn.
@@ -427,12 +461,18 @@ function expected(r: Generated) {
     const values = (r.raw ?? []).filter(([key]) => key === name).map(([, value]) => value);
     return values.length === 0 ? undefined : values.join(",");
   };
+  // A trace header is one value: of raw repeats, the last is kept.
+  const rawLast = (name: string) => (r.raw ?? []).filter(([key]) => key === name).at(-1)?.[1];
   return {
     method: r.method ?? "",
     path: r.path ?? "",
     authorization: r.headers.authorization ?? raw("authorization"),
     forwardedFor: r.headers["x-forwarded-for"] ?? raw("x-forwarded-for"),
     source: r.source === "" ? undefined : r.source,
+    // attributes.request.http.id, always "x" here, wins over any x-request-id header.
+    requestId: "x",
+    traceparent: r.headers.traceparent ?? rawLast("traceparent"),
+    tracestate: r.headers.tracestate ?? rawLast("tracestate"),
   };
 }
 

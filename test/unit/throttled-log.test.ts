@@ -22,6 +22,28 @@ function setup(level: "info" | "warn" = "info") {
 }
 
 describe("the throttled log", () => {
+  it("writes one line per period when given one (a failed span export: one a minute)", () => {
+    const lines: Line[] = [];
+    const logger = createLogger("info", { write: (text: string) => void lines.push(JSON.parse(text)) });
+    const clock = { now: 1_700_000_040_000 };
+    const log = createThrottledLog({
+      logger,
+      level: "warn",
+      event: "trace_export_failed",
+      message: "spans could not be exported",
+      periodMs: 60_000,
+      clock: () => clock.now,
+    });
+    for (let i = 0; i < 12; i += 1) {
+      log("export", { err: "ECONNREFUSED" });
+      clock.now += 5_000;
+    }
+    expect(lines).toHaveLength(1);
+    log("export", { err: "ECONNREFUSED" });
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatchObject({ event: "trace_export_failed", suppressed: 11 });
+  });
+
   it("writes one line for 50 denials of one key within one second", () => {
     const { lines, clock, log } = setup();
     const start = clock.now;

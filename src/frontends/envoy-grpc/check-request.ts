@@ -18,6 +18,11 @@ export type CheckRequestFields = {
   forwardedFor: string | undefined;
   /** attributes.source.address.socket_address.address */
   source: string | undefined;
+  /** attributes.request.http.id: Envoy's x-request-id of the proxied request. */
+  requestId: string | undefined;
+  /** W3C Trace Context headers of the proxied request (for a span when tracing is on). */
+  traceparent: string | undefined;
+  tracestate: string | undefined;
 };
 
 /** Whether bytes [start, end) spell `name` (lower-case ASCII), ASCII letters compared without case. */
@@ -52,6 +57,9 @@ function readFields(bytes: Uint8Array, apiKeyHeader: string): CheckRequestFields
     apiKey: undefined,
     forwardedFor: undefined,
     source: undefined,
+    requestId: undefined,
+    traceparent: undefined,
+    tracestate: undefined,
   };
   const top = new Reader(buf, 0, buf.length);
   while (top.at < top.end) {
@@ -108,6 +116,9 @@ function nested(buf: Buffer, start: number, end: number, field: number): [number
 const AUTHORIZATION = 1;
 const API_KEY = 2;
 const FORWARDED_FOR = 3;
+const REQUEST_ID = 4;
+const TRACEPARENT = 5;
+const TRACESTATE = 6;
 
 /** Appends a header's value as Envoy merges repeated ones. */
 const merged = (known: string | undefined, value: string): string =>
@@ -118,14 +129,30 @@ type RawHeaders = {
   authorization: string | undefined;
   apiKey: string | undefined;
   forwardedFor: string | undefined;
+  requestId: string | undefined;
+  traceparent: string | undefined;
+  tracestate: string | undefined;
 };
 
 function readHttp(r: Reader, out: CheckRequestFields, apiKeyHeader: string): void {
   const { buf } = r;
-  const raw: RawHeaders = { authorization: undefined, apiKey: undefined, forwardedFor: undefined };
+  const raw: RawHeaders = {
+    authorization: undefined,
+    apiKey: undefined,
+    forwardedFor: undefined,
+    requestId: undefined,
+    traceparent: undefined,
+    tracestate: undefined,
+  };
   while (r.at < r.end) {
     const key = r.varint();
     switch (key) {
+      case (1 << 3) + BYTES: {
+        // HttpRequest.id = 1: Envoy's x-request-id, which it also forwards as a header.
+        const s = r.span();
+        if (r.at > s) out.requestId = text(buf, s, r.at);
+        break;
+      }
       case (2 << 3) + BYTES: {
         // HttpRequest.method = 2
         const s = r.span();
@@ -166,6 +193,9 @@ function readHttp(r: Reader, out: CheckRequestFields, apiKeyHeader: string): voi
   out.authorization ??= raw.authorization;
   out.apiKey ??= raw.apiKey;
   out.forwardedFor ??= raw.forwardedFor;
+  out.traceparent ??= raw.traceparent;
+  out.tracestate ??= raw.tracestate;
+  out.requestId ??= raw.requestId;
 }
 
 /**
@@ -206,24 +236,42 @@ function readHeader(
     }
   }
   if (keyStart < 0) return;
-  const header = sameName(buf, keyStart, keyEnd, "authorization")
-    ? AUTHORIZATION
-    : sameName(buf, keyStart, keyEnd, apiKeyHeader)
-      ? API_KEY
-      : sameName(buf, keyStart, keyEnd, "x-forwarded-for")
-        ? FORWARDED_FOR
-        : undefined;
+  const header = headerOf(buf, keyStart, keyEnd, apiKeyHeader);
   if (header === undefined) return;
   const v =
     rawEnd > rawStart ? text(buf, rawStart, rawEnd) : valueStart < 0 ? "" : text(buf, valueStart, valueEnd);
-  if (header === AUTHORIZATION) {
-    if (raw === undefined) out.authorization = v;
-    else raw.authorization = merged(raw.authorization, v);
-  } else if (header === API_KEY) {
-    if (raw === undefined) out.apiKey = v;
-    else raw.apiKey = merged(raw.apiKey, v);
-  } else {
-    if (raw === undefined) out.forwardedFor = v;
-    else raw.forwardedFor = merged(raw.forwardedFor, v);
+  switch (header) {
+    case AUTHORIZATION:
+      if (raw === undefined) out.authorization = v;
+      else raw.authorization = merged(raw.authorization, v);
+      break;
+    case API_KEY:
+      if (raw === undefined) out.apiKey = v;
+      else raw.apiKey = merged(raw.apiKey, v);
+      break;
+    case FORWARDED_FOR:
+      if (raw === undefined) out.forwardedFor = v;
+      else raw.forwardedFor = merged(raw.forwardedFor, v);
+      break;
+    case REQUEST_ID:
+      // The headers' copy, for a CheckRequest without attributes.request.http.id (which wins).
+      (raw ?? out).requestId ??= v;
+      break;
+    case TRACEPARENT:
+      (raw ?? out).traceparent = v;
+      break;
+    default:
+      (raw ?? out).tracestate = v;
   }
+}
+
+/** Which of the headers the check reads bytes [start, end) name, if any. */
+function headerOf(buf: Buffer, start: number, end: number, apiKeyHeader: string): number | undefined {
+  if (sameName(buf, start, end, "authorization")) return AUTHORIZATION;
+  if (sameName(buf, start, end, apiKeyHeader)) return API_KEY;
+  if (sameName(buf, start, end, "x-forwarded-for")) return FORWARDED_FOR;
+  if (sameName(buf, start, end, "x-request-id")) return REQUEST_ID;
+  if (sameName(buf, start, end, "traceparent")) return TRACEPARENT;
+  if (sameName(buf, start, end, "tracestate")) return TRACESTATE;
+  return undefined;
 }

@@ -5,13 +5,17 @@
 import type { CheckRequest } from "../../check/checker.js";
 import type { Decision } from "../../check/types.js";
 import { decisionLabels } from "../../metrics/check-observer.js";
+import { requestIdOf } from "../../process/request-id.js";
+import { tracedCheck } from "../../tracing/check-span.js";
+import type { TraceHeaders } from "../../tracing/tracing.js";
 import { type ClientIpOptions, clientAddress } from "../client-ip.js";
 import type { CheckContext, Protocol } from "../front-end.js";
 import { MAX_URI, uriTooLong } from "../http-check.js";
 import { type CheckResponse, renderDecision } from "../render.js";
+import { traceHeadersOf } from "../trace-headers.js";
 import { type CheckRequestFields, readCheckRequest } from "./check-request.js";
 import { type CheckAnswer, writeCheckResponse } from "./check-response.js";
-import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
+import { type CallInfo, GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
 
 export const AUTHORIZATION_SERVICE = "envoy.service.auth.v3.Authorization";
@@ -62,6 +66,7 @@ export function checkFacts(
     path: path.startsWith("/") ? path : `/${path}`,
     authorization: fields.authorization,
     apiKey: fields.apiKey,
+    requestId: requestIdOf(fields.requestId),
     ip: clientAddress(
       {
         // The address of Envoy's downstream connection (its TCP peer, or what the PROXY protocol
@@ -159,25 +164,50 @@ export function checkAnswer(response: CheckResponse, decision: Decision | undefi
   };
 }
 
+/**
+ * The trace a Check continues: the ext_authz call's own (Envoy's tracer puts its span in the call's
+ * metadata), else the proxied request's.
+ */
+function callerTrace(fields: CheckRequestFields, call: CallInfo): TraceHeaders {
+  const own = traceHeadersOf(call.headers);
+  return own.traceparent !== undefined
+    ? own
+    : { traceparent: fields.traceparent, tracestate: fields.tracestate };
+}
+
 /** Authorization/Check: every proxied request's check, as the HTTP front ends make it. */
 export function authorizationCheck(context: CheckContext): GrpcMethod {
-  const { checker, clientIp, logger, onDecision, apiKeyHeader } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader, tracing } = context;
   return {
     kind: "unary",
     async handle(request, call) {
       const started = process.hrtime.bigint();
-      const facts = checkFacts(readCheckRequest(request, apiKeyHeader), call.peer, clientIp);
+      const fields = readCheckRequest(request, apiKeyHeader);
+      const facts = checkFacts(fields, call.peer, clientIp);
       if ("status" in facts) return writeCheckResponse(checkAnswer(facts, undefined));
       let decision: Decision;
       try {
-        decision = await checker(facts);
+        decision =
+          tracing === undefined
+            ? await checker(facts)
+            : await tracedCheck(
+                tracing,
+                {
+                  protocol,
+                  caller: callerTrace(fields, call),
+                  requestId: facts.requestId,
+                  method: facts.method,
+                },
+                () => checker(facts),
+              );
       } catch (error) {
         // As the HTTP check listener answers it: a 503 for Envoy to send, never a failed call.
-        logger.error({ err: error }, "check failed unexpectedly");
+        logger.error({ err: error, requestId: facts.requestId }, "check failed unexpectedly");
         decision = UNAVAILABLE;
       }
       const answer = writeCheckResponse(checkAnswer(renderDecision(decision, Date.now()), decision));
-      onDecision?.(protocol, decision, Number(process.hrtime.bigint() - started) / 1e9, facts.ip);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      onDecision?.(protocol, decision, seconds, facts.ip, facts.requestId);
       return answer;
     },
   };

@@ -3,6 +3,7 @@
 // written, and the call counted once as finished. The stream listeners are made once per server and
 // find their call on the stream (`this`), so that a call costs one small object, not a set of closures.
 import type * as http2 from "node:http2";
+import { requestIdOf } from "../../process/request-id.js";
 import type { RpcObserver } from "../front-end.js";
 import {
   Framed,
@@ -25,6 +26,8 @@ export type SessionState = { peer: string | undefined; buffered: number; open: n
 export type Call = {
   name: string;
   method: GrpcMethod;
+  /** The call's metadata (its HTTP/2 request headers). */
+  headers: http2.IncomingHttpHeaders;
   state: SessionState | undefined;
   /** The request's first chunk; `more` holds the rest when it came in several. */
   first: Buffer | undefined;
@@ -48,7 +51,7 @@ export function createCallListeners(server: {
   maxMessageBytes: number;
   sessionBufferBytes: number;
   observer: RpcObserver | undefined;
-  onError(error: unknown, method: string): void;
+  onError(error: unknown, method: string, requestId: string | undefined): void;
 }) {
   const { arriving, streams, maxMessageBytes, sessionBufferBytes, observer, onError } = server;
   const finish = (call: Call, status: string): void => {
@@ -66,7 +69,7 @@ export function createCallListeners(server: {
       finish(call, statusName(error.code));
       return;
     }
-    onError(error, call.name);
+    onError(error, call.name, requestIdOf(call.headers["x-request-id"]));
     trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
     finish(call, "INTERNAL");
   };
@@ -136,14 +139,14 @@ export function createCallListeners(server: {
       serveStream(stream, method, request, {
         peer,
         finish: (status) => finish(call, status),
-        onError: (error) => onError(error, call.name),
+        onError: (error) => onError(error, call.name, requestIdOf(call.headers["x-request-id"])),
         streams,
       });
       return;
     }
     let message: Promise<Uint8Array | Framed> | Uint8Array | Framed;
     try {
-      message = method.handle(request, { peer });
+      message = method.handle(request, { peer, headers: call.headers });
     } catch (error) {
       fail(stream, call, error);
       return;

@@ -131,6 +131,8 @@ export function unaryAnswer(stream: http2.ServerHttp2Stream, message: Uint8Array
 export type CallInfo = {
   /** The connection's remote address. */
   peer: string | undefined;
+  /** The call's metadata (its HTTP/2 request headers): x-request-id, traceparent. Unary calls only. */
+  headers?: http2.IncomingHttpHeaders;
 };
 
 /** A server-streaming call as its method holds it. */

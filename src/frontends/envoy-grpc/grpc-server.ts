@@ -17,8 +17,8 @@ export type GrpcServerOptions = {
   /** The largest request message taken; a larger one is answered RESOURCE_EXHAUSTED. */
   maxMessageBytes?: number;
   observer?: RpcObserver | undefined;
-  /** Unexpected failures inside a method (answered INTERNAL); never request contents. */
-  onError(error: unknown, method: string): void;
+  /** Unexpected failures inside a method (answered INTERNAL); never request contents but the call's x-request-id. */
+  onError(error: unknown, method: string, requestId: string | undefined): void;
   /** Called when the listener starts to drain, before its connections are told to go away. */
   onDrain?: () => void;
 };
@@ -136,6 +136,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
     const call: Call = {
       name: path.slice(1),
       method,
+      headers,
       state,
       first: undefined,
       more: undefined,

@@ -27,7 +27,8 @@ export function createGrpcListener(
     methods,
     tls: tls === undefined ? undefined : { cert: Buffer.from(tls.cert), key: Buffer.from(tls.key) },
     observer: context.rpc,
-    onError: (error, method) => context.logger.error({ err: error, method }, "gRPC call failed unexpectedly"),
+    onError: (error, method, requestId) =>
+      context.logger.error({ err: error, method, requestId }, "gRPC call failed unexpectedly"),
     onDrain: health.drain,
   });
 }

@@ -37,7 +37,13 @@ function numberOf(value: number | { toNumber(): number } | undefined): number | 
 }
 
 /** A ShouldRateLimit request as the core reads it. */
-export type RlsInput = { domain: string; descriptors: RequestDescriptor[]; addends: number[] };
+export type RlsInput = {
+  domain: string;
+  descriptors: RequestDescriptor[];
+  addends: number[];
+  /** The call's x-request-id, for log lines; set by the transport. */
+  requestId: string | undefined;
+};
 
 /** A RateLimitRequest as protobufjs decodes it (or as `POST /json` parses it), checked. */
 export function rlsInput(message: DecodedRequest): RlsInput {
@@ -76,5 +82,5 @@ export function rlsInput(message: DecodedRequest): RlsInput {
     // More than a uint32 of hits is refused by every limit as surely as 2^32 - 1 is.
     addends.push(Math.min(addend, MAX_UINT32));
   }
-  return { domain, descriptors, addends };
+  return { domain, descriptors, addends, requestId: undefined };
 }

@@ -6,26 +6,15 @@
 import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
-import { GrpcError, type GrpcMethod, GrpcStatus } from "./grpc-protocol.js";
-import type { GrpcService } from "./listener.js";
-import {
-  type DescriptorStatus,
-  type Duration,
-  type RlsAnswer,
-  readRateLimitRequest,
-  writeRateLimitResponse,
-} from "./rls-codec.js";
+import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
+import type { DescriptorStatus, Duration, RlsAnswer } from "./rls-codec.js";
 import {
   MAX_UINT32,
   type RequestDescriptor,
   RLS_UNITS,
   type RlsInput,
   type RlsUnitName,
-  rlsInput,
 } from "./rls-input.js";
-
-export const RATE_LIMIT_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
-export const SHOULD_RATE_LIMIT = `/${RATE_LIMIT_SERVICE}/ShouldRateLimit`;
 
 /** A matched limit as this front end needs it (src/rls/ builds it from the configuration). */
 export type RlsLimitView = {
@@ -65,7 +54,7 @@ export type RlsContext = {
   deadline: <T>(promise: Promise<T>) => Promise<T>;
   responseHeaders: boolean;
   onDescriptor?(domain: string, statsKey: string, outcome: RlsOutcome, hits: number): void;
-  onStoreError?(error: unknown): void;
+  onStoreError?(error: unknown, requestId: string | undefined): void;
   now?: () => number;
 };
 
@@ -107,7 +96,7 @@ function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: numb
 /** ShouldRateLimit's decision, apart from its protocol: the gRPC method and `POST /json` share it. */
 export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise<RlsAnswer> {
   const now = context.now ?? Date.now;
-  return async ({ domain, descriptors, addends }) => {
+  return async ({ domain, descriptors, addends, requestId }) => {
     const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
     const nowMs = now();
     const statuses: DescriptorStatus[] = descriptors.map(() => ({ code: OK, limit_remaining: 0 }));
@@ -178,7 +167,7 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
             }),
           );
         } catch (error) {
-          context.onStoreError?.(error);
+          context.onStoreError?.(error, requestId);
           throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
         }
         if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
@@ -271,14 +260,4 @@ export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise
     }
     return response;
   };
-}
-
-export function rateLimitService(decide: (input: RlsInput) => Promise<RlsAnswer>): GrpcService {
-  const method: GrpcMethod = {
-    kind: "unary",
-    async handle(bytes) {
-      return writeRateLimitResponse(await decide(rlsInput(readRateLimitRequest(bytes))));
-    },
-  };
-  return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };
 }
