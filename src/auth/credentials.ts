@@ -19,8 +19,19 @@ const MALFORMED: TokenCheck = { ok: false, reason: "invalid", description: "malf
 const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malformed API key" };
 const MAX_TOKEN_LENGTH = 4096;
 
+/**
+ * Keys read before, with their claims: a client sends the same key on every request, and hashing
+ * it each time was most of what an API key's check cost beyond a token's. Whether the key still
+ * exists is the store's to say on every check (and a revoked one's hash is refused at once), so a
+ * key kept here grants nothing by itself. Bounded: emptied when full.
+ */
+const KEYS_CACHED = 10_000;
+const readKeys = new Map<string, TokenCheck>();
+
 /** A key's claims: the key is its own subject; the store answers its tier and user. */
 function keyCheck(text: string): TokenCheck {
+  const known = readKeys.get(text);
+  if (known !== undefined) return known;
   const key = readApiKey(text.trim());
   if (key === undefined) return NOT_A_KEY;
   const claims: Claims = {
@@ -30,7 +41,10 @@ function keyCheck(text: string): TokenCheck {
     exp: Number.POSITIVE_INFINITY,
     external: { kind: "key", subject: keySubject(key.id), hash: key.hash },
   };
-  return { ok: true, claims };
+  const check: TokenCheck = { ok: true, claims };
+  if (readKeys.size >= KEYS_CACHED) readKeys.clear();
+  readKeys.set(text, check);
+  return check;
 }
 
 function segment(text: string): Record<string, unknown> | undefined {
