@@ -6,6 +6,8 @@ import { createHash, randomBytes } from "node:crypto";
 const PREFIX = "tg_";
 /** `tg_`, 16 hex digits of id, `_`, 43 base64url characters (32 bytes). */
 const KEY = /^tg_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
+/** Every key's length: what KEY matches. */
+export const API_KEY_LENGTH = 3 + 16 + 1 + 43;
 export const KEY_ID = /^[0-9a-f]{16}$/;
 
 export const hashApiKey = (key: string): string => createHash("sha256").update(key).digest("base64url");

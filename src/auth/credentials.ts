@@ -3,7 +3,7 @@
 // algorithms only: a token that names the provider is never checked with tollgate's secret, and one
 // that does not is never checked with a provider key (an HS256 token signed with a provider's public
 // key fails both).
-import { readApiKey } from "./api-keys.js";
+import { API_KEY_LENGTH, readApiKey } from "./api-keys.js";
 import type { Claims, TokenCheck, TokenService } from "./jwt.js";
 import type { ProviderTokens } from "./provider-tokens.js";
 import { keySubject } from "./subjects.js";
@@ -29,10 +29,13 @@ const KEYS_CACHED = 10_000;
 const readKeys = new Map<string, TokenCheck>();
 
 /** A key's claims: the key is its own subject; the store answers its tier and user. */
-function keyCheck(text: string): TokenCheck {
+function keyCheck(sent: string): TokenCheck {
+  // Only text shaped like a key is kept: padding or junk of any length must not grow the cache.
+  const text = sent.trim();
+  if (text.length !== API_KEY_LENGTH) return NOT_A_KEY;
   const known = readKeys.get(text);
   if (known !== undefined) return known;
-  const key = readApiKey(text.trim());
+  const key = readApiKey(text);
   if (key === undefined) return NOT_A_KEY;
   const claims: Claims = {
     sub: `key:${key.id}`,

@@ -67,9 +67,66 @@ async function getJson(
     redirect: "error",
   });
   if (!response.ok) throw new Error(`${url} answered ${response.status}`);
-  const text = await response.text();
-  if (text.length > MAX_BODY) throw new Error(`${url} answered more than ${MAX_BODY} bytes`);
+  const text = await boundedText(response, url);
   return { body: JSON.parse(text) as unknown, maxAge: maxAgeMs(response.headers.get("cache-control")) };
+}
+
+/**
+ * The body as text, read no further than MAX_BODY bytes: a provider (or whoever answers in its place)
+ * sending more is cut off there, not held in memory whole first.
+ */
+async function boundedText(response: Response, url: string): Promise<string> {
+  const tooLarge = () => new Error(`${url} answered more than ${MAX_BODY} bytes`);
+  const declared = Number(response.headers.get("content-length") ?? Number.NaN);
+  if (declared > MAX_BODY) {
+    await response.body?.cancel();
+    throw tooLarge();
+  }
+  if (response.body === null) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY) {
+      await reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, size).toString("utf8");
+}
+
+/**
+ * The JWKS address a discovery document names, checked: the document must be the configured
+ * issuer's (OpenID Connect Discovery 1.0, section 4.3), and its keys must come over https unless the
+ * issuer itself is plain http (a test or a local provider), so that a document cannot send tollgate
+ * to keys of anyone's choosing (a data: URL, another scheme).
+ */
+function jwksUriOf(body: unknown, issuerUrl: string): string {
+  const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
+  if (typeof doc.issuer === "string" && doc.issuer.replace(/\/+$/, "") !== issuerUrl.replace(/\/+$/, "")) {
+    throw new Error(
+      `the discovery document is the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}'s, not ${issuerUrl}'s`,
+    );
+  }
+  const uri = doc.jwks_uri;
+  if (typeof uri !== "string") throw new Error("the discovery document has no jwks_uri");
+  let parsed: URL;
+  try {
+    parsed = new URL(uri);
+  } catch {
+    throw new Error("the discovery document's jwks_uri is not a URL");
+  }
+  const allowed = new URL(issuerUrl).protocol === "http:" ? ["https:", "http:"] : ["https:"];
+  if (!allowed.includes(parsed.protocol)) {
+    throw new Error(
+      `the discovery document's jwks_uri must be ${allowed.join(" or ")}, not ${parsed.protocol}`,
+    );
+  }
+  return uri;
 }
 
 /** The signature keys of a JWKS document; keys of other uses, symmetric or unreadable ones are skipped. */
@@ -123,9 +180,7 @@ export function createProviderKeys(
     if (jwksUrl === undefined && settings.source.kind === "oidc") {
       const base = settings.source.issuerUrl.replace(/\/+$/, "");
       const { body } = await getJson(`${base}/.well-known/openid-configuration`, timings.fetchTimeoutMs);
-      const uri = (body as { jwks_uri?: unknown } | null)?.jwks_uri;
-      if (typeof uri !== "string") throw new Error("the discovery document has no jwks_uri");
-      jwksUrl = uri;
+      jwksUrl = jwksUriOf(body, settings.source.issuerUrl);
     }
     const { body, maxAge } = await getJson(jwksUrl as string, timings.fetchTimeoutMs);
     const next = readJwks(body);

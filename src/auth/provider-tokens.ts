@@ -18,6 +18,8 @@ export type ProviderTokens = {
   issuer: string;
 };
 
+/** What a provider subject's x-user-id starts with. */
+const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
 const CACHE_SIZE = 10_000;
 /** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
@@ -123,7 +125,10 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     const sub = payload[settings.subjectClaim];
     if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
     const claims: Claims = {
-      sub,
+      // The upstream's x-user-id, in a namespace of its own: tollgate's user ids hold no ':' and an
+      // API key's is "key:<id>", so no provider account (whose subject a user may have chosen) can
+      // pass upstream for a local user or a key.
+      sub: `${PROVIDER_PREFIX}${sub}`,
       sid: "",
       tier: tierOf(settings, payload),
       exp,

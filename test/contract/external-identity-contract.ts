@@ -91,10 +91,19 @@ export function describeExternalIdentityContract(
         const c = claims({ plan: "premium" });
         const answer = await bearer(signToken(rsa, c));
         expect(answer.status, answer.body).toBe(200);
-        expect(answer.headers.get("x-user-id")).toBe(c.sub);
+        expect(answer.headers.get("x-user-id")).toBe(`ext:${c.sub}`);
         expect(answer.headers.get("x-user-tier")).toBe("pro");
         expect(answer.headers.get("x-session-id")).toBe("");
         expect(answer.headers.get("x-ratelimit-limit")).toBe("200");
+      });
+
+      it("names a provider subject upstream apart from local users and keys, whatever it is", async () => {
+        for (const sub of ["demo-alice", "key:0123456789abcdef"]) {
+          const answer = await bearer(signToken(rsa, claims({ sub })));
+          expect(answer.status, answer.body).toBe(200);
+          expect(answer.headers.get("x-user-id")).toBe(`ext:${sub}`);
+          expect(answer.headers.get("x-session-id")).toBe("");
+        }
       });
 
       it("allows an ES256 token from the same key set", async () => {

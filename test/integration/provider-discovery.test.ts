@@ -1,0 +1,128 @@
+// What a provider's answers may make tollgate do: a discovery document that names another issuer or
+// sends tollgate to keys outside https is refused, and a body past 1 MB is cut off as it arrives,
+// never held whole. A provider of the tests' own on node:http.
+import { generateKeyPairSync } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { createProviderKeys, type FetchOutcome, type KeyTimings } from "../../src/auth/provider-keys.js";
+
+const FAST: KeyTimings = {
+  minRefreshMs: 60_000,
+  maxRefreshMs: 60_000,
+  defaultRefreshMs: 60_000,
+  unknownKidIntervalMs: 30_000,
+  fetchTimeoutMs: 5_000,
+  retryMs: [60_000, 60_000],
+};
+
+const jwks = () => {
+  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
+  return { keys: [{ ...publicKey.export({ format: "jwk" }), kid: "k1", alg: "ES256", use: "sig" }] };
+};
+
+let servers: Server[] = [];
+let stops: (() => void)[] = [];
+afterEach(async () => {
+  for (const stop of stops) stop();
+  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  servers = [];
+  stops = [];
+});
+
+/** A provider answering each path with a handler; its base URL and how many bytes it wrote. */
+async function provider(
+  routes: Record<string, (base: string, res: import("node:http").ServerResponse) => void>,
+) {
+  let written = 0;
+  const server = createServer((req, res) => {
+    const write = res.write.bind(res);
+    res.write = ((chunk: Buffer | string, ...rest: never[]) => {
+      written += Buffer.byteLength(chunk);
+      return write(chunk, ...rest);
+    }) as typeof res.write;
+    const route = routes[req.url ?? ""];
+    if (route === undefined) res.writeHead(404).end();
+    else route(base, res);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { base, written: () => written };
+}
+
+/** The first fetch's outcome of a key set read from `source`. */
+function firstFetch(source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string }) {
+  const keys = createProviderKeys({ source }, FAST);
+  stops.push(() => keys.stop());
+  const outcome = new Promise<FetchOutcome>((resolve) => keys.onFetch((o) => resolve(o)));
+  keys.start();
+  return { keys, outcome };
+}
+
+const json = (body: unknown) => (_: string, res: import("node:http").ServerResponse) => {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+describe("a provider's answers", () => {
+  it("loads keys through a discovery document of the configured issuer", async () => {
+    const idp = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const { keys, outcome } = firstFetch({ kind: "oidc", issuerUrl: idp.base });
+    expect(await outcome).toMatchObject({ ok: true });
+    expect(keys.find("k1")).toBeDefined();
+  });
+
+  it("refuses a discovery document that names another issuer, and one whose jwks_uri is not http(s)", async () => {
+    const foreign = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: "https://attacker.example", jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const a = firstFetch({ kind: "oidc", issuerUrl: foreign.base });
+    expect(await a.outcome).toMatchObject({ ok: false });
+    expect(a.keys.loaded()).toBe(false);
+
+    const key = jwks().keys[0];
+    const dataUri = `data:application/json,${encodeURIComponent(JSON.stringify({ keys: [key] }))}`;
+    const data = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: dataUri })(base, res),
+    });
+    const b = firstFetch({ kind: "oidc", issuerUrl: data.base });
+    expect(await b.outcome).toMatchObject({ ok: false });
+    expect(b.keys.loaded()).toBe(false);
+  });
+
+  it("stops reading a key set past 1 MB, declared or not", async () => {
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    const endless = await provider({
+      "/jwks": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        let sent = 0;
+        const more = () => {
+          // 64 MB at most: far past the limit, and finite should the reader never stop.
+          while (sent < 1024 && res.write(chunk)) sent += 1;
+          if (sent < 1024) res.once("drain", more);
+          else res.end();
+        };
+        res.on("error", () => undefined);
+        more();
+      },
+      "/declared": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json", "content-length": String(8 << 20) });
+        res.on("error", () => undefined);
+        res.write(chunk);
+      },
+    });
+    const a = firstFetch({ kind: "jwks", url: `${endless.base}/jwks` });
+    expect(await a.outcome).toMatchObject({ ok: false });
+    expect(endless.written()).toBeLessThan(16 << 20);
+    const b = firstFetch({ kind: "jwks", url: `${endless.base}/declared` });
+    expect(await b.outcome).toMatchObject({ ok: false });
+  });
+});
