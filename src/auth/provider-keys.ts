@@ -57,15 +57,39 @@ function maxAgeMs(header: string | null): number | undefined {
   return match === null ? undefined : Number(match[1]) * 1000;
 }
 
+/** A URL as logs show it: origin and path, never a user, password or query (which may hold a key). */
+function shownUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return "the provider's URL";
+  }
+}
+
 async function getJson(
-  url: string,
+  address: string,
   timeoutMs: number,
 ): Promise<{ body: unknown; maxAge: number | undefined }> {
-  const response = await fetch(url, {
-    signal: AbortSignal.timeout(timeoutMs),
-    headers: { accept: "application/json" },
-    redirect: "error",
-  });
+  const url = shownUrl(address);
+  let response: Response;
+  try {
+    response = await fetch(address, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { accept: "application/json" },
+      redirect: "error",
+    });
+  } catch (error) {
+    // Not fetch's own message: it can repeat the URL whole, password and query included.
+    const code = (error as { cause?: { code?: unknown } }).cause?.code;
+    const why =
+      error instanceof Error && error.name === "TimeoutError"
+        ? `no answer within ${timeoutMs} ms`
+        : typeof code === "string"
+          ? code
+          : "the request failed";
+    throw new Error(`${url}: ${why}`);
+  }
   if (!response.ok) throw new Error(`${url} answered ${response.status}`);
   const text = await boundedText(response, url);
   return { body: JSON.parse(text) as unknown, maxAge: maxAgeMs(response.headers.get("cache-control")) };
@@ -109,7 +133,7 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
   const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
   if (typeof doc.issuer === "string" && doc.issuer.replace(/\/+$/, "") !== issuerUrl.replace(/\/+$/, "")) {
     throw new Error(
-      `the discovery document is the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}'s, not ${issuerUrl}'s`,
+      `the discovery document is the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}'s, not ${shownUrl(issuerUrl)}'s`,
     );
   }
   const uri = doc.jwks_uri;

@@ -27,16 +27,28 @@ function baseUrl(given: string | undefined): URL {
   }
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new CliError(EXIT.usage, `the admin URL must be http or https, not ${url.protocol}`);
+  // fetch refuses such a URL with an error that repeats it whole, password included.
+  if (url.username !== "" || url.password !== "")
+    throw new CliError(
+      EXIT.usage,
+      "the admin URL must not hold a user or password (the admin token authenticates)",
+    );
   return url;
 }
 
-/** Why fetch failed, in a word: ECONNREFUSED, ENOTFOUND, a timeout. */
+/**
+ * Why fetch failed, in a word: ECONNREFUSED, ENOTFOUND, a timeout. Never fetch's own message, which
+ * can repeat the URL or a header value (the admin token) whole.
+ */
 function cause(error: unknown): string {
   if (error instanceof Error && error.name === "TimeoutError")
     return `no answer within ${TIMEOUT_MS / 1000} s`;
-  const inner = (error as { cause?: { code?: string; message?: string } }).cause;
-  return inner?.code ?? inner?.message ?? (error instanceof Error ? error.message : "error");
+  const code = (error as { cause?: { code?: unknown } }).cause?.code;
+  return typeof code === "string" && /^[A-Z_]{2,40}$/.test(code) ? code : "the request failed";
 }
+
+/** A token fetch can send: visible ASCII, as an HTTP header value must be (checked without echoing it). */
+const TOKEN_TEXT = /^[\x21-\x7e]+$/;
 
 function refusal(status: number, body: { error?: unknown; message?: unknown; problems?: unknown }): CliError {
   const message = typeof body.message === "string" ? body.message : `answered ${status}`;
@@ -57,6 +69,11 @@ export function adminClient(connection: Connection): AdminClient {
   const token = connection.adminToken ?? process.env.ADMIN_TOKEN;
   if (token === undefined || token === "")
     throw new CliError(EXIT.usage, "no admin token: set ADMIN_TOKEN or pass --admin-token");
+  if (!TOKEN_TEXT.test(token))
+    throw new CliError(
+      EXIT.usage,
+      "the admin token holds a space, a line break or a character outside ASCII (a bad paste?)",
+    );
   return {
     async call<T>(method: string, path: string, body?: unknown): Promise<T> {
       const url = new URL(`${base.pathname.replace(/\/$/, "")}${path}`, base);

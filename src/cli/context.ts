@@ -66,8 +66,11 @@ export async function findUser(client: AdminClient, ref: string): Promise<UserJs
   try {
     return await client.call<UserJson>("GET", `/admin/users?username=${encodeURIComponent(ref)}`);
   } catch (error) {
-    if (error instanceof CliError && error.status === 404)
-      throw new CliError(error.exitCode, `no user with the id or username "${ref}"`, { status: 404 });
+    if (error instanceof CliError && error.status === 404) {
+      // An API key or token pasted in the wrong place is not repeated on the terminal or in CI logs.
+      const named = ref.startsWith("tg_") || ref.length > 64 ? "given" : `"${ref}"`;
+      throw new CliError(error.exitCode, `no user with the id or username ${named}`, { status: 404 });
+    }
     throw error;
   }
 }

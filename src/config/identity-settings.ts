@@ -38,11 +38,17 @@ function url(reader: Reader, name: "OIDC_ISSUER" | "JWKS_URL"): string | undefin
   if (value === undefined) return undefined;
   try {
     const parsed = new URL(value);
+    if (parsed.username !== "" || parsed.password !== "") {
+      // fetch refuses it, with a message that repeats it whole: said here once, without the value.
+      reader.problems.push(`${name}: must not hold a user or password`);
+      return undefined;
+    }
     if (parsed.protocol === "https:" || parsed.protocol === "http:") return value;
   } catch {
     // reported below
   }
-  reader.problems.push(`${name}: expected an http(s) URL, got "${value}"`);
+  // Not the value: a URL may carry a key in its query.
+  reader.problems.push(`${name}: expected an http(s) URL`);
   return undefined;
 }
 

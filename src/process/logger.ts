@@ -6,7 +6,25 @@ import type { LogFormat, LogLevel } from "../config/env.js";
 export type Logger = pino.Logger;
 
 const REDACT = {
-  paths: ["password", "token", "access_token", "authorization", "*.password", "*.token", "*.authorization"],
+  paths: [
+    "password",
+    "token",
+    "access_token",
+    "authorization",
+    "apiKey",
+    "secret",
+    "cookie",
+    '["x-api-key"]',
+    "*.password",
+    "*.token",
+    "*.authorization",
+    "*.apiKey",
+    "*.secret",
+    "*.cookie",
+    '*["x-api-key"]',
+    "*.*.password",
+    "*.*.authorization",
+  ],
   censor: "[redacted]",
 };
 

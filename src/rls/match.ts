@@ -68,7 +68,9 @@ function limitOf(config: RlsConfig, rls: RlsDomain, descriptor: RequestDescripto
       replaces: [],
       detailedMetric: false,
       metadata: undefined,
-      statsKey: [rls.domain, ...entries.map((e) => pathPart(e.key, e.value))].join("."),
+      // Key names only: an override's values are the request's (a user id, a client's key), and a
+      // metric label must neither carry them nor grow with them.
+      statsKey: [rls.domain, ...entries.map((e) => e.key)].join("."),
       id: overrideId(rls.domain, windowMs, config.defaultAlgorithm),
       sharedPatterns: [],
       source: "request",

@@ -26,6 +26,19 @@ function decisionAttributes(decision: Decision): SpanAttributes {
   };
 }
 
+/** The methods a span names as sent; any other is `_OTHER`, as OpenTelemetry's HTTP conventions say. */
+const KNOWN_METHODS = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "DELETE",
+  "CONNECT",
+  "OPTIONS",
+  "TRACE",
+  "PATCH",
+]);
+
 /** A check of the proxied request `method …`, in a span that continues the proxy's trace. */
 export function tracedCheck(
   tracing: Tracing,
@@ -34,7 +47,8 @@ export function tracedCheck(
 ): Promise<Decision> {
   const attributes: SpanAttributes = {
     "tollgate.protocol": call.protocol,
-    [ATTR_HTTP_REQUEST_METHOD]: call.method,
+    // The caller's text, unbounded (nginx's X-Original-Method, a CheckRequest's method): never as sent.
+    [ATTR_HTTP_REQUEST_METHOD]: KNOWN_METHODS.has(call.method) ? call.method : "_OTHER",
   };
   if (call.requestId !== undefined) attributes[REQUEST_ID] = call.requestId;
   return tracing.serve(`check ${call.protocol}`, call.caller, attributes, async (span) => {

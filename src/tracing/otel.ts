@@ -72,6 +72,8 @@ export async function createOtelTracing(settings: TracingSettings, logger: Logge
   const { OTLPTraceExporter } = settings.protocol === "http/json" ? sdk.exporterHttp : sdk.exporterProto;
   const exporter = new OTLPTraceExporter({ url: settings.url, headers: settings.headers });
   const provider = new base.BasicTracerProvider({
+    // A backstop for any attribute a caller's text reaches.
+    spanLimits: { attributeValueLengthLimit: 256 },
     resource: resources.defaultResource().merge(
       resources.resourceFromAttributes({
         ...settings.resourceAttributes,

@@ -56,6 +56,20 @@ describe("provider settings at start-up", () => {
     expect(tier.code).toBe(1);
     expect(tier.stderr).toContain('EXTERNAL_DEFAULT_TIER: "gold" is not a tier of the policy');
   });
+
+  it("refuses a provider URL with a user or password, and never repeats one in its message", async () => {
+    const base = { JWT_ISSUER: "https://idp/", JWT_AUDIENCE: "a" };
+    const jwks = await exitOf({
+      ...base,
+      JWKS_URL: "http://idp:JwksPw_SECRET@127.0.0.1:1/jwks?key=Q_SECRET",
+    });
+    expect(jwks.code).toBe(1);
+    expect(jwks.stderr).toContain("JWKS_URL: must not hold a user or password");
+    const oidc = await exitOf({ ...base, OIDC_ISSUER: "not a url ?key=Q_SECRET" });
+    expect(oidc.code).toBe(1);
+    expect(oidc.stderr).toContain("OIDC_ISSUER: expected an http(s) URL");
+    expect(`${jwks.stderr}${oidc.stderr}`).not.toMatch(/SECRET/);
+  });
 });
 
 describe("readiness with a provider", () => {

@@ -415,6 +415,26 @@ describe("exit codes and errors", SLOW, () => {
     ]);
   });
 
+  it("never repeats a password in the admin URL or a pasted admin token (exit 2, one line)", async () => {
+    const withPassword = await cli(["users", "list"], {
+      env: { TOLLGATE_ADMIN_URL: tollgate.adminUrl.replace("http://", "http://ops:UrlPw_SECRET@") },
+    });
+    expect([withPassword.status, withPassword.stderr]).toEqual([
+      2,
+      "tollgate: the admin URL must not hold a user or password (the admin token authenticates)\n",
+    ]);
+    const badPaste = await cli(["users", "list"], { env: { ADMIN_TOKEN: "AdminTok_SECRET_0123\n456789" } });
+    expect(badPaste.status).toBe(2);
+    expect(badPaste.stderr).toMatch(/^tollgate: the admin token holds a space, a line break/);
+    for (const run of [withPassword, badPaste]) {
+      expect(`${run.stdout}${run.stderr}`).not.toMatch(/SECRET/);
+      expect(run.stderr.split("\n").filter(Boolean)).toHaveLength(1);
+    }
+    const pastedKey = await cli(["users", "get", `tg_0123456789abcdef_${"K".repeat(43)}`]);
+    expect(pastedKey.status).toBe(1);
+    expect(pastedKey.stderr).toBe("tollgate: no user with the id or username given\n");
+  });
+
   it("answers --help on every command with exit 0", async () => {
     const paths: string[][] = [];
     const walk = (command: Command, path: string[]) => {
