@@ -43,7 +43,10 @@ export type ProviderKeys = {
    * flight (to wait on), or undefined when none may run now.
    */
   refreshForUnknownKid(): Promise<void> | undefined;
-  /** Called after each fetch; `removed`: a kid known before is gone (tokens it verified are suspect). */
+  /**
+   * Called after each fetch; `removed`: a kid known before is gone or names another key now (tokens
+   * it verified are suspect).
+   */
   onFetch(listener: (outcome: FetchOutcome, removed: boolean) => void): void;
   start(): void;
   stop(): void;
@@ -209,7 +212,11 @@ export function createProviderKeys(
     const { body, maxAge } = await getJson(jwksUrl as string, timings.fetchTimeoutMs);
     const next = readJwks(body);
     if (next.size === 0) throw new Error("the JWKS holds no usable signature key");
-    const removed = [...keys.keys()].some((kid) => !next.has(kid));
+    // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
+    const removed = [...keys].some(([kid, old]) => {
+      const now = next.get(kid);
+      return now === undefined || !now.key.equals(old.key);
+    });
     keys = next;
     isLoaded = true;
     failures = 0;

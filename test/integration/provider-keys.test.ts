@@ -82,6 +82,20 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("forgets the tokens a key verified when the provider replaces that key under the same kid", async () => {
+    const k1 = makeKey("same-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    const before = idp.jwksRequests();
+    idp.keys = [makeKey("same-1")];
+    // A made-up kid is what makes tollgate look again before the refresh is due.
+    expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    expect(idp.jwksRequests()).toBe(before + 1);
+    expect((await check(old)).status).toBe(401);
+  });
+
   it("asks the provider at most once per interval during a flood of made-up kids", async () => {
     const k1 = makeKey("flood-1");
     const { idp, t } = await start([k1]);
