@@ -204,7 +204,9 @@ export function createProviderKeys(
   };
 
   const fetchOnce = async (): Promise<number | undefined> => {
-    if (jwksUrl === undefined && settings.source.kind === "oidc") {
+    // Discovery again on every refresh: a provider that moves its keys is followed, and a document
+    // answered once by someone else is not kept until the next restart.
+    if (settings.source.kind === "oidc") {
       const base = settings.source.issuerUrl.replace(/\/+$/, "");
       const { body } = await getJson(`${base}/.well-known/openid-configuration`, timings.fetchTimeoutMs);
       jwksUrl = jwksUriOf(body, settings.source.issuerUrl);

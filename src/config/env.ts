@@ -224,7 +224,7 @@ export function loadConfig(env: Env = process.env): Config {
   const checkHost = reader.host("CHECK_HOST", host);
   const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
-  const identity = parseIdentitySettings(reader);
+  const identity = parseIdentitySettings(reader, production);
   const config: Config = {
     port: reader.port("PORT", 8080),
     checkPort: reader.port("CHECK_PORT", 9191),

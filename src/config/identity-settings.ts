@@ -1,5 +1,6 @@
 // Identities from outside tollgate: the identity provider's tokens (OIDC_ISSUER or JWKS_URL) and API keys.
 import type { Reader } from "./env-reader.js";
+import { isLoopbackHost } from "./hosts.js";
 
 /** Signature algorithms a provider token may use: asymmetric only, so no public key ever becomes an HMAC secret. */
 export const PROVIDER_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"] as const;
@@ -98,13 +99,44 @@ function parseProviderAlgorithms(reader: Reader): ProviderAlgorithm[] {
   return out.length > 0 ? out : ["RS256"];
 }
 
-export function parseIdentitySettings(reader: Reader): IdentitySettings {
+/**
+ * In production a provider's keys come over https: one plain-http fetch answered by someone else
+ * would give tollgate their keys, and so any identity and tier. A loopback address (a sidecar) is
+ * exempt, and JWT_PROVIDER_ALLOW_HTTP=true accepts a link the network already protects (a mesh
+ * with mTLS, a cluster-internal provider).
+ */
+function requireHttps(
+  reader: Reader,
+  production: boolean,
+  names: readonly ("OIDC_ISSUER" | "JWKS_URL")[],
+): void {
+  const allow = reader.oneOf("JWT_PROVIDER_ALLOW_HTTP", ["true", "false"], "false") === "true";
+  if (!production || allow) return;
+  for (const name of names) {
+    const value = reader.raw(name);
+    if (value === undefined) continue;
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      continue;
+    }
+    if (parsed.protocol === "http:" && !isLoopbackHost(parsed.hostname.replace(/^\[|\]$/g, ""))) {
+      reader.problems.push(
+        `${name}: must be https in production (or JWT_PROVIDER_ALLOW_HTTP=true where the network protects the link)`,
+      );
+    }
+  }
+}
+
+export function parseIdentitySettings(reader: Reader, production = false): IdentitySettings {
   const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
   if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {
     reader.problems.push(`API_KEY_HEADER: expected a header name (a-z 0-9 -) other than authorization`);
   }
   const issuerUrl = url(reader, "OIDC_ISSUER");
   const jwksUrl = url(reader, "JWKS_URL");
+  requireHttps(reader, production, ["OIDC_ISSUER", "JWKS_URL"]);
   const tierClaim = parseTierClaim(reader);
   const algorithms = parseProviderAlgorithms(reader);
   const defaultTier = reader.raw("EXTERNAL_DEFAULT_TIER") ?? "free";

@@ -70,6 +70,19 @@ describe("provider settings at start-up", () => {
     expect(oidc.stderr).toContain("OIDC_ISSUER: expected an http(s) URL");
     expect(`${jwks.stderr}${oidc.stderr}`).not.toMatch(/SECRET/);
   });
+
+  it("wants https for the provider in production, unless on loopback or JWT_PROVIDER_ALLOW_HTTP=true", async () => {
+    const base = { JWT_ISSUER: "https://idp/", JWT_AUDIENCE: "a", NODE_ENV: "production" };
+    const plain = await exitOf({ ...base, JWKS_URL: "http://keycloak.auth.svc:8080/certs" });
+    expect(plain.code).toBe(1);
+    expect(plain.stderr).toContain("JWKS_URL: must be https in production");
+    for (const env of [
+      { ...base, JWKS_URL: "http://127.0.0.1:1/certs" },
+      { ...base, JWKS_URL: "http://keycloak.auth.svc:8080/certs", JWT_PROVIDER_ALLOW_HTTP: "true" },
+    ]) {
+      expect((await exitOf(env)).stderr).not.toContain("must be https");
+    }
+  });
 });
 
 describe("readiness with a provider", () => {
