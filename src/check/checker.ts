@@ -15,7 +15,7 @@ import { createDeadline } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
 import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
-import { plan } from "./plan.js";
+import { plan, routeStep } from "./plan.js";
 import type { Decision, Plan, UserAnswer } from "./types.js";
 
 export type CheckRequest = {
@@ -215,6 +215,8 @@ export function createChecker(options: CheckerOptions): Checker {
     const dryRun = checkOptions?.dryRun === true;
     const denials = dryRun ? undefined : options.denials;
     const compiled = options.policy();
+    const step = routeStep(compiled, request.method, request.path);
+    if ("done" in step) return step.done;
     const read = credentials(request.authorization, request.apiKey);
     let token = read instanceof Promise ? await read : read;
     const now = Date.now();
@@ -224,13 +226,17 @@ export function createChecker(options: CheckerOptions): Checker {
         if (options.deadSessions.has(external.hash, now)) token = DEAD_KEY;
       } else if (external === undefined && options.deadSessions.has(sid, now)) token = DEAD_SESSION;
     }
-    const p = plan(compiled, {
-      method: request.method,
-      path: request.path,
-      token,
-      ip: request.ip,
-      externalDefaultTier: options.externalDefaultTier,
-    });
+    const p = plan(
+      compiled,
+      {
+        method: request.method,
+        path: request.path,
+        token,
+        ip: request.ip,
+        externalDefaultTier: options.externalDefaultTier,
+      },
+      step,
+    );
     if (p.kind === "done") return p.decision;
     if (p.kind === "user" && p.proof === undefined && refusedUserIds?.has(p.userId) === true) return DISABLED;
     const generation = denials?.generation() ?? 0;

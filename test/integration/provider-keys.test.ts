@@ -96,6 +96,21 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("answers a route without limits before reading the token: a made-up kid there asks the provider nothing", async () => {
+    const k1 = makeKey("health-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    const before = idp.jwksRequests();
+    const res = await fetch(`${t.checkUrl}/ext_authz/health`, {
+      headers: { authorization: `Bearer ${token(k1, { kid: "made-up" })}` },
+    });
+    expect(res.status).toBe(200);
+    expect(idp.jwksRequests()).toBe(before);
+    // The same token on a limited route is read, and its unknown kid asks once.
+    expect((await check(token(k1, { kid: "made-up" }))).status).toBe(401);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
   it("asks the provider at most once per interval during a flood of made-up kids", async () => {
     const k1 = makeKey("flood-1");
     const { idp, t } = await start([k1]);
