@@ -23,7 +23,7 @@ type Raw = {
 };
 
 /** Sends requests over one kept-alive socket and reports which socket answered each. */
-function get(path: string, headers: Record<string, string>, agent: import("node:http").Agent): Promise<Raw> {
+function get(path: string, headers: Record<string, string>, agent?: import("node:http").Agent): Promise<Raw> {
   return new Promise((resolve, reject) => {
     const req = request(`${tollgate.checkUrl}${path}`, { headers, agent }, (res) => {
       let body = "";
@@ -96,6 +96,41 @@ describe("the check listener", () => {
       expect(head).toMatch(/^HTTP\/1\.1 401 /);
       expect(Number(/content-length: (\d+)/i.exec(head)?.[1])).toBe(Buffer.byteLength(body));
       expect(JSON.parse(body)).toMatchObject({ error: "unauthorized" });
+    }
+  });
+
+  it("answers a pipeline of decisions that take different paths in request order", async () => {
+    // An allowed check waits on the store; a 401, a 400 and a cached 429 are decided at once and
+    // their answers are held to the end of the event loop's turn: none may overtake another.
+    const user = await tollgate.newUser("free");
+    const login = await tollgate.loginOk(user.username, user.password);
+    const bearer = `Authorization: Bearer ${login.access_token}\r\n`;
+    const check = (path: string, auth = "") => `GET /ext_authz${path} HTTP/1.1\r\nHost: t\r\n${auth}\r\n`;
+    // Spend the user's search window so that its next search is refused (from the denial cache, once known).
+    let searches = 0;
+    for (;;) {
+      const answer = await get("/ext_authz/api/search", { authorization: `Bearer ${login.access_token}` });
+      if (answer.status === 429) break;
+      searches += 1;
+      expect(searches).toBeLessThan(1000);
+    }
+    const expected: number[] = [];
+    let pipeline = "";
+    for (let i = 0; i < 8; i += 1) {
+      pipeline += check("/api/products", bearer);
+      pipeline += check("/api/products");
+      pipeline += check("/api/search%5C", bearer);
+      pipeline += check("/api/search", bearer);
+      expected.push(200, 401, 400, 429);
+    }
+    pipeline += `GET /ext_authz/api/products HTTP/1.1\r\nHost: t\r\n${bearer}Connection: close\r\n\r\n`;
+    expected.push(200);
+    const reply = await rawRequest(tollgate.checkUrl, pipeline);
+    const answers = reply.raw.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(answers.map((answer) => Number(answer.slice(9, 12)))).toEqual(expected);
+    for (const answer of answers) {
+      const [head = "", body = ""] = answer.split("\r\n\r\n");
+      expect(Number(/content-length: (\d+)/i.exec(head)?.[1])).toBe(Buffer.byteLength(body));
     }
   });
 });
