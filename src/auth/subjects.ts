@@ -54,8 +54,8 @@ export type NewApiKey = { id: string; hash: string; name: string; tier: string; 
 export type ApiKeyStore = {
   create(key: NewApiKey): Promise<ApiKey>;
   get(id: string): Promise<ApiKey | undefined>;
-  /** Every key, in id order (at most `limit`). */
-  list(limit: number): Promise<ApiKey[]>;
+  /** Keys in id order, at most `limit`, those after the id `after` when it is given (paging). */
+  list(limit: number, after?: string): Promise<ApiKey[]>;
   /** Changes a key that exists; false when it does not. */
   update(id: string, patch: Omit<ProfilePatch, "tier"> & { tier?: string }): Promise<boolean>;
   /** Deletes the key: from the answer on, no check accepts it. */

@@ -11,6 +11,7 @@ type KeyJson = {
   name: string;
   tier: string;
   user_id: string | null;
+  blocked: boolean;
   created_at: string;
   last_used_at: string | null;
   own_limits: Record<string, string[]>;
@@ -40,6 +41,7 @@ const keyFields = (key: KeyJson) =>
     ["name", key.name],
     ["tier", key.tier],
     ["user", key.user_id],
+    ["blocked", key.blocked ? "yes (its user is disabled)" : "no"],
     ["created", key.created_at],
     ["last used", key.last_used_at ?? "never"],
     ["own limits", ownLimitsText(key.own_limits)],
@@ -72,15 +74,24 @@ export function apiKeysCommands(program: Command): void {
     .description("list keys in id order, never a secret")
     .action(
       action(async (ctx) => {
-        const answer = await ctx
-          .client()
-          .call<{ api_keys: KeyJson[]; total: number }>("GET", "/admin/api-keys");
-        const headers = ["id", "name", "tier", "user", "created", "last used"];
+        // Every page: the listing answers at most 1000 keys at a time.
+        const all: KeyJson[] = [];
+        let next: string | null = null;
+        do {
+          const page: { api_keys: KeyJson[]; next: string | null } = await ctx
+            .client()
+            .call("GET", `/admin/api-keys${next === null ? "" : `?after=${encodeURIComponent(next)}`}`);
+          all.push(...page.api_keys);
+          next = page.next;
+        } while (next !== null);
+        const answer = { api_keys: all, total: all.length };
+        const headers = ["id", "name", "tier", "user", "blocked", "created", "last used"];
         const rows = answer.api_keys.map((k) => [
           k.id,
           k.name,
           k.tier,
           k.user_id,
+          k.blocked ? "yes (user disabled)" : "no",
           k.created_at,
           k.last_used_at ?? "never",
         ]);

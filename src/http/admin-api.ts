@@ -22,6 +22,7 @@ import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
 import { healthRoutes, sessionJson } from "./public-api.js";
 import { requestLogger } from "./request-log.js";
+import { blockUserKeys, revokeUserKeys } from "./user-api-keys.js";
 
 export type AdminApiOptions = {
   store: ApiStore;
@@ -173,10 +174,17 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const user = await userOf(req);
       await store.users.remove(user.id);
       const revoked = await store.sessions.revokeAll(user.id);
-      await store.limiter.reset(userSubject(user.id), policy.current().policy.categories);
+      const { categories } = policy.current().policy;
+      await store.limiter.reset(userSubject(user.id), categories);
+      const keys = await revokeUserKeys(store, user.id, categories);
       await lockout.clear(user.username);
-      logger.info({ event: "user_deleted", userId: user.id, revoked }, "user deleted");
-      res.json({ message: "User deleted; every session revoked", user_id: user.id, revoked });
+      logger.info({ event: "user_deleted", userId: user.id, revoked, apiKeys: keys }, "user deleted");
+      res.json({
+        message: "User deleted; every session and API key revoked",
+        user_id: user.id,
+        revoked,
+        api_keys_revoked: keys,
+      });
     }),
   );
 
@@ -245,14 +253,21 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       await store.users.update(user.id, { disabled });
       // Disabling also ends every session, so re-enabling never brings an old token back.
       const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
+      // The user's API keys are refused while it is disabled, and accepted again with it.
+      const keys = await blockUserKeys(store, user.id, disabled);
       // Re-enabling gives a fresh start: while disabled, every login (the user's own, with the right
       // password) failed and counted toward the lockout.
       if (!disabled && user.disabled) await lockout.clear(user.username);
       logger.info(
-        { event: disabled ? "user_disabled" : "user_enabled", userId: user.id, revoked },
+        { event: disabled ? "user_disabled" : "user_enabled", userId: user.id, revoked, apiKeys: keys },
         "user access changed",
       );
-      res.json({ user_id: user.id, disabled, revoked });
+      res.json({
+        user_id: user.id,
+        disabled,
+        revoked,
+        [disabled ? "api_keys_blocked" : "api_keys_unblocked"]: keys,
+      });
     }),
   );
 

@@ -14,7 +14,7 @@ import type { ApiStore } from "./api-store.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
-/** The most keys one listing answers. */
+/** The most keys one page of the listing answers (`?limit=`, `?after=` for the next). */
 const MAX_LISTED = 1000;
 /** A provider subject as a path carries it (URL-encoded): visible ASCII, as the check takes it. */
 const SUBJECT = /^[\x21-\x7e]{1,255}$/;
@@ -29,6 +29,8 @@ const keyJson = (key: ApiKey) => ({
   name: key.name,
   tier: key.tier,
   user_id: key.userId ?? null,
+  /** Refused while its user is disabled. */
+  blocked: key.blocked,
   created_at: iso(key.createdAt),
   last_used_at: iso(key.lastUsedAt),
   own_limits: texts(key.limits),
@@ -79,8 +81,10 @@ export function identityRoutes(
     ...jsonBody,
     handle(async (req, res) => {
       const input = parse(createSchema, req.body);
-      if (input.user_id !== undefined && (await store.users.get(input.user_id)) === undefined) {
-        throw new HttpError("bad_request", "user_id: no such user");
+      if (input.user_id !== undefined) {
+        const user = await store.users.get(input.user_id);
+        if (user === undefined) throw new HttpError("bad_request", "user_id: no such user");
+        if (user.disabled) throw new HttpError("conflict", "user_id: the user is disabled");
       }
       const made = newApiKey();
       const key = await store.apiKeys.create({
@@ -90,16 +94,31 @@ export function identityRoutes(
         tier: input.tier,
         userId: input.user_id,
       });
+      // The user deleted or disabled meanwhile: its keys were revoked or blocked before this one existed.
+      if (input.user_id !== undefined) {
+        const user = await store.users.get(input.user_id);
+        if (user === undefined || user.disabled) {
+          await store.apiKeys.remove(key.id);
+          throw new HttpError("conflict", "user_id: the user was deleted or disabled meanwhile");
+        }
+      }
       logger.info({ event: "api_key_created", keyId: key.id, tier: key.tier }, "API key created");
       // The only time the key is ever shown: only its hash is kept.
       res.status(201).json({ ...keyJson(key), key: made.key });
     }),
   );
+  const pageSchema = z.strictObject({
+    limit: z.coerce.number().int().min(1).max(MAX_LISTED).default(MAX_LISTED),
+    after: z.string().regex(KEY_ID, "not an API key id").optional(),
+  });
   admin.get(
     "/api-keys",
-    handle(async (_req, res) => {
-      const keys = await store.apiKeys.list(MAX_LISTED);
-      res.json({ api_keys: keys.map(keyJson), total: keys.length });
+    handle(async (req, res) => {
+      const { limit, after } = parse(pageSchema, req.query);
+      const keys = await store.apiKeys.list(limit, after);
+      // A full page may have more after it: `next` is the `after` of the next page.
+      const next = keys.length === limit ? (keys.at(-1)?.id ?? null) : null;
+      res.json({ api_keys: keys.map(keyJson), total: keys.length, next });
     }),
   );
   admin.get(

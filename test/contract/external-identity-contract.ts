@@ -221,7 +221,7 @@ export function describeExternalIdentityContract(
         const mine = listed.body.api_keys.find((k) => k.id === made.id);
         expect(mine).toBeDefined();
         expect(Object.keys(mine ?? {}).sort()).toEqual(
-          ["created_at", "id", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
+          ["blocked", "created_at", "id", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
         );
       });
 
@@ -250,6 +250,70 @@ export function describeExternalIdentityContract(
         expect(
           (await adminCall("POST", "/admin/api-keys", { name: "x", tier: "free", user_id: "nobody" })).status,
         ).toBe(400);
+      });
+
+      it("refuses a user's keys while the user is disabled, and revokes them with the user", async () => {
+        const user = await running.newUser("free");
+        const other = await running.newUser("free");
+        const first = await create({ name: "user key 1", tier: "pro", user_id: user.id });
+        const second = await create({ name: "user key 2", tier: "free", user_id: user.id });
+        const unrelated = await create({ name: "another user's", tier: "free", user_id: other.id });
+        const status = async (key: KeyBody) => (await check({ "x-api-key": key.key })).status;
+        expect([await status(first), await status(second), await status(unrelated)]).toEqual([200, 200, 200]);
+
+        const disabled = await adminCall<Record<string, unknown>>("PUT", `/admin/users/${user.id}/disabled`, {
+          disabled: true,
+        });
+        expect(disabled.body).toMatchObject({ disabled: true, api_keys_blocked: 2 });
+        expect([await status(first), await status(second), await status(unrelated)]).toEqual([401, 401, 200]);
+        expect(
+          (await adminCall<KeyBody & { blocked: boolean }>("GET", `/admin/api-keys/${first.id}`)).body
+            .blocked,
+        ).toBe(true);
+        // No new key for a disabled user.
+        expect(
+          (await adminCall("POST", "/admin/api-keys", { name: "x", tier: "free", user_id: user.id })).status,
+        ).toBe(409);
+
+        const enabled = await adminCall<Record<string, unknown>>("PUT", `/admin/users/${user.id}/disabled`, {
+          disabled: false,
+        });
+        expect(enabled.body).toMatchObject({ disabled: false, api_keys_unblocked: 2 });
+        expect([await status(first), await status(second)]).toEqual([200, 200]);
+
+        const deleted = await adminCall<Record<string, unknown>>("DELETE", `/admin/users/${user.id}`);
+        expect(deleted.body).toMatchObject({ api_keys_revoked: 2 });
+        expect([await status(first), await status(second), await status(unrelated)]).toEqual([401, 401, 200]);
+        expect((await adminCall("GET", `/admin/api-keys/${second.id}`)).status).toBe(404);
+        expect((await adminCall("GET", `/admin/api-keys/${unrelated.id}`)).status).toBe(200);
+      });
+
+      it("lists keys page by page with limit and after, every key once", async () => {
+        for (let i = 0; i < 5; i += 1) await create({ name: `paged ${i}`, tier: "free" });
+        const all = await adminCall<{ api_keys: KeyBody[]; next: string | null }>("GET", "/admin/api-keys");
+        expect(all.body.next).toBeNull();
+        const seen: string[] = [];
+        let after: string | null = null;
+        let pages = 0;
+        do {
+          const query: string = after === null ? "?limit=2" : `?limit=2&after=${after}`;
+          const page = await adminCall<{ api_keys: KeyBody[]; next: string | null }>(
+            "GET",
+            `/admin/api-keys${query}`,
+          );
+          expect(page.status).toBe(200);
+          expect(page.body.api_keys.length).toBeLessThanOrEqual(2);
+          seen.push(...page.body.api_keys.map((k) => k.id));
+          after = page.body.next;
+          pages += 1;
+        } while (after !== null);
+        expect(seen).toEqual(all.body.api_keys.map((k) => k.id));
+        expect(pages).toBeGreaterThanOrEqual(3);
+        for (const bad of ["?limit=0", "?limit=1001", "?limit=x", "?after=tg_x", "?page=2"]) {
+          const reply = await adminCall<{ error: string }>("GET", `/admin/api-keys${bad}`);
+          expect(reply.status, bad).toBe(400);
+          expect(reply.body.error).toBe("bad_request");
+        }
       });
 
       it("refuses a key with the right id and another secret, and a malformed one", async () => {

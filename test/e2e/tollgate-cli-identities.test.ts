@@ -88,8 +88,10 @@ describe("tollgate api-keys", SLOW, () => {
     expect(key.slice(3, 19)).toBe(id);
 
     const list = await cli(["api-keys", "list"]);
-    expect(list.stdout.split("\n")[0]).toMatch(/^ID +NAME +TIER +USER +CREATED +LAST USED$/);
-    expect(list.stdout).toMatch(new RegExp(`^${id} +ci runner +pro +demo-alice +\\d{4}-\\S+Z +never$`, "m"));
+    expect(list.stdout.split("\n")[0]).toMatch(/^ID +NAME +TIER +USER +BLOCKED +CREATED +LAST USED$/);
+    expect(list.stdout).toMatch(
+      new RegExp(`^${id} +ci runner +pro +demo-alice +no +\\d{4}-\\S+Z +never$`, "m"),
+    );
     expect(list.stdout).not.toContain("tg_");
 
     const allowed = await check(key);
@@ -98,7 +100,7 @@ describe("tollgate api-keys", SLOW, () => {
     expect(allowed.headers.get("x-user-tier")).toBe("pro");
     // The first check that reaches the store marks the key's last use.
     expect((await cli(["api-keys", "list"])).stdout).toMatch(
-      new RegExp(`^${id} +ci runner +pro +demo-alice +\\d{4}-\\S+Z +\\d{4}-\\S+Z$`, "m"),
+      new RegExp(`^${id} +ci runner +pro +demo-alice +no +\\d{4}-\\S+Z +\\d{4}-\\S+Z$`, "m"),
     );
 
     const got = await cli(["api-keys", "get", id]);
@@ -153,7 +155,7 @@ describe("tollgate api-keys", SLOW, () => {
     );
     keys.push(created.key);
     expect(Object.keys(created).sort()).toEqual(
-      ["created_at", "id", "key", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
+      ["blocked", "created_at", "id", "key", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
     );
     expect(created).toMatchObject({
       name: "batch",
@@ -171,7 +173,7 @@ describe("tollgate api-keys", SLOW, () => {
     expect(list.total).toBe(list.api_keys.length);
     const listed = list.api_keys.find((k) => k.id === created.id);
     expect(Object.keys(listed ?? {}).sort()).toEqual(
-      ["created_at", "id", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
+      ["blocked", "created_at", "id", "last_used_at", "name", "own_limits", "tier", "user_id"].sort(),
     );
     const got = jsonOf(await cli(["api-keys", "get", created.id, "--json"]));
     expect(got).toEqual(listed);

@@ -60,8 +60,9 @@ export function createMemoryProfiles(): MemoryProfiles {
       const key = keys.get(id);
       return key === undefined ? undefined : copyKey(key);
     },
-    async list(limit) {
+    async list(limit, after) {
       return [...keys.keys()]
+        .filter((id) => after === undefined || id > after)
         .sort()
         .slice(0, limit)
         .map((id) => copyKey(keys.get(id) as StoredKey));

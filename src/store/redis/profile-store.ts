@@ -52,8 +52,9 @@ export function createRedisApiKeyStore(options: { redis: RedisClient; keys: Keys
       return { ...input, createdAt, lastUsedAt: undefined, blocked: false, limits: {} };
     },
     get,
-    async list(limit) {
-      const ids = await redis.zrangebylex(keys.apiKeyIndex, "-", "+", "LIMIT", 0, limit);
+    async list(limit, after) {
+      const from = after === undefined ? "-" : `(${after}`;
+      const ids = await redis.zrangebylex(keys.apiKeyIndex, from, "+", "LIMIT", 0, limit);
       // One command per key: each key's hash is in its own slot on Redis Cluster.
       const found = await Promise.all(ids.map((id) => get(id)));
       return found.filter((k): k is ApiKey => k !== undefined);
