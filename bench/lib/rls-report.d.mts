@@ -10,6 +10,8 @@ export type RlsReportRow = {
     requests: number;
     errors: number;
     statuses: Record<string, number>;
+    /** Measured slices: h2load leaves calls in flight at the end of each. */
+    slices: number;
   };
   expected: number | string;
   serverCpuUsPerRequest: number;
