@@ -714,7 +714,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
         const login = await t.loginOk(user.username, user.password);
         const off = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: true });
         expect(off.status).toBe(200);
-        expect(off.body).toEqual({ user_id: user.id, disabled: true, revoked: 1 });
+        expect(off.body).toEqual({ user_id: user.id, disabled: true, revoked: 1, api_keys_blocked: 0 });
         const denied = await me(login.access_token);
         expect(denied.status).toBe(401);
         expect(denied.headers.get("www-authenticate")).toMatch(/error="invalid_token"/);
@@ -727,7 +727,7 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
           400,
         );
         const on = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: false });
-        expect(on.body).toEqual({ user_id: user.id, disabled: false, revoked: 0 });
+        expect(on.body).toEqual({ user_id: user.id, disabled: false, revoked: 0, api_keys_unblocked: 0 });
         // The old token stays dead: disabling ended its session.
         expect((await me(login.access_token)).status).toBe(401);
         expect((await t.login(user.username, user.password)).status).toBe(200);
