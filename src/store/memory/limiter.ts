@@ -92,12 +92,15 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
     const dry = request.dryRun === true;
     const each = request.mode === "each";
     const layers: LimitLayer[] = [...request.layers];
-    const stateKey = (l: LimitLayer) =>
-      countsByWindow(l.rule, request.mode)
+    // The request's own layers only: the user's layer (an identity's) keeps its record, as on Redis.
+    const fixedLayers = request.layers.length;
+    const stateKey = (l: LimitLayer, i: number) =>
+      i < fixedLayers && countsByWindow(l.rule, request.mode)
         ? windowKeyOf(l.subject, l.category)
         : keyOf(l.subject, l.category);
-    const evaluate = (l: LimitLayer) => evaluateLayer(l.rule, kept.get(stateKey(l))?.states, nowUs, dry, k);
-    const evaluations: LayerEvaluation[] = layers.map(evaluate);
+    const evaluate = (l: LimitLayer, i: number) =>
+      evaluateLayer(l.rule, kept.get(stateKey(l, i))?.states, nowUs, dry, k);
+    const evaluations: LayerEvaluation[] = layers.map((l, i) => evaluate(l, i));
     const shadow = (i: number) => layers[i]?.shadow === true;
     /**
      * In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does:
@@ -129,7 +132,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
       const subject = asked.kind === "profile" ? asked.subject : userSubject(asked.userId);
       const mine = { subject, category: asked.category, rule };
       layers.push(mine);
-      evaluations.push(evaluate(mine));
+      evaluations.push(evaluate(mine, layers.length - 1));
       identity = {
         tier: touched.tier,
         rule,
@@ -144,7 +147,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
         const evaluation = evaluations[i] as LayerEvaluation;
         if (!evaluation.room && !countsRefused(i)) return;
         const states = evaluation.commit();
-        const key = stateKey(l);
+        const key = stateKey(l, i);
         const before = kept.get(key);
         const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
         kept.set(key, { states, expiresAtMs: Math.max(before?.expiresAtMs ?? 0, ...expires) });
