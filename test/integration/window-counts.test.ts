@@ -83,6 +83,28 @@ describe("the reference's fixed window on Redis", () => {
     });
   });
 
+  it("a PEXPIRE that fails is sent again a second later", async () => {
+    // A user that may count but not (yet) set an expiry: its PEXPIRE fails with NOPERM.
+    await redis.call("ACL", "SETUSER", "wc", "on", ">wc-secret", "~*", "+@all", "-pexpire");
+    const limited = connectRedis(server.url.replace("redis://", "redis://wc:wc-secret@"));
+    try {
+      const counter = redisLimiter({ redis: limited, keys: createKeys(PREFIX), clock: () => now });
+      await counter.limit({
+        layers: [{ subject: "rls:d|k=v", category: "retry", rule: MINUTE }],
+        mode: "each",
+      });
+      const key = `${PREFIX}{rls:d|k=v}:w:retry:${T0 - 15_000}`;
+      await limited.ping();
+      expect(await redis.pttl(key)).toBe(-1);
+      await redis.call("ACL", "SETUSER", "wc", "+pexpire");
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(await redis.pttl(key)).toBeGreaterThan(100_000);
+    } finally {
+      limited.disconnect();
+      await redis.call("ACL", "DELUSER", "wc");
+    }
+  });
+
   it("an addend of 0 reads with GET and makes no key", async () => {
     await each([{ category: "c", rule: MINUTE }], 0);
     expect(await commands()).toEqual({ get: 1 });

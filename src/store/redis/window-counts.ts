@@ -7,9 +7,10 @@
 // The window comes from this process's clock, as the reference's does: tollgate processes whose
 // clocks differ by d count, for d after each boundary, in two windows (the reference has the same
 // property). The key's expiry is set once, by the call that made the key (INCRBY answered exactly
-// its addend), right after the answer and without waiting for it. A process that dies between the
-// two leaves a key without expiry: it never changes an answer (no later window reads it), and at
-// most one is left per layer counted for the first time in its window at that moment.
+// its addend), right after the answer and without waiting for it (again for a few seconds if that
+// fails). A process that dies between the two leaves a key without expiry: it never changes an
+// answer (no later window reads it), and at most one is left per layer counted for the first time
+// in its window at that moment.
 import type { LayerResult, LimiterPort, LimitLayer } from "../../ratelimit/limiter.js";
 import { countsByWindow, windowAnswer, windowStartOf } from "../../ratelimit/reference-window.js";
 import type { Clock } from "../../ratelimit/types.js";
@@ -22,13 +23,18 @@ import type { Keys } from "./keys.js";
  * its count. Up to a minute (the window itself for a shorter one).
  */
 const MAX_MARGIN_MS = 60_000;
+/** A key's PEXPIRE that fails (a lost connection) is sent again a second later, this many times. */
+const EXPIRE_RETRIES = 5;
 
 type WindowCounter = (layers: readonly LimitLayer[], k: number, dry: boolean) => Promise<LayerResult[]>;
 
 export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock): WindowCounter {
   const coalesce = coalescerOf(redis);
-  const expire = (key: string, ttlMs: number): void => {
-    redis.pexpire(key, ttlMs).catch(() => undefined);
+  /** The key's expiry, relative (Redis's clock may differ from ours); tried again while the connection fails. */
+  const expire = (key: string, untilMs: number, attempt = 0): void => {
+    redis.pexpire(key, Math.max(1, untilMs - clock())).catch(() => {
+      if (attempt < EXPIRE_RETRIES) setTimeout(() => expire(key, untilMs, attempt + 1), 1_000).unref();
+    });
   };
   return (layers, k, dry) => {
     const nowMs = clock();
@@ -44,7 +50,7 @@ export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock
         return windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false);
       }
       const count = await redis.incrby(key, k);
-      if (count === k) expire(key, startMs + windowMs - nowMs + Math.min(windowMs, MAX_MARGIN_MS));
+      if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
       return windowAnswer(layer.rule, count - k, k, nowMs, true);
     });
     return Promise.all(answers);
