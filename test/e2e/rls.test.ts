@@ -613,8 +613,8 @@ describe("a store of its own", () => {
       // A descriptor that needs no store is still answered.
       expect(await rls.shouldRateLimit("e2e", [one("free", value)])).toMatchObject({ overall_code: OK });
       await sleep(Math.max(0, pausedAt + 1500 + 100 - performance.now()));
-      // (A fresh descriptor: the script of the call that timed out was sent, and Redis runs it once
-      // the pause ends, as it would the reference's increment.)
+      // (A fresh descriptor: the INCRBY of the call that timed out was sent, and Redis runs it once
+      // the pause ends, as it would the reference's.)
       const next = fresh();
       const after = [];
       for (let i = 0; i < 6; i += 1) after.push(await rls.shouldRateLimit("e2e", [one("hourly", next)]));
