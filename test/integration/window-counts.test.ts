@@ -129,6 +129,23 @@ describe("the reference's fixed window on Redis", () => {
     expect(calls.incrby).toBe(1);
   });
 
+  it("one round trip: a call's INCRBYs and its script reach Redis in one read", async () => {
+    const reads = async () => Number(/total_reads_processed:(\d+)/.exec(await redis.info("stats"))?.[1]);
+    const layers = [
+      { category: "a", rule: MINUTE },
+      { category: "log", rule: LOG },
+      { category: "b", rule: MINUTE },
+      { category: "c", rule: MINUTE },
+    ];
+    await each(layers);
+    for (let i = 0; i < 5; i += 1) {
+      const before = await reads();
+      await each(layers);
+      // The call's one read, and the second INFO's own.
+      expect((await reads()) - before).toBe(2);
+    }
+  });
+
   it("all-or-none keeps the fixed window in the script", async () => {
     await limiter.limit({ layers: [{ subject: "rls:d|k=v", category: "c", rule: MINUTE }] });
     const calls = await commands();
