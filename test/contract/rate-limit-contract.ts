@@ -494,11 +494,20 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
           [true, true],
         ]);
         expect(each.layers[1]?.windows[0]).toMatchObject({ used: 2, remaining: 3 });
-        const all = await windowOf({ layers: both });
+        // All-or-none on categories of its own (a fixed window counts apart in mode each, below).
+        const aon = [at("search-aon", one), at("general-aon", five)];
+        expect((await windowOf({ layers: aon })).layers.map((l) => l.counted)).toEqual([true, true]);
+        const all = await windowOf({ layers: aon });
         expect(all.layers.map((l) => l.counted)).toEqual([false, false]);
-        expect((await store.peek(subject, { category: "general", rule: five }))[0]).toMatchObject({
-          used: 2,
+        expect((await store.peek(subject, { category: "general-aon", rule: five }))[0]).toMatchObject({
+          used: 1,
         });
+        // Mode each with nothing to count only looks: the counts above stand.
+        const looked = await windowOf({ layers: both, mode: "each", addend: 0 });
+        expect(looked.layers.map((l) => [l.counted, l.windows[0]?.used])).toEqual([
+          [false, 1],
+          [false, 2],
+        ]);
       });
 
       it("in mode each, counts a fixed window's refused hits as envoyproxy/ratelimit does; never another algorithm's", async () => {
@@ -521,6 +530,86 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         await windowOf({ layers: [at("aon", four)], addend: 2 });
         expect((await windowOf({ layers: [at("aon", four)], addend: 2 })).layers[0]?.counted).toBe(false);
         expect((await windowOf({ layers: [at("aon", four)] })).layers[0]?.room).toBe(true);
+      });
+    });
+
+    describe("the reference's fixed window (mode each)", () => {
+      const three = rule("fixed-window", [3, 10_000]);
+      const at = (category: string, r: Rule) => ({ subject, category, rule: r });
+      const each = async (category: string, addend: number) => {
+        const result = await store.limit({ layers: [at(category, three)], addend, mode: "each" });
+        if (result.kind !== "limited") throw new Error(`unexpected ${result.kind}`);
+        return result.layers[0];
+      };
+
+      it("counts per window aligned to the epoch, refused hits too, and frees at the window's end", async () => {
+        // T0 is a multiple of 10 s: the window [T0, T0 + 10 s).
+        now = T0 + 100;
+        expect(await each("ref", 2)).toEqual({
+          room: true,
+          counted: true,
+          windows: [
+            { limit: 3, windowMs: 10_000, used: 2, remaining: 1, resetAtMs: T0 + 10_000, retryAfterMs: 0 },
+          ],
+        });
+        now = T0 + 9_998;
+        expect(await each("ref", 2)).toEqual({
+          room: false,
+          counted: true,
+          windows: [
+            { limit: 3, windowMs: 10_000, used: 3, remaining: 0, resetAtMs: T0 + 10_000, retryAfterMs: 2 },
+          ],
+        });
+        // Counted past the limit (4 + 1 = 5 > 3): one more hit is refused too, until the window ends.
+        expect((await each("ref", 1))?.room).toBe(false);
+        // An addend of 0 only looks.
+        expect((await each("ref", 0))?.windows[0]).toMatchObject({ used: 3, remaining: 0 });
+        now = T0 + 10_000;
+        expect(await each("ref", 1)).toMatchObject({
+          room: true,
+          windows: [{ used: 1, remaining: 2, resetAtMs: T0 + 20_000 }],
+        });
+        // More hits than the limit at once never pass: the answer names the next window's end.
+        now = T0 + 12_500;
+        expect(await each("ref", 4)).toMatchObject({
+          room: false,
+          counted: true,
+          windows: [{ used: 3, remaining: 0, retryAfterMs: 30_000 - 12_500 }],
+        });
+      });
+
+      it("looks at an empty window without counting: nothing used, reset now", async () => {
+        now = T0 + 4_000;
+        expect(await each("empty", 0)).toEqual({
+          room: true,
+          counted: false,
+          windows: [
+            { limit: 3, windowMs: 10_000, used: 0, remaining: 3, resetAtMs: T0 + 4_000, retryAfterMs: 0 },
+          ],
+        });
+        expect((await each("empty", 1))?.windows[0]).toMatchObject({ used: 1 });
+      });
+
+      it("is counted apart from the category's all-or-none state", async () => {
+        now = T0 + 1_000;
+        await each("apart", 3);
+        const aon = await store.limit({ layers: [at("apart", three)], addend: 3 });
+        expect(aon.kind === "limited" && aon.layers[0]?.counted).toBe(true);
+        expect((await each("apart", 0))?.windows[0]?.used).toBe(3);
+      });
+
+      it("admits exactly `limit` of many concurrent hits, beside another algorithm's layer", async () => {
+        now = T0 + 2_000;
+        const big = rule("fixed-window", [100, 60_000]);
+        const log = rule("sliding-log", [1_000, 60_000]);
+        const results = await Promise.all(
+          Array.from({ length: 300 }, () =>
+            store.limit({ layers: [at("crowd", big), at("crowd-log", log)], mode: "each" }),
+          ),
+        );
+        const rooms = results.map((r) => (r.kind === "limited" ? r.layers.map((l) => l.room) : []));
+        expect(rooms.filter((r) => r[0] === true)).toHaveLength(100);
+        expect(rooms.every((r) => r[1] === true)).toBe(true);
       });
     });
   });

@@ -11,6 +11,7 @@ import {
   type LimitLayer,
   type LimitResult,
 } from "../../ratelimit/limiter.js";
+import { countsByWindow } from "../../ratelimit/reference-window.js";
 import { type Clock, type Subject, userSubject } from "../../ratelimit/types.js";
 import type { MemoryIdentity } from "./identity-store.js";
 import type { MemoryProfiles } from "./profile-store.js";
@@ -38,6 +39,11 @@ export type MemoryLimiterOptions = {
 };
 
 const keyOf = (subject: Subject, category: string): string => `${subject}\u0000${category}`;
+/**
+ * The reference's fixed window (mode each) is kept apart from the category's other state, as the
+ * Redis store keeps it in keys of its own (counted there without a script).
+ */
+const windowKeyOf = (subject: Subject, category: string): string => `${keyOf(subject, category)}\u0000w`;
 
 /** A layer's state matters until its longest window has passed since the last count (gcra: its debt drains). */
 function expiryOf(state: LayerState, nowMs: number, rule: Rule): number {
@@ -86,9 +92,15 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
     const dry = request.dryRun === true;
     const each = request.mode === "each";
     const layers: LimitLayer[] = [...request.layers];
-    const evaluate = (l: LimitLayer) =>
-      evaluateLayer(l.rule, kept.get(keyOf(l.subject, l.category))?.states, nowUs, dry, k);
-    const evaluations: LayerEvaluation[] = layers.map(evaluate);
+    // The request's own layers only: the user's layer (an identity's) keeps its record, as on Redis.
+    const fixedLayers = request.layers.length;
+    const stateKey = (l: LimitLayer, i: number) =>
+      i < fixedLayers && countsByWindow(l.rule, request.mode)
+        ? windowKeyOf(l.subject, l.category)
+        : keyOf(l.subject, l.category);
+    const evaluate = (l: LimitLayer, i: number) =>
+      evaluateLayer(l.rule, kept.get(stateKey(l, i))?.states, nowUs, dry, k);
+    const evaluations: LayerEvaluation[] = layers.map((l, i) => evaluate(l, i));
     const shadow = (i: number) => layers[i]?.shadow === true;
     /**
      * In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does:
@@ -120,7 +132,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
       const subject = asked.kind === "profile" ? asked.subject : userSubject(asked.userId);
       const mine = { subject, category: asked.category, rule };
       layers.push(mine);
-      evaluations.push(evaluate(mine));
+      evaluations.push(evaluate(mine, layers.length - 1));
       identity = {
         tier: touched.tier,
         rule,
@@ -135,7 +147,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
         const evaluation = evaluations[i] as LayerEvaluation;
         if (!evaluation.room && !countsRefused(i)) return;
         const states = evaluation.commit();
-        const key = keyOf(l.subject, l.category);
+        const key = stateKey(l, i);
         const before = kept.get(key);
         const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
         kept.set(key, { states, expiresAtMs: Math.max(before?.expiresAtMs ?? 0, ...expires) });
@@ -153,6 +165,7 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
     limit: (request) => Promise.resolve(limitNow(request)),
 
     reset(subject, categories) {
+      // As on Redis, where the window's key is not known here: the reference's windows stay.
       for (const category of categories) kept.delete(keyOf(subject, category));
       return Promise.resolve();
     },

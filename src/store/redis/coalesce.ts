@@ -7,6 +7,18 @@ type Corkable = { cork(): void; uncork(): void };
 /** The most hot calls one write carries. */
 export const MAX_BATCH = 32;
 
+const perClient = new WeakMap<Redis | Cluster, () => void>();
+
+/** The client's coalescer, one per client: the scripts and the window counters share its writes. */
+export function coalescerOf(redis: Redis | Cluster): () => void {
+  let coalesce = perClient.get(redis);
+  if (coalesce === undefined) {
+    coalesce = createWriteCoalescer(redis);
+    perClient.set(redis, coalesce);
+  }
+  return coalesce;
+}
+
 /**
  * Returns the function a hot call runs before it writes. The first call of a turn corks the
  * connection (on a cluster, every ready master's), and the turn's check phase (setImmediate, after
@@ -19,7 +31,7 @@ export const MAX_BATCH = 32;
  * turn nor reaches Redis as one block that the other processes' checks queue behind. A connection
  * that is not ready is left alone (its commands are queued).
  */
-export function createWriteCoalescer(redis: Redis | Cluster): () => void {
+function createWriteCoalescer(redis: Redis | Cluster): () => void {
   let corked: Corkable[] | undefined;
   let calls = 0;
   const uncork = (): void => {

@@ -13,6 +13,11 @@ export type Keys = {
    * the user hash; any other subject's is its own and expires when no state in it matters.
    */
   record(subject: Subject): string;
+  /**
+   * The counter of the subject's `category` for the fixed window starting at `startMs`, as
+   * envoyproxy/ratelimit keeps one (mode each): a string that INCRBY counts, expiring after its window.
+   */
+  window(subject: Subject, category: string, startMs: number): string;
   user(userId: string): string;
   /** An API key (`k:<id>` subject): its hash, name, tier, user, profile and counter states; deleted on revocation. */
   apiKey(keyId: string): string;
@@ -54,6 +59,7 @@ export function createKeys(prefix: string): Keys {
         : subject.startsWith("k:")
           ? `${prefix}{${subject}}:key`
           : `${prefix}{${subject}}:r`,
+    window: (subject, category, startMs) => `${prefix}{${subject}}:w:${category}:${startMs}`,
     apiKey: (keyId) => `${prefix}{k:${keyId}}:key`,
     apiKeyIndex: `${prefix}{apikeys}:ids`,
     profile: (subject) => `${prefix}{${subject}}:p`,

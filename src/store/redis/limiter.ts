@@ -1,5 +1,6 @@
 // The limiter on Redis: one atomic lua/limit.lua call per request (time from Redis TIME), the
-// session read in the same call. On Redis Cluster a call touches one subject's keys (one slot):
+// session read in the same call; the reference's fixed windows of the rate limit service by INCRBY
+// in the same round trip (window-counts.ts). On Redis Cluster a call touches one subject's keys (one slot):
 // the layers of other subjects (a client address's) are counted in calls of their own, first, and
 // taken back when a later call refuses the request (all-or-none).
 import type { Proof } from "../../auth/subjects.js";
@@ -31,6 +32,7 @@ import { isCluster } from "./is-cluster.js";
 import type { Keys } from "./keys.js";
 import { scriptsOf } from "./loader.js";
 import { LUA_CONSTANTS as C } from "./protocol.js";
+import { createWindowCounter, withWindowCounts } from "./window-counts.js";
 
 export type RedisLimiterOptions = {
   redis: RedisClient;
@@ -205,7 +207,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     return merge(done.map((d) => d.answer.result));
   };
 
-  return {
+  const port: LimiterPort = {
     async limit(request) {
       // One call for every layer (a request is a call of its own), or on a cluster one per subject.
       if (!split) return (await run(request, request, request.dryRun === true)).result;
@@ -220,6 +222,8 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       await redis.hdel(keys.record(subject), ...categories.map((c) => `r:${c}`));
     },
   };
+  // The reference's fixed windows (mode each) without a script; the rest through limit.lua.
+  return withWindowCounts(port, createWindowCounter(redis, keys, clock ?? Date.now));
 }
 
 /** The layers grouped per subject (one slot each), in order, the user's identity with the user's subject, last. */

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
-import { createWriteCoalescer } from "./coalesce.js";
+import { coalescerOf } from "./coalesce.js";
 import { isCluster } from "./is-cluster.js";
 import { luaConstants } from "./protocol.js";
 
@@ -99,7 +99,7 @@ function createScripts(redis: Redis | Cluster): Scripts {
     return loading;
   };
   // One write to Redis per event-loop turn for the limiter's calls, which every check makes.
-  const coalesce = createWriteCoalescer(redis);
+  const coalesce = coalescerOf(redis);
 
   const make =
     (buffers: boolean) =>

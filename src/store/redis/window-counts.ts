@@ -1,0 +1,95 @@
+// The reference's fixed window on Redis without a script (see ratelimit/reference-window.ts): per
+// layer one INCRBY of a key that names the window's start, all sent in the same write as the
+// call's other commands. A script's fixed cost in Redis (FCALL, its argument tables, TIME, the
+// record's HMGET and HSET) is several times an INCRBY's; this is what envoyproxy/ratelimit makes
+// Redis do, less its EXPIRE on every call.
+//
+// The window comes from this process's clock, as the reference's does: tollgate processes whose
+// clocks differ by d count, for d after each boundary, in two windows (the reference has the same
+// property). The key's expiry is set once, by the call that made the key (INCRBY answered exactly
+// its addend), right after the answer and without waiting for it (again for a few seconds if that
+// fails). A process that dies between the two leaves a key without expiry: it never changes an
+// answer (no later window reads it), and at most one is left per layer counted for the first time
+// in its window at that moment.
+import type { LayerResult, LimiterPort, LimitLayer } from "../../ratelimit/limiter.js";
+import { countsByWindow, windowAnswer, windowStartOf } from "../../ratelimit/reference-window.js";
+import type { Clock } from "../../ratelimit/types.js";
+import type { RedisClient } from "./client.js";
+import { coalescerOf } from "./coalesce.js";
+import type { Keys } from "./keys.js";
+
+/**
+ * How long a window's key outlives the window: past it, a process whose clock is behind still finds
+ * its count. Up to a minute (the window itself for a shorter one).
+ */
+const MAX_MARGIN_MS = 60_000;
+/** A key's PEXPIRE that fails (a lost connection) is sent again a second later, this many times. */
+const EXPIRE_RETRIES = 5;
+
+type WindowCounter = (layers: readonly LimitLayer[], k: number, dry: boolean) => Promise<LayerResult[]>;
+
+export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock): WindowCounter {
+  const coalesce = coalescerOf(redis);
+  /** The key's expiry, relative (Redis's clock may differ from ours); tried again while the connection fails. */
+  const expire = (key: string, untilMs: number, attempt = 0): void => {
+    redis.pexpire(key, Math.max(1, untilMs - clock())).catch(() => {
+      if (attempt < EXPIRE_RETRIES) setTimeout(() => expire(key, untilMs, attempt + 1), 1_000).unref();
+    });
+  };
+  return (layers, k, dry) => {
+    const nowMs = clock();
+    const look = dry || k === 0;
+    coalesce();
+    // Every command is sent before any answer is awaited: one round trip (one per slot on a cluster).
+    const answers = layers.map(async (layer): Promise<LayerResult> => {
+      const windowMs = (layer.rule.windows[0] as { windowMs: number }).windowMs;
+      const startMs = windowStartOf(nowMs, windowMs);
+      const key = keys.window(layer.subject, layer.category, startMs);
+      if (look) {
+        const value = await redis.get(key);
+        return windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false);
+      }
+      const count = await redis.incrby(key, k);
+      if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
+      return windowAnswer(layer.rule, count - k, k, nowMs, true);
+    });
+    return Promise.all(answers);
+  };
+}
+
+/**
+ * The port with a request's reference windows (mode each) counted by `count`, in the same round
+ * trip as the script that counts its other layers, if any; answers in the request's layer order.
+ */
+export function withWindowCounts(port: LimiterPort, count: WindowCounter): LimiterPort {
+  return {
+    reset: (subject, categories) => port.reset(subject, categories),
+    async limit(request) {
+      if (request.mode !== "each" || !request.layers.some((l) => countsByWindow(l.rule, "each"))) {
+        return port.limit(request);
+      }
+      const apart: LimitLayer[] = [];
+      const rest: LimitLayer[] = [];
+      const isApart = request.layers.map((l) => {
+        const yes = countsByWindow(l.rule, "each");
+        (yes ? apart : rest).push(l);
+        return yes;
+      });
+      const counted = count(apart, request.addend ?? 1, request.dryRun === true);
+      const others =
+        rest.length > 0 || request.identity !== undefined
+          ? port.limit({ ...request, layers: rest })
+          : undefined;
+      const [mine, theirs] = await Promise.all([counted, others]);
+      if (theirs !== undefined && theirs.kind !== "limited") return theirs;
+      let a = 0;
+      let r = 0;
+      const layers = isApart.map((yes) =>
+        yes ? (mine[a++] as LayerResult) : (theirs?.layers[r++] as LayerResult),
+      );
+      // The user's layer, when the request had an identity, comes last.
+      if (theirs !== undefined) layers.push(...theirs.layers.slice(r));
+      return { kind: "limited", allowed: layers.every((l) => l.room), layers, identity: theirs?.identity };
+    },
+  };
+}
