@@ -4,19 +4,18 @@
 // does with a stream goes through a StreamHandler; its answers through send.ts.
 import type { Socket } from "node:net";
 import { Budget, type Clock } from "./budget.js";
-import { ConnectionError, onPing, onSettings, onWindowUpdate } from "./control.js";
+import { ConnectionError } from "./control.js";
+import { dispatchFrame } from "./dispatch.js";
 import {
   DEFAULT_MAX_FRAME,
   DEFAULT_WINDOW,
   ErrorCode,
-  Flag,
   FRAME_HEADER_BYTES,
   FrameType,
   Limits,
   PREFACE,
   Setting,
 } from "./frames.js";
-import { readHeaders } from "./headers.js";
 import { HpackDecoder } from "./hpack.js";
 import { FrameWriter } from "./output.js";
 import type { H2Stream } from "./stream.js";
@@ -56,8 +55,9 @@ export class H2Connection {
   prefaced = false;
   settled = false;
 
-  private recvWindow: number = Limits.connectionWindow;
-  private recvUnacked = 0;
+  /** What the peer may still send on the connection, and what it sent since the last WINDOW_UPDATE. */
+  recvWindow: number = Limits.connectionWindow;
+  recvUnacked = 0;
   /** Bytes of an incomplete frame, and how many the next step needs. */
   private pending: Buffer[] | undefined;
   private pendingBytes = 0;
@@ -142,7 +142,7 @@ export class H2Connection {
         const id = buf.readUInt32BE(pos + 5) & 0x7fffffff;
         const start = pos + FRAME_HEADER_BYTES;
         pos = start + length;
-        this.frame(type, flags, id, buf, start, pos);
+        dispatchFrame(this, type, flags, id, buf, start, pos);
         if (this.dead) return;
       }
     } catch (error) {
@@ -155,118 +155,6 @@ export class H2Connection {
     this.pending = [rest];
     this.pendingBytes = rest.length;
     this.need = need;
-  }
-
-  private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (this.block !== undefined && type !== FrameType.CONTINUATION) {
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "a frame inside a header block");
-    }
-    if (!this.settled) {
-      if (type !== FrameType.SETTINGS || flags & Flag.ACK) {
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "the first frame is not SETTINGS");
-      }
-      this.settled = true;
-    }
-    switch (type) {
-      case FrameType.DATA:
-        return this.onData(flags, id, buf, start, end);
-      case FrameType.HEADERS:
-      case FrameType.CONTINUATION:
-        return readHeaders(this, type, flags, id, buf, start, end);
-      case FrameType.PRIORITY:
-        if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "PRIORITY on stream 0");
-        if (end - start !== 5)
-          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "PRIORITY of a bad length");
-        return this.idleFrame();
-      case FrameType.RST_STREAM:
-        return this.onReset(id, start, end);
-      case FrameType.SETTINGS:
-        this.idleFrame();
-        return onSettings(this, flags, id, buf, start, end);
-      case FrameType.PING:
-        this.idleFrame();
-        return onPing(this, flags, id, buf, start, end);
-      case FrameType.GOAWAY:
-        if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream");
-        // The client leaves: its calls in flight are answered, then the connection closes.
-        if (this.goawayLast < 0) this.goawayLast = this.lastStream;
-        if (this.streams.size === 0) this.socket.end();
-        return;
-      case FrameType.WINDOW_UPDATE:
-        return onWindowUpdate(this, id, buf, start, end);
-      case FrameType.PUSH_PROMISE:
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "PUSH_PROMISE from a client");
-      default:
-        // Unknown frame types are ignored (section 4.1), within the budget of frames that carry no work.
-        return this.idleFrame();
-    }
-  }
-
-  private onData(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0");
-    const length = end - start;
-    if (length > this.recvWindow)
-      throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, "DATA beyond the window");
-    // The connection's window is credited as data arrives: what a call holds is bounded by the
-    // gRPC layer's per-connection byte budget, not by making the client wait.
-    this.recvWindow -= length;
-    this.recvUnacked += length;
-    if (this.recvUnacked >= Limits.connectionWindow / 2) {
-      this.writer.windowUpdate(0, this.recvUnacked);
-      this.recvWindow += this.recvUnacked;
-      this.recvUnacked = 0;
-    }
-    let from = start;
-    let to = end;
-    if (flags & Flag.PADDED) {
-      const pad = length > 0 ? (buf[start] as number) : 0;
-      if (length === 0 || pad >= length)
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "padding beyond the frame");
-      from = start + 1;
-      to = end - pad;
-    }
-    const stream = this.streams.get(id);
-    if (stream === undefined) {
-      this.closedStreamFrame(id);
-      return;
-    }
-    if (stream.remoteEnded) {
-      this.resetStream(stream, ErrorCode.STREAM_CLOSED);
-      return;
-    }
-    if (length > stream.recvWindow) {
-      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
-      return;
-    }
-    stream.recvWindow -= length;
-    const endStream = (flags & Flag.END_STREAM) !== 0;
-    if (to > from) this.handler.data(stream, buf.subarray(from, to));
-    else if (!endStream) this.idleFrame();
-    if (stream.closed) return;
-    if (endStream) {
-      this.remoteEnd(stream);
-      return;
-    }
-    const consumed = Limits.streamWindow - stream.recvWindow;
-    if (consumed >= Limits.streamWindow / 2) {
-      this.writer.windowUpdate(id, consumed);
-      stream.recvWindow += consumed;
-    }
-  }
-
-  private onReset(id: number, start: number, end: number): void {
-    if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on stream 0");
-    if (end - start !== 4)
-      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "RST_STREAM of a bad length");
-    const stream = this.streams.get(id);
-    if (stream === undefined) {
-      if (id > this.lastStream)
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on an idle stream");
-      this.idleFrame();
-      return;
-    }
-    this.spendReset();
-    this.closeStream(stream, true);
   }
 
   /** A frame for a stream that is not open: idle (never opened) or closed. */

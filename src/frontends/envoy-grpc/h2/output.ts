@@ -25,7 +25,10 @@ export class FrameWriter {
   /** Room for `bytes` more; returns the offset in `this.buf` where they go. */
   reserve(bytes: number): Buffer {
     if (this.pos + bytes > this.arena.length) {
-      if (this.pos > this.start) (this.full ??= []).push(this.arena.subarray(this.start, this.pos));
+      if (this.pos > this.start) {
+        this.full ??= [];
+        this.full.push(this.arena.subarray(this.start, this.pos));
+      }
       this.arena = Buffer.allocUnsafe(Math.max(ARENA_BYTES, bytes));
       this.start = 0;
       this.pos = 0;

@@ -32,7 +32,8 @@ export function sendData(connection: H2Connection, stream: H2Stream, payload: Bu
     if (end) connection.localEnd(stream);
     return;
   }
-  (stream.queue ??= []).push(payload);
+  stream.queue ??= [];
+  stream.queue.push(payload);
   stream.queued += length;
   if (end) stream.queuedEnd = true;
   if (stream.queued > Limits.maxQueuedPerStream) {
