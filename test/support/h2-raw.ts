@@ -31,7 +31,12 @@ export const E = {
 
 export type Frame = { type: number; flags: number; stream: number; payload: Buffer };
 
-export function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+export function frame(
+  type: number,
+  flags: number,
+  stream: number,
+  payload: Buffer = Buffer.alloc(0),
+): Buffer {
   const head = Buffer.alloc(9);
   head.writeUIntBE(payload.length, 0, 3);
   head[3] = type;

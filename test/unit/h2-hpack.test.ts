@@ -20,7 +20,9 @@ describe("HPACK field representations (RFC 7541 C.2)", () => {
 
   it("leaves the table alone for literals without indexing and never indexed (C.2.2, C.2.3)", () => {
     const decoder = new HpackDecoder(4096, 65536);
-    expect(decoder.decode(hex("040c 2f73 616d 706c 652f 7061 7468")).headers).toEqual({ ":path": "/sample/path" });
+    expect(decoder.decode(hex("040c 2f73 616d 706c 652f 7061 7468")).headers).toEqual({
+      ":path": "/sample/path",
+    });
     expect(decoder.decode(hex("1008 7061 7373 776f 7264 0673 6563 7265 74")).headers).toEqual({
       password: "secret",
     });
@@ -243,7 +245,9 @@ describe("the encoder's blocks", () => {
       ["grpc-status", "16"],
       ["grpc-message", "x".repeat(300)],
     ] as const;
-    expect(new HpackDecoder(4096, 65536).decode(encodeBlock(fields)).headers).toEqual(Object.fromEntries(fields));
+    expect(new HpackDecoder(4096, 65536).decode(encodeBlock(fields)).headers).toEqual(
+      Object.fromEntries(fields),
+    );
     expect(new HpackDecoder(4096, 65536).decode(encodeBlock([[":status", "415"]])).headers).toEqual({
       ":status": "415",
     });
