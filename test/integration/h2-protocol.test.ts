@@ -299,13 +299,13 @@ describe("abuse bounds", () => {
         ...Array.from({ length: 17 }, () => frame(T.CONTINUATION, 0, 1, Buffer.alloc(16_000))),
       ],
     ],
-    ["a PING flood", () => Array.from({ length: 10_100 }, () => frame(T.PING, 0, 0, Buffer.alloc(8)))],
-    ["a SETTINGS flood", () => Array.from({ length: 10_100 }, () => settings())],
+    ["a PING flood", () => Array.from({ length: 20_000 }, () => frame(T.PING, 0, 0, Buffer.alloc(8)))],
+    ["a SETTINGS flood", () => Array.from({ length: 20_000 }, () => settings())],
     [
       "an empty DATA flood",
       () => [
         frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders(ECHO)),
-        ...Array.from({ length: 10_100 }, () => frame(T.DATA, 0, 1)),
+        ...Array.from({ length: 20_000 }, () => frame(T.DATA, 0, 1)),
       ],
     ],
   ])("ends %s with ENHANCE_YOUR_CALM", async (_name, make) => {
