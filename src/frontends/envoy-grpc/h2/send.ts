@@ -32,15 +32,16 @@ export function sendData(connection: H2Connection, stream: H2Stream, payload: Bu
     if (end) connection.localEnd(stream);
     return;
   }
+  if (stream.queue !== undefined && stream.queued + length > Limits.maxQueuedPerStream) {
+    // A peer that never opens its window must not make a stream that keeps writing (Watch) hold
+    // its messages without bound. The first payload always waits: it is an answer already made.
+    connection.resetStream(stream, ErrorCode.CANCEL);
+    return;
+  }
   stream.queue ??= [];
   stream.queue.push(payload);
   stream.queued += length;
   if (end) stream.queuedEnd = true;
-  if (stream.queued > Limits.maxQueuedPerStream) {
-    // A peer that never opens its window must not make the server hold its answers without bound.
-    connection.resetStream(stream, ErrorCode.CANCEL);
-    return;
-  }
   pump(connection, stream);
 }
 
