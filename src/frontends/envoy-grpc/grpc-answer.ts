@@ -3,10 +3,9 @@
 // constant header blocks are encoded once; each function is a no-op on a stream already closed.
 
 import { Framed } from "./grpc-protocol.js";
-import type { H2Connection } from "./h2/connection.js";
 import { encodeBlock } from "./h2/encode.js";
 import { respond, sendUnary } from "./h2/send.js";
-import type { H2Stream } from "./h2/stream.js";
+import type { Connection, H2Stream } from "./h2/state.js";
 
 const RESPONSE_FIELDS = [
   [":status", "200"],
@@ -24,12 +23,7 @@ function statusMessage(message: string): string {
 }
 
 /** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
-export function trailersOnly(
-  connection: H2Connection,
-  stream: H2Stream,
-  code: number,
-  message: string,
-): void {
+export function trailersOnly(connection: Connection, stream: H2Stream, code: number, message: string): void {
   if (stream.closed || stream.headersSent) return;
   const block = encodeBlock([
     ...RESPONSE_FIELDS,
@@ -40,13 +34,13 @@ export function trailersOnly(
 }
 
 /** An HTTP answer with no body, for a request that is not a gRPC call. */
-export function httpStatus(connection: H2Connection, stream: H2Stream, status: number): void {
+export function httpStatus(connection: Connection, stream: H2Stream, status: number): void {
   if (stream.closed || stream.headersSent) return;
   respond(connection, stream, encodeBlock([[":status", String(status)]]), true);
 }
 
 /** A unary call's answer: its message, then OK in the trailers. */
-export function unaryAnswer(connection: H2Connection, stream: H2Stream, message: Uint8Array | Framed): void {
+export function unaryAnswer(connection: Connection, stream: H2Stream, message: Uint8Array | Framed): void {
   if (message instanceof Framed)
     sendUnary(connection, stream, RESPONSE_HEADERS, message.bytes, true, OK_TRAILERS);
   else sendUnary(connection, stream, RESPONSE_HEADERS, message, false, OK_TRAILERS);

@@ -15,8 +15,7 @@ import {
   unframe,
 } from "./grpc-protocol.js";
 import { serveStream, streamCloses } from "./grpc-stream.js";
-import type { StreamHandler } from "./h2/connection.js";
-import type { H2Stream } from "./h2/stream.js";
+import type { H2Stream, StreamHandler } from "./h2/state.js";
 
 /** What the gRPC server counts per connection: request bytes held across its calls. */
 export type ConnectionBudget = { buffered: number };

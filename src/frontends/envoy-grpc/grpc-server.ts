@@ -7,10 +7,9 @@ import type { RpcObserver } from "../front-end.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
 import { type ConnectionBudget, createCallHandler } from "./grpc-call.js";
 import type { GrpcMethod } from "./grpc-protocol.js";
-import type { H2Connection } from "./h2/connection.js";
 import { ErrorCode } from "./h2/frames.js";
 import { createH2Server } from "./h2/server.js";
-import type { H2Stream } from "./h2/stream.js";
+import type { Connection, H2Stream } from "./h2/state.js";
 
 export type GrpcServerOptions = {
   /** By full path, `/package.Service/Method`. */
@@ -42,7 +41,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const streams = new Set<() => void>();
-  const budgets = new WeakMap<H2Connection, ConnectionBudget>();
+  const budgets = new WeakMap<Connection, ConnectionBudget>();
   /** Streams whose request is still arriving, with the second they opened: reset past REQUEST_TIMEOUT_MS. */
   const arriving = new Map<H2Stream, number>();
   /** Seconds since the server started, counted by the sweep: a clock that costs nothing to read per call. */

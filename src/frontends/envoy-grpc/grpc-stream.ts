@@ -4,7 +4,7 @@
 import { OK_TRAILERS, RESPONSE_HEADERS, trailersOnly } from "./grpc-answer.js";
 import { framed, GrpcError, type GrpcMethod, GrpcStatus, statusName } from "./grpc-protocol.js";
 import { respond, sendData, sendTrailers } from "./h2/send.js";
-import type { H2Stream } from "./h2/stream.js";
+import type { H2Stream } from "./h2/state.js";
 
 /** The close listener of each streaming call, by its stream: called by the call handler's close. */
 export const streamCloses = new WeakMap<H2Stream, () => void>();

@@ -4,8 +4,8 @@
 // does with a stream goes through a StreamHandler; its answers through send.ts.
 import type { Socket } from "node:net";
 import { Budget, type Clock } from "./budget.js";
-import { ConnectionError } from "./control.js";
 import { dispatchFrame } from "./dispatch.js";
+import { ConnectionError } from "./errors.js";
 import {
   DEFAULT_MAX_FRAME,
   DEFAULT_WINDOW,
@@ -18,24 +18,14 @@ import {
 } from "./frames.js";
 import { HpackDecoder } from "./hpack.js";
 import { FrameWriter } from "./output.js";
-import type { H2Stream } from "./stream.js";
-
-export type StreamHandler = {
-  /** A stream's request headers have arrived. */
-  open(stream: H2Stream): void;
-  data(stream: H2Stream, chunk: Buffer): void;
-  /** The client ended its half of the stream. */
-  end(stream: H2Stream): void;
-  /** The stream is gone, once: `cancelled` when it was reset or its connection ended before the server's answer. */
-  close(stream: H2Stream, cancelled: boolean): void;
-};
+import type { Connection, H2Stream, StreamHandler } from "./state.js";
 
 /** Stream ids the server reset, kept a while: frames the peer sent meanwhile are ignored (section 5.1). */
 const RECENT_RESETS = 1024;
 /** After GOAWAY for an error, how long the peer has to close before the socket is destroyed. */
 const CLOSE_GRACE_MS = 1000;
 
-export class H2Connection {
+export class H2Connection implements Connection {
   readonly streams = new Map<number, H2Stream>();
   readonly writer: FrameWriter;
   readonly decoder = new HpackDecoder(Limits.headerTableSize, Limits.maxHeaderListSize);

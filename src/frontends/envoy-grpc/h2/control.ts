@@ -1,21 +1,12 @@
 // The connection-level frames (RFC 9113 sections 6.5, 6.7, 6.8, 6.9): SETTINGS validated and
 // acknowledged, PING answered, the peer's GOAWAY noted, WINDOW_UPDATE crediting the send windows.
-import type { H2Connection } from "./connection.js";
+import { ConnectionError } from "./errors.js";
 import { ErrorCode, Flag, FrameType, MAX_WINDOW, Setting, validMaxFrameSize } from "./frames.js";
 import { pump } from "./send.js";
-
-/** A connection error: thrown inside frame handling, caught by the reader, which sends GOAWAY. */
-export class ConnectionError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+import type { Connection } from "./state.js";
 
 export function onSettings(
-  c: H2Connection,
+  c: Connection,
   flags: number,
   id: number,
   buf: Buffer,
@@ -61,7 +52,7 @@ export function onSettings(
 }
 
 export function onPing(
-  c: H2Connection,
+  c: Connection,
   flags: number,
   id: number,
   buf: Buffer,
@@ -74,7 +65,7 @@ export function onPing(
   c.writer.frame(FrameType.PING, Flag.ACK, 0, buf.subarray(start, end));
 }
 
-export function onWindowUpdate(c: H2Connection, id: number, buf: Buffer, start: number, end: number): void {
+export function onWindowUpdate(c: Connection, id: number, buf: Buffer, start: number, end: number): void {
   if (end - start !== 4)
     throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "WINDOW_UPDATE of a bad length");
   const increment = buf.readUInt32BE(start) & 0x7fffffff;
@@ -105,7 +96,7 @@ export function onWindowUpdate(c: H2Connection, id: number, buf: Buffer, start: 
   if (stream.queue !== undefined) pump(c, stream);
 }
 
-function pumpBlocked(c: H2Connection): void {
+function pumpBlocked(c: Connection): void {
   // A copy: pump puts a stream its own window still holds back into the set.
   for (const stream of [...c.blocked]) {
     if (c.sendWindow <= 0) return;

@@ -2,13 +2,14 @@
 // both receive windows, RST_STREAM within the reset budget, PRIORITY and unknown types ignored
 // within the budget of frames without work; header blocks, SETTINGS, PING and WINDOW_UPDATE to
 // their own files.
-import type { H2Connection } from "./connection.js";
-import { ConnectionError, onPing, onSettings, onWindowUpdate } from "./control.js";
+import { onPing, onSettings, onWindowUpdate } from "./control.js";
+import { ConnectionError } from "./errors.js";
 import { ErrorCode, Flag, FrameType, Limits } from "./frames.js";
 import { readHeaders } from "./headers.js";
+import type { Connection } from "./state.js";
 
 export function dispatchFrame(
-  c: H2Connection,
+  c: Connection,
   type: number,
   flags: number,
   id: number,
@@ -67,7 +68,7 @@ export function dispatchFrame(
   }
 }
 
-function onData(c: H2Connection, flags: number, id: number, buf: Buffer, start: number, end: number): void {
+function onData(c: Connection, flags: number, id: number, buf: Buffer, start: number, end: number): void {
   if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "DATA on stream 0");
   const length = end - start;
   if (length > c.recvWindow)
@@ -119,7 +120,7 @@ function onData(c: H2Connection, flags: number, id: number, buf: Buffer, start: 
   }
 }
 
-function onReset(c: H2Connection, id: number, start: number, end: number): void {
+function onReset(c: Connection, id: number, start: number, end: number): void {
   if (id === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "RST_STREAM on stream 0");
   if (end - start !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, "RST_STREAM of a bad length");
   const stream = c.streams.get(id);

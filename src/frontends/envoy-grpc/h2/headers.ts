@@ -2,14 +2,14 @@
 // stripped, a block gathered across frames within bounds (CONTINUATION floods), decoded always (the
 // HPACK table must follow the peer's), then a new stream opened, a request's trailers taken, or the
 // frame answered by the stream rules: even or decreasing ids, closed streams, too many streams.
-import type { H2Connection } from "./connection.js";
-import { ConnectionError } from "./control.js";
+import { ConnectionError } from "./errors.js";
 import { ErrorCode, Flag, FrameType, Limits } from "./frames.js";
 import { type Decoded, HpackError } from "./hpack.js";
-import { H2Stream } from "./stream.js";
+import type { Connection } from "./state.js";
+import { H2Stream } from "./state.js";
 
 export function readHeaders(
-  c: H2Connection,
+  c: Connection,
   type: number,
   flags: number,
   id: number,
@@ -66,7 +66,7 @@ export function readHeaders(
   complete(c, id, endStream, buf, from, to, selfDependent);
 }
 
-function decode(c: H2Connection, buf: Buffer, from: number, to: number): Decoded {
+function decode(c: Connection, buf: Buffer, from: number, to: number): Decoded {
   try {
     return c.decoder.decode(buf, from, to);
   } catch (error) {
@@ -76,7 +76,7 @@ function decode(c: H2Connection, buf: Buffer, from: number, to: number): Decoded
 }
 
 function complete(
-  c: H2Connection,
+  c: Connection,
   id: number,
   endStream: boolean,
   buf: Buffer,
@@ -131,7 +131,7 @@ function complete(
   if (endStream && !stream.closed) c.handler.end(stream);
 }
 
-function refuse(c: H2Connection, id: number, code: number): void {
+function refuse(c: Connection, id: number, code: number): void {
   c.writer.rstStream(id, code);
   c.noteReset(id);
 }

@@ -1,14 +1,13 @@
 // The answer side of a stream: HEADERS, DATA within the peer's flow-control windows (RFC 9113
 // section 5.2; what does not fit waits on the stream until WINDOW_UPDATE, within a bound), trailers
 // after the last DATA, and a unary answer's three frames written together when the windows allow.
-import type { H2Connection } from "./connection.js";
 import { ErrorCode, Flag, FRAME_HEADER_BYTES, FrameType, Limits } from "./frames.js";
-import type { H2Stream } from "./stream.js";
+import type { Connection, H2Stream } from "./state.js";
 
 const PREFIX_BYTES = 5;
 
 /** Response HEADERS (a block that fits one frame: tollgate's are a few hundred bytes at most). */
-export function respond(connection: H2Connection, stream: H2Stream, block: Buffer, end: boolean): void {
+export function respond(connection: Connection, stream: H2Stream, block: Buffer, end: boolean): void {
   if (stream.localEnded || stream.headersSent) return;
   stream.headersSent = true;
   const flags = end ? Flag.END_HEADERS | Flag.END_STREAM : Flag.END_HEADERS;
@@ -17,7 +16,7 @@ export function respond(connection: H2Connection, stream: H2Stream, block: Buffe
 }
 
 /** A DATA payload, sent now as far as the windows allow, the rest queued. */
-export function sendData(connection: H2Connection, stream: H2Stream, payload: Buffer, end: boolean): void {
+export function sendData(connection: Connection, stream: H2Stream, payload: Buffer, end: boolean): void {
   if (stream.localEnded || stream.queuedEnd) return;
   const length = payload.length;
   if (
@@ -46,7 +45,7 @@ export function sendData(connection: H2Connection, stream: H2Stream, payload: Bu
 }
 
 /** Trailers (END_STREAM): after whatever DATA still waits for window. */
-export function sendTrailers(connection: H2Connection, stream: H2Stream, block: Buffer): void {
+export function sendTrailers(connection: Connection, stream: H2Stream, block: Buffer): void {
   if (stream.localEnded || stream.queuedEnd) return;
   if (stream.queue !== undefined) {
     stream.queuedTrailers = block;
@@ -62,7 +61,7 @@ export function sendTrailers(connection: H2Connection, stream: H2Stream, block: 
  * reservation of the connection's output when the message fits the windows and a frame.
  */
 export function sendUnary(
-  connection: H2Connection,
+  connection: Connection,
   stream: H2Stream,
   head: Buffer,
   message: Uint8Array,
@@ -101,7 +100,7 @@ function withPrefix(message: Uint8Array): Buffer {
 }
 
 /** Sends what the windows now allow of a stream's queue, then its end once the queue is empty. */
-export function pump(connection: H2Connection, stream: H2Stream): void {
+export function pump(connection: Connection, stream: H2Stream): void {
   const queue = stream.queue;
   if (queue === undefined || stream.closed) return;
   const { writer } = connection;

@@ -4,7 +4,8 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import type { Clock } from "./budget.js";
-import { H2Connection, type StreamHandler } from "./connection.js";
+import { H2Connection } from "./connection.js";
+import type { StreamHandler } from "./state.js";
 
 /** Dead peers (a sidecar's host gone without a FIN) are found by TCP keepalive after this long idle. */
 const KEEPALIVE_MS = 30_000;
