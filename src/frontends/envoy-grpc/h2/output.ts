@@ -1,6 +1,8 @@
 // A connection's outgoing frames: written into one growing buffer as they are made and handed to the
-// socket in one write per event-loop turn, so that a turn's answers (often many, from one read of
-// many requests) cost one syscall, and a unary answer's three frames never leave apart.
+// socket in one write once the current callback and its promise jobs are done (process.nextTick:
+// measured against setImmediate, the same calls/s and latency, less CPU per call), so that the
+// answers of one read of many requests, or of one Redis reply, cost one syscall, and a unary
+// answer's three frames never leave apart.
 import type { Socket } from "node:net";
 import { FRAME_HEADER_BYTES, FrameType, Limits } from "./frames.js";
 
@@ -35,7 +37,7 @@ export class FrameWriter {
     }
     if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(flushWriter, this);
+      process.nextTick(flushWriter, this);
     }
     return this.arena;
   }
