@@ -302,6 +302,13 @@ describe("abuse bounds", () => {
     ["a PING flood", () => Array.from({ length: 20_000 }, () => frame(T.PING, 0, 0, Buffer.alloc(8)))],
     ["a SETTINGS flood", () => Array.from({ length: 20_000 }, () => settings())],
     [
+      "DATA on a stream the server reset",
+      () => [
+        frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders("/t.T/Nope")),
+        ...Array.from({ length: 20_000 }, () => frame(T.DATA, 0, 1, Buffer.alloc(1))),
+      ],
+    ],
+    [
       "an empty DATA flood",
       () => [
         frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders(ECHO)),

@@ -151,8 +151,12 @@ export class H2Connection implements Connection {
   closedStreamFrame(id: number): void {
     if (id > this.lastStream)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "a frame on an idle stream");
-    // Frames the peer sent before it saw the server's RST_STREAM are ignored (section 5.1, closed).
-    if (this.resetByUs.has(id)) return;
+    // Frames the peer sent before it saw the server's RST_STREAM are ignored (section 5.1, closed),
+    // within the budget of frames without work: a peer cannot keep sending on a reset stream.
+    if (this.resetByUs.has(id)) {
+      this.idleFrame();
+      return;
+    }
     throw new ConnectionError(ErrorCode.STREAM_CLOSED, "a frame on a closed stream");
   }
 
