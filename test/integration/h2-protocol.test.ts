@@ -230,6 +230,35 @@ describe("frames", () => {
   });
 });
 
+describe("the drain", () => {
+  it("sends GOAWAY with the last stream taken, ignores streams opened after it, answers the one in flight, then closes", async () => {
+    const draining = await startTestServer();
+    try {
+      const client = await RawClient.connect(draining.port);
+      call(client, 1, Buffer.from("in flight"), "/t.T/Hold");
+      await expect.poll(() => draining.held()).toBe(1);
+      const drained = draining.drain();
+      const goaway = await client.waitFor((f) => f.type === T.GOAWAY);
+      expect(goaway.payload.readUInt32BE(0)).toBe(1);
+      expect(goaway.payload.readUInt32BE(4)).toBe(E.NO_ERROR);
+      // A call the client sent before it saw the GOAWAY: never started, its frames ignored.
+      call(client, 3, Buffer.from("too late"));
+      client.send(frame(T.DATA, F.END_STREAM, 3, Buffer.alloc(2)));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      draining.release();
+      const result = await answer(client, 1);
+      expect(result.status).toBe("0");
+      expect(result.data.subarray(5).toString()).toBe("in flight");
+      expect(client.frames.some((f) => f.stream === 3)).toBe(false);
+      await client.closedBy();
+      await drained;
+      expect(draining.started).toBe(1);
+    } finally {
+      await draining.close();
+    }
+  });
+});
+
 describe("flow control of the answers", () => {
   it("sends an answer within a one-byte window as the client opens it, trailers last", async () => {
     const client = await connect();

@@ -207,6 +207,9 @@ export function createCallHandler(server: {
       release(call);
       answer(stream, call, unframe(body));
     },
+    error(error) {
+      onError(error, UNKNOWN_METHOD, undefined);
+    },
     close(stream) {
       const call = stream.call as Call | undefined;
       if (call === undefined) return;

@@ -136,8 +136,14 @@ export class H2Connection implements Connection {
         if (this.dead) return;
       }
     } catch (error) {
-      if (error instanceof ConnectionError) this.fail(error.code);
-      else throw error;
+      if (error instanceof ConnectionError) {
+        this.fail(error.code);
+        return;
+      }
+      // A fault of the server's own (never the peer's bytes, which end in a ConnectionError) ends this
+      // connection, not the process.
+      this.handler.error(error);
+      this.fail(ErrorCode.INTERNAL_ERROR);
     }
   }
 
@@ -149,8 +155,11 @@ export class H2Connection implements Connection {
 
   /** A frame for a stream that is not open: idle (never opened) or closed. */
   closedStreamFrame(id: number): void {
-    if (id > this.lastStream)
+    // Streams opened after the server's GOAWAY were never taken: their frames are ignored (section 6.8).
+    if (this.goawayLast >= 0 && id > this.goawayLast && id <= this.lastStream) return;
+    if (id > this.lastStream) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "a frame on an idle stream");
+    }
     // Frames the peer sent before it saw the server's RST_STREAM are ignored (section 5.1, closed),
     // within the budget of frames without work: a peer cannot keep sending on a reset stream.
     if (this.resetByUs.has(id)) {

@@ -6,7 +6,8 @@
 import type { Socket } from "node:net";
 import { FRAME_HEADER_BYTES, FrameType, Limits } from "./frames.js";
 
-const ARENA_BYTES = 64 * 1024;
+/** Room for a few dozen answers: an idle connection holds one such buffer. */
+const ARENA_BYTES = 16 * 1024;
 
 export class FrameWriter {
   private arena = Buffer.allocUnsafe(ARENA_BYTES);

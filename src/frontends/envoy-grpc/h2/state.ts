@@ -16,6 +16,8 @@ export type StreamHandler = {
   end(stream: H2Stream): void;
   /** The stream is gone, once: `cancelled` when it was reset or its connection ended before the server's answer. */
   close(stream: H2Stream, cancelled: boolean): void;
+  /** An unexpected failure while a frame was handled: the connection ends with INTERNAL_ERROR. */
+  error(error: unknown): void;
 };
 
 export type Connection = {
