@@ -287,6 +287,23 @@ describe("flow control of the answers", () => {
 });
 
 describe("abuse bounds", () => {
+  it("resets a streaming call whose client never opens its window once 1 MiB more waits, and tells the method", async () => {
+    const client = await connect();
+    client.send(settings([[4, 0]]));
+    const message = grpcMessage(Buffer.alloc(300_000, 5));
+    const chunks = [frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders("/t.T/Watch"))];
+    for (let at = 0; at < message.length; at += 16_384) {
+      const end = Math.min(message.length, at + 16_384);
+      chunks.push(frame(T.DATA, end === message.length ? F.END_STREAM : 0, 1, message.subarray(at, end)));
+    }
+    client.send(...chunks);
+    // Watch writes its 300 kB request back every 200 ms: the fifth write passes the bound.
+    expect(await client.reset(1, 5000)).toBe(E.CANCEL);
+    await expect.poll(() => server.watches.size).toBe(0);
+    expect(client.frames.some((f) => f.type === T.DATA && f.stream === 1)).toBe(false);
+    client.close();
+  });
+
   it("refuses a stream beyond SETTINGS_MAX_CONCURRENT_STREAMS with REFUSED_STREAM", async () => {
     const client = await connect();
     const frames: Buffer[] = [];
