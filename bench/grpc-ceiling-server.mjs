@@ -1,7 +1,8 @@
 // The gRPC ceiling that tollgate's gRPC Check is compared with, run by bench/run.mjs as its own
-// process: tollgate's own gRPC server stack (createGrpcServer from dist/, node:http2 with its framing,
-// trailers and status handling) with one unary method that reads the request and answers an empty
-// message, so that a row against it costs everything a Check costs except the check itself.
+// process: tollgate's own gRPC server stack (createGrpcServer from dist/, on tollgate's own HTTP/2
+// with its framing, trailers and status handling) with one unary method that reads the request and
+// answers an empty message, so that a row against it costs everything a Check costs except the check
+// itself.
 // Env: PORT, HOST. The method: /tollgate.bench.Ceiling/Empty (GRPC_CEILING_METHOD in bench/lib/grpc.mjs).
 import { createGrpcServer } from "../dist/src/frontends/envoy-grpc/grpc-server.js";
 

@@ -1,5 +1,5 @@
 // The tests' gRPC client: @grpc/grpc-js with @grpc/proto-loader, a different gRPC implementation
-// from tollgate's own server (node:http2 framing, src/frontends/envoy-grpc/grpc-server.ts), over the
+// from tollgate's own server (its own HTTP/2, src/frontends/envoy-grpc/h2/), over the
 // same .proto files.
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";

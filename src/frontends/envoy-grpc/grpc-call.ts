@@ -1,10 +1,10 @@
 // One unary or server-streaming call on tollgate's gRPC server (grpc-server.ts): its request
 // gathered chunk by chunk within the connection's byte budget, the method run, its answer or failure
-// written, and the call counted once as finished. The stream listeners are made once per server and
-// find their call on the stream (`this`), so that a call costs one small object, not a set of closures.
-import type * as http2 from "node:http2";
+// written, and the call counted once as finished. One handler object serves every stream of the
+// server; a call costs one small object, kept on its stream.
 import { requestIdOf } from "../../process/request-id.js";
 import type { RpcObserver } from "../front-end.js";
+import { httpStatus, trailersOnly, unaryAnswer } from "./grpc-answer.js";
 import {
   Framed,
   GrpcError,
@@ -12,23 +12,19 @@ import {
   GrpcStatus,
   PREFIX_BYTES,
   statusName,
-  trailersOnly,
-  unaryAnswer,
   unframe,
-  writable,
 } from "./grpc-protocol.js";
-import { serveStream } from "./grpc-stream.js";
+import { serveStream, streamCloses } from "./grpc-stream.js";
+import type { H2Stream, StreamHandler } from "./h2/state.js";
 
-/** What the server knows of one connection. */
-export type SessionState = { peer: string | undefined; buffered: number; open: number; seen: number };
+/** What the gRPC server counts per connection: request bytes held across its calls. */
+export type ConnectionBudget = { buffered: number };
 
-/** A call while its request arrives, kept on its stream: the stream's listeners are shared, not made per call. */
-export type Call = {
+/** A call while its request arrives, kept on its stream. */
+type Call = {
   name: string;
   method: GrpcMethod;
-  /** The call's metadata (its HTTP/2 request headers). */
-  headers: http2.IncomingHttpHeaders;
-  state: SessionState | undefined;
+  budget: ConnectionBudget;
   /** The request's first chunk; `more` holds the rest when it came in several. */
   first: Buffer | undefined;
   more: Buffer[] | undefined;
@@ -38,130 +34,190 @@ export type Call = {
   refused: boolean;
   finished: boolean;
 };
-export const CALL = Symbol("call");
-export type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
 
 const EMPTY = Buffer.alloc(0);
+const UNKNOWN_METHOD = "unknown";
 
-export function createCallListeners(server: {
-  /** Streams whose request is still arriving. */
-  arriving: Map<http2.ServerHttp2Stream, number>;
+export function createCallHandler(server: {
+  methods: ReadonlyMap<string, GrpcMethod>;
+  /** Each connection's budget. */
+  budgetOf(stream: H2Stream): ConnectionBudget;
+  /** Streams whose request is still arriving, with the second they opened. */
+  arriving: Map<H2Stream, number>;
+  clock: { seconds: number };
   /** The server-streaming calls open, each by its `end`. */
   streams: Set<() => void>;
   maxMessageBytes: number;
   sessionBufferBytes: number;
   observer: RpcObserver | undefined;
   onError(error: unknown, method: string, requestId: string | undefined): void;
-}) {
-  const { arriving, streams, maxMessageBytes, sessionBufferBytes, observer, onError } = server;
+}): StreamHandler {
+  const { methods, arriving, clock, streams, maxMessageBytes, sessionBufferBytes, observer, onError } =
+    server;
   const finish = (call: Call, status: string): void => {
     if (call.finished) return;
     call.finished = true;
     observer?.finished(call.name, status);
   };
   const release = (call: Call): void => {
-    if (call.state !== undefined) call.state.buffered -= call.held;
+    call.budget.buffered -= call.held;
     call.held = 0;
   };
-  const fail = (stream: http2.ServerHttp2Stream, call: Call, error: unknown): void => {
+  const fail = (stream: H2Stream, call: Call, error: unknown): void => {
+    // Counted before the answer is written: writing it closes the stream, which counts CANCELLED.
     if (error instanceof GrpcError) {
-      trailersOnly(stream, error.code, error.message);
       finish(call, statusName(error.code));
+      trailersOnly(stream.connection, stream, error.code, error.message);
       return;
     }
-    onError(error, call.name, requestIdOf(call.headers["x-request-id"]));
-    trailersOnly(stream, GrpcStatus.INTERNAL, "the call could not be completed");
+    onError(error, call.name, requestIdOf(stream.headers["x-request-id"]));
     finish(call, "INTERNAL");
+    trailersOnly(stream.connection, stream, GrpcStatus.INTERNAL, "the call could not be completed");
   };
-  const refuse = (stream: http2.ServerHttp2Stream, call: Call, message: string): void => {
+  const refuse = (stream: H2Stream, call: Call, message: string): void => {
     call.refused = true;
     call.first = undefined;
     call.more = undefined;
     arriving.delete(stream);
     release(call);
-    trailersOnly(stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
     finish(call, "RESOURCE_EXHAUSTED");
+    trailersOnly(stream.connection, stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
+  };
+  /** A stream that is no call of ours: answered at once, counted under "unknown". */
+  const reject = (answer: () => void, status: string): void => {
+    observer?.started(UNKNOWN_METHOD);
+    observer?.finished(UNKNOWN_METHOD, status);
+    answer();
   };
 
-  // The stream listeners, one of each for every call (`this` is the stream).
-  function onClose(this: CallStream): void {
-    const call = this[CALL];
-    if (call === undefined) return;
-    arriving.delete(this);
-    release(call);
-    if (call.state !== undefined) call.state.open -= 1;
-    // Every call is counted once as finished: answered, failed, or left by its client.
-    finish(call, "CANCELLED");
-  }
-  function onData(this: CallStream, chunk: Buffer): void {
-    const call = this[CALL] as Call;
-    if (call.refused) return;
-    call.size += chunk.length;
-    if (call.size > maxMessageBytes + PREFIX_BYTES) {
-      refuse(this, call, `the request message is larger than ${maxMessageBytes} bytes`);
-      return;
-    }
-    const { state } = call;
-    if (state !== undefined) {
-      if (state.buffered + chunk.length > sessionBufferBytes) {
-        refuse(this, call, "the connection holds too many request bytes at once");
-        return;
-      }
-      state.buffered += chunk.length;
-      call.held += chunk.length;
-    }
-    if (call.first === undefined) call.first = chunk;
-    else if (call.more === undefined) call.more = [chunk];
-    else call.more.push(chunk);
-  }
-  function onEnd(this: CallStream): void {
-    const call = this[CALL] as Call;
-    arriving.delete(this);
-    if (call.refused || !writable(this)) {
-      release(call);
-      return;
-    }
-    const { first, more } = call;
-    const body = more === undefined ? (first ?? EMPTY) : Buffer.concat([first as Buffer, ...more], call.size);
-    call.first = undefined;
-    call.more = undefined;
-    release(call);
-    answer(this, call, unframe(body));
-  }
-  const answer = (stream: http2.ServerHttp2Stream, call: Call, request: Uint8Array | GrpcError): void => {
+  const answerOk = (stream: H2Stream, call: Call, message: Uint8Array | Framed): void => {
+    if (stream.closed) return;
+    finish(call, "OK");
+    unaryAnswer(stream.connection, stream, message);
+  };
+  const answer = (stream: H2Stream, call: Call, request: Uint8Array | GrpcError): void => {
     if (request instanceof GrpcError) {
       fail(stream, call, request);
       return;
     }
     const { method } = call;
-    const peer = call.state?.peer;
+    const peer = stream.connection.peer;
     if (method.kind === "server-stream") {
       serveStream(stream, method, request, {
         peer,
         finish: (status) => finish(call, status),
-        onError: (error) => onError(error, call.name, requestIdOf(call.headers["x-request-id"])),
+        onError: (error) => onError(error, call.name, requestIdOf(stream.headers["x-request-id"])),
         streams,
       });
       return;
     }
     let message: Promise<Uint8Array | Framed> | Uint8Array | Framed;
     try {
-      message = method.handle(request, { peer, headers: call.headers });
+      message = method.handle(request, { peer, headers: stream.headers });
     } catch (error) {
       fail(stream, call, error);
       return;
     }
     if (message instanceof Uint8Array || message instanceof Framed) {
-      if (unaryAnswer(stream, message)) finish(call, "OK");
+      answerOk(stream, call, message);
       return;
     }
     message.then(
-      (answered) => {
-        if (unaryAnswer(stream, answered)) finish(call, "OK");
-      },
+      (answered) => answerOk(stream, call, answered),
       (error: unknown) => fail(stream, call, error),
     );
   };
 
-  return { onClose, onData, onEnd };
+  return {
+    open(stream) {
+      const { headers, connection } = stream;
+      if (stream.tooLarge) {
+        reject(
+          () =>
+            trailersOnly(
+              connection,
+              stream,
+              GrpcStatus.RESOURCE_EXHAUSTED,
+              "the call's metadata is too large",
+            ),
+          "RESOURCE_EXHAUSTED",
+        );
+        return;
+      }
+      const path = headers[":path"] ?? "";
+      const contentType = headers["content-type"] ?? "";
+      if (headers[":method"] !== "POST" || !contentType.startsWith("application/grpc")) {
+        // Not a gRPC call at all: an HTTP answer, as gRPC servers give one.
+        reject(() => httpStatus(connection, stream, headers[":method"] !== "POST" ? 405 : 415), "NOT_GRPC");
+        return;
+      }
+      const method = methods.get(path);
+      if (method === undefined) {
+        const message = `unknown method ${path.slice(0, 200)}`;
+        reject(() => trailersOnly(connection, stream, GrpcStatus.UNIMPLEMENTED, message), "UNIMPLEMENTED");
+        return;
+      }
+      const call: Call = {
+        name: path.slice(1),
+        method,
+        budget: server.budgetOf(stream),
+        first: undefined,
+        more: undefined,
+        size: 0,
+        held: 0,
+        refused: false,
+        finished: false,
+      };
+      stream.call = call;
+      observer?.started(call.name);
+      arriving.set(stream, clock.seconds);
+    },
+    data(stream, chunk) {
+      const call = stream.call as Call | undefined;
+      if (call === undefined || call.refused) return;
+      call.size += chunk.length;
+      if (call.size > maxMessageBytes + PREFIX_BYTES) {
+        refuse(stream, call, `the request message is larger than ${maxMessageBytes} bytes`);
+        return;
+      }
+      const { budget } = call;
+      if (budget.buffered + chunk.length > sessionBufferBytes) {
+        refuse(stream, call, "the connection holds too many request bytes at once");
+        return;
+      }
+      budget.buffered += chunk.length;
+      call.held += chunk.length;
+      if (call.first === undefined) call.first = chunk;
+      else if (call.more === undefined) call.more = [chunk];
+      else call.more.push(chunk);
+    },
+    end(stream) {
+      const call = stream.call as Call | undefined;
+      if (call === undefined) return;
+      arriving.delete(stream);
+      if (call.refused || stream.closed) {
+        release(call);
+        return;
+      }
+      const { first, more } = call;
+      const body =
+        more === undefined ? (first ?? EMPTY) : Buffer.concat([first as Buffer, ...more], call.size);
+      call.first = undefined;
+      call.more = undefined;
+      release(call);
+      answer(stream, call, unframe(body));
+    },
+    error(error) {
+      onError(error, UNKNOWN_METHOD, undefined);
+    },
+    close(stream) {
+      const call = stream.call as Call | undefined;
+      if (call === undefined) return;
+      arriving.delete(stream);
+      release(call);
+      // Every call is counted once as finished: answered, failed, or left by its client.
+      finish(call, "CANCELLED");
+      streamCloses.get(stream)?.();
+    },
+  };
 }

@@ -1,7 +1,6 @@
 // gRPC over HTTP/2 as tollgate's server speaks it ("PROTOCOL-HTTP2.md" in grpc/grpc): the status
-// codes, the 5-byte message prefix, and the answers written on a stream (a message then OK in the
-// trailers, or a status alone, "Trailers-Only"), each safe on a stream its client has left.
-import type * as http2 from "node:http2";
+// codes, the 5-byte message prefix, and what a method sees of its call.
+import type { HeaderList } from "./h2/hpack.js";
 
 /** The gRPC status codes tollgate answers with (google.rpc.Code). */
 export const GrpcStatus = {
@@ -45,11 +44,6 @@ export function prefixed(length: number): Buffer {
 
 /** A request message's prefix: one flag byte (compressed or not) and a 4-byte big-endian length. */
 export const PREFIX_BYTES = 5;
-export const RESPONSE_HEADERS = {
-  ":status": 200,
-  "content-type": "application/grpc",
-  "grpc-accept-encoding": "identity",
-};
 
 /** A message with its 5-byte prefix, uncompressed. */
 export function framed(message: Uint8Array): Buffer {
@@ -81,58 +75,16 @@ export function unframe(body: Buffer): Uint8Array | GrpcError {
   return body.subarray(PREFIX_BYTES);
 }
 
-/** grpc-message is percent-encoded (PROTOCOL-HTTP2.md). */
-function statusMessage(message: string): string {
-  return encodeURIComponent(message);
-}
-
 export function statusName(code: number): string {
   return STATUS_NAMES.get(code) ?? String(code);
-}
-
-/**
- * Whether an answer can still be written: a stream the client reset, or whose connection dropped,
- * is closed before node says it is destroyed, and writing to it throws.
- */
-export const writable = (stream: http2.ServerHttp2Stream): boolean => !stream.destroyed && !stream.closed;
-
-/** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
-export function trailersOnly(stream: http2.ServerHttp2Stream, code: number, message: string): void {
-  if (!writable(stream) || stream.headersSent) return;
-  try {
-    stream.respond(
-      { ...RESPONSE_HEADERS, "grpc-status": String(code), "grpc-message": statusMessage(message) },
-      { endStream: true },
-    );
-  } catch {
-    // Closed between the check and the write: nobody is left to answer.
-  }
-}
-
-const OK_TRAILERS = { "grpc-status": "0" };
-/** A listener shared by every call (no closure per call); `this` is the stream. */
-export function sendOkTrailers(this: http2.ServerHttp2Stream): void {
-  if (writable(this)) this.sendTrailers(OK_TRAILERS);
-}
-
-export function unaryAnswer(stream: http2.ServerHttp2Stream, message: Uint8Array | Framed): boolean {
-  if (!writable(stream)) return false;
-  try {
-    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-    stream.once("wantTrailers", sendOkTrailers);
-    stream.end(message instanceof Framed ? message.bytes : framed(message));
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** What a method learns of its call besides the request message. */
 export type CallInfo = {
   /** The connection's remote address. */
   peer: string | undefined;
-  /** The call's metadata (its HTTP/2 request headers): x-request-id, traceparent. Unary calls only. */
-  headers?: http2.IncomingHttpHeaders;
+  /** The call's metadata (its HTTP/2 request headers, lower-case names): x-request-id, traceparent. Unary calls only. */
+  headers?: HeaderList;
 };
 
 /** A server-streaming call as its method holds it. */

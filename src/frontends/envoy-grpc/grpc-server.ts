@@ -1,14 +1,15 @@
-// A gRPC server of tollgate's own on node:http2: unary and server-streaming methods, length-prefixed
-// messages, status in trailers. The protocol is small (gRPC over HTTP/2, "PROTOCOL-HTTP2.md" in
-// grpc/grpc); what a general library adds on top (interceptors, per-call objects, channelz, metadata
-// classes) is cost on a path every proxied request waits on. docs/performance.md has the figures
-// that chose this over @grpc/grpc-js.
-import * as http2 from "node:http2";
-import type { Socket } from "node:net";
+// A gRPC server of tollgate's own: unary and server-streaming methods, length-prefixed messages,
+// status in trailers, on tollgate's own HTTP/2 (h2/: frames, HPACK, flow control and abuse bounds,
+// over net or TLS sockets). The protocol is small (gRPC over HTTP/2, "PROTOCOL-HTTP2.md" in
+// grpc/grpc); node:http2's per-stream objects and events cost more than the whole check they carry.
+// docs/performance.md has the figures.
 import type { RpcObserver } from "../front-end.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
-import { CALL, type Call, type CallStream, createCallListeners, type SessionState } from "./grpc-call.js";
-import { type GrpcMethod, GrpcStatus, trailersOnly, writable } from "./grpc-protocol.js";
+import { type ConnectionBudget, createCallHandler } from "./grpc-call.js";
+import type { GrpcMethod } from "./grpc-protocol.js";
+import { ErrorCode } from "./h2/frames.js";
+import { createH2Server } from "./h2/server.js";
+import type { Connection, H2Stream } from "./h2/state.js";
 
 export type GrpcServerOptions = {
   /** By full path, `/package.Service/Method`. */
@@ -25,146 +26,68 @@ export type GrpcServerOptions = {
 
 /** gRPC's own default (grpc-go, grpc-java, grpc-js) for a received message. */
 const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-/** Dead peers (a sidecar's host gone without a FIN) are found by TCP keepalive after this long idle. */
-const KEEPALIVE_MS = 30_000;
-/**
- * Streams open at once on one connection. Envoy keeps one connection per worker and opens another
- * when a connection's streams are all in use, so this bounds one connection's memory, not
- * throughput.
- */
-const MAX_CONCURRENT_STREAMS = 1000;
-
-const UNKNOWN_METHOD = "unknown";
 /** After GOAWAY, how long calls in flight may take before their connections are cut. */
 const DRAIN_GRACE_MS = 5_000;
-
 /** A request whose message has not fully arrived this long after its stream opened is reset. */
 const REQUEST_TIMEOUT_MS = 10_000;
 /** Request bytes one connection may hold at once, across its streams, before a stream is refused. */
 const SESSION_BUFFER_BYTES = 32 * 1024 * 1024;
 /** A connection with no stream open and none begun for this long is closed (Envoy's idle timeout is shorter). */
 const SESSION_IDLE_MS = 5 * 60_000;
-
-const ignore = () => undefined;
+/** A connection that has not sent its preface and SETTINGS this long after it opened is closed. */
+const PREFACE_TIMEOUT_S = 10;
 
 export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const streams = new Set<() => void>();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  const states = new WeakMap<http2.ServerHttp2Session, SessionState>();
+  const budgets = new WeakMap<Connection, ConnectionBudget>();
   /** Streams whose request is still arriving, with the second they opened: reset past REQUEST_TIMEOUT_MS. */
-  const arriving = new Map<http2.ServerHttp2Stream, number>();
+  const arriving = new Map<H2Stream, number>();
   /** Seconds since the server started, counted by the sweep: a clock that costs nothing to read per call. */
-  let seconds = 0;
+  const clock = { seconds: 0 };
 
-  const settings = { maxConcurrentStreams: MAX_CONCURRENT_STREAMS };
-  const server =
-    options.tls === undefined
-      ? http2.createServer({ settings })
-      : http2.createSecureServer({
-          settings,
-          cert: options.tls.cert,
-          key: options.tls.key,
-          allowHTTP1: false,
-        });
-
-  // One sweep a second, not a timer per call or per connection (node refreshes a connection's
-  // timeout on every frame): the requests every proxied request waits on stay lean.
-  const sweeper = setInterval(() => {
-    seconds += 1;
-    // A call stamped `since` opened at most a second before that stamp was read: one second more
-    // makes each bound a floor, never cutting short.
-    const limit = seconds - REQUEST_TIMEOUT_MS / 1000 - 1;
-    for (const [stream, since] of arriving) {
-      if (since > limit) break;
-      arriving.delete(stream);
-      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-    }
-    // A connection with nothing open and no call begun for a while (or that never spoke HTTP/2) is let go.
-    const idleSince = seconds - SESSION_IDLE_MS / 1000 - 1;
-    for (const session of sessions) {
-      const state = states.get(session);
-      if (state !== undefined && state.open === 0 && state.seen <= idleSince) session.destroy();
-    }
-  }, 1_000);
-  sweeper.unref();
-  server.once("close", () => clearInterval(sweeper));
-
-  const { onClose, onData, onEnd } = createCallListeners({
+  const handler = createCallHandler({
+    methods,
+    budgetOf(stream) {
+      let budget = budgets.get(stream.connection);
+      if (budget === undefined) {
+        budget = { buffered: 0 };
+        budgets.set(stream.connection, budget);
+      }
+      return budget;
+    },
     arriving,
+    clock,
     streams,
     maxMessageBytes,
     sessionBufferBytes: SESSION_BUFFER_BYTES,
     observer,
     onError,
   });
+  const { server, connections } = createH2Server({ tls: options.tls, handler, clock });
 
-  server.on("stream", (stream: CallStream, headers) => {
-    // A client that resets its stream or drops the connection must never take the process down.
-    stream.on("error", ignore);
-    const path = headers[":path"] ?? "";
-    const method = methods.get(path);
-    const contentType = headers["content-type"] ?? "";
-    if (headers[":method"] !== "POST" || !contentType.startsWith("application/grpc")) {
-      // Not a gRPC call at all: an HTTP answer, as gRPC servers give one.
-      stream.resume();
-      if (writable(stream)) {
-        try {
-          stream.respond({ ":status": headers[":method"] !== "POST" ? 405 : 415 }, { endStream: true });
-        } catch {
-          // closed meanwhile
-        }
-      }
-      observer?.started(UNKNOWN_METHOD);
-      observer?.finished(UNKNOWN_METHOD, "NOT_GRPC");
-      return;
+  // One sweep a second, not a timer per call or per connection.
+  const sweeper = setInterval(() => {
+    clock.seconds += 1;
+    // A call stamped `since` opened at most a second before that stamp was read: one second more
+    // makes each bound a floor, never cutting short.
+    const limit = clock.seconds - REQUEST_TIMEOUT_MS / 1000 - 1;
+    for (const [stream, since] of arriving) {
+      if (since > limit) break;
+      arriving.delete(stream);
+      stream.connection.resetStream(stream, ErrorCode.CANCEL);
     }
-    if (method === undefined) {
-      stream.resume();
-      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${path.slice(0, 200)}`);
-      observer?.started(UNKNOWN_METHOD);
-      observer?.finished(UNKNOWN_METHOD, "UNIMPLEMENTED");
-      return;
+    // A connection with nothing open and no call begun for a while, or that never spoke HTTP/2, is let go.
+    const idleSince = clock.seconds - SESSION_IDLE_MS / 1000 - 1;
+    const silentSince = clock.seconds - PREFACE_TIMEOUT_S - 1;
+    for (const connection of connections) {
+      const idle = connection.streams.size === 0 && connection.seen <= idleSince;
+      if (idle || (!connection.settled && connection.seen <= silentSince)) connection.destroy();
     }
-    const session = stream.session as http2.ServerHttp2Session | undefined;
-    const state = session === undefined ? undefined : states.get(session);
-    if (state !== undefined) {
-      state.open += 1;
-      state.seen = seconds;
-    }
-    const call: Call = {
-      name: path.slice(1),
-      method,
-      headers,
-      state,
-      first: undefined,
-      more: undefined,
-      size: 0,
-      held: 0,
-      refused: false,
-      finished: false,
-    };
-    stream[CALL] = call;
-    observer?.started(call.name);
-    stream.on("close", onClose);
-    arriving.set(stream, seconds);
-    stream.on("data", onData);
-    stream.on("end", onEnd);
-  });
-
-  server.on("session", (session) => {
-    sessions.add(session);
-    // Read once per connection: session.socket is a proxy, slow to go through on every call.
-    states.set(session, { peer: session.socket?.remoteAddress, buffered: 0, open: 0, seen: seconds });
-    session.on("error", ignore);
-    session.once("close", () => sessions.delete(session));
-  });
-  const keepAlive = (socket: Socket) => socket.setKeepAlive(true, KEEPALIVE_MS);
-  server.on("connection", keepAlive);
-  // A TLS handshake that fails, or bytes that are not HTTP/2, end that connection only.
-  server.on("sessionError", ignore);
-  server.on("clientError", ignore);
+  }, 1_000);
+  sweeper.unref();
+  server.once("close", () => clearInterval(sweeper));
 
   let closed: Promise<void> | undefined;
   let draining = false;
@@ -176,20 +99,18 @@ export function createGrpcServer(options: GrpcServerOptions) {
       options.onDrain?.();
       for (const end of [...streams]) end();
       // A request still arriving is not in flight: it is reset rather than waited for.
-      for (const stream of arriving.keys()) {
-        if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-      }
+      for (const stream of [...arriving.keys()]) stream.connection.resetStream(stream, ErrorCode.CANCEL);
       arriving.clear();
       // Whatever is still open after the grace (a client that never reads its answer) is cut.
       setTimeout(() => {
-        for (const session of sessions) session.destroy();
+        for (const connection of connections) connection.destroy();
       }, DRAIN_GRACE_MS).unref();
     }
-    for (const session of sessions) if (!session.closed) session.close();
+    for (const connection of connections) connection.drain();
     return closed;
   };
   const destroy = () => {
-    for (const session of sessions) session.destroy();
+    for (const connection of [...connections]) connection.destroy();
   };
   return { server, close, destroy };
 }

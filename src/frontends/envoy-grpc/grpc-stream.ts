@@ -1,21 +1,16 @@
 // A server-streaming call (grpc.health.v1.Health/Watch): the answer's headers sent with the first
 // message, messages as the method writes them, OK in the trailers when it ends (or the listener
 // drains), and the method told when the client leaves first.
-import type * as http2 from "node:http2";
-import {
-  framed,
-  GrpcError,
-  type GrpcMethod,
-  GrpcStatus,
-  RESPONSE_HEADERS,
-  sendOkTrailers,
-  statusName,
-  trailersOnly,
-  writable,
-} from "./grpc-protocol.js";
+import { OK_TRAILERS, RESPONSE_HEADERS, trailersOnly } from "./grpc-answer.js";
+import { framed, GrpcError, type GrpcMethod, GrpcStatus, statusName } from "./grpc-protocol.js";
+import { respond, sendData, sendTrailers } from "./h2/send.js";
+import type { H2Stream } from "./h2/state.js";
+
+/** The close listener of each streaming call, by its stream: called by the call handler's close. */
+export const streamCloses = new WeakMap<H2Stream, () => void>();
 
 export function serveStream(
-  stream: http2.ServerHttp2Stream,
+  stream: H2Stream,
   method: Extract<GrpcMethod, { kind: "server-stream" }>,
   request: Uint8Array,
   call: {
@@ -29,48 +24,38 @@ export function serveStream(
   },
 ): void {
   const { peer, finish, onError, streams } = call;
+  const { connection } = stream;
   const closeListeners: (() => void)[] = [];
   let open = true;
   const closed = () => {
     if (!open) return;
     open = false;
     streams.delete(end);
+    streamCloses.delete(stream);
     for (const listener of closeListeners) listener();
   };
   const headers = () => {
-    if (!stream.headersSent && writable(stream)) stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    if (!stream.headersSent) respond(connection, stream, RESPONSE_HEADERS, false);
   };
   function end(): void {
     if (!open) return;
-    try {
-      headers();
-      if (writable(stream)) {
-        stream.once("wantTrailers", sendOkTrailers);
-        stream.end();
-      }
-    } catch {
-      // closed meanwhile
-    }
     finish("OK");
+    if (!stream.closed) {
+      headers();
+      sendTrailers(connection, stream, OK_TRAILERS);
+    }
     closed();
   }
   streams.add(end);
-  stream.once("close", () => {
-    // The client left (cancelled its call or dropped the connection) before the server ended it.
-    finish("CANCELLED");
-    closed();
-  });
+  // The client left (cancelled its call or dropped the connection) before the server ended it.
+  streamCloses.set(stream, closed);
   try {
     method.handle(request, {
       peer,
       write(message) {
-        if (!open || !writable(stream)) return;
-        try {
-          headers();
-          stream.write(framed(message));
-        } catch {
-          // closed meanwhile
-        }
+        if (!open || stream.closed) return;
+        headers();
+        sendData(connection, stream, framed(message), false);
       },
       end,
       onClose(listener) {
@@ -84,8 +69,8 @@ export function serveStream(
       const grpc = error instanceof GrpcError;
       if (!grpc) onError(error);
       const code = grpc ? error.code : GrpcStatus.INTERNAL;
-      trailersOnly(stream, code, grpc ? error.message : "the call could not be completed");
       finish(statusName(code));
+      trailersOnly(connection, stream, code, grpc ? error.message : "the call could not be completed");
       closed();
       return;
     }
