@@ -151,6 +151,12 @@ export class H2Connection implements Connection {
   closedStreamFrame(id: number): void {
     if (id > this.lastStream)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "a frame on an idle stream");
+    // A stream opened after the GOAWAY's last id was ignored, not closed (section 6.8): the rest of
+    // its frames are ignored likewise, within the same budget.
+    if (this.goawayLast >= 0 && id > this.goawayLast) {
+      this.idleFrame();
+      return;
+    }
     // Frames the peer sent before it saw the server's RST_STREAM are ignored (section 5.1, closed),
     // within the budget of frames without work: a peer cannot keep sending on a reset stream.
     if (this.resetByUs.has(id)) {
@@ -226,7 +232,8 @@ export class H2Connection implements Connection {
   /** A connection error: GOAWAY with its code, every stream cancelled, the connection closed. */
   fail(code: number): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastStream, code);
+    // A GOAWAY never raises the last stream id of one sent before (section 6.8).
+    this.writer.goaway(this.goawayLast >= 0 ? this.goawayLast : this.lastStream, code);
     this.writer.flush();
     this.writer.closed = true;
     this.dead = true;
