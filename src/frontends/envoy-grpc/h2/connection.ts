@@ -203,7 +203,11 @@ export class H2Connection implements Connection {
   }
 
   noteReset(id: number): void {
-    if (this.resetByUs.size >= RECENT_RESETS) this.resetByUs.clear();
+    // The oldest goes, never the whole set: the peer may still be sending on the last ones reset.
+    if (this.resetByUs.size >= RECENT_RESETS) {
+      const oldest = this.resetByUs.values().next().value;
+      if (oldest !== undefined) this.resetByUs.delete(oldest);
+    }
     this.resetByUs.add(id);
   }
 
