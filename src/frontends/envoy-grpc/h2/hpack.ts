@@ -65,7 +65,9 @@ export class HpackDecoder {
   }
 
   decode(block: Buffer, start = 0, end = block.length): Decoded {
-    const headers: HeaderList = {};
+    // No prototype: a field the peer names "constructor" or "__proto__" is kept as sent, and a name
+    // it never sent reads as undefined.
+    const headers: HeaderList = Object.create(null);
     let listSize = 0;
     let tooLarge = false;
     let fields = 0;
@@ -101,7 +103,7 @@ export class HpackDecoder {
       const had = headers[name];
       headers[name] = had === undefined ? value : `${had}${name === "cookie" ? "; " : ", "}${value}`;
     }
-    return { headers: tooLarge ? {} : headers, tooLarge };
+    return { headers: tooLarge ? Object.create(null) : headers, tooLarge };
   }
 
   /** An integer with an N-bit prefix (RFC 7541 section 5.1), at most 2^28: nothing larger is meaningful here. */
