@@ -244,3 +244,56 @@ function chunks(buf: Buffer, size: number): Buffer[] {
   for (let at = 0; at < buf.length; at += size) out.push(buf.subarray(at, at + size));
   return out;
 }
+
+describe("PINGs that come with work (grpc-go's BDP estimator)", () => {
+  it("serves a client that sends a PING whenever answers arrive and none is outstanding, at a few thousand calls/s for 14 s", async () => {
+    const client = await RawClient.connect(server.port);
+    const started = Date.now();
+    let next = 1;
+    let done = 0;
+    let pings = 0;
+    let outstanding = false;
+    let seen = 0;
+    const open = (): void => {
+      client.send(
+        frame(T.HEADERS, F.END_HEADERS, next, grpcHeaders(ECHO)),
+        frame(T.DATA, F.END_STREAM, next, grpcMessage(Buffer.from("bdp"))),
+      );
+      next += 2;
+    };
+    const finished = new Promise<string>((resolve) => {
+      client.socket.on("data", () => {
+        let answered = 0;
+        let data = false;
+        for (; seen < client.frames.length; seen++) {
+          const f = client.frames[seen] as Frame;
+          if (f.type === T.GOAWAY) resolve(`GOAWAY ${f.payload.readUInt32BE(4)} after ${pings} PINGs`);
+          if (f.type === T.PING && f.flags & F.ACK) outstanding = false;
+          if (f.type === T.DATA) data = true;
+          if (f.type === T.HEADERS && f.flags & F.END_STREAM) answered += 1;
+        }
+        // As grpc-go: data received and no BDP ping outstanding, one is sent.
+        if (data && !outstanding) {
+          outstanding = true;
+          pings += 1;
+          client.send(frame(T.PING, 0, 0, Buffer.from([2, 4, 16, 16, 9, 14, 7, 7])));
+        }
+        done += answered;
+        client.frames.length = 0;
+        seen = 0;
+        if (Date.now() - started > 14_000) {
+          resolve("served");
+          return;
+        }
+        for (let i = 0; i < answered; i++) open();
+      });
+      client.socket.on("close", () => resolve("closed"));
+    });
+    // Its connection window opened wide, as grpc-go's is.
+    client.send(frame(T.WINDOW_UPDATE, 0, 0, u32(2 ** 31 - 1 - 65_535)));
+    for (let i = 0; i < 16; i++) open();
+    expect(await finished).toBe("served");
+    expect(done).toBeGreaterThan(14_000);
+    client.close();
+  }, 30_000);
+});
