@@ -171,6 +171,15 @@ export class H2Connection implements Connection {
     if (!this.resets.spend()) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many resets");
   }
 
+  /**
+   * A stream opened: it pays for one frame without work. Clients send PINGs with their calls
+   * (grpc-go and grpc-java estimate bandwidth with a PING per read of answers, thousands a
+   * second under load); the budget is for PINGs and the like beyond the calls they come with.
+   */
+  streamOpened(): void {
+    this.idle.refund();
+  }
+
   idleFrame(): void {
     if (!this.idle.spend())
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many frames without work");

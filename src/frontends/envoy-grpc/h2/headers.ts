@@ -127,6 +127,7 @@ function complete(
   stream.remoteEnded = endStream;
   c.streams.set(id, stream);
   c.seen = c.clock.seconds;
+  c.streamOpened();
   c.handler.open(stream);
   if (endStream && !stream.closed) c.handler.end(stream);
 }

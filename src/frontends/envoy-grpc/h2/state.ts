@@ -50,6 +50,7 @@ export type Connection = {
   closedStreamFrame(id: number): void;
   spendReset(): void;
   idleFrame(): void;
+  streamOpened(): void;
   remoteEnd(stream: H2Stream): void;
   localEnd(stream: H2Stream): void;
   resetStream(stream: H2Stream, code: number): void;
