@@ -173,7 +173,7 @@ export class H2Connection implements Connection {
 
   /**
    * A stream opened: it pays for one frame without work. Clients send PINGs with their calls
-   * (grpc-go and grpc-java estimate bandwidth with a PING per read of answers, thousands a
+   * (grpc-go estimates bandwidth with a PING per read of answers: thousands a
    * second under load); the budget is for PINGs and the like beyond the calls they come with.
    */
   streamOpened(): void {
