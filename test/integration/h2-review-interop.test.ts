@@ -148,12 +148,13 @@ describe("grpc-js", () => {
   );
 
   it("keeps a channel that PINGs every 50 ms (keepalive, without calls too) for 3 s and calls on it", async () => {
-    // biome-ignore lint/suspicious/noExplicitAny: a generic client's methods are untyped.
-    const client = new Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure(), {
+    const options = {
       "grpc.keepalive_time_ms": 50,
       "grpc.keepalive_timeout_ms": 1000,
       "grpc.keepalive_permit_without_calls": 1,
-    }) as any;
+    };
+    // biome-ignore lint/suspicious/noExplicitAny: a generic client's methods are untyped.
+    const client = new Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure(), options) as any;
     const echo = (text: string) =>
       new Promise<string>((resolve, reject) =>
         client.Echo(Buffer.from(text), (error: Error | null, value: Buffer) =>
