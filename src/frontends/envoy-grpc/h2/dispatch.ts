@@ -110,7 +110,7 @@ function onData(c: Connection, flags: number, id: number, buf: Buffer, start: nu
   }
   stream.recvWindow -= length;
   const endStream = (flags & Flag.END_STREAM) !== 0;
-  if (to > from) c.handler.data(stream, buf.subarray(from, to));
+  if (to > from) c.handler.data(stream, buf.subarray(from, to), endStream);
   else if (!endStream) c.idleFrame();
   if (stream.closed) return;
   if (endStream) {

@@ -11,7 +11,11 @@ import type { FrameWriter } from "./output.js";
 export type StreamHandler = {
   /** A stream's request headers have arrived. */
   open(stream: H2Stream): void;
-  data(stream: H2Stream, chunk: Buffer): void;
+  /**
+   * A DATA payload: a view of the socket read it came in, valid as it is until this read is done
+   * (`last`: the client's half ends with it, so the request is whole within this read).
+   */
+  data(stream: H2Stream, chunk: Buffer, last: boolean): void;
   /** The client ended its half of the stream. */
   end(stream: H2Stream): void;
   /** The stream is gone, once: `cancelled` when it was reset or its connection ended before the server's answer. */
