@@ -29,7 +29,7 @@ export class H2Connection implements Connection {
   readonly streams = new Map<number, H2Stream>();
   readonly writer: FrameWriter;
   readonly decoder = new HpackDecoder(Limits.headerTableSize, Limits.maxHeaderListSize);
-  /** Streams with answer bytes waiting for window. */
+  /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked = new Set<H2Stream>();
   /** The highest stream id the client has opened. */
   lastStream = 0;

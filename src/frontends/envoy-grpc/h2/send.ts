@@ -108,7 +108,9 @@ export function pump(connection: Connection, stream: H2Stream): void {
     const head = queue[0] as Buffer;
     const allowed = Math.min(connection.sendWindow, stream.sendWindow, connection.peerMaxFrame, head.length);
     if (allowed <= 0 && head.length > 0) {
-      connection.blocked.add(stream);
+      // Held back by the connection's window: waits with the others for its WINDOW_UPDATE. Held
+      // back by its own: waits for the stream's WINDOW_UPDATE (or SETTINGS), and costs nothing meanwhile.
+      if (connection.sendWindow <= 0) connection.blocked.add(stream);
       return;
     }
     const last = allowed === head.length;

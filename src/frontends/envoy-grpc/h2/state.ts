@@ -30,7 +30,7 @@ export type Connection = {
   readonly streams: Map<number, H2Stream>;
   readonly writer: FrameWriter;
   readonly decoder: HpackDecoder;
-  /** Streams with answer bytes waiting for window. */
+  /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked: Set<H2Stream>;
   /** Stream ids the server reset, kept a while: frames the peer sent meanwhile are ignored. */
   readonly resetByUs: Set<number>;
