@@ -324,3 +324,22 @@ describe("the cost of a WINDOW_UPDATE", () => {
     expect(ms).toBeLessThan(2000);
   }, 90_000);
 });
+
+describe("a call that ends after its connection (sound: kept as a regression test)", () => {
+  it("answers nothing, throws nothing and counts the call CANCELLED once when its method resolves after the client left", async () => {
+    const own = await startTestServer();
+    const client = await RawClient.connect(own.port);
+    client.send(
+      frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders(HOLD)),
+      frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.from("left"))),
+    );
+    await waitUntil(() => own.held() === 1);
+    client.close();
+    await waitUntil(() => own.finished.length === 1);
+    own.release();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(own.finished).toEqual(["CANCELLED"]);
+    expect(own.errors).toEqual([]);
+    await own.close();
+  });
+});
