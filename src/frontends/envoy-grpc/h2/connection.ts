@@ -31,6 +31,7 @@ export class H2Connection implements Connection {
   readonly decoder = new HpackDecoder(Limits.headerTableSize, Limits.maxHeaderListSize);
   /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked = new Set<H2Stream>();
+  readonly waiting = new Set<H2Stream>();
   /** The highest stream id the client has opened. */
   lastStream = 0;
   sendWindow = DEFAULT_WINDOW;
@@ -226,10 +227,18 @@ export class H2Connection implements Connection {
     stream.queue = undefined;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
+    this.waiting.delete(stream);
     this.handler.close(stream, cancelled);
     if (this.goawayLast >= 0 && this.streams.size === 0 && !this.dead) {
       this.writer.flush();
       this.socket.end();
+    }
+  }
+
+  /** Resets each stream whose answer has waited for the peer's windows without moving since `before`. */
+  resetStalled(before: number): void {
+    for (const stream of this.waiting) {
+      if (stream.movedAt <= before) this.resetStream(stream, ErrorCode.CANCEL);
     }
   }
 

@@ -37,7 +37,11 @@ export function sendData(connection: Connection, stream: H2Stream, payload: Buff
     connection.resetStream(stream, ErrorCode.CANCEL);
     return;
   }
-  stream.queue ??= [];
+  if (stream.queue === undefined) {
+    stream.queue = [];
+    stream.movedAt = connection.clock.seconds;
+    connection.waiting.add(stream);
+  }
   stream.queue.push(payload);
   stream.queued += length;
   if (end) stream.queuedEnd = true;
@@ -116,6 +120,7 @@ export function pump(connection: Connection, stream: H2Stream): void {
     const last = allowed === head.length;
     const endNow = last && queue.length === 1 && stream.queuedEnd && stream.queuedTrailers === undefined;
     writer.frame(FrameType.DATA, endNow ? Flag.END_STREAM : 0, stream.id, head.subarray(0, allowed));
+    stream.movedAt = connection.clock.seconds;
     connection.sendWindow -= allowed;
     stream.sendWindow -= allowed;
     stream.queued -= allowed;
@@ -123,11 +128,13 @@ export function pump(connection: Connection, stream: H2Stream): void {
     else queue[0] = head.subarray(allowed);
     if (endNow) {
       stream.queue = undefined;
+      connection.waiting.delete(stream);
       connection.localEnd(stream);
       return;
     }
   }
   stream.queue = undefined;
+  connection.waiting.delete(stream);
   connection.blocked.delete(stream);
   const trailers = stream.queuedTrailers;
   if (trailers !== undefined) {

@@ -32,6 +32,8 @@ export type Connection = {
   readonly decoder: HpackDecoder;
   /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked: Set<H2Stream>;
+  /** Streams with answer bytes waiting for either window (the sweep resets those that never move). */
+  readonly waiting: Set<H2Stream>;
   /** Stream ids the server reset, kept a while: frames the peer sent meanwhile are ignored. */
   readonly resetByUs: Set<number>;
   /** The highest stream id the client has opened. */
@@ -82,6 +84,8 @@ export class H2Stream {
   /** After the queue: the trailers block to send, or an empty DATA with END_STREAM. */
   queuedTrailers: Buffer | undefined;
   queuedEnd = false;
+  /** The second its waiting answer bytes last moved, or began to wait. */
+  movedAt = 0;
   /** The application's object for this stream (a gRPC call). */
   call: unknown;
 
