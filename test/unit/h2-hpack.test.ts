@@ -231,7 +231,7 @@ describe("blocks the decoder refuses", () => {
     const decoder = new HpackDecoder(4096, 100);
     const big = encodeBlock([["x-big", "a".repeat(200)]]);
     const result = decoder.decode(Buffer.concat([hex("82"), big]));
-    expect(result).toEqual({ headers: {}, tooLarge: true });
+    expect(result).toMatchObject({ headers: {}, tooLarge: true });
     // The next block still decodes: nothing of the table was skipped.
     expect(decoder.decode(hex("82")).headers).toEqual({ ":method": "GET" });
   });

@@ -172,9 +172,13 @@ export function createCallHandler(server: {
       observer?.started(call.name);
       arriving.set(stream, clock.seconds);
     },
-    data(stream, chunk) {
+    data(stream, view, last) {
       const call = stream.call as Call | undefined;
       if (call === undefined || call.refused) return;
+      // A view kept past this read would hold the whole read (padding, other frames) against a
+      // budget that counts only its bytes: a chunk that is not the request's last is copied when
+      // its read is much larger than it.
+      const chunk = last || view.length * 2 >= view.buffer.byteLength ? view : Buffer.from(view);
       call.size += chunk.length;
       if (call.size > maxMessageBytes + PREFIX_BYTES) {
         refuse(stream, call, `the request message is larger than ${maxMessageBytes} bytes`);

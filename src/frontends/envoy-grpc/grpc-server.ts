@@ -34,6 +34,11 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const SESSION_BUFFER_BYTES = 32 * 1024 * 1024;
 /** A connection with no stream open and none begun for this long is closed (Envoy's idle timeout is shorter). */
 const SESSION_IDLE_MS = 5 * 60_000;
+/**
+ * An answer that has waited this long for the client's flow-control windows without a byte of it
+ * moving is reset: a client that never reads must not hold its streams and their answers.
+ */
+const ANSWER_STALL_S = 60;
 /** A connection that has not sent its preface and SETTINGS this long after it opened is closed. */
 const PREFACE_TIMEOUT_S = 10;
 
@@ -81,7 +86,9 @@ export function createGrpcServer(options: GrpcServerOptions) {
     // A connection with nothing open and no call begun for a while, or that never spoke HTTP/2, is let go.
     const idleSince = clock.seconds - SESSION_IDLE_MS / 1000 - 1;
     const silentSince = clock.seconds - PREFACE_TIMEOUT_S - 1;
+    const stalledSince = clock.seconds - ANSWER_STALL_S - 1;
     for (const connection of connections) {
+      if (connection.waiting.size > 0) connection.resetStalled(stalledSince);
       const idle = connection.streams.size === 0 && connection.seen <= idleSince;
       if (idle || (!connection.settled && connection.seen <= silentSince)) connection.destroy();
     }

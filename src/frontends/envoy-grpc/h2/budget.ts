@@ -29,4 +29,9 @@ export class Budget {
     this.tokens -= 1;
     return true;
   }
+
+  /** Gives one token back (up to the burst). */
+  refund(): void {
+    if (this.tokens < this.burst) this.tokens += 1;
+  }
 }

@@ -29,8 +29,9 @@ export class H2Connection implements Connection {
   readonly streams = new Map<number, H2Stream>();
   readonly writer: FrameWriter;
   readonly decoder = new HpackDecoder(Limits.headerTableSize, Limits.maxHeaderListSize);
-  /** Streams with answer bytes waiting for window. */
+  /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked = new Set<H2Stream>();
+  readonly waiting = new Set<H2Stream>();
   /** The highest stream id the client has opened. */
   lastStream = 0;
   sendWindow = DEFAULT_WINDOW;
@@ -174,6 +175,15 @@ export class H2Connection implements Connection {
     if (!this.resets.spend()) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many resets");
   }
 
+  /**
+   * A stream opened: it pays for one frame without work. Clients send PINGs with their calls
+   * (grpc-go estimates bandwidth with a PING per read of answers: thousands a
+   * second under load); the budget is for PINGs and the like beyond the calls they come with.
+   */
+  streamOpened(): void {
+    this.idle.refund();
+  }
+
   idleFrame(): void {
     if (!this.idle.spend())
       throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, "too many frames without work");
@@ -206,7 +216,11 @@ export class H2Connection implements Connection {
   }
 
   noteReset(id: number): void {
-    if (this.resetByUs.size >= RECENT_RESETS) this.resetByUs.clear();
+    // The oldest goes, never the whole set: the peer may still be sending on the last ones reset.
+    if (this.resetByUs.size >= RECENT_RESETS) {
+      const oldest = this.resetByUs.values().next().value;
+      if (oldest !== undefined) this.resetByUs.delete(oldest);
+    }
     this.resetByUs.add(id);
   }
 
@@ -216,10 +230,18 @@ export class H2Connection implements Connection {
     stream.queue = undefined;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
+    this.waiting.delete(stream);
     this.handler.close(stream, cancelled);
     if (this.goawayLast >= 0 && this.streams.size === 0 && !this.dead) {
       this.writer.flush();
       this.socket.end();
+    }
+  }
+
+  /** Resets each stream whose answer has waited for the peer's windows without moving since `before`. */
+  resetStalled(before: number): void {
+    for (const stream of this.waiting) {
+      if (stream.movedAt <= before) this.resetStream(stream, ErrorCode.CANCEL);
     }
   }
 
@@ -235,7 +257,8 @@ export class H2Connection implements Connection {
   /** A connection error: GOAWAY with its code, every stream cancelled, the connection closed. */
   fail(code: number): void {
     if (this.dead) return;
-    this.writer.goaway(this.lastStream, code);
+    // A GOAWAY never raises the last stream id of one sent before (section 6.8).
+    this.writer.goaway(this.goawayLast >= 0 ? this.goawayLast : this.lastStream, code);
     this.writer.flush();
     this.writer.closed = true;
     this.dead = true;

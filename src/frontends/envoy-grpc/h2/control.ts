@@ -48,7 +48,14 @@ export function onSettings(
     // MAX_HEADER_LIST_SIZE: answers are small. Unknown settings are ignored (section 6.5.2).
   }
   c.writer.frame(FrameType.SETTINGS, Flag.ACK, 0);
-  if (widened) pumpBlocked(c);
+  // Every stream's window grew: each with answer bytes waiting may send (SETTINGS are budgeted).
+  if (widened) {
+    for (const stream of c.streams.values()) {
+      if (stream.queue === undefined) continue;
+      c.blocked.delete(stream);
+      pump(c, stream);
+    }
+  }
 }
 
 export function onPing(
@@ -97,9 +104,11 @@ export function onWindowUpdate(c: Connection, id: number, buf: Buffer, start: nu
 }
 
 function pumpBlocked(c: Connection): void {
-  // A copy: pump puts a stream its own window still holds back into the set.
-  for (const stream of [...c.blocked]) {
-    if (c.sendWindow <= 0) return;
+  // Each stream waiting at the start is visited once: one the window holds back again is put back
+  // at the end of the set, and is not visited a second time.
+  let left = c.blocked.size;
+  for (const stream of c.blocked) {
+    if (left-- === 0 || c.sendWindow <= 0) return;
     c.blocked.delete(stream);
     pump(c, stream);
   }

@@ -55,7 +55,11 @@ export function dispatchFrame(
       if (id !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, "GOAWAY on a stream");
       // The client leaves: its calls in flight are answered, then the connection closes.
       if (c.goawayLast < 0) c.goawayLast = c.lastStream;
-      if (c.streams.size === 0) c.socket.end();
+      if (c.streams.size === 0) {
+        // What this read already answered (a call, SETTINGS ACK, PING ACK) goes out before the FIN.
+        c.writer.flush();
+        c.socket.end();
+      }
       break;
     case FrameType.WINDOW_UPDATE:
       onWindowUpdate(c, id, buf, start, end);
@@ -106,7 +110,7 @@ function onData(c: Connection, flags: number, id: number, buf: Buffer, start: nu
   }
   stream.recvWindow -= length;
   const endStream = (flags & Flag.END_STREAM) !== 0;
-  if (to > from) c.handler.data(stream, buf.subarray(from, to));
+  if (to > from) c.handler.data(stream, buf.subarray(from, to), endStream);
   else if (!endStream) c.idleFrame();
   if (stream.closed) return;
   if (endStream) {

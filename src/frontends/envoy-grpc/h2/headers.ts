@@ -87,12 +87,12 @@ function complete(
   const decoded = decode(c, buf, from, to);
   const open = c.streams.get(id);
   if (open !== undefined) {
-    // The request's trailers: they must end the stream.
+    // The request's trailers: they must end the stream, and hold no pseudo-header (section 8.1).
     if (open.remoteEnded) {
       c.resetStream(open, ErrorCode.STREAM_CLOSED);
       return;
     }
-    if (!endStream) {
+    if (!endStream || decoded.malformed || decoded.pseudo) {
       c.resetStream(open, ErrorCode.PROTOCOL_ERROR);
       return;
     }
@@ -117,8 +117,10 @@ function complete(
     return;
   }
   const { headers, tooLarge } = decoded;
-  if (!tooLarge && (headers[":method"] === undefined || headers[":path"] === undefined)) {
-    // A malformed request (section 8.1.1).
+  const incomplete =
+    headers[":method"] === undefined || headers[":scheme"] === undefined || !headers[":path"];
+  if (!tooLarge && (decoded.malformed || incomplete)) {
+    // A malformed request (sections 8.1.1, 8.2, 8.3.1): a stream error, the connection goes on.
     refuse(c, id, ErrorCode.PROTOCOL_ERROR);
     return;
   }
@@ -127,6 +129,7 @@ function complete(
   stream.remoteEnded = endStream;
   c.streams.set(id, stream);
   c.seen = c.clock.seconds;
+  c.streamOpened();
   c.handler.open(stream);
   if (endStream && !stream.closed) c.handler.end(stream);
 }

@@ -37,7 +37,11 @@ export function sendData(connection: Connection, stream: H2Stream, payload: Buff
     connection.resetStream(stream, ErrorCode.CANCEL);
     return;
   }
-  stream.queue ??= [];
+  if (stream.queue === undefined) {
+    stream.queue = [];
+    stream.movedAt = connection.clock.seconds;
+    connection.waiting.add(stream);
+  }
   stream.queue.push(payload);
   stream.queued += length;
   if (end) stream.queuedEnd = true;
@@ -108,12 +112,15 @@ export function pump(connection: Connection, stream: H2Stream): void {
     const head = queue[0] as Buffer;
     const allowed = Math.min(connection.sendWindow, stream.sendWindow, connection.peerMaxFrame, head.length);
     if (allowed <= 0 && head.length > 0) {
-      connection.blocked.add(stream);
+      // Held back by the connection's window: waits with the others for its WINDOW_UPDATE. Held
+      // back by its own: waits for the stream's WINDOW_UPDATE (or SETTINGS), and costs nothing meanwhile.
+      if (connection.sendWindow <= 0) connection.blocked.add(stream);
       return;
     }
     const last = allowed === head.length;
     const endNow = last && queue.length === 1 && stream.queuedEnd && stream.queuedTrailers === undefined;
     writer.frame(FrameType.DATA, endNow ? Flag.END_STREAM : 0, stream.id, head.subarray(0, allowed));
+    stream.movedAt = connection.clock.seconds;
     connection.sendWindow -= allowed;
     stream.sendWindow -= allowed;
     stream.queued -= allowed;
@@ -121,11 +128,13 @@ export function pump(connection: Connection, stream: H2Stream): void {
     else queue[0] = head.subarray(allowed);
     if (endNow) {
       stream.queue = undefined;
+      connection.waiting.delete(stream);
       connection.localEnd(stream);
       return;
     }
   }
   stream.queue = undefined;
+  connection.waiting.delete(stream);
   connection.blocked.delete(stream);
   const trailers = stream.queuedTrailers;
   if (trailers !== undefined) {

@@ -11,7 +11,11 @@ import type { FrameWriter } from "./output.js";
 export type StreamHandler = {
   /** A stream's request headers have arrived. */
   open(stream: H2Stream): void;
-  data(stream: H2Stream, chunk: Buffer): void;
+  /**
+   * A DATA payload: a view of the socket read it came in, valid as it is until this read is done
+   * (`last`: the client's half ends with it, so the request is whole within this read).
+   */
+  data(stream: H2Stream, chunk: Buffer, last: boolean): void;
   /** The client ended its half of the stream. */
   end(stream: H2Stream): void;
   /** The stream is gone, once: `cancelled` when it was reset or its connection ended before the server's answer. */
@@ -28,8 +32,10 @@ export type Connection = {
   readonly streams: Map<number, H2Stream>;
   readonly writer: FrameWriter;
   readonly decoder: HpackDecoder;
-  /** Streams with answer bytes waiting for window. */
+  /** Streams with answer bytes waiting for the connection's window (not for their own). */
   readonly blocked: Set<H2Stream>;
+  /** Streams with answer bytes waiting for either window (the sweep resets those that never move). */
+  readonly waiting: Set<H2Stream>;
   /** Stream ids the server reset, kept a while: frames the peer sent meanwhile are ignored. */
   readonly resetByUs: Set<number>;
   /** The highest stream id the client has opened. */
@@ -52,6 +58,7 @@ export type Connection = {
   closedStreamFrame(id: number): void;
   spendReset(): void;
   idleFrame(): void;
+  streamOpened(): void;
   remoteEnd(stream: H2Stream): void;
   localEnd(stream: H2Stream): void;
   resetStream(stream: H2Stream, code: number): void;
@@ -79,6 +86,8 @@ export class H2Stream {
   /** After the queue: the trailers block to send, or an empty DATA with END_STREAM. */
   queuedTrailers: Buffer | undefined;
   queuedEnd = false;
+  /** The second its waiting answer bytes last moved, or began to wait. */
+  movedAt = 0;
   /** The application's object for this stream (a gRPC call). */
   call: unknown;
 
