@@ -19,7 +19,13 @@ const MAX_MESSAGE_CHARS = 1024;
 
 /** grpc-message is percent-encoded (PROTOCOL-HTTP2.md). */
 function statusMessage(message: string): string {
-  return encodeURIComponent(message.slice(0, MAX_MESSAGE_CHARS));
+  const text = message.slice(0, MAX_MESSAGE_CHARS);
+  try {
+    return encodeURIComponent(text);
+  } catch {
+    // A lone surrogate (or a pair the slice cut in half) makes encodeURIComponent throw.
+    return encodeURIComponent(text.replace(/[\uD800-\uDFFF]/g, "\uFFFD"));
+  }
 }
 
 /** An answer with no message: status in the headers, stream ended ("Trailers-Only"). */
