@@ -170,7 +170,7 @@ export function rowSpecs(core, around, memory) {
       headers: bearer(bob),
       expected: 200,
       after: async () => {
-        const w = await windowBytes(redisClient, `${KEY_PREFIX}{u:${bob.user_id}}:l:general:0`);
+        const w = await windowBytes(redisClient, `${KEY_PREFIX}{u:${bob.user_id}}:l:general`);
         memory.push({ id: "allowed-row", label: "the allowed row's window, right after the row", ...w });
       },
     },
@@ -228,7 +228,7 @@ export function rowSpecs(core, around, memory) {
             short: "allowed, compare build",
             label: `compare build: allowed (as the allowed row, on ${around.compare.policy}) → 200`,
             url: `${around.compare.checkUrl}/ext_authz/api/products`,
-            headers: bearer(bob),
+            headers: bearer(core.peers.bench_compare),
             expected: 200,
             server: around.compare,
             servers: ["tollgate (compare build)"],

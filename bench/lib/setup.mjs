@@ -89,10 +89,17 @@ export async function startCore({ dir, options, nodeArgs = [], policy = POLICY, 
     const password = await createUser(tollgate.adminUrl, tier, tier);
     byAlgorithm[tier] = await login(tollgate.url, tier, password);
   }
+  // Pro users of their own for the rows set beside the allowed row (the compare build's, tracing on):
+  // a sliding log's cost depends on what its list holds, so each row counts in a list of its own.
+  const peers = {};
+  for (const name of ["bench_compare", "bench_traced"]) {
+    const password = await createUser(tollgate.adminUrl, name, "pro");
+    peers[name] = await login(tollgate.url, name, password);
+  }
   const checkUrl = `${tollgate.checkUrl}/ext_authz/api/products`;
   // A provider subject (EXTERNAL_DEFAULT_TIER pro) and a pro API key: the allowed row's limits.
   const external = { idp, token: providerToken(idp, "bench-subject"), apiKey: await benchApiKey(tollgate) };
-  return { redis, redisClient, tollgate, bob, carol, alice, byAlgorithm, checkUrl, external };
+  return { redis, redisClient, tollgate, bob, carol, alice, byAlgorithm, peers, checkUrl, external };
 }
 
 /** Spends the free user's 100/1h so that every later check of theirs is a 429. */

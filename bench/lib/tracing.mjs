@@ -57,7 +57,7 @@ export async function startTracing({ redisUrl, policyFile, main, ratio }) {
   return { sink, tollgate, ratio };
 }
 
-/** The tracing-on row: the allowed row's user and target, on the tollgate with tracing on. */
+/** The tracing-on row: the allowed row's target for a pro user of its own, on the tollgate with tracing on. */
 export function tracingRows(core, tracing) {
   return [
     {
@@ -68,7 +68,7 @@ export function tracingRows(core, tracing) {
       short: `allowed, tracing on (${tracing.ratio})`,
       label: `tollgate check, allowed, tracing on: OTLP/HTTP protobuf to a local sink, ${tracing.ratio} of the checks sampled (parentbased_traceidratio), as the allowed row → 200`,
       url: `${tracing.tollgate.checkUrl}/ext_authz/api/products`,
-      headers: bearer(core.bob),
+      headers: bearer(core.peers.bench_traced),
       expected: 200,
       server: tracing.tollgate,
       servers: [TRACED_NAME],
