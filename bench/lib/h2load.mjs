@@ -77,8 +77,7 @@ export const GRPC_HEADERS = { "content-type": "application/grpc", te: "trailers"
  * per-request log, from which the latencies (ms) and HTTP statuses come; a slice in the shape measure()
  * returns. gRPC (`bodyFile`, a framed message): `streams` over GRPC_CONNECTIONS connections. `h1`: as
  * the HTTP rows' autocannon, `streams` HTTP/1.1 connections with one request in flight each, so that
- * an HTTP row and a gRPC row can be loaded by the same generator. `rate`: an open loop at that many
- * calls a second, not as fast as answered. The gRPC status of each call is not
+ * an HTTP row and a gRPC row can be loaded by the same generator. The gRPC status of each call is not
  * h2load's to see: the gRPC rows count it from tollgate's own counters, and every slice's preflight
  * call checks the answer itself.
  */
@@ -89,13 +88,10 @@ export async function measureH2load({
   h1 = false,
   headers = {},
   streams,
-  rate,
   duration,
   warmup,
   between,
 }) {
-  // A steady `rate` (calls/s): h2load starts each connection's share of it on a timer (at most its
-  // streams in flight), instead of a new call as soon as one is answered.
   const connections = h1 ? streams : Math.min(GRPC_CONNECTIONS, streams);
   const perConnection = Math.max(1, Math.round(streams / connections));
   const base = [
@@ -104,7 +100,6 @@ export async function measureH2load({
     String(connections),
     "-m",
     String(perConnection),
-    ...(rate === undefined ? [] : ["--rps", String(rate / connections)]),
     "-t",
     "1",
     ...(bodyFile === undefined ? [] : ["-d", bodyFile]),

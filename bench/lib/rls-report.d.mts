@@ -23,7 +23,7 @@ export type RlsReportRow = {
     cpuUsPerRequest: number;
     scriptCallsPerRequest: number;
   };
-  grpc?: { streams: number; expectOutcome: string; rate?: number };
+  grpc?: { streams: number; expectOutcome: string };
   outcomes?: { decisions: Record<string, number>; calls: Record<string, number> };
   rls?: { descriptors: number; algorithm: string; expectOverall?: number; floor?: boolean };
 };

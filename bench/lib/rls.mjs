@@ -126,9 +126,6 @@ export async function startRls(core, dir, grpc, options) {
  * The RLS rows: allowed and denied (one descriptor) per algorithm, three descriptors allowed
  * (fixed window, sliding log), and the fixed-window floor. None when the rows are skipped.
  */
-/** The steady row's calls per second: about half of what one tollgate answers on this machine. */
-const STEADY_RATE = 6400;
-
 export function rlsRows(core, { grpc, rls }) {
   if (rls.skipped !== undefined) return [];
   const { binary, connections, streams } = grpc;
@@ -200,22 +197,6 @@ export function rlsRows(core, { grpc, rls }) {
       }),
     );
   }
-  // The same one-descriptor call at a steady rate well inside what one tollgate answers, as Envoy
-  // sends calls when they come (not as fast as answered): its latency is the service's, not a queue's.
-  const steady = row({
-    id: "rls-steady-fixed",
-    short: `RLS allowed, fixed, steady ${STEADY_RATE.toLocaleString("en-US")}/s`,
-    label: `tollgate ShouldRateLimit, allowed: 1 descriptor, fixed-window, at a steady ${STEADY_RATE.toLocaleString("en-US")} calls/s`,
-    body: "allowed-fixed",
-    descriptors: 1,
-    expectOverall: OK,
-    algorithm: "fixed-window",
-    limit: RLS_ALGORITHMS.find((a) => a.name === "fixed")?.limit,
-  });
-  steady.label = steady.label.replace(load, `${load}, open loop`);
-  steady.h2load = { ...steady.h2load, rate: STEADY_RATE };
-  steady.grpc = { ...steady.grpc, rate: STEADY_RATE };
-  rows.push(steady);
   rows.push({
     id: "rls-floor",
     short: "RLS fixed-window floor",
