@@ -1,11 +1,6 @@
-// Envoy's ext_authz over gRPC, end to end: a real gRPC client (@grpc/grpc-js, not the server's
-// implementation) and raw HTTP/2 frames against tollgate's gRPC listener, on a real Redis.
-import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTollgate } from "../../src/app.js";
@@ -14,7 +9,6 @@ import { loadPolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
 import { createReadiness } from "../../src/process/readiness.js";
 import { createRedisStore } from "../../src/store/store.js";
-import { findBinary } from "../support/binaries.js";
 import { checkRequest, type GrpcClients, grpcClients, headerRecord } from "../support/grpc-client.js";
 import { login } from "../support/http-client.mjs";
 import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
@@ -27,6 +21,7 @@ import {
 } from "../support/processes.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
 import { ADMIN_TOKEN, JWT_SECRET } from "../support/secrets.mjs";
+import { selfSignedCert } from "../support/self-signed.js";
 
 const CHECK = "/envoy.service.auth.v3.Authorization/Check";
 const SERVING = 1;
@@ -515,31 +510,7 @@ describe("gRPC on a tollgate process", () => {
 
 describe("the gRPC listener over TLS (GRPC_TLS_CERT_FILE, GRPC_TLS_KEY_FILE)", () => {
   it("serves health and checks to a client that trusts its certificate, and nothing to a plaintext one", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-"));
-    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    execFileSync(
-      findBinary("openssl"),
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-      ],
-      { stdio: "ignore" },
-    );
+    const { cert, key } = selfSignedCert("tollgate-grpc-tls-");
     const proc = await startTollgate({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key });
     const tls = grpcClients(proc.grpcUrl, { rootCert: readFileSync(cert) });
     const plain = grpcClients(proc.grpcUrl);

@@ -2,7 +2,7 @@
 // @grpc/grpc-js, and h2load (nghttp2's load generator): unary and server-streaming calls, every byte
 // value through nghttp2's Huffman encoder, many streams at once, a client's tiny window, resets,
 // the drain's GOAWAY, TLS chosen by ALPN, and random bytes that never take the process down.
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import { tmpdir } from "node:os";
@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findBinary } from "../support/binaries.js";
 import { grpcMessage, PREFACE, RawClient, settings } from "../support/h2-raw.js";
 import { startTestServer, type TestServer } from "../support/h2-test-server.js";
+import { selfSignedCert } from "../support/self-signed.js";
 
 let server: TestServer;
 let url: string;
@@ -283,31 +284,7 @@ describe("h2load (nghttp2)", () => {
 
 describe("TLS", () => {
   it("serves a client that chose h2 by ALPN, and refuses one that did not", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-h2-tls-"));
-    const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
-    execFileSync(
-      findBinary("openssl"),
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-      ],
-      { stdio: "ignore" },
-    );
+    const { cert, key } = selfSignedCert("tollgate-h2-tls-");
     const secure = await startTestServer({ tls: { cert: readFileSync(cert), key: readFileSync(key) } });
     try {
       const session = http2.connect(`https://127.0.0.1:${secure.port}`, { ca: readFileSync(cert) });

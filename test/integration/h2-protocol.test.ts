@@ -3,13 +3,13 @@
 // the answer side, and each abuse bound ending in its GOAWAY or RST_STREAM. Every test then checks
 // that the server still answers a fresh connection.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HpackDecoder } from "../../src/frontends/envoy-grpc/h2/hpack.js";
 import {
   E,
   F,
   frame,
   grpcHeaders,
   grpcMessage,
+  headersOn,
   PREFACE,
   RawClient,
   settings,
@@ -30,13 +30,6 @@ afterAll(async () => {
 
 const ECHO = "/t.T/Echo";
 const connect = () => RawClient.connect(server.port);
-
-/** Each HEADERS block the server sent on a stream, decoded (its blocks use no dynamic table). */
-function headersOn(client: RawClient, stream: number): Record<string, string>[] {
-  return client.frames
-    .filter((f) => f.type === T.HEADERS && f.stream === stream)
-    .map((f) => new HpackDecoder(4096, 65536).decode(f.payload).headers);
-}
 
 /** Waits for a call's end (a frame with END_STREAM) and returns its status, headers and message bytes. */
 async function answer(client: RawClient, stream: number) {

@@ -1,7 +1,6 @@
 // A review of tollgate's own HTTP/2 server (RFC 9113, RFC 7541) through the raw client: each test
 // states a rule a real client relies on, and fails while the server breaks it.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HpackDecoder } from "../../src/frontends/envoy-grpc/h2/hpack.js";
 import {
   E,
   F,
@@ -9,6 +8,7 @@ import {
   frame,
   grpcHeaders,
   grpcMessage,
+  headersOn,
   RawClient,
   settings,
   T,
@@ -28,12 +28,6 @@ afterAll(async () => {
 
 const ECHO = "/t.T/Echo";
 const HOLD = "/t.T/Hold";
-
-function headersOn(client: RawClient, stream: number): Record<string, string>[] {
-  return client.frames
-    .filter((f) => f.type === T.HEADERS && f.stream === stream)
-    .map((f) => new HpackDecoder(4096, 65536).decode(f.payload).headers);
-}
 
 /** The stream's end: its grpc-status, or the RST_STREAM code, or a GOAWAY's error code (NO_ERROR is a drain, not an end). */
 async function outcome(client: RawClient, stream: number, ms = 3000): Promise<string> {

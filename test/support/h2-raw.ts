@@ -2,6 +2,7 @@
 // test chooses them (well-formed or not), and the server's frames read back, so that the server's
 // answers to every protocol rule and abuse bound can be checked without a library in between.
 import * as net from "node:net";
+import { HpackDecoder } from "../../src/frontends/envoy-grpc/h2/hpack.js";
 
 export const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 export const T = {
@@ -204,4 +205,11 @@ export class RawClient {
   close(): void {
     this.socket.destroy();
   }
+}
+
+/** Each HEADERS block the server sent on a stream, decoded (its blocks use no dynamic table). */
+export function headersOn(client: RawClient, stream: number): Record<string, string>[] {
+  return client.frames
+    .filter((f) => f.type === T.HEADERS && f.stream === stream)
+    .map((f) => new HpackDecoder(4096, 65536).decode(f.payload).headers);
 }
