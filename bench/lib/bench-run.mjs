@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startAround } from "./around.mjs";
 import { verifyGrpcRow } from "./grpc.mjs";
-import { stormReport } from "./identity.mjs";
+import { identityTargets, stormReport } from "./identity.mjs";
 import {
   cpuTable,
   evaluateTargets,
@@ -139,6 +139,7 @@ export async function benchRun({ options, dir, resultsDir }) {
     const targets = [
       ...evaluateTargets({ byId, monitor, memory }),
       ...tracingTargets(byId),
+      ...identityTargets(byId),
       ...rlsTargets(byId),
     ];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };

@@ -91,6 +91,15 @@ function grpcRows(core, around) {
       label: `tollgate check, denied: as the denied row, loaded by h2load (${h1}) → 429`,
     },
     {
+      ...httpCheck(core.alice, 429),
+      id: "denied-cached-h2load",
+      short: "denied, cached, h2load",
+      label: `tollgate check, denied with the denial cache on: as the cached row, loaded by h2load (${h1}) → 429`,
+      url: `${around.cached.checkUrl}/ext_authz/api/products`,
+      server: around.cached,
+      servers: ["tollgate (denial cache)"],
+    },
+    {
       id: "grpc-ceiling",
       short: "gRPC ceiling",
       label: `gRPC ceiling: an empty unary method on tollgate's gRPC server stack (${load}) → OK`,
