@@ -11,9 +11,7 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
-import { createRlsCore } from "./frontends/envoy-grpc/rls.js";
-import type { RlsAnswer } from "./frontends/envoy-grpc/rls-codec.js";
-import type { RlsInput } from "./frontends/envoy-grpc/rls-input.js";
+import { createRlsCore, type RlsDecide } from "./frontends/envoy-grpc/rls.js";
 import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
 import { createAdminApi } from "./http/admin-api.js";
@@ -47,7 +45,7 @@ export type Tollgate = {
   /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged; RLS_CONFIG too. */
   reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
   /** Envoy's rate limit service, when RLS_CONFIG is set: its configuration and its decision. */
-  rls: { state: RlsState; decide(input: RlsInput): Promise<RlsAnswer> } | undefined;
+  rls: { state: RlsState; decide: RlsDecide } | undefined;
   /** Stops what runs beside the listeners (the watches on POLICY_FILE and RLS_CONFIG). */
   close(): void;
 };
