@@ -20,7 +20,7 @@ import { createPublicApi } from "./http/public-api.js";
 import { withRequestSpans } from "./http/request-spans.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import { createRlsObserver, createRpcObserver, timed } from "./metrics/rpc-observer.js";
+import { createRlsObserver, createRpcObserver } from "./metrics/rpc-observer.js";
 import type { Policy } from "./policy/policy.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
 import type { Logger } from "./process/logger.js";
@@ -205,19 +205,17 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const rlsDecide =
     rlsState === undefined || config.rls === undefined
       ? undefined
-      : timed(
+      : createRlsCore({
+          rules: rlsRules(() => rlsState.current()),
+          limiter: store.unguarded.limiter,
+          denials,
+          deadline: createDeadline(config.rls.timeoutMs),
+          responseHeaders: config.rls.responseHeaders,
+          onDescriptor: createRlsObserver(metrics),
+          onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
           // One label value of the check histogram: Envoy's RLS timeout (20 ms) beside ext_authz's.
-          metrics.checkDuration.labels("envoy-rls"),
-          createRlsCore({
-            rules: rlsRules(() => rlsState.current()),
-            limiter: store.unguarded.limiter,
-            denials,
-            deadline: createDeadline(config.rls.timeoutMs),
-            responseHeaders: config.rls.responseHeaders,
-            onDescriptor: createRlsObserver(metrics),
-            onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
-          }),
-        );
+          durations: metrics.checkDuration.labels("envoy-rls"),
+        });
 
   /** Counts and logs a policy reload; one the file watch found unchanged says nothing. */
   const reportPolicy = (trigger: "admin" | "signal" | "worker" | "file", result: ReloadResult) => {

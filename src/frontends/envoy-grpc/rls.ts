@@ -60,6 +60,8 @@ export type RlsContext = {
   responseHeaders: boolean;
   onDescriptor?(domain: string, statsKey: string, outcome: RlsOutcome, hits: number): void;
   onStoreError?(error: unknown, requestId: string | undefined): void;
+  /** Each call's time, in seconds, failed ones too. */
+  durations?: { observe(seconds: number): void };
   now?: () => number;
 };
 
@@ -86,7 +88,7 @@ export type RlsDecide = (input: RlsInput) => RlsAnswer | Promise<RlsAnswer>;
 /** ShouldRateLimit's decision, apart from its protocol: the gRPC method and `POST /json` share it. */
 export function createRlsCore(context: RlsContext): RlsDecide {
   const now = context.now ?? Date.now;
-  const { denials, onDescriptor, responseHeaders } = context;
+  const { denials, onDescriptor, responseHeaders, durations } = context;
   const unavailable = (error: unknown, requestId: string | undefined): GrpcError => {
     context.onStoreError?.(error, requestId);
     return new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
@@ -158,7 +160,14 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     );
   };
 
-  return ({ domain, descriptors, addends, requestId }) => {
+  /** The call's time in `durations`, failed ones too (a store timeout is what Envoy waits longest for). */
+  const observe = (started: number): void => durations?.observe((performance.now() - started) / 1000);
+
+  /** The decision; a promise settles after observe(started), a synchronous one is observed by the caller. */
+  const decide = (
+    { domain, descriptors, addends, requestId }: RlsInput,
+    started: number,
+  ): RlsAnswer | Promise<RlsAnswer> => {
     const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
     const nowMs = now();
     const statuses: DescriptorStatus[] = [];
@@ -226,26 +235,63 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     }
     const call = { domain, limits, statuses };
     const mode = allOrNone ? "all-or-none" : "each";
-    const count = (indexes: number[], addend: number): Promise<void> => {
-      let result: Promise<LimitResult>;
+    /** The store call of the descriptors at `indexes`, within the deadline. */
+    const send = (indexes: number[], addend: number): Promise<LimitResult> => {
       try {
         const layers = indexes.map((index) => (limits[index] as RlsMatch).layer);
-        result = context.deadline(context.limiter.limit({ layers, addend, mode }));
+        return context.deadline(context.limiter.limit({ layers, addend, mode }));
       } catch (error) {
-        return Promise.reject(unavailable(error, requestId));
+        return Promise.reject(error);
       }
-      return result.then(
+    };
+    if (others === undefined) {
+      // The usual request, one addend: one store call, answered (and timed) in its continuation.
+      const indexes = counted;
+      return send(indexes, addend0).then(
+        (answered) => {
+          try {
+            apply(call, indexes, addend0, answered, nowMs, generation);
+            return answerOf(statuses, limits, responseHeaders);
+          } finally {
+            observe(started);
+          }
+        },
+        (error: unknown) => {
+          observe(started);
+          throw unavailable(error, requestId);
+        },
+      );
+    }
+    const count = (indexes: number[], addend: number): Promise<void> =>
+      send(indexes, addend).then(
         (answered) => apply(call, indexes, addend, answered, nowMs, generation),
         (error: unknown) => {
           throw unavailable(error, requestId);
         },
       );
-    };
-    const first = count(counted, addend0);
-    const all =
-      others === undefined
-        ? first
-        : Promise.all([first, ...Array.from(others, ([addend, indexes]) => count(indexes, addend))]);
-    return all.then(() => answerOf(statuses, limits, responseHeaders));
+    const calls = [count(counted, addend0)];
+    for (const [addend, indexes] of others) calls.push(count(indexes, addend));
+    return Promise.all(calls).then(
+      () => {
+        observe(started);
+        return answerOf(statuses, limits, responseHeaders);
+      },
+      (error: unknown) => {
+        observe(started);
+        throw error;
+      },
+    );
+  };
+
+  return (input) => {
+    const started = performance.now();
+    try {
+      const answer = decide(input, started);
+      if (!(answer instanceof Promise)) observe(started);
+      return answer;
+    } catch (error) {
+      observe(started);
+      throw error;
+    }
   };
 }

@@ -32,7 +32,12 @@ const MAX_MARGIN_MS = 60_000;
 /** A key's PEXPIRE that fails (a lost connection) is sent again a second later, this many times. */
 const EXPIRE_RETRIES = 5;
 
-type WindowCounter = (layers: readonly LimitLayer[], k: number, dry: boolean) => Promise<LayerResult[]>;
+type WindowCounter = {
+  /** Each layer's answer, in order. */
+  layers(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]>;
+  /** The answer of a request whose layers are all reference windows, without an identity. */
+  request(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LimitResult>;
+};
 
 export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock): WindowCounter {
   const coalesce = coalescerOf(redis);
@@ -42,32 +47,50 @@ export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock
       if (attempt < EXPIRE_RETRIES) setTimeout(() => expire(key, untilMs, attempt + 1), 1_000).unref();
     });
   };
-  /** One layer's command sent, and its answer when it comes. */
-  const countOne = (layer: LimitLayer, k: number, look: boolean, nowMs: number): Promise<LayerResult> => {
+  /** One layer's command sent, and its answer, as `shape` makes it, when it comes. */
+  const countOne = <T>(
+    layer: LimitLayer,
+    k: number,
+    dry: boolean,
+    nowMs: number,
+    shape: (result: LayerResult) => T,
+  ): Promise<T> => {
     const windowMs = (layer.rule.windows[0] as { windowMs: number }).windowMs;
     const startMs = windowStartOf(nowMs, windowMs);
     const key = keys.window(layer.subject, layer.category, startMs);
-    if (look) {
+    if (dry || k === 0) {
       return redis
         .get(key)
-        .then((value) => windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false));
+        .then((value) =>
+          shape(windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false)),
+        );
     }
     return redis.incrby(key, k).then((count) => {
       if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
-      return windowAnswer(layer.rule, count - k, k, nowMs, true);
+      return shape(windowAnswer(layer.rule, count - k, k, nowMs, true));
     });
   };
-  return (layers, k, dry) => {
+  const counted = (layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]> => {
     const nowMs = clock();
-    const look = dry || k === 0;
     coalesce();
     // Every command is sent before any answer is awaited: one round trip (one per slot on a cluster).
-    if (layers.length === 1) return countOne(layers[0] as LimitLayer, k, look, nowMs).then(alone);
-    return Promise.all(layers.map((layer) => countOne(layer, k, look, nowMs)));
+    if (layers.length === 1) return countOne(layers[0] as LimitLayer, k, dry, nowMs, alone);
+    return Promise.all(layers.map((layer) => countOne(layer, k, dry, nowMs, same)));
+  };
+  return {
+    layers: counted,
+    request(layers, k, dry) {
+      if (layers.length !== 1) return counted(layers, k, dry).then(limited);
+      const nowMs = clock();
+      coalesce();
+      return countOne(layers[0] as LimitLayer, k, dry, nowMs, limitedOne);
+    },
   };
 }
 
+const same = (result: LayerResult): LayerResult => result;
 const alone = (result: LayerResult): LayerResult[] => [result];
+const limitedOne = (result: LayerResult): LimitResult => limited([result]);
 
 /**
  * The port with a request's reference windows (mode each) counted by `count`, in the same round
@@ -83,7 +106,7 @@ export function withWindowCounts(port: LimiterPort, count: WindowCounter): Limit
       (yes ? apart : rest).push(l);
       return yes;
     });
-    const counted = count(apart, request.addend ?? 1, request.dryRun === true);
+    const counted = count.layers(apart, request.addend ?? 1, request.dryRun === true);
     const others =
       rest.length > 0 || request.identity !== undefined
         ? port.limit({ ...request, layers: rest })
@@ -105,7 +128,7 @@ export function withWindowCounts(port: LimiterPort, count: WindowCounter): Limit
       if (request.mode !== "each" || !request.layers.some(byWindow)) return port.limit(request);
       // The usual call of the rate limit service: every layer a reference window, no identity.
       if (request.identity === undefined && request.layers.every(byWindow)) {
-        return count(request.layers, request.addend ?? 1, request.dryRun === true).then(limited);
+        return count.request(request.layers, request.addend ?? 1, request.dryRun === true);
       }
       return mixed(request);
     },
