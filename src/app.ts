@@ -11,9 +11,7 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
-import { createRlsCore } from "./frontends/envoy-grpc/rls.js";
-import type { RlsAnswer } from "./frontends/envoy-grpc/rls-codec.js";
-import type { RlsInput } from "./frontends/envoy-grpc/rls-input.js";
+import { createRlsCore, type RlsDecide } from "./frontends/envoy-grpc/rls.js";
 import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
 import { createAdminApi } from "./http/admin-api.js";
@@ -22,7 +20,7 @@ import { createPublicApi } from "./http/public-api.js";
 import { withRequestSpans } from "./http/request-spans.js";
 import { createCheckObserver } from "./metrics/check-observer.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
-import { createRlsObserver, createRpcObserver, timed } from "./metrics/rpc-observer.js";
+import { createRlsObserver, createRpcObserver } from "./metrics/rpc-observer.js";
 import type { Policy } from "./policy/policy.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
 import type { Logger } from "./process/logger.js";
@@ -47,7 +45,7 @@ export type Tollgate = {
   /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged; RLS_CONFIG too. */
   reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
   /** Envoy's rate limit service, when RLS_CONFIG is set: its configuration and its decision. */
-  rls: { state: RlsState; decide(input: RlsInput): Promise<RlsAnswer> } | undefined;
+  rls: { state: RlsState; decide: RlsDecide } | undefined;
   /** Stops what runs beside the listeners (the watches on POLICY_FILE and RLS_CONFIG). */
   close(): void;
 };
@@ -207,19 +205,17 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const rlsDecide =
     rlsState === undefined || config.rls === undefined
       ? undefined
-      : timed(
+      : createRlsCore({
+          rules: rlsRules(() => rlsState.current()),
+          limiter: store.unguarded.limiter,
+          denials,
+          deadline: createDeadline(config.rls.timeoutMs),
+          responseHeaders: config.rls.responseHeaders,
+          onDescriptor: createRlsObserver(metrics),
+          onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
           // One label value of the check histogram: Envoy's RLS timeout (20 ms) beside ext_authz's.
-          metrics.checkDuration.labels("envoy-rls"),
-          createRlsCore({
-            rules: rlsRules(() => rlsState.current()),
-            limiter: store.unguarded.limiter,
-            denials,
-            deadline: createDeadline(config.rls.timeoutMs),
-            responseHeaders: config.rls.responseHeaders,
-            onDescriptor: createRlsObserver(metrics),
-            onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
-          }),
-        );
+          durations: metrics.checkDuration.labels("envoy-rls"),
+        });
 
   /** Counts and logs a policy reload; one the file watch found unchanged says nothing. */
   const reportPolicy = (trigger: "admin" | "signal" | "worker" | "file", result: ReloadResult) => {

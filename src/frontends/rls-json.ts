@@ -7,6 +7,7 @@ import { requestIdOf } from "../process/request-id.js";
 import { tracedRls } from "../tracing/check-span.js";
 import type { Tracing } from "../tracing/tracing.js";
 import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
+import type { RlsDecide } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
 import type { HttpRoute } from "./http-check.js";
@@ -133,10 +134,7 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 /** `POST /json` on the check listener, answered by `decide` (undefined: the RLS is off). */
-export function rlsJsonRoute(
-  decide: () => ((input: RlsInput) => Promise<RlsAnswer>) | undefined,
-  tracing: Tracing | undefined,
-): HttpRoute {
+export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Tracing | undefined): HttpRoute {
   return {
     paths: [{ path: "/json", subpaths: false }],
     usage: "POST /json (envoyproxy/ratelimit's JSON endpoint)",
@@ -183,9 +181,10 @@ export function rlsJsonRoute(
           return;
         }
         input.requestId = requestIdOf(req.headers["x-request-id"]);
-        const answered =
+        // A promise either way: the decision may be made at once (or refused at once, by throwing).
+        const answered: Promise<RlsAnswer> =
           tracing === undefined
-            ? core(input)
+            ? new Promise((resolve) => resolve(core(input)))
             : tracedRls(
                 tracing,
                 {

@@ -1,11 +1,11 @@
 // gRPC calls by method and status, and those in flight: the label children are resolved once per
 // label set, and count in plain numbers read when the metrics are (lean-counter.ts).
-import type { LeanHistogramChild } from "./lean-histogram.js";
 import type { Metrics } from "./metrics.js";
 
 export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFlight">) {
   const inFlight = new Map<string, { inc(): void; dec(): void }>();
-  const calls = new Map<string, { inc(): void }>();
+  /** method → status → child: found without building a string per call. */
+  const calls = new Map<string, Map<string, { inc(): void }>>();
   const inFlightOf = (method: string) => {
     let child = inFlight.get(method);
     if (child === undefined) {
@@ -20,11 +20,15 @@ export function createRpcObserver(metrics: Pick<Metrics, "grpcCalls" | "grpcInFl
     },
     finished(method: string, status: string) {
       inFlightOf(method).dec();
-      const key = `${method}|${status}`;
-      let child = calls.get(key);
+      let statuses = calls.get(method);
+      if (statuses === undefined) {
+        statuses = new Map();
+        calls.set(method, statuses);
+      }
+      let child = statuses.get(status);
       if (child === undefined) {
         child = metrics.grpcCalls.labels({ method, status });
-        calls.set(key, child);
+        statuses.set(status, child);
       }
       child.inc();
     },
@@ -40,40 +44,36 @@ const MAX_RLS_SERIES = 10_000;
 
 /** Rate limit service hits per domain, key path and result. */
 export function createRlsObserver(metrics: Pick<Metrics, "rlsHits">) {
-  const children = new Map<string, { inc(value?: number): void }>();
-  return (domain: string, key: string, result: string, hits: number): void => {
-    let id = `${domain}\n${key}\n${result}`;
-    let child = children.get(id);
-    if (child === undefined && children.size >= MAX_RLS_SERIES) {
-      id = `${domain}\n_other\n${result}`;
-      child = children.get(id);
+  type Child = { inc(value?: number): void };
+  /** domain → key → result → child: found without building a string per descriptor. */
+  const children = new Map<string, Map<string, Map<string, Child>>>();
+  let size = 0;
+  const at = (domain: string, key: string): Map<string, Child> => {
+    let keys = children.get(domain);
+    if (keys === undefined) {
+      keys = new Map();
+      children.set(domain, keys);
     }
-    if (child === undefined) {
-      child = metrics.rlsHits.labels({
-        domain,
-        key: children.size >= MAX_RLS_SERIES ? "_other" : key,
-        result,
-      });
-      children.set(id, child);
+    let results = keys.get(key);
+    if (results === undefined) {
+      results = new Map();
+      keys.set(key, results);
     }
-    child.inc(hits);
+    return results;
   };
-}
-
-/**
- * `call` with the time of each call observed in `histogram`, the failed ones too (a store timeout
- * is what Envoy waits longest for).
- */
-export function timed<Input, Answer>(
-  histogram: LeanHistogramChild,
-  call: (input: Input) => Promise<Answer>,
-): (input: Input) => Promise<Answer> {
-  return async (input) => {
-    const started = process.hrtime.bigint();
-    try {
-      return await call(input);
-    } finally {
-      histogram.observe(Number(process.hrtime.bigint() - started) / 1e9);
+  const childOf = (domain: string, key: string, result: string): Child => {
+    const own = size >= MAX_RLS_SERIES ? "_other" : key;
+    const results = at(domain, own);
+    let child = results.get(result);
+    if (child === undefined) {
+      child = metrics.rlsHits.labels({ domain, key: own, result });
+      results.set(result, child);
+      size += 1;
     }
+    return child;
+  };
+  return (domain: string, key: string, result: string, hits: number): void => {
+    const child = children.get(domain)?.get(key)?.get(result) ?? childOf(domain, key, result);
+    child.inc(hits);
   };
 }

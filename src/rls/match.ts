@@ -41,17 +41,38 @@ export function limitsFor(
   const rls = config.domains.get(domain);
   if (rls === undefined) return descriptors.map(() => undefined);
   const limits = descriptors.map((descriptor) => limitOf(config, rls, descriptor));
-  const replaced = new Set<string>();
-  for (const limit of limits) for (const name of limit?.replaces ?? []) replaced.add(name);
-  if (replaced.size === 0) return limits;
-  return limits.map((limit) =>
-    limit === undefined || limit.unlimited || limit.name === undefined || !replaced.has(limit.name)
-      ? limit
-      : undefined,
-  );
+  dropReplaced(limits, (limit) => limit);
+  return limits;
 }
 
-function limitOf(config: RlsConfig, rls: RlsDomain, descriptor: RequestDescriptor): RlsLimit | undefined {
+/**
+ * limitsFor's second step, in place: every item's limit's `replaces` drops each limited rule of
+ * that name (its item becomes undefined). `limitOf` reads an item's limit.
+ */
+export function dropReplaced<T>(items: (T | undefined)[], limitOf: (item: T) => RlsLimit): void {
+  let replaced: Set<string> | undefined;
+  for (const item of items) {
+    if (item === undefined) continue;
+    for (const name of limitOf(item).replaces) {
+      replaced ??= new Set();
+      replaced.add(name);
+    }
+  }
+  if (replaced === undefined) return;
+  for (let i = 0; i < items.length; i += 1) {
+    const item = items[i];
+    if (item === undefined) continue;
+    const limit = limitOf(item);
+    if (!limit.unlimited && limit.name !== undefined && replaced.has(limit.name)) items[i] = undefined;
+  }
+}
+
+/** One descriptor's limit, before `replaces` (see limitsFor). */
+export function limitOf(
+  config: RlsConfig,
+  rls: RlsDomain,
+  descriptor: RequestDescriptor,
+): RlsLimit | undefined {
   const { entries, limit: own } = descriptor;
   if (own !== undefined) {
     const windowMs = RLS_UNIT_SECONDS[own.unit] * 1000;
@@ -92,11 +113,12 @@ function limitOf(config: RlsConfig, rls: RlsDomain, descriptor: RequestDescripto
   const sharedPatterns = path.map((s) =>
     s.how === "wildcard" && s.node.shareThreshold ? s.node.value : undefined,
   );
-  return {
-    ...limit,
-    statsKey: statsKeyOf(rls.domain, entries, path, limit.detailedMetric, sharedPatterns),
-    sharedPatterns: sharedPatterns.some((p) => p !== undefined) ? sharedPatterns : [],
-  };
+  const statsKey = statsKeyOf(rls.domain, entries, path, limit.detailedMetric, sharedPatterns);
+  const shares = sharedPatterns.some((p) => p !== undefined);
+  // The rule itself when the match adds nothing to it: one object per rule, which its front end's
+  // per-rule views are kept by.
+  if (!shares && statsKey === limit.statsKey) return limit;
+  return { ...limit, statsKey, sharedPatterns: shares ? sharedPatterns : [] };
 }
 
 function matchEntry(level: RlsLevel, entry: Entry): Step | undefined {

@@ -62,7 +62,7 @@ export function tracedCheck(
 export function tracedRls<T extends { overall_code: number }>(
   tracing: Tracing,
   call: { transport: string; caller: TraceHeaders; requestId: string | undefined; domain: string },
-  decide: () => Promise<T>,
+  decide: () => T | Promise<T>,
 ): Promise<T> {
   const attributes: SpanAttributes = { "tollgate.rls.domain": call.domain };
   if (call.requestId !== undefined) attributes[REQUEST_ID] = call.requestId;

@@ -31,9 +31,26 @@ type Call = {
   size: number;
   /** Bytes of this call counted in its connection's `buffered`. */
   held: number;
+  /**
+   * The second the stream opened while its request is still arriving (the server's sweep resets it
+   * past REQUEST_TIMEOUT_MS), else -1. On the call, not in a Map of the server: see stream-table.ts.
+   */
+  arrivingSince: number;
   refused: boolean;
   finished: boolean;
 };
+
+/** The second a stream's request began to arrive, while it still does; undefined otherwise. */
+export function arrivingSince(stream: H2Stream): number | undefined {
+  const call = stream.call as Call | undefined;
+  return call === undefined || call.arrivingSince < 0 ? undefined : call.arrivingSince;
+}
+
+/** The stream is no longer waited on for its request (the sweep has reset it, or the server drains). */
+export function stopArriving(stream: H2Stream): void {
+  const call = stream.call as Call | undefined;
+  if (call !== undefined) call.arrivingSince = -1;
+}
 
 const EMPTY = Buffer.alloc(0);
 const UNKNOWN_METHOD = "unknown";
@@ -42,8 +59,6 @@ export function createCallHandler(server: {
   methods: ReadonlyMap<string, GrpcMethod>;
   /** Each connection's budget. */
   budgetOf(stream: H2Stream): ConnectionBudget;
-  /** Streams whose request is still arriving, with the second they opened. */
-  arriving: Map<H2Stream, number>;
   clock: { seconds: number };
   /** The server-streaming calls open, each by its `end`. */
   streams: Set<() => void>;
@@ -52,8 +67,7 @@ export function createCallHandler(server: {
   observer: RpcObserver | undefined;
   onError(error: unknown, method: string, requestId: string | undefined): void;
 }): StreamHandler {
-  const { methods, arriving, clock, streams, maxMessageBytes, sessionBufferBytes, observer, onError } =
-    server;
+  const { methods, clock, streams, maxMessageBytes, sessionBufferBytes, observer, onError } = server;
   const finish = (call: Call, status: string): void => {
     if (call.finished) return;
     call.finished = true;
@@ -78,7 +92,7 @@ export function createCallHandler(server: {
     call.refused = true;
     call.first = undefined;
     call.more = undefined;
-    arriving.delete(stream);
+    call.arrivingSince = -1;
     release(call);
     finish(call, "RESOURCE_EXHAUSTED");
     trailersOnly(stream.connection, stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
@@ -165,12 +179,12 @@ export function createCallHandler(server: {
         more: undefined,
         size: 0,
         held: 0,
+        arrivingSince: clock.seconds,
         refused: false,
         finished: false,
       };
       stream.call = call;
       observer?.started(call.name);
-      arriving.set(stream, clock.seconds);
     },
     data(stream, view, last) {
       const call = stream.call as Call | undefined;
@@ -198,7 +212,7 @@ export function createCallHandler(server: {
     end(stream) {
       const call = stream.call as Call | undefined;
       if (call === undefined) return;
-      arriving.delete(stream);
+      call.arrivingSince = -1;
       if (call.refused || stream.closed) {
         release(call);
         return;
@@ -217,7 +231,7 @@ export function createCallHandler(server: {
     close(stream) {
       const call = stream.call as Call | undefined;
       if (call === undefined) return;
-      arriving.delete(stream);
+      call.arrivingSince = -1;
       release(call);
       // Every call is counted once as finished: answered, failed, or left by its client.
       finish(call, "CANCELLED");

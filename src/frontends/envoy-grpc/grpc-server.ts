@@ -5,11 +5,11 @@
 // docs/performance.md has the figures.
 import type { RpcObserver } from "../front-end.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
-import { type ConnectionBudget, createCallHandler } from "./grpc-call.js";
+import { arrivingSince, type ConnectionBudget, createCallHandler, stopArriving } from "./grpc-call.js";
 import type { GrpcMethod } from "./grpc-protocol.js";
 import { ErrorCode } from "./h2/frames.js";
 import { createH2Server } from "./h2/server.js";
-import type { Connection, H2Stream } from "./h2/state.js";
+import type { Connection } from "./h2/state.js";
 
 export type GrpcServerOptions = {
   /** By full path, `/package.Service/Method`. */
@@ -47,8 +47,6 @@ export function createGrpcServer(options: GrpcServerOptions) {
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const streams = new Set<() => void>();
   const budgets = new WeakMap<Connection, ConnectionBudget>();
-  /** Streams whose request is still arriving, with the second they opened: reset past REQUEST_TIMEOUT_MS. */
-  const arriving = new Map<H2Stream, number>();
   /** Seconds since the server started, counted by the sweep: a clock that costs nothing to read per call. */
   const clock = { seconds: 0 };
 
@@ -62,7 +60,6 @@ export function createGrpcServer(options: GrpcServerOptions) {
       }
       return budget;
     },
-    arriving,
     clock,
     streams,
     maxMessageBytes,
@@ -78,10 +75,13 @@ export function createGrpcServer(options: GrpcServerOptions) {
     // A call stamped `since` opened at most a second before that stamp was read: one second more
     // makes each bound a floor, never cutting short.
     const limit = clock.seconds - REQUEST_TIMEOUT_MS / 1000 - 1;
-    for (const [stream, since] of arriving) {
-      if (since > limit) break;
-      arriving.delete(stream);
-      stream.connection.resetStream(stream, ErrorCode.CANCEL);
+    for (const connection of connections) {
+      for (const stream of connection.streams.values()) {
+        const since = arrivingSince(stream);
+        if (since === undefined || since > limit) continue;
+        stopArriving(stream);
+        connection.resetStream(stream, ErrorCode.CANCEL);
+      }
     }
     // A connection with nothing open and no call begun for a while, or that never spoke HTTP/2, is let go.
     const idleSince = clock.seconds - SESSION_IDLE_MS / 1000 - 1;
@@ -106,8 +106,13 @@ export function createGrpcServer(options: GrpcServerOptions) {
       options.onDrain?.();
       for (const end of [...streams]) end();
       // A request still arriving is not in flight: it is reset rather than waited for.
-      for (const stream of [...arriving.keys()]) stream.connection.resetStream(stream, ErrorCode.CANCEL);
-      arriving.clear();
+      for (const connection of connections) {
+        for (const stream of connection.streams.values()) {
+          if (arrivingSince(stream) === undefined) continue;
+          stopArriving(stream);
+          connection.resetStream(stream, ErrorCode.CANCEL);
+        }
+      }
       // Whatever is still open after the grace (a client that never reads its answer) is cut.
       setTimeout(() => {
         for (const connection of connections) connection.destroy();

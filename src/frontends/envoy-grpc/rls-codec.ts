@@ -140,42 +140,47 @@ function limitSize(limit: NonNullable<Status["current_limit"]>, nameLength: numb
 const durationSize = (d: { seconds: number; nanos: number }): number =>
   (d.seconds === 0 ? 0 : 1 + varintSize(d.seconds)) + (d.nanos === 0 ? 0 : 1 + varintSize(d.nanos));
 
+/** A status's current_limit name's UTF-8 length (0 without one). */
+const nameLength = (s: Status): number =>
+  s.current_limit?.name === undefined ? 0 : utf8Length(s.current_limit.name);
+
+/** DescriptorStatus {code = 1, current_limit = 2, limit_remaining = 3, duration_until_reset = 4}: its content's size. */
+function statusSize(s: Status, name: number): number {
+  let size = s.code === 0 ? 0 : 1 + varintSize(s.code);
+  if (s.current_limit !== undefined) size += fieldSize(limitSize(s.current_limit, name));
+  if (s.limit_remaining !== 0) size += 1 + varintSize(s.limit_remaining);
+  if (s.duration_until_reset !== undefined) size += fieldSize(durationSize(s.duration_until_reset));
+  return size;
+}
+
 /**
  * A RateLimitResponse's bytes after gRPC's 5-byte prefix: overall_code = 1, statuses = 2
  * {code = 1, current_limit = 2, limit_remaining = 3, duration_until_reset = 4},
- * response_headers_to_add = 3 {key = 1, value = 2}.
+ * response_headers_to_add = 3 {key = 1, value = 2}. Sizes are worked out twice (to size the
+ * buffer, then to write it) rather than kept in arrays: one call writes one or a few statuses.
  */
 export function writeRateLimitResponse(answer: RlsAnswer): Framed {
-  const names = answer.statuses.map((s) =>
-    s.current_limit?.name === undefined ? 0 : utf8Length(s.current_limit.name),
-  );
-  const sizes = answer.statuses.map((s, i) => {
-    let size = s.code === 0 ? 0 : 1 + varintSize(s.code);
-    if (s.current_limit !== undefined) size += fieldSize(limitSize(s.current_limit, names[i] as number));
-    if (s.limit_remaining !== 0) size += 1 + varintSize(s.limit_remaining);
-    if (s.duration_until_reset !== undefined) size += fieldSize(durationSize(s.duration_until_reset));
-    return size;
-  });
-  const headers = answer.response_headers_to_add ?? [];
-  const headerSizes = headers.map((h) => [utf8Length(h.key), utf8Length(h.value)]);
+  const { statuses } = answer;
+  const headers = answer.response_headers_to_add ?? NO_HEADERS;
   let total = answer.overall_code === 0 ? 0 : 1 + varintSize(answer.overall_code);
-  for (const size of sizes) total += fieldSize(size);
-  for (const [k, v] of headerSizes) total += fieldSize(fieldSize(k as number) + fieldSize(v as number));
+  for (const s of statuses) total += fieldSize(statusSize(s, nameLength(s)));
+  for (const h of headers) total += fieldSize(fieldSize(utf8Length(h.key)) + fieldSize(utf8Length(h.value)));
   const w = new Writer(prefixed(total));
   w.at = 5;
   if (answer.overall_code !== 0) {
     w.byte(tag(1, VARINT));
     w.varint(answer.overall_code);
   }
-  answer.statuses.forEach((s, i) => {
-    w.open(tag(2, BYTES), sizes[i] as number);
+  for (const s of statuses) {
+    const name = nameLength(s);
+    w.open(tag(2, BYTES), statusSize(s, name));
     if (s.code !== 0) {
       w.byte(tag(1, VARINT));
       w.varint(s.code);
     }
     const limit = s.current_limit;
     if (limit !== undefined) {
-      w.open(tag(2, BYTES), limitSize(limit, names[i] as number));
+      w.open(tag(2, BYTES), limitSize(limit, name));
       if (limit.requests_per_unit !== 0) {
         w.byte(tag(1, VARINT));
         w.varint(limit.requests_per_unit);
@@ -184,7 +189,7 @@ export function writeRateLimitResponse(answer: RlsAnswer): Framed {
         w.byte(tag(2, VARINT));
         w.varint(limit.unit);
       }
-      if ((names[i] as number) > 0) w.string(tag(3, BYTES), limit.name as string, names[i] as number);
+      if (name > 0) w.string(tag(3, BYTES), limit.name as string, name);
     }
     if (s.limit_remaining !== 0) {
       w.byte(tag(3, VARINT));
@@ -202,13 +207,16 @@ export function writeRateLimitResponse(answer: RlsAnswer): Framed {
         w.varint(d.nanos);
       }
     }
-  });
-  headers.forEach((h, i) => {
-    const [k, v] = headerSizes[i] as [number, number];
+  }
+  for (const h of headers) {
+    const k = utf8Length(h.key);
+    const v = utf8Length(h.value);
     w.open(tag(3, BYTES), fieldSize(k) + fieldSize(v));
     w.string(tag(1, BYTES), h.key, k);
     w.string(tag(2, BYTES), h.value, v);
-  });
+  }
   if (w.at !== 5 + total) throw new Error(`RateLimitResponse written ${w.at - 5} of ${total} bytes`);
   return new Framed(w.buf);
 }
+
+const NO_HEADERS: readonly { key: string; value: string }[] = [];

@@ -36,6 +36,21 @@ function numberOf(value: number | { toNumber(): number } | undefined): number | 
   return typeof value === "number" ? value : value.toNumber();
 }
 
+const NO_ENTRIES: readonly { key: string; value: string }[] = [];
+
+/** A descriptor's entries, every key and value a string: the decoded ones when they already are. */
+function entriesOf(
+  decoded: { key?: string; value?: string }[] | undefined,
+): readonly { key: string; value: string }[] {
+  if (decoded === undefined) return NO_ENTRIES;
+  for (const e of decoded) {
+    if (typeof e.key !== "string" || typeof e.value !== "string") {
+      return decoded.map((d) => ({ key: d.key ?? "", value: d.value ?? "" }));
+    }
+  }
+  return decoded as { key: string; value: string }[];
+}
+
 /** A ShouldRateLimit request as the core reads it. */
 export type RlsInput = {
   domain: string;
@@ -67,7 +82,7 @@ export function rlsInput(message: DecodedRequest): RlsInput {
     if ((d.entries?.length ?? 0) > MAX_ENTRIES) {
       throw new GrpcError(GrpcStatus.INVALID_ARGUMENT, `at most ${MAX_ENTRIES} entries per descriptor`);
     }
-    const entries = (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" }));
+    const entries = entriesOf(d.entries);
     const unit = d.limit == null ? undefined : UNIT_NAMES.get(d.limit.unit ?? 0);
     descriptors.push({
       entries,

@@ -6,35 +6,28 @@ import type { Tracing } from "../../tracing/tracing.js";
 import { traceHeadersOf } from "../trace-headers.js";
 import type { GrpcMethod } from "./grpc-protocol.js";
 import type { GrpcService } from "./listener.js";
-import { type RlsAnswer, readRateLimitRequest, writeRateLimitResponse } from "./rls-codec.js";
-import { type RlsInput, rlsInput } from "./rls-input.js";
+import type { RlsDecide } from "./rls.js";
+import { readRateLimitRequest, writeRateLimitResponse } from "./rls-codec.js";
+import { rlsInput } from "./rls-input.js";
 
 export const RATE_LIMIT_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
 export const SHOULD_RATE_LIMIT = `/${RATE_LIMIT_SERVICE}/ShouldRateLimit`;
 
-export function rateLimitService(
-  decide: (input: RlsInput) => Promise<RlsAnswer>,
-  tracing: Tracing | undefined,
-): GrpcService {
+export function rateLimitService(decide: RlsDecide, tracing: Tracing | undefined): GrpcService {
   const method: GrpcMethod = {
     kind: "unary",
-    async handle(bytes, call) {
+    // A decision made at once (nothing counted: a cached refusal, no limit) is written at once; a
+    // failure thrown here is answered as a rejected one would be (grpc-call.ts).
+    handle(bytes, call) {
       const input = rlsInput(readRateLimitRequest(bytes));
       input.requestId = requestIdOf(call.headers?.["x-request-id"]);
-      const answer =
-        tracing === undefined
-          ? await decide(input)
-          : await tracedRls(
-              tracing,
-              {
-                transport: "envoy-grpc",
-                caller: traceHeadersOf(call.headers),
-                requestId: input.requestId,
-                domain: input.domain,
-              },
-              () => decide(input),
-            );
-      return writeRateLimitResponse(answer);
+      if (tracing !== undefined) {
+        const caller = traceHeadersOf(call.headers);
+        const span = { transport: "envoy-grpc", caller, requestId: input.requestId, domain: input.domain };
+        return tracedRls(tracing, span, () => decide(input)).then(writeRateLimitResponse);
+      }
+      const answer = decide(input);
+      return answer instanceof Promise ? answer.then(writeRateLimitResponse) : writeRateLimitResponse(answer);
     },
   };
   return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };

@@ -7,14 +7,9 @@ import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
-import type { DescriptorStatus, Duration, RlsAnswer } from "./rls-codec.js";
-import {
-  MAX_UINT32,
-  type RequestDescriptor,
-  RLS_UNITS,
-  type RlsInput,
-  type RlsUnitName,
-} from "./rls-input.js";
+import { answerOf, duration, OK, OVER_LIMIT } from "./rls-answer.js";
+import type { DescriptorStatus, RlsAnswer } from "./rls-codec.js";
+import { MAX_UINT32, type RequestDescriptor, type RlsInput, type RlsUnitName } from "./rls-input.js";
 
 /** A matched limit as this front end needs it (src/rls/ builds it from the configuration). */
 export type RlsLimitView = {
@@ -30,13 +25,23 @@ export type RlsLimitView = {
   quotaMode: boolean;
   /** The reference's stats key (domain and key path; values only with detailed_metric). */
   statsKey: string;
+  /** The status's current_limit, the same object for every call. */
+  currentLimit: NonNullable<DescriptorStatus["current_limit"]>;
+  /**
+   * What a refusal is remembered under: the rule and its limit (a request's own limit counts under
+   * the rule's counter, and a refusal under 1 a minute says nothing of one that brings 1000).
+   */
+  refusalKey: string;
 };
+
+/** A descriptor's match: its limit, the subject it is counted under, and the layer that counts it. */
+export type RlsMatch = { limit: RlsLimitView; subject: string; layer: LimitLayer };
 
 /** What the configuration in force says of one request: a limit and a counter per descriptor. */
 export type RlsResolution = {
   allOrNone: boolean;
   /** Per descriptor, in request order; undefined when no limit matches (OK without current_limit). */
-  limits: readonly ({ limit: RlsLimitView; subject: string } | undefined)[];
+  limits: readonly (RlsMatch | undefined)[];
 };
 
 export type RlsRules = {
@@ -55,29 +60,13 @@ export type RlsContext = {
   responseHeaders: boolean;
   onDescriptor?(domain: string, statsKey: string, outcome: RlsOutcome, hits: number): void;
   onStoreError?(error: unknown, requestId: string | undefined): void;
+  /** Each call's time, in seconds, failed ones too. */
+  durations?: { observe(seconds: number): void };
   now?: () => number;
 };
 
-/** envoy.service.ratelimit.v3.RateLimitResponse.Code */
-const OK = 1;
-const OVER_LIMIT = 2;
 /** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
 const NEAR_LIMIT_RATIO = 0.8;
-
-/** protobuf's Duration holds at most 10,000 years. */
-const MAX_DURATION_MS = 315_576_000_000_000;
-
-function duration(ms: number): Duration {
-  const whole = Number.isFinite(ms) ? Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(ms))) : MAX_DURATION_MS;
-  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
-}
-
-/**
- * A refusal is remembered under the rule and its limit: a descriptor's own limit (a request's
- * override) counts under the rule's counter, and a refusal under 1 a minute says nothing of a
- * request that brings its own 1000 a minute.
- */
-const refusalKey = (limit: RlsLimitView): string => `${limit.id}:${limit.requestsPerUnit}`;
 
 /**
  * Denied: until the request would pass (its Retry-After). Allowed: until Remaining next grows (the
@@ -93,171 +82,216 @@ function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: numb
   return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
 }
 
+/** A decision: synchronous when nothing is counted (no limit, a cached refusal), else a promise. */
+export type RlsDecide = (input: RlsInput) => RlsAnswer | Promise<RlsAnswer>;
+
 /** ShouldRateLimit's decision, apart from its protocol: the gRPC method and `POST /json` share it. */
-export function createRlsCore(context: RlsContext): (input: RlsInput) => Promise<RlsAnswer> {
+export function createRlsCore(context: RlsContext): RlsDecide {
   const now = context.now ?? Date.now;
-  return async ({ domain, descriptors, addends, requestId }) => {
+  const { denials, onDescriptor, responseHeaders, durations } = context;
+  const unavailable = (error: unknown, requestId: string | undefined): GrpcError => {
+    context.onStoreError?.(error, requestId);
+    return new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
+  };
+
+  /** The store's answer for the descriptors at `indexes` (one addend), written into their statuses. */
+  const apply = (
+    call: { domain: string; limits: readonly (RlsMatch | undefined)[]; statuses: DescriptorStatus[] },
+    indexes: readonly number[],
+    addend: number,
+    result: LimitResult,
+    nowMs: number,
+    generation: number,
+  ): void => {
+    if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+    // The store states when a window resets on its own clock, as it counted: read ours after it
+    // answered, not before the call, or the call's own time would be added to every reset.
+    const answeredMs = now();
+    for (let l = 0; l < indexes.length; l += 1) {
+      const answer = result.layers[l];
+      const window = answer?.windows[0];
+      if (answer === undefined || window === undefined) continue;
+      const index = indexes[l] as number;
+      const status = call.statuses[index] as DescriptorStatus;
+      const matched = call.limits[index] as RlsMatch;
+      const shadow = matched.layer.shadow === true;
+      const over = !answer.room;
+      status.code = over && !shadow ? OVER_LIMIT : OK;
+      status.limit_remaining = Math.max(0, window.remaining);
+      status.duration_until_reset = duration(untilReset(window, matched.layer.rule, answer.room, answeredMs));
+      const outcome: RlsOutcome = over
+        ? shadow
+          ? "shadow"
+          : "over"
+        : window.used >= NEAR_LIMIT_RATIO * window.limit
+          ? "near"
+          : "within";
+      onDescriptor?.(call.domain, matched.limit.statsKey, outcome, addend);
+      // Only a refusal of one hit is remembered: one of more hits than are left says nothing
+      // of a smaller request (the store would count it), while one hit refused means every
+      // larger request is refused too, until it would pass.
+      if (over && !shadow && addend === 1) remember(matched, window, nowMs, generation);
+    }
+  };
+
+  const remember = (matched: RlsMatch, window: WindowResult, nowMs: number, generation: number): void => {
+    const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
+    denials?.remember(
+      matched.subject,
+      matched.limit.refusalKey,
+      window.windowMs,
+      undefined,
+      {
+        hit: {
+          allowed: false,
+          layer: 0,
+          window: 0,
+          limit: window.limit,
+          windowMs: window.windowMs,
+          used: window.used,
+          remaining: window.remaining,
+          resetAtMs: window.resetAtMs,
+          retryAfterMs: window.retryAfterMs,
+        },
+        user: undefined,
+      },
+      { retryAtMs, untilMs: retryAtMs },
+      generation,
+    );
+  };
+
+  /** The call's time in `durations`, failed ones too (a store timeout is what Envoy waits longest for). */
+  const observe = (started: number): void => durations?.observe((performance.now() - started) / 1000);
+
+  /** The decision; a promise settles after observe(started), a synchronous one is observed by the caller. */
+  const decide = (
+    { domain, descriptors, addends, requestId }: RlsInput,
+    started: number,
+  ): RlsAnswer | Promise<RlsAnswer> => {
     const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
     const nowMs = now();
-    const statuses: DescriptorStatus[] = descriptors.map(() => ({ code: OK, limit_remaining: 0 }));
-    const generation = context.denials?.generation() ?? 0;
+    const statuses: DescriptorStatus[] = [];
+    const generation = denials?.generation() ?? 0;
 
-    // Descriptors to count, grouped by addend (a store call counts one addend).
-    const groups = new Map<number, { index: number; layer: LimitLayer }[]>();
+    // Descriptors to count, by addend (a store call counts one addend): the first addend's
+    // indexes, then any other's.
+    let addend0 = 0;
+    let counted: number[] | undefined;
+    let others: Map<number, number[]> | undefined;
     let refusedFromCache = false;
     for (let i = 0; i < limits.length; i += 1) {
+      const status: DescriptorStatus = { code: OK, limit_remaining: 0 };
+      statuses.push(status);
       const matched = limits[i];
       if (matched === undefined) continue;
-      const { limit, subject } = matched;
-      const status = statuses[i] as DescriptorStatus;
+      const { limit } = matched;
       if (limit.unlimited) {
         status.limit_remaining = MAX_UINT32;
         continue;
       }
-      status.current_limit = {
-        ...(limit.name === undefined ? {} : { name: limit.name }),
-        requests_per_unit: limit.requestsPerUnit,
-        unit: RLS_UNITS[limit.unit],
-      };
+      status.current_limit = limit.currentLimit;
       const addend = addends[i] as number;
       if (limit.requestsPerUnit === 0) {
         // A limit of nothing: every hit is over, as the reference answers it, without the store.
         status.code = limit.shadowMode ? OK : OVER_LIMIT;
-        context.onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
+        onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
         continue;
       }
       const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       const cached =
         addend > 0 && !limit.shadowMode
-          ? context.denials?.lookup(subject, refusalKey(limit), undefined, nowMs, windowMs)
+          ? denials?.lookup(matched.subject, limit.refusalKey, undefined, nowMs, windowMs)
           : undefined;
       if (cached !== undefined) {
         status.code = OVER_LIMIT;
         status.duration_until_reset = duration(cached.hit.retryAfterMs);
-        context.onDescriptor?.(domain, limit.statsKey, "cached", addend);
+        onDescriptor?.(domain, limit.statsKey, "cached", addend);
         refusedFromCache = true;
         continue;
       }
-      let group = groups.get(addend);
-      if (group === undefined) {
-        group = [];
-        groups.set(addend, group);
+      if (counted === undefined) {
+        addend0 = addend;
+        counted = [i];
+      } else if (addend === addend0) {
+        counted.push(i);
+      } else {
+        others ??= new Map();
+        const group = others.get(addend);
+        if (group === undefined) others.set(addend, [i]);
+        else group.push(i);
       }
-      group.push({
-        index: i,
-        layer: { subject, category: limit.id, rule: limit.rule, shadow: limit.shadowMode },
-      });
     }
 
-    if (!(allOrNone && refusedFromCache)) {
-      if (allOrNone && groups.size > 1) {
-        throw new GrpcError(
-          GrpcStatus.INVALID_ARGUMENT,
-          "all_or_none counts one addend per request: the descriptors' hits_addend differ",
-        );
+    // Nothing to count, or all-or-none and a descriptor refused from the cache (nothing is counted,
+    // the others only report their limit): answered now.
+    if (counted === undefined || (allOrNone && refusedFromCache)) {
+      return answerOf(statuses, limits, responseHeaders);
+    }
+    if (allOrNone && others !== undefined) {
+      throw new GrpcError(
+        GrpcStatus.INVALID_ARGUMENT,
+        "all_or_none counts one addend per request: the descriptors' hits_addend differ",
+      );
+    }
+    const call = { domain, limits, statuses };
+    const mode = allOrNone ? "all-or-none" : "each";
+    /** The store call of the descriptors at `indexes`, within the deadline. */
+    const send = (indexes: number[], addend: number): Promise<LimitResult> => {
+      try {
+        const layers = indexes.map((index) => (limits[index] as RlsMatch).layer);
+        return context.deadline(context.limiter.limit({ layers, addend, mode }));
+      } catch (error) {
+        return Promise.reject(error);
       }
-      const calls = [...groups].map(async ([addend, group]) => {
-        let result: LimitResult;
-        try {
-          result = await context.deadline(
-            context.limiter.limit({
-              layers: group.map((g) => g.layer),
-              addend,
-              mode: allOrNone ? "all-or-none" : "each",
-            }),
-          );
-        } catch (error) {
-          context.onStoreError?.(error, requestId);
-          throw new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
-        }
-        if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
-        // The store states when a window resets on its own clock, as it counted: read ours after it
-        // answered, not before the call, or the call's own time would be added to every reset.
-        const answeredMs = now();
-        group.forEach(({ index, layer }, l) => {
-          const answer = result.layers[l];
-          const window = answer?.windows[0];
-          if (answer === undefined || window === undefined) return;
-          const status = statuses[index] as DescriptorStatus;
-          const matched = limits[index] as { limit: RlsLimitView; subject: string };
-          const over = !answer.room;
-          status.code = over && !layer.shadow ? OVER_LIMIT : OK;
-          status.limit_remaining = Math.max(0, window.remaining);
-          status.duration_until_reset = duration(untilReset(window, layer.rule, answer.room, answeredMs));
-          const outcome: RlsOutcome = over
-            ? layer.shadow
-              ? "shadow"
-              : "over"
-            : window.used >= NEAR_LIMIT_RATIO * window.limit
-              ? "near"
-              : "within";
-          context.onDescriptor?.(domain, matched.limit.statsKey, outcome, addend);
-          // Only a refusal of one hit is remembered: one of more hits than are left says nothing
-          // of a smaller request (the store would count it), while one hit refused means every
-          // larger request is refused too, until it would pass.
-          if (over && !layer.shadow && addend === 1) {
-            const retryAtMs = nowMs + Math.max(1, window.retryAfterMs);
-            context.denials?.remember(
-              matched.subject,
-              refusalKey(matched.limit),
-              window.windowMs,
-              undefined,
-              {
-                hit: {
-                  allowed: false,
-                  layer: 0,
-                  window: 0,
-                  limit: window.limit,
-                  windowMs: window.windowMs,
-                  used: window.used,
-                  remaining: window.remaining,
-                  resetAtMs: window.resetAtMs,
-                  retryAfterMs: window.retryAfterMs,
-                },
-                user: undefined,
-              },
-              { retryAtMs, untilMs: retryAtMs },
-              generation,
-            );
+    };
+    if (others === undefined) {
+      // The usual request, one addend: one store call, answered (and timed) in its continuation.
+      const indexes = counted;
+      return send(indexes, addend0).then(
+        (answered) => {
+          try {
+            apply(call, indexes, addend0, answered, nowMs, generation);
+            return answerOf(statuses, limits, responseHeaders);
+          } finally {
+            observe(started);
           }
-        });
-      });
-      await Promise.all(calls);
-    } else {
-      // All-or-none and a descriptor refused from the cache: nothing is counted, the others only
-      // report their limit.
-      for (const group of groups.values()) {
-        for (const { index } of group) (statuses[index] as DescriptorStatus).code = OK;
-      }
+        },
+        (error: unknown) => {
+          observe(started);
+          throw unavailable(error, requestId);
+        },
+      );
     }
+    const count = (indexes: number[], addend: number): Promise<void> =>
+      send(indexes, addend).then(
+        (answered) => apply(call, indexes, addend, answered, nowMs, generation),
+        (error: unknown) => {
+          throw unavailable(error, requestId);
+        },
+      );
+    const calls = [count(counted, addend0)];
+    for (const [addend, indexes] of others) calls.push(count(indexes, addend));
+    return Promise.all(calls).then(
+      () => {
+        observe(started);
+        return answerOf(statuses, limits, responseHeaders);
+      },
+      (error: unknown) => {
+        observe(started);
+        throw error;
+      },
+    );
+  };
 
-    // quota_mode, as the reference: its descriptors refuse only when every one of them is over.
-    let quota = 0;
-    let quotaOver = 0;
-    limits.forEach((m, i) => {
-      if (m?.limit.quotaMode !== true) return;
-      quota += 1;
-      if ((statuses[i] as DescriptorStatus).code === OVER_LIMIT) quotaOver += 1;
-    });
-    if (quota > 0 && quotaOver < quota) {
-      limits.forEach((m, i) => {
-        if (m?.limit.quotaMode === true) (statuses[i] as DescriptorStatus).code = OK;
-      });
+  return (input) => {
+    const started = performance.now();
+    try {
+      const answer = decide(input, started);
+      if (!(answer instanceof Promise)) observe(started);
+      return answer;
+    } catch (error) {
+      observe(started);
+      throw error;
     }
-    const overall = statuses.some((s) => s.code === OVER_LIMIT) ? OVER_LIMIT : OK;
-    const response: RlsAnswer = { overall_code: overall, statuses };
-    if (context.responseHeaders) {
-      const counted = statuses.filter((s) => s.current_limit !== undefined);
-      if (counted.length > 0) {
-        const tightest = counted.reduce((a, b) => (b.limit_remaining < a.limit_remaining ? b : a));
-        const reset = tightest.duration_until_reset?.seconds ?? 0;
-        response.response_headers_to_add = [
-          { key: "RateLimit-Limit", value: String(tightest.current_limit?.requests_per_unit ?? 0) },
-          { key: "RateLimit-Remaining", value: String(tightest.limit_remaining) },
-          { key: "RateLimit-Reset", value: String(reset) },
-        ];
-      }
-    }
-    return response;
   };
 }

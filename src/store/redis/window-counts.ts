@@ -11,7 +11,13 @@
 // fails). A process that dies between the two leaves a key without expiry: it never changes an
 // answer (no later window reads it), and at most one is left per layer counted for the first time
 // in its window at that moment.
-import type { LayerResult, LimiterPort, LimitLayer } from "../../ratelimit/limiter.js";
+import type {
+  LayerResult,
+  LimiterPort,
+  LimitLayer,
+  LimitRequest,
+  LimitResult,
+} from "../../ratelimit/limiter.js";
 import { countsByWindow, windowAnswer, windowStartOf } from "../../ratelimit/reference-window.js";
 import type { Clock } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
@@ -26,7 +32,12 @@ const MAX_MARGIN_MS = 60_000;
 /** A key's PEXPIRE that fails (a lost connection) is sent again a second later, this many times. */
 const EXPIRE_RETRIES = 5;
 
-type WindowCounter = (layers: readonly LimitLayer[], k: number, dry: boolean) => Promise<LayerResult[]>;
+type WindowCounter = {
+  /** Each layer's answer, in order. */
+  layers(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]>;
+  /** The answer of a request whose layers are all reference windows, without an identity. */
+  request(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LimitResult>;
+};
 
 export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock): WindowCounter {
   const coalesce = coalescerOf(redis);
@@ -36,60 +47,101 @@ export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock
       if (attempt < EXPIRE_RETRIES) setTimeout(() => expire(key, untilMs, attempt + 1), 1_000).unref();
     });
   };
-  return (layers, k, dry) => {
+  /** One layer's command sent, and its answer, as `shape` makes it, when it comes. */
+  const countOne = <T>(
+    layer: LimitLayer,
+    k: number,
+    dry: boolean,
+    nowMs: number,
+    shape: (result: LayerResult) => T,
+  ): Promise<T> => {
+    const windowMs = (layer.rule.windows[0] as { windowMs: number }).windowMs;
+    const startMs = windowStartOf(nowMs, windowMs);
+    const key = keys.window(layer.subject, layer.category, startMs);
+    if (dry || k === 0) {
+      return redis
+        .get(key)
+        .then((value) =>
+          shape(windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false)),
+        );
+    }
+    return redis.incrby(key, k).then((count) => {
+      if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
+      return shape(windowAnswer(layer.rule, count - k, k, nowMs, true));
+    });
+  };
+  const counted = (layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]> => {
     const nowMs = clock();
-    const look = dry || k === 0;
     coalesce();
     // Every command is sent before any answer is awaited: one round trip (one per slot on a cluster).
-    const answers = layers.map(async (layer): Promise<LayerResult> => {
-      const windowMs = (layer.rule.windows[0] as { windowMs: number }).windowMs;
-      const startMs = windowStartOf(nowMs, windowMs);
-      const key = keys.window(layer.subject, layer.category, startMs);
-      if (look) {
-        const value = await redis.get(key);
-        return windowAnswer(layer.rule, value === null ? 0 : Number(value), k, nowMs, false);
-      }
-      const count = await redis.incrby(key, k);
-      if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
-      return windowAnswer(layer.rule, count - k, k, nowMs, true);
-    });
-    return Promise.all(answers);
+    if (layers.length === 1) return countOne(layers[0] as LimitLayer, k, dry, nowMs, alone);
+    return Promise.all(layers.map((layer) => countOne(layer, k, dry, nowMs, same)));
+  };
+  return {
+    layers: counted,
+    request(layers, k, dry) {
+      if (layers.length !== 1) return counted(layers, k, dry).then(limited);
+      const nowMs = clock();
+      coalesce();
+      return countOne(layers[0] as LimitLayer, k, dry, nowMs, limitedOne);
+    },
   };
 }
+
+const same = (result: LayerResult): LayerResult => result;
+const alone = (result: LayerResult): LayerResult[] => [result];
+const limitedOne = (result: LayerResult): LimitResult => limited([result]);
 
 /**
  * The port with a request's reference windows (mode each) counted by `count`, in the same round
  * trip as the script that counts its other layers, if any; answers in the request's layer order.
  */
 export function withWindowCounts(port: LimiterPort, count: WindowCounter): LimiterPort {
+  /** Reference windows and other layers (or an identity) in one request. */
+  const mixed = async (request: LimitRequest): Promise<LimitResult> => {
+    const apart: LimitLayer[] = [];
+    const rest: LimitLayer[] = [];
+    const isApart = request.layers.map((l) => {
+      const yes = countsByWindow(l.rule, "each");
+      (yes ? apart : rest).push(l);
+      return yes;
+    });
+    const counted = count.layers(apart, request.addend ?? 1, request.dryRun === true);
+    const others =
+      rest.length > 0 || request.identity !== undefined
+        ? port.limit({ ...request, layers: rest })
+        : undefined;
+    const [mine, theirs] = await Promise.all([counted, others]);
+    if (theirs !== undefined && theirs.kind !== "limited") return theirs;
+    let a = 0;
+    let r = 0;
+    const layers = isApart.map((yes) =>
+      yes ? (mine[a++] as LayerResult) : (theirs?.layers[r++] as LayerResult),
+    );
+    // The user's layer, when the request had an identity, comes last.
+    if (theirs !== undefined) layers.push(...theirs.layers.slice(r));
+    return { kind: "limited", allowed: layers.every(hasRoom), layers, identity: theirs?.identity };
+  };
   return {
     reset: (subject, categories) => port.reset(subject, categories),
-    async limit(request) {
-      if (request.mode !== "each" || !request.layers.some((l) => countsByWindow(l.rule, "each"))) {
-        return port.limit(request);
+    limit(request) {
+      if (request.mode !== "each" || !request.layers.some(byWindow)) return port.limit(request);
+      // The usual call of the rate limit service: every layer a reference window, no identity.
+      if (request.identity === undefined && request.layers.every(byWindow)) {
+        return count.request(request.layers, request.addend ?? 1, request.dryRun === true);
       }
-      const apart: LimitLayer[] = [];
-      const rest: LimitLayer[] = [];
-      const isApart = request.layers.map((l) => {
-        const yes = countsByWindow(l.rule, "each");
-        (yes ? apart : rest).push(l);
-        return yes;
-      });
-      const counted = count(apart, request.addend ?? 1, request.dryRun === true);
-      const others =
-        rest.length > 0 || request.identity !== undefined
-          ? port.limit({ ...request, layers: rest })
-          : undefined;
-      const [mine, theirs] = await Promise.all([counted, others]);
-      if (theirs !== undefined && theirs.kind !== "limited") return theirs;
-      let a = 0;
-      let r = 0;
-      const layers = isApart.map((yes) =>
-        yes ? (mine[a++] as LayerResult) : (theirs?.layers[r++] as LayerResult),
-      );
-      // The user's layer, when the request had an identity, comes last.
-      if (theirs !== undefined) layers.push(...theirs.layers.slice(r));
-      return { kind: "limited", allowed: layers.every((l) => l.room), layers, identity: theirs?.identity };
+      return mixed(request);
     },
   };
 }
+
+const byWindow = (layer: LimitLayer): boolean => countsByWindow(layer.rule, "each");
+
+const hasRoom = (layer: LayerResult): boolean => layer.room;
+
+const limited = (layers: LayerResult[]): LimitResult => ({
+  kind: "limited",
+  allowed: layers.every(hasRoom),
+  layers,
+  identity: undefined,
+});

@@ -19,6 +19,7 @@ import {
 import { HpackDecoder } from "./hpack.js";
 import { FrameWriter } from "./output.js";
 import type { Connection, H2Stream, StreamHandler } from "./state.js";
+import { StreamTable } from "./stream-table.js";
 
 /** Stream ids the server reset, kept a while: frames the peer sent meanwhile are ignored (section 5.1). */
 const RECENT_RESETS = 1024;
@@ -26,7 +27,7 @@ const RECENT_RESETS = 1024;
 const CLOSE_GRACE_MS = 1000;
 
 export class H2Connection implements Connection {
-  readonly streams = new Map<number, H2Stream>();
+  readonly streams = new StreamTable<H2Stream>();
   readonly writer: FrameWriter;
   readonly decoder = new HpackDecoder(Limits.headerTableSize, Limits.maxHeaderListSize);
   /** Streams with answer bytes waiting for the connection's window (not for their own). */

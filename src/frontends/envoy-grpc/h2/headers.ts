@@ -127,7 +127,7 @@ function complete(
   const stream = new H2Stream(c, id, headers, c.peerInitialWindow, Limits.streamWindow);
   stream.tooLarge = tooLarge;
   stream.remoteEnded = endStream;
-  c.streams.set(id, stream);
+  c.streams.add(stream);
   c.seen = c.clock.seconds;
   c.streamOpened();
   c.handler.open(stream);

@@ -7,6 +7,7 @@ import type { Socket } from "node:net";
 import type { Clock } from "./budget.js";
 import type { HeaderList, HpackDecoder } from "./hpack.js";
 import type { FrameWriter } from "./output.js";
+import type { StreamTable } from "./stream-table.js";
 
 export type StreamHandler = {
   /** A stream's request headers have arrived. */
@@ -29,7 +30,7 @@ export type Connection = {
   readonly handler: StreamHandler;
   readonly clock: Clock;
   readonly peer: string | undefined;
-  readonly streams: Map<number, H2Stream>;
+  readonly streams: StreamTable<H2Stream>;
   readonly writer: FrameWriter;
   readonly decoder: HpackDecoder;
   /** Streams with answer bytes waiting for the connection's window (not for their own). */

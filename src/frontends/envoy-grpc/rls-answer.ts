@@ -1,0 +1,58 @@
+// The RateLimitResponse of a decided request (rls.ts): quota_mode applied across its statuses, the
+// overall code, and the RateLimit-* headers of its tightest limit when they are asked for. Plain
+// loops: it runs once per call.
+import type { DescriptorStatus, Duration, RlsAnswer } from "./rls-codec.js";
+
+/** envoy.service.ratelimit.v3.RateLimitResponse.Code */
+export const OK = 1;
+export const OVER_LIMIT = 2;
+
+/** protobuf's Duration holds at most 10,000 years. */
+const MAX_DURATION_MS = 315_576_000_000_000;
+
+export function duration(ms: number): Duration {
+  const whole = Number.isFinite(ms) ? Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(ms))) : MAX_DURATION_MS;
+  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+}
+
+/** Per descriptor, its matched limit (undefined: none). */
+type Limits = readonly ({ limit: { quotaMode: boolean } } | undefined)[];
+
+/** The answer of `statuses` and the `limits` they were decided under, both in request order. */
+export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseHeaders: boolean): RlsAnswer {
+  // quota_mode, as the reference: its descriptors refuse only when every one of them is over.
+  let quota = 0;
+  let quotaOver = 0;
+  for (let i = 0; i < statuses.length; i += 1) {
+    if (limits[i]?.limit.quotaMode !== true) continue;
+    quota += 1;
+    if ((statuses[i] as DescriptorStatus).code === OVER_LIMIT) quotaOver += 1;
+  }
+  if (quota > 0 && quotaOver < quota) {
+    for (let i = 0; i < statuses.length; i += 1) {
+      if (limits[i]?.limit.quotaMode === true) (statuses[i] as DescriptorStatus).code = OK;
+    }
+  }
+  let overall = OK;
+  let tightest: DescriptorStatus | undefined;
+  for (const status of statuses) {
+    if (status.code === OVER_LIMIT) overall = OVER_LIMIT;
+    // The first of the least remaining, among the descriptors that report a limit.
+    if (
+      status.current_limit !== undefined &&
+      (tightest === undefined || status.limit_remaining < tightest.limit_remaining)
+    ) {
+      tightest = status;
+    }
+  }
+  const response: RlsAnswer = { overall_code: overall, statuses };
+  if (responseHeaders && tightest !== undefined) {
+    const reset = tightest.duration_until_reset?.seconds ?? 0;
+    response.response_headers_to_add = [
+      { key: "RateLimit-Limit", value: String(tightest.current_limit?.requests_per_unit ?? 0) },
+      { key: "RateLimit-Remaining", value: String(tightest.limit_remaining) },
+      { key: "RateLimit-Reset", value: String(reset) },
+    ];
+  }
+  return response;
+}
