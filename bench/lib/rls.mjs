@@ -123,8 +123,8 @@ export async function startRls(core, dir, grpc, options) {
 }
 
 /**
- * The RLS rows: allowed and denied (one descriptor) per algorithm, three descriptors allowed
- * (fixed window, sliding log), and the fixed-window floor. None when the rows are skipped.
+ * The RLS rows: allowed and denied (one descriptor) and three descriptors allowed, per algorithm,
+ * and the fixed-window floor. None when the rows are skipped.
  */
 export function rlsRows(core, { grpc, rls }) {
   if (rls.skipped !== undefined) return [];
@@ -183,7 +183,7 @@ export function rlsRows(core, { grpc, rls }) {
       }),
     );
   }
-  for (const { name, algorithm, limit } of RLS_ALGORITHMS.filter((a) => ["fixed", "log"].includes(a.name))) {
+  for (const { name, algorithm, limit } of RLS_ALGORITHMS) {
     rows.push(
       row({
         id: `rls-three-${name}`,
