@@ -3,20 +3,15 @@ import type { CredentialReader } from "../auth/credentials.js";
 import type { TokenCheck } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import type { CompiledPolicy } from "../policy/compile.js";
-import {
-  describe,
-  type Limiter,
-  type LimitLayer,
-  type LimitRequest,
-  type LimitResult,
-} from "../ratelimit/limiter.js";
+import { describe, type Limiter, type LimitResult } from "../ratelimit/limiter.js";
 import { IP_LAYER } from "../ratelimit/types.js";
 import { createDeadline } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
 import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
 import { plan, routeStep } from "./plan.js";
-import type { Decision, Plan, UserAnswer } from "./types.js";
+import { type Counted, limitRequest, userAnswer } from "./store-call.js";
+import type { Decision, UserAnswer } from "./types.js";
 
 export type CheckRequest = {
   method: string;
@@ -70,45 +65,16 @@ const LAST_USE_EVERY_MS = 60_000;
 /** How long an API key the store refused is refused here without asking (ids are never reused). */
 const DEAD_KEY_MS = 3_600_000;
 
-/** `dryRun`: the decision without counting, renewing or caching anything (the admin's check). */
-export type Checker = (request: CheckRequest, options?: { dryRun?: boolean }) => Promise<Decision>;
+/**
+ * `dryRun`: the decision without counting, renewing or caching anything (the admin's check). A
+ * decision that needs no store call (a route without limits, a bad token, a cached refusal) comes
+ * back as it is, not in a promise: every proxied request waits on this, and a promise costs it an
+ * async frame and a microtask turn.
+ */
+export type Checker = (request: CheckRequest, options?: { dryRun?: boolean }) => Decision | Promise<Decision>;
 
 type Denial = Extract<Decision, { kind: "deny"; status: 429 }>;
 const isDenial = (d: Decision): d is Denial => d.kind === "deny" && d.status === 429;
-type Counted = Exclude<Plan, { kind: "done" }>;
-const NO_LAYERS: readonly LimitLayer[] = [];
-
-/** The limiter's call for a plan: the anonymous layers, or the IP layer and the user's. */
-function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest {
-  if (p.kind === "anonymous") return { layers: p.layers, dryRun };
-  const { ip } = p;
-  return {
-    layers:
-      ip === undefined
-        ? NO_LAYERS
-        : [{ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow: ip.shadow }],
-    identity:
-      p.proof === undefined
-        ? { userId: p.userId, sessionId: p.sessionId, idleMs, category: p.category, rules: p.rules }
-        : { kind: "profile", subject: p.subject, proof: p.proof, category: p.category, rules: p.rules },
-    dryRun,
-  };
-}
-
-/**
- * The limiter's answer for a user as the decision reads it (one described window); `ipShadow`:
- * the request's layer 0 is an IP layer in shadow mode.
- */
-export function userAnswer(result: LimitResult, ipShadow: boolean): UserAnswer {
-  if (result.kind !== "limited") return result;
-  const shadow = (layer: number) => layer === 0 && ipShadow;
-  const hit = describe(result.layers, result.allowed, shadow);
-  const { identity } = result;
-  if (identity === undefined) return { kind: "ip_denied", hit };
-  const { tier, ownRule, sessionExpiresAtMs, userId } = identity;
-  return { kind: "ok", tier, hit, ownRule, sessionExpiresAtMs, userId };
-}
-
 export function createChecker(options: CheckerOptions): Checker {
   const { credentials, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk, refusedUserIds } =
     options;
@@ -211,14 +177,27 @@ export function createChecker(options: CheckerOptions): Checker {
     }
   };
 
-  return async (request, checkOptions) => {
+  return (request, checkOptions) => {
     const dryRun = checkOptions?.dryRun === true;
-    const denials = dryRun ? undefined : options.denials;
     const compiled = options.policy();
     const step = routeStep(compiled, request.method, request.path);
     if ("done" in step) return step.done;
     const read = credentials(request.authorization, request.apiKey);
-    let token = read instanceof Promise ? await read : read;
+    // A provider token whose key set is being fetched is the only credential read that waits.
+    return read instanceof Promise
+      ? read.then((token) => withToken(request, dryRun, compiled, step, token))
+      : withToken(request, dryRun, compiled, step, read);
+  };
+
+  function withToken(
+    request: CheckRequest,
+    dryRun: boolean,
+    compiled: CompiledPolicy,
+    step: Exclude<ReturnType<typeof routeStep>, { done: Decision }>,
+    read: TokenCheck | undefined,
+  ): Decision | Promise<Decision> {
+    const denials = dryRun ? undefined : options.denials;
+    let token = read;
     const now = Date.now();
     if (token?.ok === true && options.deadSessions !== undefined) {
       const { external, sid } = token.claims;
@@ -249,6 +228,19 @@ export function createChecker(options: CheckerOptions): Checker {
     }
     // Marked only for a check that reaches the store, which writes the use in the same call.
     if (p.kind === "user" && p.proof?.kind === "key" && !dryRun) p.proof.markUsed = markUse(p.subject, now);
+    return counted(request, dryRun, compiled, p, token, { now, generation });
+  }
+
+  async function counted(
+    request: CheckRequest,
+    dryRun: boolean,
+    compiled: CompiledPolicy,
+    p: Counted,
+    token: TokenCheck | undefined,
+    at: { now: number; generation: number },
+  ): Promise<Decision> {
+    const denials = dryRun ? undefined : options.denials;
+    const { now } = at;
     let result: LimitResult;
     try {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
@@ -278,8 +270,7 @@ export function createChecker(options: CheckerOptions): Checker {
         } else options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
       }
     }
-    if (denials !== undefined && isDenial(decision))
-      remember(p, answer, decision, denials, { now, generation });
+    if (denials !== undefined && isDenial(decision)) remember(p, answer, decision, denials, at);
     return decision;
-  };
+  }
 }

@@ -2,6 +2,8 @@
 // nginx's /nginx/auth), each at its paths. Every proxied request waits on this, so it is plain
 // node:http with a small table of path prefixes and no router in between.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { CheckRequest } from "../check/checker.js";
+import type { Decision } from "../check/types.js";
 import { httpListener } from "../http/http-listener.js";
 import { requestIdOf } from "../process/request-id.js";
 import { tracedCheck } from "../tracing/check-span.js";
@@ -87,22 +89,35 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
-  const check = async (
+  const decided = (
+    res: ServerResponse,
+    frontEnd: HttpCheckFrontEnd,
+    facts: CheckRequest,
+    started: bigint,
+    decision: Decision,
+  ) => {
+    answer(res, frontEnd.render(decision, Date.now()));
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    onDecision?.(frontEnd.protocol, decision, seconds, facts.ip, facts.requestId);
+  };
+
+  /** Answers at once when the checker decides without the store (a cached refusal): no promise, no async frame. */
+  const check = (
     req: IncomingMessage,
     res: ServerResponse,
     frontEnd: HttpCheckFrontEnd,
     url: string,
-  ) => {
+  ): Promise<void> | undefined => {
     const started = process.hrtime.bigint();
     const facts = frontEnd.facts(req, url, clientIp, apiKeyHeader);
     if ("status" in facts) {
       answer(res, facts);
-      return;
+      return undefined;
     }
     const decision =
       tracing === undefined
-        ? await checker(facts)
-        : await tracedCheck(
+        ? checker(facts)
+        : tracedCheck(
             tracing,
             {
               protocol: frontEnd.protocol,
@@ -112,9 +127,9 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
             },
             () => checker(facts),
           );
-    answer(res, frontEnd.render(decision, Date.now()));
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    onDecision?.(frontEnd.protocol, decision, seconds, facts.ip, facts.requestId);
+    if (decision instanceof Promise) return decision.then((d) => decided(res, frontEnd, facts, started, d));
+    decided(res, frontEnd, facts, started, decision);
+    return undefined;
   };
 
   return (req: IncomingMessage, res: ServerResponse): void => {
@@ -134,13 +149,18 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
       }
       return;
     }
-    check(req, res, route.frontEnd as HttpCheckFrontEnd, url).catch((error: unknown) => {
+    const failed = (error: unknown) => {
       logger.error(
         { err: error, requestId: requestIdOf(req.headers["x-request-id"]) },
         "check failed unexpectedly",
       );
       if (!res.headersSent) answer(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
-    });
+    };
+    try {
+      check(req, res, route.frontEnd as HttpCheckFrontEnd, url)?.catch(failed);
+    } catch (error) {
+      failed(error);
+    }
   };
 }
 

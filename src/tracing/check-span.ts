@@ -43,7 +43,7 @@ const KNOWN_METHODS = new Set([
 export function tracedCheck(
   tracing: Tracing,
   call: { protocol: string; caller: TraceHeaders; requestId: string | undefined; method: string },
-  decide: () => Promise<Decision>,
+  decide: () => Decision | Promise<Decision>,
 ): Promise<Decision> {
   const attributes: SpanAttributes = {
     "tollgate.protocol": call.protocol,

@@ -69,7 +69,7 @@ async function watchCommands(prefix: string) {
 }
 
 /** Polls until the decision matches, for at most `ms`: announcements cross Redis, not in this call. */
-async function eventually(run: () => Promise<Decision>, ok: (d: Decision) => boolean, ms = 2_000) {
+async function eventually(run: () => Decision | Promise<Decision>, ok: (d: Decision) => boolean, ms = 2_000) {
   const until = Date.now() + ms;
   let last = await run();
   while (!ok(last) && Date.now() < until) {

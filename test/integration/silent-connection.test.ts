@@ -47,7 +47,7 @@ describe("a check path whose Redis connection goes dark", () => {
     await proxy.close();
   });
 
-  const check = () =>
+  const check = async () =>
     tollgate.tollgate.checker({
       method: "GET",
       path: "/api/products",

@@ -160,7 +160,7 @@ export async function startInProcess(
       expect(reply.status, JSON.stringify(reply.body)).toBe(201);
       return { id: reply.body.user_id, username, password };
     },
-    check(token, path = "/api/search") {
+    async check(token, path = "/api/search") {
       return tollgate.checker({ method: "GET", path, authorization: `Bearer ${token}`, ip: "203.0.113.5" });
     },
     logWrites: () => [...writes],

@@ -1,6 +1,6 @@
 // The limiter port as the tests drive it: each store's limiter with the port's `hit` and `peek`, and
 // a user's check as one call (the session read and the count), answered as the decision reads it.
-import { userAnswer } from "../../src/check/checker.js";
+import { userAnswer } from "../../src/check/store-call.js";
 import type { UserAnswer } from "../../src/check/types.js";
 import type { Rule, TierRules } from "../../src/config/rules.js";
 import { createLimiter, type Limiter, type LimiterPort } from "../../src/ratelimit/limiter.js";

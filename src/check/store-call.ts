@@ -1,0 +1,39 @@
+// A check's one store call as the limiter takes it, and the limiter's answer as the decision reads it.
+import { describe, type LimitLayer, type LimitRequest, type LimitResult } from "../ratelimit/limiter.js";
+import { IP_LAYER } from "../ratelimit/types.js";
+import type { Plan, UserAnswer } from "./types.js";
+
+/** A plan that reaches the store (or the denial cache). */
+export type Counted = Exclude<Plan, { kind: "done" }>;
+const NO_LAYERS: readonly LimitLayer[] = [];
+
+/** The limiter's call for a plan: the anonymous layers, or the IP layer and the user's. */
+export function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest {
+  if (p.kind === "anonymous") return { layers: p.layers, dryRun };
+  const { ip } = p;
+  return {
+    layers:
+      ip === undefined
+        ? NO_LAYERS
+        : [{ subject: ip.subject, category: IP_LAYER, rule: ip.rule, shadow: ip.shadow }],
+    identity:
+      p.proof === undefined
+        ? { userId: p.userId, sessionId: p.sessionId, idleMs, category: p.category, rules: p.rules }
+        : { kind: "profile", subject: p.subject, proof: p.proof, category: p.category, rules: p.rules },
+    dryRun,
+  };
+}
+
+/**
+ * The limiter's answer for a user as the decision reads it (one described window); `ipShadow`:
+ * the request's layer 0 is an IP layer in shadow mode.
+ */
+export function userAnswer(result: LimitResult, ipShadow: boolean): UserAnswer {
+  if (result.kind !== "limited") return result;
+  const shadow = (layer: number) => layer === 0 && ipShadow;
+  const hit = describe(result.layers, result.allowed, shadow);
+  const { identity } = result;
+  if (identity === undefined) return { kind: "ip_denied", hit };
+  const { tier, ownRule, sessionExpiresAtMs, userId } = identity;
+  return { kind: "ok", tier, hit, ownRule, sessionExpiresAtMs, userId };
+}
