@@ -51,11 +51,12 @@ export function createTokenService(settings: JwtSettings): TokenService {
       : createPrivateKey(settings.privateKey);
   if (signingKey === undefined) throw new Error(`no key to sign ${signing} tokens`);
   const allowed = new Set<string>(settings.algorithms);
-  const cache = new Map<string, Claims>();
+  // The verified answer itself is kept (never changed by its readers): a check allocates nothing for it.
+  const cache = new Map<string, Extract<TokenCheck, { ok: true }>>();
   const cachedCheck = (token: string): TokenCheck | undefined => {
     const cached = cache.get(token);
     if (cached === undefined) return undefined;
-    if (cached.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return { ok: true, claims: cached };
+    if (cached.claims.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return cached;
     cache.delete(token);
     return undefined;
   };
@@ -79,7 +80,7 @@ export function createTokenService(settings: JwtSettings): TokenService {
       const check = verifyUncached(token);
       if (check.ok) {
         if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
-        cache.set(token, check.claims);
+        cache.set(token, check);
       }
       return check;
     },

@@ -71,14 +71,23 @@ export function createCheckObserver(options: {
     }
     return child;
   };
-  const decisionChildren = new Map<string, ReturnType<typeof metrics.decisions.labels>>();
-  const decisionChild = (decision: Decision) => {
+  type DecisionChild = ReturnType<typeof metrics.decisions.labels>;
+  // Per status (200 for an allow), reason, tier and category: found without building a key per check.
+  const decisionChildren = new Map<number, Map<string, Map<string, Map<string, DecisionChild>>>>();
+  const decisionChild = (decision: Decision): DecisionChild => {
     const labels = decisionLabels(decision);
-    const key = `${labels.decision}|${labels.reason}|${labels.tier}|${labels.category}`;
-    let child = decisionChildren.get(key);
+    const status = decision.kind === "allow" ? 200 : decision.status;
+    const byReason =
+      decisionChildren.get(status) ?? new Map<string, Map<string, Map<string, DecisionChild>>>();
+    const byTier = byReason.get(labels.reason) ?? new Map<string, Map<string, DecisionChild>>();
+    const byCategory = byTier.get(labels.tier) ?? new Map<string, DecisionChild>();
+    let child = byCategory.get(labels.category);
     if (child === undefined) {
       child = metrics.decisions.labels(labels);
-      decisionChildren.set(key, child);
+      byCategory.set(labels.category, child);
+      byTier.set(labels.tier, byCategory);
+      byReason.set(labels.reason, byTier);
+      decisionChildren.set(status, byReason);
     }
     return child;
   };
@@ -140,6 +149,8 @@ export function createCheckObserver(options: {
             ? { log: logShadow, limit: decision.limit, identity: decision.identity }
             : undefined;
       if (over !== undefined) {
+        // A level LOG_LEVEL leaves out costs no subject, key or clock read per refusal.
+        if (!over.log.enabled) return;
         const { limit, identity } = over;
         const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
         // The fields are built only for the one line per subject and second that is written.

@@ -21,6 +21,8 @@ export type LogFields = Record<string, unknown> | (() => Record<string, unknown>
 export type ThrottledLog = ((key: string, fields: LogFields) => void) & {
   /** How many keys are remembered now: never more than MAX_SLOTS. */
   size(): number;
+  /** Whether LOG_LEVEL lets its lines through (read once: it does not change while tollgate runs). */
+  enabled: boolean;
 };
 
 /** Returns log(key, fields): one line per key per period; memory bounded to MAX_SLOTS keys. */
@@ -29,7 +31,9 @@ export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
   const clock = options.clock ?? Date.now;
   const periodMs = options.periodMs ?? 1000;
   const slots = new Map<string, Slot>();
+  const enabled = logger.isLevelEnabled(level);
   const log = (key: string, fields: LogFields): void => {
+    if (!enabled) return;
     const period = Math.floor(clock() / periodMs);
     const slot = slots.get(key);
     if (slot !== undefined && slot.period === period) {
@@ -44,5 +48,5 @@ export function createThrottledLog(options: ThrottledLogOptions): ThrottledLog {
     logger[level]({ event, ...values, suppressed: slot?.suppressed ?? 0 }, message);
     slots.set(key, { period, suppressed: 0 });
   };
-  return Object.assign(log, { size: () => slots.size });
+  return Object.assign(log, { size: () => slots.size, enabled });
 }
