@@ -245,6 +245,26 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     expect(reset).toBeLessThanOrEqual(2 * MINUTE_MS);
   });
 
+  it("a descriptor repeated in one request counts twice, the repeat after the first, in every algorithm", async () => {
+    // As the reference's INCRBY per descriptor: the second of two equal descriptors sees the first's hit.
+    for (const key of ["slog", "scount", "gcra"]) {
+      const value = fresh();
+      const first = await rls.shouldRateLimit("e2e", [one(key, value), one(key, value)]);
+      expect(codes(first), key).toEqual([OK, OK]);
+      expect(
+        first.statuses?.map((s) => s.limit_remaining ?? 0),
+        key,
+      ).toEqual([1, 0]);
+      const second = await rls.shouldRateLimit("e2e", [one(key, value), one(key, value)]);
+      expect(codes(second), key).toEqual([OVER_LIMIT, OVER_LIMIT]);
+    }
+    const value = fresh();
+    const fixed = await rls.shouldRateLimit("e2e", [one("hourly", value), one("hourly", value)]);
+    expect(fixed.statuses?.map((s) => s.limit_remaining)).toEqual([4, 3]);
+    const after = await rls.shouldRateLimit("e2e", [one("hourly", value)]);
+    expect(after.statuses?.[0]?.limit_remaining).toBe(2);
+  });
+
   it("hits_addend: counts a request as that many hits; 0 means 1", async () => {
     const value = fresh();
     const three = await rls.shouldRateLimit("e2e", [one("hourly", value)], 3);

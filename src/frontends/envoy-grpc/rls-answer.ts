@@ -1,6 +1,8 @@
 // The RateLimitResponse of a decided request (rls.ts): quota_mode applied across its statuses, the
 // overall code, and the RateLimit-* headers of its tightest limit when they are asked for. Plain
-// loops: it runs once per call.
+// loops: it runs once per call. And how long a descriptor waits (duration_until_reset).
+import type { WindowResult } from "../../ratelimit/limiter.js";
+import type { Rule } from "../../ratelimit/types.js";
 import type { DescriptorStatus, Duration, RlsAnswer } from "./rls-codec.js";
 
 /** envoy.service.ratelimit.v3.RateLimitResponse.Code */
@@ -55,4 +57,18 @@ export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseH
     ];
   }
   return response;
+}
+
+/**
+ * Denied: until the request would pass (its Retry-After). Allowed: until Remaining next grows (the
+ * window's reset: a fixed window's end, the log's oldest entry leaving, the counter's estimate
+ * falling by one); gcra: until the bucket is full again, `used` requests at one interval each.
+ */
+export function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
+  if (!room) return window.retryAfterMs;
+  if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
+  const untilMs = Math.max(0, window.resetAtMs - nowMs);
+  // A fixed window ends, and a log is whole again, within one window of a request it counted; the
+  // store's clock (microseconds) against ours (whole milliseconds) could say a millisecond more.
+  return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
 }

@@ -7,7 +7,7 @@ import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
-import { answerOf, duration, OK, OVER_LIMIT } from "./rls-answer.js";
+import { answerOf, duration, OK, OVER_LIMIT, untilReset } from "./rls-answer.js";
 import type { DescriptorStatus, RlsAnswer } from "./rls-codec.js";
 import { MAX_UINT32, type RequestDescriptor, type RlsInput, type RlsUnitName } from "./rls-input.js";
 
@@ -67,20 +67,6 @@ export type RlsContext = {
 
 /** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
 const NEAR_LIMIT_RATIO = 0.8;
-
-/**
- * Denied: until the request would pass (its Retry-After). Allowed: until Remaining next grows (the
- * window's reset: a fixed window's end, the log's oldest entry leaving, the counter's estimate
- * falling by one); gcra: until the bucket is full again, `used` requests at one interval each.
- */
-function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
-  if (!room) return window.retryAfterMs;
-  if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
-  const untilMs = Math.max(0, window.resetAtMs - nowMs);
-  // A fixed window ends, and a log is whole again, within one window of a request it counted; the
-  // store's clock (microseconds) against ours (whole milliseconds) could say a millisecond more.
-  return rule.algorithm === "sliding-counter" ? untilMs : Math.min(window.windowMs, untilMs);
-}
 
 /** A decision: synchronous when nothing is counted (no limit, a cached refusal), else a promise. */
 export type RlsDecide = (input: RlsInput) => RlsAnswer | Promise<RlsAnswer>;
@@ -174,10 +160,19 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     const generation = denials?.generation() ?? 0;
 
     // Descriptors to count, by addend (a store call counts one addend): the first addend's
-    // indexes, then any other's.
+    // indexes, then any other's. In mode each a descriptor repeated in one request (counted under
+    // the same subject and limit) goes to a later call, which Redis runs after the first: one call
+    // reads every layer's state before it counts, and the reference counts a repeat after the one
+    // before it (INCRBY per descriptor).
     let addend0 = 0;
     let counted: number[] | undefined;
-    let others: Map<number, number[]> | undefined;
+    let others: [number, number[]][] | undefined;
+    const repeats = (group: number[], layer: RlsMatch["layer"]): boolean =>
+      !allOrNone &&
+      group.some((j) => {
+        const other = (limits[j] as RlsMatch).layer;
+        return other.subject === layer.subject && other.category === layer.category;
+      });
     let refusedFromCache = false;
     for (let i = 0; i < limits.length; i += 1) {
       const status: DescriptorStatus = { code: OK, limit_remaining: 0 };
@@ -212,13 +207,13 @@ export function createRlsCore(context: RlsContext): RlsDecide {
       if (counted === undefined) {
         addend0 = addend;
         counted = [i];
-      } else if (addend === addend0) {
+      } else if (addend === addend0 && !repeats(counted, matched.layer)) {
         counted.push(i);
       } else {
-        others ??= new Map();
-        const group = others.get(addend);
-        if (group === undefined) others.set(addend, [i]);
-        else group.push(i);
+        others ??= [];
+        const group = others.find(([a, g]) => a === addend && !repeats(g, matched.layer));
+        if (group === undefined) others.push([addend, [i]]);
+        else group[1].push(i);
       }
     }
 
