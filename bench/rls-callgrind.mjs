@@ -4,10 +4,11 @@
 // follows wall time under valgrind, left out), makes WARM calls, zeroes the counts, makes CALLS calls
 // one at a time (one read and one reply each) and prints the instructions per call.
 //
-//   node bench/rls-callgrind.mjs <target> <descriptors>
+//   node bench/rls-callgrind.mjs <target> <descriptors> [algorithm]
 //
-// target: a tollgate build's folder (its dist/ limiter, mode each, fixed windows of 4,294,967,295 a
-// minute, the bench's key shapes), `floor` (INCRBY + EXPIRE per descriptor, as envoyproxy/ratelimit
+// target: a tollgate build's folder (its dist/ limiter, mode each, the bench's key shapes and limits:
+// windows of 4,294,967,295 a minute, a sliding log's of 1,000,000 a second; the algorithm
+// fixed-window unless named), `floor` (INCRBY + EXPIRE per descriptor, as envoyproxy/ratelimit
 // and bench/rls-floor-client.mjs), `pexpire-nx` (INCRBY + PEXPIRE … NX every call) or `setnx`
 // (SET … 0 NX PX + INCRBY every call). Needs valgrind (Debian's package) and redis-server.
 import { execFileSync, spawn } from "node:child_process";
@@ -17,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Redis } from "ioredis";
 
-const [target = "floor", descriptorsArg = "1"] = process.argv.slice(2);
+const [target = "floor", descriptorsArg = "1", algorithm = "fixed-window"] = process.argv.slice(2);
 const n = Number(descriptorsArg);
 const WARM = 200;
 const CALLS = 2000;
@@ -91,9 +92,13 @@ if (target === "floor") {
   const { createRedisLimiter } = await import(join(dist, "limiter.js"));
   const { createKeys } = await import(join(dist, "keys.js"));
   const limiter = createRedisLimiter({ redis, keys: createKeys("tollgate:") });
-  const rule = { algorithm: "fixed-window", windows: [{ limit: 4_294_967_295, windowMs: 60_000 }] };
+  const window =
+    algorithm === "sliding-log"
+      ? { limit: 1_000_000, windowMs: 1_000 }
+      : { limit: 4_294_967_295, windowMs: 60_000 };
+  const rule = { algorithm, windows: [window] };
   const layers = Array.from({ length: n }, (_, i) => ({
-    subject: `rls:bench|alg_fixed=three-${i}`,
+    subject: `rls:bench|alg_${algorithm}=three-${i}`,
     category: `rls-${(0x123456789abcde0 + i).toString(16).padStart(16, "0")}`,
     rule,
   }));
@@ -118,7 +123,7 @@ const stats = (await redis.info("commandstats"))
   .filter((line) => /^cmdstat_(?!info|ping)/.test(line))
   .map((line) => line.replace(/^cmdstat_([^:]+):calls=(\d+).*/, "$1 $2"));
 process.stdout.write(
-  `${JSON.stringify({ target, descriptors: n, instructionsPerCall: Math.round(instructions / CALLS), commands: stats })}\n`,
+  `${JSON.stringify({ target, descriptors: n, algorithm, instructionsPerCall: Math.round(instructions / CALLS), commands: stats })}\n`,
 );
 await redis.call("SHUTDOWN", "NOSAVE").catch(() => undefined);
 redis.disconnect();

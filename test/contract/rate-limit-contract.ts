@@ -510,6 +510,43 @@ export function describeRateLimitContract(name: string, harness: ContractHarness
         ]);
       });
 
+      it("in mode each, decides every layer as a call of that layer alone would, whatever its windows or state", async () => {
+        // Layers of one window, of two windows (two of them: a fixed window of one window is counted
+        // apart, see the next describe), and one whose state another algorithm left: the same
+        // requests sent together in mode each (subject A) and one layer per call (subject B).
+        const other: Algorithm = algorithm === "sliding-log" ? "sliding-counter" : "sliding-log";
+        const layers = (s: string) => [
+          { subject: s, category: "plain", rule: rule(algorithm, [3, 10_000]) },
+          { subject: s, category: "two", rule: rule(algorithm, [2, 1_000], [4, 10_000]) },
+          { subject: s, category: "wide", rule: rule(algorithm, [3, 2_000], [5, 10_000]) },
+          { subject: s, category: "switched", rule: rule(algorithm, [4, 10_000]) },
+        ];
+        const a = subject;
+        const b = `${subject}-alone`;
+        for (const s of [a, b]) {
+          await store.limit({
+            layers: [{ subject: s, category: "switched", rule: rule(other, [4, 10_000]) }],
+            addend: 2,
+          });
+        }
+        const together = [];
+        const alone = [];
+        for (const [step, addend] of [1, 2, 0, 1, 1, 2, 1, 0, 1, 1].entries()) {
+          now = T0 + step * 400;
+          together.push((await windowOf({ layers: layers(a), addend, mode: "each" })).layers);
+          const one = [];
+          for (const l of layers(b))
+            one.push(...(await windowOf({ layers: [l], addend, mode: "each" })).layers);
+          alone.push(one);
+        }
+        expect(together).toEqual(alone);
+        // Every layer was refused at some step, and counted at another: the comparison saw both.
+        for (let i = 0; i < 4; i += 1) {
+          expect(together.some((step) => step[i]?.room === false)).toBe(true);
+          expect(together.some((step) => step[i]?.counted === true)).toBe(true);
+        }
+      });
+
       it("in mode each, counts a fixed window's refused hits as envoyproxy/ratelimit does; never another algorithm's", async () => {
         const three = rule(algorithm, [3, 10_000]);
         const two = { layers: [at("rls", three)], addend: 2, mode: "each" as const };

@@ -1,4 +1,4 @@
--- Includes: prelude window evidence layer single session profile
+-- Includes: prelude window evidence layer single alone session profile
 -- Counts `k` requests in a request's layers, atomically, and answers every window of every layer.
 -- A layer is a subject's category under a rule. The fixed layers come with the call (a client
 -- address's IP layer, an anonymous category, a username's failed logins, a descriptor); with an
@@ -51,24 +51,24 @@ local now = clock_us(ARGV[at + (identity and 2 or 0)])
 
 -- The usual call of one fixed layer of one window (an address's category, a username's failures).
 if fixed == 1 and not identity then
-  local algo, n, w = one_window(ARGV[2])
-  if algo then
-    local deadline, state
-    if algo ~= ALGO_SLIDING_LOG then
-      local v = call('HMGET', KEYS[1], 'x', ARGV[3])
-      -- + 0, not tonumber: one strtod instead of two
-      deadline, state = v[1] and v[1] + 0, v[2] or nil
-    end
-    local room, used, reset, retry, until_us =
-      single(algo, n, w, k, KEYS[2], KEYS[1], ARGV[3], state, now, dry, each)
-    if room ~= nil then
-      local counted = room or (each and algo == ALGO_FIXED_WINDOW)
-      if counted and k > 0 and not dry and until_us and byte(ARGV[4], 1) - 48 >= LAYER_EXPIRING then
-        extend_record(KEYS[1], deadline, until_us, w, now)
-      end
-      return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
-    end
+  local used, reset, retry = straight(KEYS, ARGV, 1, k, now, dry, each)
+  if used then
+    return spack('<dddddddc0', STATUS_OK, now, 0, 0, used, reset, retry, '')
   end
+end
+
+-- Mode each without an identity (Envoy's rate limit service): every layer is decided and counted
+-- on its own, so each goes straight through when it can. Layers one after the other see each
+-- other's counts, as the reference's INCRBYs do. Redis instructions per call of three descriptors
+-- (bench/rls-callgrind.mjs, 2026-12-05), general path → here: sliding log 293k → 186k, sliding
+-- counter 294k → 167k, gcra 282k → 156k.
+if each and fixed > 1 and not identity then
+  local parts = {spack('<dddd', STATUS_OK, now, 0, 0)}
+  for i = 1, fixed do
+    local used, reset, retry = straight(KEYS, ARGV, i, k, now, dry, each)
+    parts[i + 1] = used and spack('<ddd', used, reset, retry) or alone(KEYS, ARGV, i, k, now, dry, each)
+  end
+  return concat(parts)
 end
 
 local layers = {}
