@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { coalescerOf } from "./coalesce.js";
 import { isCluster } from "./is-cluster.js";
+import { prebuiltFcall } from "./prebuilt-fcall.js";
 import { luaConstants } from "./protocol.js";
 
 /** Every script and its number of KEYS ("varies": the caller passes them). */
@@ -100,14 +101,19 @@ function createScripts(redis: Redis | Cluster): Scripts {
   };
   // One write to Redis per event-loop turn for the limiter's calls, which every check makes.
   const coalesce = coalescerOf(redis);
+  const split = isCluster(redis);
 
   const make =
     (buffers: boolean) =>
     (name: ScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> => {
-      const fcall = () =>
-        buffers
-          ? redis.callBuffer("FCALL", libraries[name].fn, keys.length, ...keys, ...args)
-          : redis.call("FCALL", libraries[name].fn, keys.length, ...keys, ...args);
+      const fn = libraries[name].fn;
+      const fcall = () => {
+        const prebuilt = split ? undefined : prebuiltFcall(fn, keys, args, buffers);
+        if (prebuilt !== undefined) return (redis as Redis).sendCommand(prebuilt) as Promise<unknown>;
+        return buffers
+          ? redis.callBuffer("FCALL", fn, keys.length, ...keys, ...args)
+          : redis.call("FCALL", fn, keys.length, ...keys, ...args);
+      };
       if (name === "limit" || name === "limitRelease") coalesce();
       return fcall().catch(async (error: unknown) => {
         if (!String((error as Error).message).includes("Function not found")) throw error;
