@@ -15,6 +15,7 @@ import {
   scriptFile,
   scriptsOf,
 } from "../../src/store/redis/loader.js";
+import { prebuiltFcall } from "../../src/store/redis/prebuilt-fcall.js";
 import { LUA_CONSTANTS } from "../../src/store/redis/protocol.js";
 import { redisLimiter } from "../support/limiters.js";
 import { startRedisServer } from "../support/processes.mjs";
@@ -122,5 +123,29 @@ describe("the loader", () => {
       reply.readDoubleLE(56),
       reply.readDoubleLE(72),
     ]).toEqual([1, 0, 1, 0]);
+  });
+});
+
+describe("a prebuilt FCALL", () => {
+  it("reaches Redis with every key and argument as sent, multi-byte and numbers included, its reply as asked", async () => {
+    const library = `#!lua name=tollgate_test_echo\nredis.register_function('tollgate_test_echo', function(KEYS, ARGV)\n  local all = {}\n  for i = 1, #KEYS do all[#all + 1] = KEYS[i] end\n  for i = 1, #ARGV do all[#all + 1] = ARGV[i] end\n  return table.concat(all, '|')\nend)`;
+    await redis.function("LOAD", "REPLACE", library);
+    const keys = [`${testPrefix()}{é}:ключ`, `${testPrefix()}{é}:\r\n`];
+    const args = ["", "🙂 two words", 4_294_967_295, 0.5];
+    const text = prebuiltFcall("tollgate_test_echo", keys, args, false);
+    const buffers = prebuiltFcall("tollgate_test_echo", keys, args, true);
+    if (text === undefined || buffers === undefined) throw new Error("no prebuilt command");
+    const expected = [...keys, "", "🙂 two words", "4294967295", "0.5"].join("|");
+    expect(await redis.sendCommand(text)).toBe(expected);
+    const reply = await redis.sendCommand(buffers);
+    expect(Buffer.isBuffer(reply)).toBe(true);
+    expect(String(reply)).toBe(expected);
+    // Buffers go through ioredis's own command.
+    expect(prebuiltFcall("tollgate_test_echo", keys, [Buffer.from("x")], true)).toBeUndefined();
+    // A Redis error rejects the call as ioredis's own command does.
+    const missing = prebuiltFcall("tollgate_test_missing", [], [], false);
+    await expect(redis.sendCommand(missing as NonNullable<typeof missing>)).rejects.toThrow(
+      /Function not found/,
+    );
   });
 });
