@@ -93,13 +93,15 @@ function gcraModel(w: Window, state: { tat: number }, origin: number): WindowMod
   const interval = w.windowMs / w.limit;
   const tat = (t: number) => Math.max(state.tat, t - origin);
   return {
-    fits: (t, k) => tat(t) + k * interval - (t - origin) <= w.windowMs + 1e-3,
+    // The stores' tolerance, 1e-3 µs (src/ratelimit/algorithms.ts EPS_US): a debt a third of a µs over
+    // the bucket, which a limit that does not divide its window leaves, does not fit yet.
+    fits: (t, k) => tat(t) + k * interval - (t - origin) <= w.windowMs + 1e-6,
     remaining: (t) => Math.max(0, Math.floor((w.windowMs - (tat(t) - (t - origin))) / interval + 1e-6)),
     count: (t, k) => {
       state.tat = tat(t) + k * interval;
     },
     // When the bucket would hold the requests if it were as large as they are.
-    never: (t, k) => Math.ceil(tat(t) + k * interval - (t - origin) - w.windowMs - 1e-3),
+    never: (t, k) => Math.ceil(tat(t) + k * interval - (t - origin) - w.windowMs - 1e-6),
   };
 }
 
@@ -451,6 +453,40 @@ async function replay(factory: StoreFactory, timeline: Timeline) {
   }
 }
 
+/**
+ * A timeline fast-check found (gcra): a debt seeded from a limit of 1 and counted on under a limit of 3
+ * that does not divide 19 s, left a third of a µs over the bucket; the model, with a tolerance a
+ * thousand times the stores', let it in a ms early. Kept so that it is checked on every run.
+ */
+const gcra = (limit: number, windowMs: number): Rule => ({
+  algorithm: "gcra",
+  windows: [{ limit, windowMs }],
+});
+const hit = (subject: number, advance: number, addend: number, rule?: Rule) =>
+  ({ op: "hit", subject, category: 0, advance, addend, rule }) as const;
+const FRACTION_OVER: Timeline = {
+  start: 1_600_000_000_000,
+  rules: [gcra(1, 10_000), gcra(1, 10_000), gcra(1, 10_000), gcra(1, 10_000)],
+  steps: [
+    hit(1, 20_000, 1, gcra(1, 3_600_000)),
+    hit(0, 15_000, 2),
+    hit(0, 60_000, 2),
+    { op: "peek", subject: 1, category: 0, advance: 0, addend: 1, rule: gcra(4, 16_000) },
+    hit(0, 10_000, 1),
+    hit(1, 12_389, 1),
+    hit(0, 347, 1),
+    hit(1, 1, 1, {
+      algorithm: "gcra",
+      windows: [
+        { limit: 3, windowMs: 10_000 },
+        { limit: 3, windowMs: 19_000 },
+      ],
+    }),
+    hit(1, 0, 1),
+    hit(0, 20_000, 5),
+  ],
+};
+
 describe.each(stores)("%s against plain references", (_name, factory) => {
   describe.each(ALGORITHMS)("%s", (algorithm) => {
     it("gives identical decisions, remaining and Retry-After on random timelines", async () => {
@@ -463,7 +499,7 @@ describe.each(stores)("%s against plain references", (_name, factory) => {
     it("stays identical when limits and windows change between hits (policy reloads)", async () => {
       await fc.assert(
         fc.asyncProperty(timelineArb([algorithm], true), (timeline) => replay(factory, timeline)),
-        { numRuns: 50 },
+        { numRuns: 50, examples: algorithm === "gcra" ? [[FRACTION_OVER]] : [] },
       );
     });
   });
