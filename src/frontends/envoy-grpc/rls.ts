@@ -161,9 +161,9 @@ export function createRlsCore(context: RlsContext): RlsDecide {
 
     // Descriptors to count, by addend (a store call counts one addend): the first addend's
     // indexes, then any other's. In mode each a descriptor repeated in one request (counted under
-    // the same subject and limit) goes to a later call, which Redis runs after the first: one call
-    // reads every layer's state before it counts, and the reference counts a repeat after the one
-    // before it (INCRBY per descriptor).
+    // the same subject and limit) goes to a later call, which Redis runs after the first: a store
+    // may read every layer of a call before it counts any (the memory store does), and the
+    // reference counts a repeat after the one before it (INCRBY per descriptor).
     let addend0 = 0;
     let counted: number[] | undefined;
     let others: [number, number[]][] | undefined;

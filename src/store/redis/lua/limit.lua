@@ -66,25 +66,14 @@ if each and fixed > 1 and not identity then
   local parts = {spack('<dddd', STATUS_OK, now, 0, 0)}
   for i = 1, fixed do
     local used, reset, retry = straight(KEYS, ARGV, i, k, now, dry, each)
-    parts[i + 1] = used and spack('<ddd', used, reset, retry) or alone(KEYS, ARGV, i, k, now, dry, each)
+    parts[i + 1] = used and spack('<ddd', used, reset, retry) or alone(KEYS, ARGV, i, k, now, dry)
   end
   return concat(parts)
 end
 
 local layers = {}
 for i = 1, fixed do
-  local a = 3 * i - 1
-  local layer = layer_of(ARGV[a])
-  layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
-  local kind = byte(ARGV[a + 2], 1) - 48
-  layer.shadow, layer.expiring = kind % 2 == LAYER_SHADOW, kind >= LAYER_EXPIRING
-  local state
-  if layer.algo ~= ALGO_SLIDING_LOG then
-    local v = call('HMGET', layer.record, 'x', layer.field)
-    layer.deadline, state = v[1] and v[1] + 0, v[2] or nil
-  end
-  evaluate(layer, layer.key, k, state, now, dry, layer.record, layer.field)
-  layers[i] = layer
+  layers[i] = fixed_layer(KEYS, ARGV, i, k, now, dry)
 end
 
 local exp, tail = 0, ''

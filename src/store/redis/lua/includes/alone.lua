@@ -1,27 +1,36 @@
--- A fixed layer of limit.lua decided and counted on its own: in mode each (Envoy's rate limit
--- service), or as a call's only layer. Defined once per library, not per call: a function made in
--- the script's body is a closure made on every call (callgrind: 5k Redis instructions more for one
--- descriptor). Needs prelude.lua, window.lua, layer.lua and single.lua. KEYS and ARGV are
--- limit.lua's (see it for their layout); layer i's are KEYS[2i-1], KEYS[2i] and ARGV[3i-1..3i+1].
+-- limit.lua's fixed layers: built and evaluated (the general path), counted on their own in mode
+-- each (Envoy's rate limit service), or straight through (a call's only layer, or each in mode
+-- each). Defined once per library, not per call: a function made in the script's body is a closure
+-- made on every call (callgrind: 5k Redis instructions more for one descriptor). Needs prelude.lua,
+-- window.lua, layer.lua and single.lua. KEYS and ARGV are limit.lua's (see it for their layout);
+-- layer i's are KEYS[2i-1], KEYS[2i] and ARGV[3i-1..3i+1].
 
--- A fixed layer counted on its own: the general path's evaluate and commit for one layer, as in
--- mode each (or for the only layer). Returns its windows for the reply (see pack_layer).
-local function alone(KEYS, ARGV, i, k, now, dry, each)
+-- Fixed layer i as the general path takes it: its table (see layer.lua), evaluated for `k` more.
+local function fixed_layer(KEYS, ARGV, i, k, now, dry)
   local a = 3 * i - 1
   local layer = layer_of(ARGV[a])
-  local record, key, field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
-  layer.record, layer.key, layer.field = record, key, field
+  layer.record, layer.key, layer.field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 1]
+  local kind = byte(ARGV[a + 2], 1) - 48
+  layer.shadow, layer.expiring = kind % 2 == LAYER_SHADOW, kind >= LAYER_EXPIRING
   local state
   if layer.algo ~= ALGO_SLIDING_LOG then
-    local v = call('HMGET', record, 'x', field)
+    local v = call('HMGET', layer.record, 'x', layer.field)
     layer.deadline, state = v[1] and v[1] + 0, v[2] or nil
   end
-  evaluate(layer, key, k, state, now, dry, record, field)
-  local counted = k > 0 and (layer.room or (each and layer.algo == ALGO_FIXED_WINDOW))
+  evaluate(layer, layer.key, k, state, now, dry, layer.record, layer.field)
+  return layer
+end
+
+-- Fixed layer i counted on its own in mode each, by the general path (a rule of several windows,
+-- another algorithm's state): its windows for the reply (see pack_layer).
+local function alone(KEYS, ARGV, i, k, now, dry)
+  local layer = fixed_layer(KEYS, ARGV, i, k, now, dry)
+  -- In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does.
+  local counted = k > 0 and (layer.room or layer.algo == ALGO_FIXED_WINDOW)
   if counted and not dry then
-    commit(layer, k, now, record, field)
-    if byte(ARGV[a + 2], 1) - 48 >= LAYER_EXPIRING and layer.expires_us then
-      extend_record(record, layer.deadline or nil, layer.expires_us, layer[10 * layer.n - 8], now)
+    commit(layer, k, now, layer.record, layer.field)
+    if layer.expiring and layer.expires_us then
+      extend_record(layer.record, layer.deadline or nil, layer.expires_us, layer[10 * layer.n - 8], now)
     end
   end
   return pack_layer(layer, counted)
