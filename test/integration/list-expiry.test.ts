@@ -143,6 +143,32 @@ describe("a sliding-log list's expiry", () => {
     expect(pttl).toBeLessThan(checks / 100);
   });
 
+  it("keeps what it learned of a busy list while thousands of other lists come and go (a bounded memo)", async () => {
+    // The library keeps two generations of 1,000 entries (lua/includes/prelude.lua): 4,000 other
+    // lists pass through it while the busy one is pushed after every 100 of them.
+    const windowMs = 100_000;
+    const layers: Layer[] = [{ category: "general", rule: logRule(100_000, windowMs) }];
+    const busy = `ip:203.0.113.${users + 10}`;
+    const key = keys.log(busy, "general");
+    await limits.hit(busy, layers);
+    const before = (await settled(key, 1)).pttl;
+    const start = Date.now();
+    let pushes = 1;
+    for (let batch = 0; batch < 40; batch += 1) {
+      await Promise.all(Array.from({ length: 100 }, (_, i) => limits.hit(`ip:10.77.${batch}.${i}`, layers)));
+      await limits.hit(busy, layers);
+      pushes += 1;
+      expect(await redis.pttl(key)).toBeGreaterThanOrEqual(windowMs - 100);
+    }
+    const elapsedMs = Date.now() - start;
+    expect(await redis.llen(key)).toBe(pushes);
+    await sleep(100);
+    // Forgotten, each of its 40 pushes would read the TTL; remembered, about once per slack of 1 s.
+    const reads = (seen.get(key)?.pttl ?? 0) - before;
+    expect(reads).toBeLessThanOrEqual(2 * Math.ceil(elapsedMs / 1_000));
+    expect(reads).toBeLessThan(20);
+  });
+
   it("sets the expiry again, without reading it, for a list deleted meanwhile (a reset)", async () => {
     const windowMs = 100_000;
     const window = await userWindow();

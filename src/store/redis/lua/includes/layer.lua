@@ -142,8 +142,8 @@ end
 -- empty, reset, evicted) is made anew by a push that finds it new (`created`), which sets its
 -- expiry afresh. A test's pinned clock is not the one expiries run on: then nothing is remembered.
 local function extend_log(key, w, now, created)
-  local seen = memo[key]
-  if seen and not created and real_clock and now + w <= seen[1] then
+  local seen = memo[key] or recall(key)
+  if seen and not created and real_clock and now + w <= (seen < 0 and -seen or seen) then
     return
   end
   local whole = ceil(w / 1000)
@@ -158,9 +158,20 @@ local function extend_log(key, w, now, created)
   local at = floor(now / 1000) + ms
   call('PEXPIREAT', key, int(at))
   if seen then
-    seen[1] = at * 1000
+    memo[key] = seen > 0 and at * 1000 or -at * 1000
   else
-    remember(key, {at * 1000, false})
+    remember(key, -at * 1000)
+  end
+end
+
+-- Records in a list's memo, when there is one, whether its last count left room (its sign).
+local function log_room(key, room)
+  local at = memo[key] or recall(key)
+  if at then
+    if at < 0 then
+      at = -at
+    end
+    memo[key] = room and at or -at
   end
 end
 

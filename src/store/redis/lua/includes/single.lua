@@ -8,7 +8,7 @@
 -- A rule of one window ("<algo>:<limit>/<µs>"): its algorithm, limit and length; nil for several.
 -- Parsed once per library (see prelude.lua's memo): rule texts are the same few on every call.
 local function one_window(spec)
-  local parsed = memo[spec]
+  local parsed = memo[spec] or recall(spec)
   if not parsed then
     local slash = find(spec, '/', 3, true)
     if slash and not find(spec, ',', slash, true) then
@@ -25,7 +25,7 @@ end
 -- tier (";<tier>=<rule>" per tier). Read once per library and argument (see prelude.lua's memo):
 -- [1] the field, then per tier as rule_of_tier found it.
 local function tier_table(arg)
-  local t = memo[arg]
+  local t = memo[arg] or recall(arg)
   if not t then
     local first = find(arg, ';', 1, true)
     t = remember(arg, {first and sub(arg, 1, first - 1) or arg})
@@ -96,8 +96,8 @@ local function single(algo, n, w, k, key, record, field, state, now, dry, each)
   -- In mode each a fixed window counts a refused hit too, as envoyproxy/ratelimit's INCRBY does.
   local counts_refused = each and algo == ALGO_FIXED_WINDOW
   if algo == ALGO_SLIDING_LOG then
-    local seen = memo[key]
-    if k == 1 and not dry and seen and seen[2] then
+    local seen = memo[key] or recall(key)
+    if k == 1 and not dry and seen and seen > 0 then
       room, used, rem, reset, used_after, rem_after, reset_after, retry = log_push(key, n, w, now, record, field)
       if room == nil then
         return nil
@@ -105,7 +105,7 @@ local function single(algo, n, w, k, key, record, field, state, now, dry, each)
       if room then
         extend_log(key, w, now, used_after == 1)
       end
-      seen[2] = room and rem_after > 0
+      log_room(key, room and rem_after > 0)
     else
       local head = call('LINDEX', key, '0')
       if not head then
@@ -132,12 +132,9 @@ local function single(algo, n, w, k, key, record, field, state, now, dry, each)
         end
         extend_log(key, w, now, length == k)
         -- What the next count may guess (extend_log made the list's memo when it set an expiry).
-        local learned = memo[key]
-        if learned then
-          learned[2] = rem_after > 0
-        end
+        log_room(key, rem_after > 0)
       elseif not dry and seen then
-        seen[2] = false
+        log_room(key, false)
       end
     end
   else
