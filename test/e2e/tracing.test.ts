@@ -48,6 +48,10 @@ const common = (prefix: string) => ({
   REDIS_URL: redis.url,
   REDIS_KEY_PREFIX: prefix,
   RLS_CONFIG,
+  // A busy test machine can hold a store call past the 15 ms and 100 ms defaults: the spans, not the
+  // deadlines, are what this file checks.
+  RLS_TIMEOUT_MS: "2000",
+  REDIS_TIMEOUT_MS: "2000",
   // Spans leave in batches every 50 ms instead of 5 s: the tests wait for them.
   OTEL_BSP_SCHEDULE_DELAY: "50",
   OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
