@@ -11,6 +11,7 @@ import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { createListeners } from "./listeners.js";
 import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
+import { keepCompiledCode } from "./process/hot-code.js";
 import { listenProblem } from "./process/listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
 import { stopWithNpm } from "./process/parent-watch.js";
@@ -30,6 +31,7 @@ import { storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
 import type { Tracing } from "./tracing/tracing.js";
 
+keepCompiledCode();
 const stderr = fdWriter(2);
 
 function fail(lines: string[]): never {
