@@ -9,10 +9,9 @@
 // Each build (a tollgate folder with dist/) gets a fresh redis-server per trial; trials alternate
 // between builds (TRIALS, default 5) so that the machine's drift falls on all of them alike, each
 // trial counting three batches of CALLS (default 200,000). Prints each build's batches and mean.
-import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { join, resolve } from "node:path";
 import { Redis } from "ioredis";
+import { startRedisServer } from "../test/support/processes.mjs";
 
 const [prefillArg = "9500", ...builds] = process.argv.slice(2);
 if (builds.length === 0) {
@@ -24,22 +23,9 @@ const TRIALS = Number(process.env.TRIALS ?? 5);
 const CALLS = Number(process.env.CALLS ?? 200_000);
 const IN_FLIGHT = 64;
 
-const freePort = () =>
-  new Promise((done) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => done(port));
-    });
-  });
-
 async function trial(build) {
-  const port = await freePort();
-  const server = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no"], {
-    stdio: "ignore",
-  });
-  const redis = new Redis({ port, retryStrategy: (attempt) => (attempt > 50 ? null : 100) });
-  redis.on("error", () => undefined);
-  await new Promise((done) => redis.once("ready", done));
+  const server = await startRedisServer();
+  const redis = new Redis(server.url);
   const dist = join(resolve(build), "dist/src/store/redis");
   const { createRedisLimiter } = await import(join(dist, "limiter.js"));
   const { createKeys } = await import(join(dist, "keys.js"));
@@ -84,7 +70,7 @@ async function trial(build) {
     batches.push(((await cpu()) - before) * (1e6 / CALLS));
   }
   redis.disconnect();
-  server.kill("SIGKILL");
+  await server.kill();
   return batches;
 }
 
