@@ -24,3 +24,15 @@ export function readApiKey(text: string): { id: string; hash: string } | undefin
   const match = KEY.exec(text);
   return match === null ? undefined : { id: match[1] as string, hash: hashApiKey(text) };
 }
+
+/**
+ * What a store key or a metric holds in place of a value that is an API key (a rate limit service
+ * descriptor's `x-api-key`, say), never the key: `counted`, its hash, so that keys of one id with
+ * other secrets count apart; `shown`, its public id. Undefined for any other value: one length
+ * check for most.
+ */
+export function apiKeyStandIn(text: string): { counted: string; shown: string } | undefined {
+  if (text.length !== API_KEY_LENGTH || !text.startsWith(PREFIX)) return undefined;
+  const key = readApiKey(text);
+  return key === undefined ? undefined : { counted: key.hash, shown: `${PREFIX}${key.id}` };
+}

@@ -2,6 +2,7 @@
 // GetLimit (src/config/config_impl.go) and constructLimitsToCheck (src/service/ratelimit.go) do, and
 // the subject a matched descriptor is counted under.
 
+import { apiKeyStandIn } from "../auth/api-keys.js";
 import {
   type RequestDescriptor,
   RLS_UNIT_SECONDS,
@@ -159,6 +160,9 @@ export function wildcardMatches(parts: readonly string[], value: string): boolea
  * exact match, `key_<pattern>` for a wildcard, `key` for a default, except that value_to_metric on the
  * node puts the request's value in (a shared wildcard keeps its pattern).
  */
+/** A request's value as a stats key shows it: an API key by its id alone. */
+const shownValue = (value: string): string => apiKeyStandIn(value)?.shown ?? value;
+
 function statsKeyOf(
   domain: string,
   entries: readonly Entry[],
@@ -172,12 +176,13 @@ function statsKeyOf(
     const pattern = shared[i];
     if (detailed) {
       if (pattern !== undefined) return `${entry.key}_${pattern}`;
-      return anyShared ? pathPart(entry.key, entry.value) : `${entry.key}_${entry.value}`;
+      const value = shownValue(entry.value);
+      return anyShared ? pathPart(entry.key, value) : `${entry.key}_${value}`;
     }
-    if (how === "exact") return pathPart(entry.key, entry.value);
+    if (how === "exact") return pathPart(entry.key, shownValue(entry.value));
     if (how === "wildcard")
-      return pathPart(entry.key, pattern ?? (node.valueToMetric ? entry.value : node.value));
-    return pathPart(entry.key, node.valueToMetric ? entry.value : undefined);
+      return pathPart(entry.key, pattern ?? (node.valueToMetric ? shownValue(entry.value) : node.value));
+    return pathPart(entry.key, node.valueToMetric ? shownValue(entry.value) : undefined);
   });
   return [domain, ...parts].join(".");
 }
@@ -206,6 +211,16 @@ function encodePart(text: string): string {
 }
 
 /**
+ * A request's value in a subject: an API key (tollgate's `tg_…`) as `!` and its hash, never itself,
+ * since subjects name store keys (the reference keeps every value as it came, secrets included).
+ * No encoded value holds a bare "!", so no other value can stand for a key.
+ */
+function valuePart(value: string): string {
+  const standIn = apiKeyStandIn(value);
+  return standIn === undefined ? encodePart(value) : `!${standIn.counted}`;
+}
+
+/**
  * The subject a matched descriptor is counted under: `rls:<domain>|<key>=<value>|<key>=<value>…`,
  * or `<key>~<pattern>` for an entry whose value a share_threshold wildcard stands for (every value it
  * matches shares one count). Domain, keys, values and patterns are kept when made of letters,
@@ -224,7 +239,7 @@ export function subjectOf(domain: string, descriptor: RequestDescriptor, limit: 
     const pattern = limit.sharedPatterns[i];
     subject +=
       pattern === undefined
-        ? `|${encodePart(entry.key)}=${encodePart(entry.value)}`
+        ? `|${encodePart(entry.key)}=${valuePart(entry.value)}`
         : `|${encodePart(entry.key)}~${encodePart(pattern)}`;
   }
   return subject;

@@ -6,6 +6,7 @@
 // Example 7 and constructLimitsToCheck (src/service/ratelimit.go).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { hashApiKey, newApiKey } from "../../src/auth/api-keys.js";
 import { loadRlsConfig } from "../../src/rls/load.js";
 import { describeRlsConfig, limitsFor, subjectOf, wildcardMatches } from "../../src/rls/match.js";
 import type { RequestDescriptor, RlsConfig, RlsLimit } from "../../src/rls/model.js";
@@ -428,6 +429,20 @@ describe("subjectOf", () => {
     const s = subject(d(["k{}:", "v|=~%* é"], ["lone", "\ud800x"]));
     expect(s).toBe("rls:test-domain|k%7B%7D%3A=v%7C%3D%7E%25%2A%20%C3%A9|lone=%ud800x");
     expect(s.slice(4)).not.toMatch(/[{}:]/);
+  });
+
+  it("never holds an API key: its hash stands in, apart for keys of one id, and stats show the id", () => {
+    const { key } = newApiKey();
+    const sameId = `${key.slice(0, 20)}${"A".repeat(43)}`;
+    const s = subject(d(["api_key", key]));
+    expect(s).not.toContain(key.slice(20));
+    expect(s).toBe(`rls:test-domain|api_key=!${hashApiKey(key)}`);
+    expect(subject(d(["api_key", sameId]))).not.toBe(s);
+    // Not a key's shape: kept as it came (encoded), and no value encodes to a stand-in's "!".
+    expect(subject(d(["api_key", `${key}x`]))).toBe(`rls:test-domain|api_key=${key}x`);
+    expect(subject(d(["api_key", `!${hashApiKey(key)}`]))).not.toBe(s);
+    const detailed = one(basic, "test-domain", d(["key7", key])) as RlsLimit;
+    expect(detailed.statsKey).toBe(`test-domain.key7_${key.slice(0, 19)}`);
   });
 
   it("differs for any two different descriptors (property)", () => {
