@@ -15,6 +15,9 @@ const HELP = `usage: npm run bench -- [options]
   --connections N    concurrent connections for every row (default 64)
   --duration S       seconds measured per row (default 10)
   --warmup S         seconds of warm-up before each row, not measured (default 2)
+  --prime S          before the first round, S seconds of load (not measured) on each process that
+                     serves rows, the first of its rows over each protocol (default 4; 0: none), so
+                     that no process is measured in its first seconds under load
   --rounds N         cut each row into N slices run round-robin across the rows (default 1: one row
                      after another); steadier ratios on a machine whose speed drifts (a shared VM)
   --nginx-workers N  worker_processes of both nginx (default 1)
@@ -53,6 +56,7 @@ function parseOptions() {
       duration: { type: "string", default: "10" },
       warmup: { type: "string", default: "2" },
       rounds: { type: "string", default: "1" },
+      prime: { type: "string", default: "4" },
       "nginx-workers": { type: "string", default: "1" },
       tollgate: { type: "string", default: "dist/src/main.js" },
       compare: { type: "string" },
@@ -87,6 +91,7 @@ function parseOptions() {
     duration: number("duration", 1),
     warmup: number("warmup", 0),
     rounds: number("rounds", 1),
+    prime: number("prime", 0),
     nginxWorkers: number("nginx-workers", 1),
     tollgateMain: values.tollgate,
     compare: values.compare,
