@@ -11,6 +11,7 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
+import { providerTierProblems } from "./config/identity-settings.js";
 import { createRlsCore, type RlsDecide } from "./frontends/envoy-grpc/rls.js";
 import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
@@ -113,7 +114,13 @@ export function createTollgate(options: TollgateOptions): Tollgate {
         : createProviderTokens(provider, providerKeys),
   });
   const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
-  const policy = createPolicyState({ file: config.policyFile, initial: options.policy });
+  const policy = createPolicyState({
+    file: config.policyFile,
+    initial: options.policy,
+    ...(provider === undefined
+      ? {}
+      : { requirements: (next: Policy) => providerTierProblems(provider, next.tiers.keys()) }),
+  });
   metrics.policyInfo.set({ version: policy.current().version }, 1);
   // Demo users never log in or pass a check in production, whatever the store holds.
   const refusedUserIds = config.production ? DEMO_USER_IDS : new Set<string>();
