@@ -16,8 +16,14 @@ export type CredentialReader = (
 
 const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
 const MALFORMED: TokenCheck = { ok: false, reason: "invalid", description: "malformed token" };
+const TOO_LONG: TokenCheck = { ok: false, reason: "invalid", description: "token too long" };
 const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malformed API key" };
-const MAX_TOKEN_LENGTH = 4096;
+/**
+ * A provider's tokens run long (Keycloak's with many roles, Entra ID's with groups, often past 4 KiB);
+ * the bound caps the work one request's token costs (its payload is decoded to read `iss`). The
+ * check listener takes 64 KiB of headers. tollgate's own tokens keep their 4 KiB bound (jwt.ts).
+ */
+const MAX_PROVIDER_TOKEN_LENGTH = 16 * 1024;
 
 /**
  * Keys read before, with their claims: a client sends the same key on every request, and hashing
@@ -69,9 +75,9 @@ export function createCredentialReader(options: {
 
   const bearer = (token: string): TokenCheck | Promise<TokenCheck> => {
     if (provider === undefined) return tokens.verify(token);
+    if (token.length > MAX_PROVIDER_TOKEN_LENGTH) return TOO_LONG;
     const known = provider.cached(token) ?? tokens.cached(token);
     if (known !== undefined) return known;
-    if (token.length > MAX_TOKEN_LENGTH) return MALFORMED;
     const dot1 = token.indexOf(".");
     const dot2 = token.indexOf(".", dot1 + 1);
     if (dot1 < 0 || dot2 < 0 || token.indexOf(".", dot2 + 1) >= 0) return MALFORMED;

@@ -6,6 +6,7 @@ import type { ProviderAlgorithm, ProviderSettings } from "../config/identity-set
 import type { Claims, TokenCheck } from "./jwt.js";
 import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
 import { externalSubject } from "./subjects.js";
+import { createTokenCache } from "./token-cache.js";
 
 export type ProviderTokens = {
   /** A token whose `iss` is the provider's: verified here, never by tollgate's own keys. */
@@ -22,6 +23,8 @@ export type ProviderTokens = {
 const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
 const CACHE_SIZE = 10_000;
+/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16 KiB). */
+const CACHE_CHARS = 10_000 * 4096;
 /** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
 const UNKNOWN_KID_WAIT_MS = 100;
 /** A subject must fit a header: visible ASCII, as every provider's ids are. */
@@ -88,7 +91,7 @@ function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): s
 
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
-  const cache = new Map<string, Claims>();
+  const cache = createTokenCache<Claims>({ maxEntries: CACHE_SIZE, maxChars: CACHE_CHARS });
   // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
   keys.onFetch((_outcome, removed) => {
     if (removed) cache.clear();
@@ -134,7 +137,6 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       exp,
       external: { kind: "provider", subject: externalSubject(sub) },
     };
-    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
     cache.set(token, claims);
     return { ok: true, claims };
   };

@@ -148,6 +148,23 @@ export function describeExternalIdentityContract(
         expect(answer.headers.get("x-user-id")).toBeNull();
       });
 
+      it("allows a provider token of 12 KiB (many groups, as Entra ID and Keycloak send), and refuses one past 16 KiB as too long", async () => {
+        const groups = (n: number) =>
+          Array.from({ length: n }, (_, i) => `group-${String(i).padStart(26, "0")}`);
+        const long = signToken(rsa, claims({ groups: groups(260), plan: "premium" }));
+        expect(long.length).toBeGreaterThan(12 * 1024);
+        expect(long.length).toBeLessThan(16 * 1024);
+        const allowed = await bearer(long);
+        expect(allowed.status, allowed.body).toBe(200);
+        expect(allowed.headers.get("x-user-tier")).toBe("pro");
+        const tooLong = signToken(rsa, claims({ groups: groups(340) }));
+        expect(tooLong.length).toBeGreaterThan(16 * 1024);
+        const refused = await bearer(tooLong);
+        expect(refused.status).toBe(401);
+        expect(JSON.parse(refused.body).message).toBe("token too long");
+        expect(refused.headers.get("www-authenticate")).toContain('error_description="token too long"');
+      });
+
       it("says a token expired when it did", async () => {
         const answer = await bearer(signToken(rsa, claims({ exp: Math.floor(Date.now() / 1000) - 60 })));
         expect(JSON.parse(answer.body).message).toBe("token expired");
