@@ -31,6 +31,13 @@ export const KEY_TIMINGS: KeyTimings = {
 
 export type FetchOutcome = { ok: true; keys: number } | { ok: false; error: string; attempt: number };
 
+/**
+ * How a fetch changed the key set. `removed`: a kid known before is gone or names another key now
+ * (tokens it verified are suspect). `added`: a kid is new or names another key now (a token that
+ * failed before may verify now).
+ */
+export type KeySetChange = { removed: boolean; added: boolean };
+
 export type ProviderKeys = {
   /** The key a token's header names (`kid`; a set of one key also answers a token without one). */
   find(kid: string | undefined): ProviderKey | undefined;
@@ -43,11 +50,8 @@ export type ProviderKeys = {
    * flight (to wait on), or undefined when none may run now.
    */
   refreshForUnknownKid(): Promise<void> | undefined;
-  /**
-   * Called after each fetch; `removed`: a kid known before is gone or names another key now (tokens
-   * it verified are suspect).
-   */
-  onFetch(listener: (outcome: FetchOutcome, removed: boolean) => void): void;
+  /** Called after each fetch, with how it changed the key set (nothing, after a failed one). */
+  onFetch(listener: (outcome: FetchOutcome, change: KeySetChange) => void): void;
   start(): void;
   stop(): void;
 };
@@ -176,6 +180,14 @@ export function readJwks(body: unknown): Map<string, ProviderKey> {
   return keys;
 }
 
+/** Whether a key of `from` is not in `to` under its kid. */
+function missingFrom(from: Map<string, ProviderKey>, to: Map<string, ProviderKey>): boolean {
+  return [...from].some(([kid, key]) => {
+    const other = to.get(kid);
+    return other === undefined || !other.key.equals(key.key);
+  });
+}
+
 export function createProviderKeys(
   settings: Pick<ProviderSettings, "source">,
   timings: KeyTimings = KEY_TIMINGS,
@@ -188,7 +200,7 @@ export function createProviderKeys(
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const listeners: ((outcome: FetchOutcome, removed: boolean) => void)[] = [];
+  const listeners: ((outcome: FetchOutcome, change: KeySetChange) => void)[] = [];
   let markReady: () => void = () => {};
   const firstLoad = new Promise<void>((resolve) => {
     markReady = resolve;
@@ -215,15 +227,12 @@ export function createProviderKeys(
     const next = readJwks(body);
     if (next.size === 0) throw new Error("the JWKS holds no usable signature key");
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
-    const removed = [...keys].some(([kid, old]) => {
-      const now = next.get(kid);
-      return now === undefined || !now.key.equals(old.key);
-    });
+    const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
     isLoaded = true;
     failures = 0;
     markReady();
-    for (const l of listeners) l({ ok: true, keys: next.size }, removed);
+    for (const l of listeners) l({ ok: true, keys: next.size }, change);
     return maxAge;
   };
 
@@ -239,7 +248,7 @@ export function createProviderKeys(
           const [first, last] = timings.retryMs;
           schedule(Math.min(last, first * 2 ** Math.min(failures - 1, 20)));
           const outcome: FetchOutcome = { ok: false, error: (error as Error).message, attempt: failures };
-          for (const l of listeners) l(outcome, false);
+          for (const l of listeners) l(outcome, { removed: false, added: false });
         },
       )
       .finally(() => {

@@ -25,6 +25,14 @@ const LEEWAY_SECONDS = 5;
 const CACHE_SIZE = 10_000;
 /** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16 KiB). */
 const CACHE_CHARS = 10_000 * 4096;
+/**
+ * Tokens whose signature failed, kept briefly: a client retrying one forged token costs one
+ * verification, not one per request. Few and short-lived, as a flood of different forgeries gains
+ * nothing from them; emptied whenever the key set changes, as a new key may verify them.
+ */
+const FAILED_SIZE = 1_000;
+const FAILED_CHARS = 4 * 1024 * 1024;
+const FAILED_TTL_MS = 60_000;
 /** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
 const UNKNOWN_KID_WAIT_MS = 100;
 /** A subject must fit a header: visible ASCII, as every provider's ids are. */
@@ -89,13 +97,46 @@ function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): s
   return "";
 }
 
+/**
+ * What the token states, checked before its key is looked up or its signature verified: each check
+ * costs nothing, so an expired or foreign token costs no verification and no refresh of the keys.
+ * The order changes only the reason a bad token is given: a token is accepted only past them all.
+ */
+function claimsProblem(settings: ProviderSettings, payload: Record<string, unknown>): TokenCheck | undefined {
+  const now = Date.now() / 1000;
+  const { exp, nbf, aud } = payload;
+  if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
+  const audiences = Array.isArray(aud) ? aud : [aud];
+  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+  if (typeof exp !== "number") return invalid("token has no expiry");
+  if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
+    return invalid("token not yet valid");
+  }
+  const sub = payload[settings.subjectClaim];
+  if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+  return undefined;
+}
+
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
   const cache = createTokenCache<Claims>({ maxEntries: CACHE_SIZE, maxChars: CACHE_CHARS });
-  // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
-  keys.onFetch((_outcome, removed) => {
-    if (removed) cache.clear();
+  const failed = createTokenCache<number>({ maxEntries: FAILED_SIZE, maxChars: FAILED_CHARS });
+  keys.onFetch((_outcome, change) => {
+    // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
+    if (change.removed) cache.clear();
+    // A key new to the set may verify what failed before.
+    if (change.removed || change.added) failed.clear();
   });
+
+  /** Whether the token's signature failed a short while ago, against the key set still in use. */
+  const failedBefore = (token: string): boolean => {
+    const until = failed.get(token);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    failed.delete(token);
+    return false;
+  };
 
   const cached = (token: string): TokenCheck | undefined => {
     const claims = cache.get(token);
@@ -113,20 +154,13 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     key: ProviderKey,
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
-    if (!signatureValid(algorithm, key, token, token.lastIndexOf(".")))
+    if (!signatureValid(algorithm, key, token, token.lastIndexOf("."))) {
+      failed.set(token, Date.now() + FAILED_TTL_MS);
       return invalid("token signature invalid");
-    const now = Date.now() / 1000;
-    const { exp, nbf, aud } = payload;
-    if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
-    const audiences = Array.isArray(aud) ? aud : [aud];
-    if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
-    if (typeof exp !== "number") return invalid("token has no expiry");
-    if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
-    if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
-      return invalid("token not yet valid");
     }
-    const sub = payload[settings.subjectClaim];
-    if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+    // Both checked by claimsProblem before the signature.
+    const sub = payload[settings.subjectClaim] as string;
+    const exp = payload.exp as number;
     const claims: Claims = {
       // The upstream's x-user-id, in a namespace of its own: tollgate's user ids hold no ':' and an
       // API key's is "key:<id>", so no provider account (whose subject a user may have chosen) can
@@ -149,6 +183,9 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
+      const refused = claimsProblem(settings, payload);
+      if (refused !== undefined) return refused;
+      if (failedBefore(token)) return invalid("token signature invalid");
       const kid = typeof header.kid === "string" ? header.kid : undefined;
       const key = keys.find(kid);
       if (key !== undefined) return check(token, header, payload, key);

@@ -96,6 +96,22 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("verifies again a token that failed once the provider publishes the key that signed it", async () => {
+    const k1 = makeKey("late-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const newer = makeKey("late-1");
+    const early = token(newer);
+    // Retried: the failure is remembered, and still a failure.
+    for (let i = 0; i < 3; i += 1) {
+      expect(JSON.parse((await check(early)).body).message).toBe("token signature invalid");
+    }
+    idp.keys = [newer];
+    expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    const late = await check(early);
+    expect(late.status, late.body).toBe(200);
+  });
+
   it("answers a route without limits before reading the token: a made-up kid there asks the provider nothing", async () => {
     const k1 = makeKey("health-1");
     const { idp, t } = await start([k1]);
@@ -109,6 +125,28 @@ describe("provider keys", () => {
     // The same token on a limited route is read, and its unknown kid asks once.
     expect((await check(token(k1, { kid: "made-up" }))).status).toBe(401);
     expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("asks the provider nothing for an expired or foreign token with a made-up kid: its claims are read first", async () => {
+    const k1 = makeKey("claims-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    const before = idp.jwksRequests();
+    const now = Math.floor(Date.now() / 1000);
+    const made = (claims: Record<string, unknown>) =>
+      signToken(
+        k1,
+        { iss: idp.issuer, aud: AUDIENCE, sub: "claims-sub", exp: now + 120, ...claims },
+        {
+          kid: randomBytes(6).toString("hex"),
+        },
+      );
+    const expired = await check(made({ exp: now - 60 }));
+    expect(expired.status).toBe(401);
+    expect(JSON.parse(expired.body).message).toBe("token expired");
+    const foreign = await check(made({ aud: "api://elsewhere" }));
+    expect(JSON.parse(foreign.body).message).toBe("token audience not accepted");
+    expect(idp.jwksRequests()).toBe(before);
   });
 
   it("asks the provider at most once per interval during a flood of made-up kids", async () => {
