@@ -94,7 +94,14 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const providerKeys = provider === undefined ? undefined : createProviderKeys(provider, options.keyTimings);
   providerKeys?.onFetch((outcome) => {
     if (outcome.ok) {
-      logger.info({ event: "provider_keys", keys: outcome.keys }, "identity provider keys loaded");
+      logger.info(
+        {
+          event: "provider_keys",
+          keys: outcome.keys,
+          refreshInSeconds: Math.round(outcome.refreshInMs / 1000),
+        },
+        "identity provider keys loaded",
+      );
     } else {
       // Retried with a doubling delay (at most a minute), so this line comes no oftener.
       logger.error(

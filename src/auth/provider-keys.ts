@@ -22,14 +22,17 @@ export type KeyTimings = {
 
 export const KEY_TIMINGS: KeyTimings = {
   minRefreshMs: 60_000,
-  maxRefreshMs: 86_400_000,
+  // A key the provider withdraws (a leaked one) stays trusted until the next refresh: an hour at most.
+  maxRefreshMs: 3_600_000,
   defaultRefreshMs: 600_000,
   unknownKidIntervalMs: 30_000,
   fetchTimeoutMs: 5_000,
   retryMs: [1_000, 60_000],
 };
 
-export type FetchOutcome = { ok: true; keys: number } | { ok: false; error: string; attempt: number };
+export type FetchOutcome =
+  | { ok: true; keys: number; refreshInMs: number }
+  | { ok: false; error: string; attempt: number };
 
 /**
  * How a fetch changed the key set. `removed`: a kid known before is gone or names another key now
@@ -215,7 +218,7 @@ export function createProviderKeys(
     timer.unref();
   };
 
-  const fetchOnce = async (): Promise<number | undefined> => {
+  const fetchOnce = async (): Promise<void> => {
     // Discovery again on every refresh: a provider that moves its keys is followed, and a document
     // answered once by someone else is not kept until the next restart.
     if (settings.source.kind === "oidc") {
@@ -232,17 +235,17 @@ export function createProviderKeys(
     isLoaded = true;
     failures = 0;
     markReady();
-    for (const l of listeners) l({ ok: true, keys: next.size }, change);
-    return maxAge;
+    const wanted = maxAge ?? timings.defaultRefreshMs;
+    const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
+    schedule(refreshInMs);
+    // Told at once, with the keys swapped: no check runs between the two on what they replaced.
+    for (const l of listeners) l({ ok: true, keys: next.size, refreshInMs }, change);
   };
 
   const refresh = (): Promise<void> => {
     inFlight ??= fetchOnce()
       .then(
-        (maxAge) => {
-          const wanted = maxAge ?? timings.defaultRefreshMs;
-          schedule(Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted)));
-        },
+        () => undefined,
         (error: unknown) => {
           failures += 1;
           const [first, last] = timings.retryMs;

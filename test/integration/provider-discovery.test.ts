@@ -5,7 +5,12 @@ import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { createProviderKeys, type FetchOutcome, type KeyTimings } from "../../src/auth/provider-keys.js";
+import {
+  createProviderKeys,
+  type FetchOutcome,
+  KEY_TIMINGS,
+  type KeyTimings,
+} from "../../src/auth/provider-keys.js";
 
 const FAST: KeyTimings = {
   minRefreshMs: 60_000,
@@ -52,8 +57,11 @@ async function provider(
 }
 
 /** The first fetch's outcome of a key set read from `source`. */
-function firstFetch(source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string }) {
-  const keys = createProviderKeys({ source }, FAST);
+function firstFetch(
+  source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string },
+  timings: KeyTimings = FAST,
+) {
+  const keys = createProviderKeys({ source }, timings);
   stops.push(() => keys.stop());
   const outcome = new Promise<FetchOutcome>((resolve) => keys.onFetch((o) => resolve(o)));
   keys.start();
@@ -96,6 +104,21 @@ describe("a provider's answers", () => {
     const b = firstFetch({ kind: "oidc", issuerUrl: data.base });
     expect(await b.outcome).toMatchObject({ ok: false });
     expect(b.keys.loaded()).toBe(false);
+  });
+
+  it("refreshes within the hour whatever Cache-Control allows, and sooner when it says so", async () => {
+    const withMaxAge = (seconds: number) => (_: string, res: import("node:http").ServerResponse) => {
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "cache-control": `public, max-age=${seconds}`,
+      });
+      res.end(JSON.stringify(jwks()));
+    };
+    const idp = await provider({ "/day": withMaxAge(86_400), "/ten-minutes": withMaxAge(600) });
+    const day = firstFetch({ kind: "jwks", url: `${idp.base}/day` }, KEY_TIMINGS);
+    expect(await day.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 3_600_000 });
+    const short = firstFetch({ kind: "jwks", url: `${idp.base}/ten-minutes` }, KEY_TIMINGS);
+    expect(await short.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 600_000 });
   });
 
   it("stops reading a key set past 1 MB, declared or not", async () => {
