@@ -134,16 +134,29 @@ async function boundedText(response: Response, url: string): Promise<string> {
 }
 
 /**
- * The JWKS address a discovery document names, checked: the document must be the configured
- * issuer's (OpenID Connect Discovery 1.0, section 4.3), and its keys must come over https unless the
- * issuer itself is plain http (a test or a local provider), so that a document cannot send tollgate
- * to keys of anyone's choosing (a data: URL, another scheme).
+ * OIDC_ISSUER as an error shows it: as written, so that a trailing slash shows, unless it carries a
+ * query or fragment (no issuer does, and one might hold a key).
+ */
+function shownIssuer(issuerUrl: string): string {
+  return /[?#]/.test(issuerUrl) ? shownUrl(issuerUrl) : issuerUrl;
+}
+
+/**
+ * The JWKS address a discovery document names, checked: the document must name the configured
+ * issuer, exactly (OpenID Connect Discovery 1.0, section 4.3: a trailing slash counts), and its keys
+ * must come over https unless the issuer itself is plain http (a test or a local provider), so that
+ * a document cannot send tollgate to keys of anyone's choosing (a data: URL, another scheme).
  */
 function jwksUriOf(body: unknown, issuerUrl: string): string {
   const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
-  if (typeof doc.issuer === "string" && doc.issuer.replace(/\/+$/, "") !== issuerUrl.replace(/\/+$/, "")) {
+  if (typeof doc.issuer !== "string") {
     throw new Error(
-      `the discovery document is the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}'s, not ${shownUrl(issuerUrl)}'s`,
+      `the discovery document names no issuer (OIDC_ISSUER is ${JSON.stringify(shownIssuer(issuerUrl))})`,
+    );
+  }
+  if (doc.issuer !== issuerUrl) {
+    throw new Error(
+      `the discovery document names the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}, not OIDC_ISSUER ${JSON.stringify(shownIssuer(issuerUrl))}; they must match exactly (a trailing slash counts)`,
     );
   }
   const uri = doc.jwks_uri;

@@ -106,6 +106,35 @@ describe("a provider's answers", () => {
     expect(b.keys.loaded()).toBe(false);
   });
 
+  it("refuses a discovery document without an issuer, and one whose issuer differs by a trailing slash, naming both", async () => {
+    const nameless = await provider({
+      "/.well-known/openid-configuration": (base, res) => json({ jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const a = firstFetch({ kind: "oidc", issuerUrl: nameless.base });
+    expect(await a.outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `the discovery document names no issuer (OIDC_ISSUER is "${nameless.base}")`,
+    });
+    expect(a.keys.loaded()).toBe(false);
+
+    const slashed = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: `${base}/`, jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const b = firstFetch({ kind: "oidc", issuerUrl: slashed.base });
+    expect(await b.outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `the discovery document names the issuer "${slashed.base}/", not OIDC_ISSUER "${slashed.base}"; they must match exactly (a trailing slash counts)`,
+    });
+    // Configured as the document names it, with its slash: found.
+    const c = firstFetch({ kind: "oidc", issuerUrl: `${slashed.base}/` });
+    expect(await c.outcome).toMatchObject({ ok: true });
+  });
+
   it("refreshes within the hour whatever Cache-Control allows, and sooner when it says so", async () => {
     const withMaxAge = (seconds: number) => (_: string, res: import("node:http").ServerResponse) => {
       res.writeHead(200, {

@@ -34,7 +34,7 @@ describe("provider keys", () => {
 
   const start = async (keys: TestKey[], timings: KeyTimings = FAST, oidc = false) => {
     idp = await startJwksServer(keys);
-    const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.url } : { JWKS_URL: idp.jwksUrl };
+    const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.issuer } : { JWKS_URL: idp.jwksUrl };
     t = await startInProcess({
       env: { LOG_LEVEL: "info", ...source, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
       keyTimings: timings,
