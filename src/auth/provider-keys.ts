@@ -6,6 +6,9 @@ import type { ProviderSettings } from "../config/identity-settings.js";
 
 export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
 
+/** Every key of a JWKS by its kid ("" for keys without one): a kid may name several (an RSA and an EC key). */
+type KeySet = Map<string, ProviderKey[]>;
+
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
   minRefreshMs: number;
@@ -42,8 +45,11 @@ export type FetchOutcome =
 export type KeySetChange = { removed: boolean; added: boolean };
 
 export type ProviderKeys = {
-  /** The key a token's header names (`kid`; a set of one key also answers a token without one). */
-  find(kid: string | undefined): ProviderKey | undefined;
+  /**
+   * The keys a token's header may mean: those of its `kid`, or every key for a token without one
+   * (RFC 7515 leaves the choice to the verifier). Empty when none is known.
+   */
+  candidates(kid: string | undefined): readonly ProviderKey[];
   /** Whether a key set was loaded once. */
   loaded(): boolean;
   /** Resolves once the first key set is loaded (never, while the provider never answers). */
@@ -176,9 +182,12 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
   return uri;
 }
 
-/** The signature keys of a JWKS document; keys of other uses, symmetric or unreadable ones are skipped. */
-export function readJwks(body: unknown): Map<string, ProviderKey> {
-  const keys = new Map<string, ProviderKey>();
+/**
+ * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
+ * other uses, symmetric or unreadable ones are skipped.
+ */
+function readJwks(body: unknown): KeySet {
+  const keys: KeySet = new Map();
   const list = (body as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
   for (const jwk of list as Record<string, unknown>[]) {
@@ -188,7 +197,10 @@ export function readJwks(body: unknown): Map<string, ProviderKey> {
     try {
       const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" });
       const kid = typeof jwk.kid === "string" ? jwk.kid : "";
-      keys.set(kid, { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined });
+      const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
+      const same = keys.get(kid);
+      if (same === undefined) keys.set(kid, [entry]);
+      else same.push(entry);
     } catch {
       // A key this process cannot read verifies nothing; the others still do.
     }
@@ -197,18 +209,21 @@ export function readJwks(body: unknown): Map<string, ProviderKey> {
 }
 
 /** Whether a key of `from` is not in `to` under its kid. */
-function missingFrom(from: Map<string, ProviderKey>, to: Map<string, ProviderKey>): boolean {
-  return [...from].some(([kid, key]) => {
-    const other = to.get(kid);
-    return other === undefined || !other.key.equals(key.key);
+function missingFrom(from: KeySet, to: KeySet): boolean {
+  return [...from].some(([kid, list]) => {
+    const others = to.get(kid) ?? [];
+    return list.some((entry) => !others.some((other) => other.key.equals(entry.key)));
   });
 }
+
+const sizeOf = (keys: KeySet): number => [...keys.values()].reduce((n, list) => n + list.length, 0);
 
 export function createProviderKeys(
   settings: Pick<ProviderSettings, "source">,
   timings: KeyTimings = KEY_TIMINGS,
 ): ProviderKeys {
-  let keys = new Map<string, ProviderKey>();
+  let keys: KeySet = new Map();
+  let all: readonly ProviderKey[] = [];
   let isLoaded = false;
   let jwksUrl = settings.source.kind === "jwks" ? settings.source.url : undefined;
   let inFlight: Promise<void> | undefined;
@@ -245,6 +260,7 @@ export function createProviderKeys(
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
+    all = [...next.values()].flat();
     isLoaded = true;
     failures = 0;
     markReady();
@@ -252,7 +268,7 @@ export function createProviderKeys(
     const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
     schedule(refreshInMs);
     // Told at once, with the keys swapped: no check runs between the two on what they replaced.
-    for (const l of listeners) l({ ok: true, keys: next.size, refreshInMs }, change);
+    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs }, change);
   };
 
   const refresh = (): Promise<void> => {
@@ -274,10 +290,7 @@ export function createProviderKeys(
   };
 
   return {
-    find(kid) {
-      if (kid !== undefined) return keys.get(kid);
-      return keys.size === 1 ? keys.values().next().value : undefined;
-    },
+    candidates: (kid) => (kid === undefined ? all : (keys.get(kid) ?? [])),
     loaded: () => isLoaded,
     ready: () => firstLoad,
     refreshForUnknownKid() {

@@ -57,6 +57,10 @@ function keyType(key: KeyObject): string {
   return type === "ec" ? `ec:${key.asymmetricKeyDetails?.namedCurve ?? ""}` : type;
 }
 
+/** A key is used only with the algorithm it was published for, and only with its own key type (and curve). */
+const fits = (algorithm: ProviderAlgorithm, key: ProviderKey): boolean =>
+  (key.alg === undefined || key.alg === algorithm) && SCHEMES[algorithm].types.includes(keyType(key.key));
+
 function signatureValid(
   algorithm: ProviderAlgorithm,
   key: ProviderKey,
@@ -64,9 +68,6 @@ function signatureValid(
   dot2: number,
 ): boolean {
   const scheme = SCHEMES[algorithm];
-  // A key is used only with the algorithm it was published for, and only with its own key type.
-  if (key.alg !== undefined && key.alg !== algorithm) return false;
-  if (!scheme.types.includes(keyType(key.key))) return false;
   const data = Buffer.from(token.slice(0, dot2), "latin1");
   const signature = Buffer.from(token.slice(dot2 + 1), "base64url");
   const options = scheme.pss
@@ -151,11 +152,15 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     token: string,
     header: Record<string, unknown>,
     payload: Record<string, unknown>,
-    key: ProviderKey,
+    candidates: readonly ProviderKey[],
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
-    if (!signatureValid(algorithm, key, token, token.lastIndexOf("."))) {
-      failed.set(token, Date.now() + FAILED_TTL_MS);
+    // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key, and a token
+    // without a kid may be any key's.
+    const usable = candidates.filter((key) => fits(algorithm, key));
+    const dot2 = token.lastIndexOf(".");
+    if (!usable.some((key) => signatureValid(algorithm, key, token, dot2))) {
+      if (usable.length > 0) failed.set(token, Date.now() + FAILED_TTL_MS);
       return invalid("token signature invalid");
     }
     // Both checked by claimsProblem before the signature.
@@ -187,8 +192,8 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (refused !== undefined) return refused;
       if (failedBefore(token)) return invalid("token signature invalid");
       const kid = typeof header.kid === "string" ? header.kid : undefined;
-      const key = keys.find(kid);
-      if (key !== undefined) return check(token, header, payload, key);
+      const candidates = keys.candidates(kid);
+      if (candidates.length > 0) return check(token, header, payload, candidates);
       const refresh = keys.refreshForUnknownKid();
       const unknown = invalid(
         keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
@@ -196,8 +201,8 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (refresh === undefined) return unknown;
       const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
       return Promise.race([refresh, waited]).then(() => {
-        const found = keys.find(kid);
-        return found === undefined ? unknown : check(token, header, payload, found);
+        const found = keys.candidates(kid);
+        return found.length === 0 ? unknown : check(token, header, payload, found);
       });
     },
   };

@@ -106,10 +106,44 @@ describe("provider keys", () => {
     for (let i = 0; i < 3; i += 1) {
       expect(JSON.parse((await check(early)).body).message).toBe("token signature invalid");
     }
-    idp.keys = [newer];
+    // Added beside the key the kid named: nothing removed, something added.
+    idp.keys = [k1, newer];
     expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
     const late = await check(early);
     expect(late.status, late.body).toBe(200);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("keeps an RSA and an EC key published under one kid, and verifies with the one that fits the token's alg", async () => {
+    const rsa = makeKey("shared-kid", "RS256");
+    const ec = makeKey("shared-kid", "ES256");
+    const { t } = await start([rsa, ec]);
+    await t.tollgate.providerKeys?.ready();
+    for (const key of [rsa, ec]) {
+      const answer = await check(token(key));
+      expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
+    }
+    // The RSA key's token under ES256 still fits no key.
+    expect((await check(token(rsa, { alg: "ES256" }))).status).toBe(401);
+  });
+
+  it("keeps every key without a kid, and verifies a token without one against them, asking the provider nothing", async () => {
+    const first = makeKey("");
+    const second = makeKey("", "ES256");
+    const third = makeKey("");
+    const { idp, t } = await start([first, second, third]);
+    await t.tollgate.providerKeys?.ready();
+    expect(t.logWrites().some((l) => l.includes('"event":"provider_keys"') && l.includes('"keys":3'))).toBe(
+      true,
+    );
+    const before = idp.jwksRequests();
+    for (const key of [first, second, third]) {
+      const answer = await check(token(key, { kid: undefined }));
+      expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
+    }
+    const stranger = await check(token(makeKey(""), { kid: undefined }));
+    expect(JSON.parse(stranger.body).message).toBe("token signature invalid");
+    expect(idp.jwksRequests()).toBe(before);
   });
 
   it("answers a route without limits before reading the token: a made-up kid there asks the provider nothing", async () => {

@@ -38,10 +38,7 @@ function testKeys(initial: TestKey[]) {
   const listeners: Parameters<ProviderKeys["onFetch"]>[0][] = [];
   const asProviderKey = (k: TestKey): ProviderKey => ({ key: k.publicKey, kid: k.kid, alg: k.alg });
   const keys: ProviderKeys = {
-    find: (kid) => {
-      const found = current.find((k) => k.kid === kid);
-      return found === undefined ? undefined : asProviderKey(found);
-    },
+    candidates: (kid) => current.filter((k) => kid === undefined || k.kid === kid).map(asProviderKey),
     loaded: () => true,
     ready: () => Promise.resolve(),
     refreshForUnknownKid: () => undefined,
