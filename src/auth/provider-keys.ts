@@ -3,6 +3,7 @@
 // provider is down. Nothing here is on the check path but a map lookup.
 import { createPublicKey, type KeyObject } from "node:crypto";
 import type { ProviderSettings } from "../config/identity-settings.js";
+import { getJson, readOf, shownUrl } from "./provider-fetch.js";
 
 export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
 
@@ -64,80 +65,6 @@ export type ProviderKeys = {
   start(): void;
   stop(): void;
 };
-
-const MAX_BODY = 1 << 20;
-
-/** max-age of a Cache-Control header, if any. */
-function maxAgeMs(header: string | null): number | undefined {
-  const match = header === null ? null : /(?:^|,)\s*max-age\s*=\s*"?(\d+)"?/i.exec(header);
-  return match === null ? undefined : Number(match[1]) * 1000;
-}
-
-/** A URL as logs show it: origin and path, never a user, password or query (which may hold a key). */
-function shownUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.origin}${parsed.pathname}`;
-  } catch {
-    return "the provider's URL";
-  }
-}
-
-async function getJson(
-  address: string,
-  timeoutMs: number,
-): Promise<{ body: unknown; maxAge: number | undefined }> {
-  const url = shownUrl(address);
-  let response: Response;
-  try {
-    response = await fetch(address, {
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: { accept: "application/json" },
-      redirect: "error",
-    });
-  } catch (error) {
-    // Not fetch's own message: it can repeat the URL whole, password and query included.
-    const code = (error as { cause?: { code?: unknown } }).cause?.code;
-    const why =
-      error instanceof Error && error.name === "TimeoutError"
-        ? `no answer within ${timeoutMs} ms`
-        : typeof code === "string"
-          ? code
-          : "the request failed";
-    throw new Error(`${url}: ${why}`);
-  }
-  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
-  const text = await boundedText(response, url);
-  return { body: JSON.parse(text) as unknown, maxAge: maxAgeMs(response.headers.get("cache-control")) };
-}
-
-/**
- * The body as text, read no further than MAX_BODY bytes: a provider (or whoever answers in its place)
- * sending more is cut off there, not held in memory whole first.
- */
-async function boundedText(response: Response, url: string): Promise<string> {
-  const tooLarge = () => new Error(`${url} answered more than ${MAX_BODY} bytes`);
-  const declared = Number(response.headers.get("content-length") ?? Number.NaN);
-  if (declared > MAX_BODY) {
-    await response.body?.cancel();
-    throw tooLarge();
-  }
-  if (response.body === null) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_BODY) {
-      await reader.cancel();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, size).toString("utf8");
-}
 
 /**
  * OIDC_ISSUER as an error shows it: as written, so that a trailing slash shows, unless it carries a
@@ -249,14 +176,16 @@ export function createProviderKeys(
   const fetchOnce = async (): Promise<void> => {
     // Discovery again on every refresh: a provider that moves its keys is followed, and a document
     // answered once by someone else is not kept until the next restart.
-    if (settings.source.kind === "oidc") {
-      const base = settings.source.issuerUrl.replace(/\/+$/, "");
-      const { body } = await getJson(`${base}/.well-known/openid-configuration`, timings.fetchTimeoutMs);
-      jwksUrl = jwksUriOf(body, settings.source.issuerUrl);
+    const { source } = settings;
+    if (source.kind === "oidc") {
+      const discovery = `${source.issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+      const { body } = await getJson(discovery, timings.fetchTimeoutMs);
+      jwksUrl = readOf(discovery, () => jwksUriOf(body, source.issuerUrl));
     }
-    const { body, maxAge } = await getJson(jwksUrl as string, timings.fetchTimeoutMs);
-    const next = readJwks(body);
-    if (next.size === 0) throw new Error("the JWKS holds no usable signature key");
+    const url = jwksUrl as string;
+    const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
+    const next = readOf(url, () => readJwks(body));
+    if (next.size === 0) throw new Error(`${shownUrl(url)}: the JWKS holds no usable signature key`);
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;

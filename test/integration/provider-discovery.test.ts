@@ -35,7 +35,7 @@ afterEach(async () => {
   stops = [];
 });
 
-/** A provider answering each path with a handler; its base URL and how many bytes it wrote. */
+/** A provider answering each path (whatever the query) with a handler; its base URL and how many bytes it wrote. */
 async function provider(
   routes: Record<string, (base: string, res: import("node:http").ServerResponse) => void>,
 ) {
@@ -46,7 +46,7 @@ async function provider(
       written += Buffer.byteLength(chunk);
       return write(chunk, ...rest);
     }) as typeof res.write;
-    const route = routes[req.url ?? ""];
+    const route = routes[(req.url ?? "").split("?")[0] ?? ""];
     if (route === undefined) res.writeHead(404).end();
     else route(base, res);
   });
@@ -115,7 +115,7 @@ describe("a provider's answers", () => {
     expect(await a.outcome).toEqual({
       ok: false,
       attempt: 1,
-      error: `the discovery document names no issuer (OIDC_ISSUER is "${nameless.base}")`,
+      error: `${nameless.base}/.well-known/openid-configuration: the discovery document names no issuer (OIDC_ISSUER is "${nameless.base}")`,
     });
     expect(a.keys.loaded()).toBe(false);
 
@@ -128,11 +128,47 @@ describe("a provider's answers", () => {
     expect(await b.outcome).toEqual({
       ok: false,
       attempt: 1,
-      error: `the discovery document names the issuer "${slashed.base}/", not OIDC_ISSUER "${slashed.base}"; they must match exactly (a trailing slash counts)`,
+      error: `${slashed.base}/.well-known/openid-configuration: the discovery document names the issuer "${slashed.base}/", not OIDC_ISSUER "${slashed.base}"; they must match exactly (a trailing slash counts)`,
     });
     // Configured as the document names it, with its slash: found.
     const c = firstFetch({ kind: "oidc", issuerUrl: `${slashed.base}/` });
     expect(await c.outcome).toMatchObject({ ok: true });
+  });
+
+  it("says which URL failed and why, in a few words: a redirect, a body not JSON, a body that stalls", async () => {
+    const idp = await provider({
+      "/moved": (_, res) => {
+        res.writeHead(302, { location: "/keys/elsewhere?token=LOCATION_SECRET" }).end("moved");
+      },
+      "/html": (_, res) => {
+        res.writeHead(200, { "content-type": "text/html" }).end("<html>BODY_SECRET</html>");
+      },
+      "/stalls": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write('{"keys": [');
+      },
+      "/empty": json({ keys: [] }),
+    });
+    const quick = { ...FAST, fetchTimeoutMs: 300 };
+    const errorOf = async (path: string) => {
+      const outcome = await firstFetch({ kind: "jwks", url: `${idp.base}${path}?key=QUERY_SECRET` }, quick)
+        .outcome;
+      expect(outcome.ok).toBe(false);
+      return outcome.ok ? "" : outcome.error;
+    };
+    const errors = {
+      moved: await errorOf("/moved"),
+      html: await errorOf("/html"),
+      stalls: await errorOf("/stalls"),
+      empty: await errorOf("/empty"),
+    };
+    expect(errors).toEqual({
+      moved: `${idp.base}/moved: redirect refused (302 to ${idp.base}/keys/elsewhere)`,
+      html: `${idp.base}/html: not JSON`,
+      stalls: `${idp.base}/stalls: timed out after 300 ms`,
+      empty: `${idp.base}/empty: the JWKS holds no usable signature key`,
+    });
+    expect(JSON.stringify(errors)).not.toMatch(/SECRET/);
   });
 
   it("refreshes within the hour whatever Cache-Control allows, and sooner when it says so", async () => {
