@@ -89,14 +89,17 @@ export function createCredentialReader(options: {
   };
 
   return (authorization, apiKey) => {
+    const keySent = apiKey !== undefined && apiKey !== "";
     if (authorization !== undefined && authorization !== "") {
-      // "Bearer <token>" or "ApiKey <key>", schemes case-insensitive, as RFC 7235 has them.
+      // "Bearer <token>" or "ApiKey <key>", schemes case-insensitive, as RFC 7235 has them: either
+      // wins over the key header.
       const scheme = authorization.slice(0, 7).toLowerCase();
       if (scheme === "bearer ") return bearer(authorization.slice(7).trim());
       if (scheme === "apikey ") return keyCheck(authorization.slice(7));
-      return NOT_BEARER;
+      // Another scheme is not tollgate's (Basic credentials meant for the upstream): the key header,
+      // when sent, is the request's credential.
+      return keySent ? keyCheck(apiKey) : NOT_BEARER;
     }
-    if (apiKey !== undefined && apiKey !== "") return keyCheck(apiKey);
-    return undefined;
+    return keySent ? keyCheck(apiKey) : undefined;
   };
 }

@@ -258,6 +258,26 @@ export function describeExternalIdentityContract(
         expect(listed.body.last_used_at).not.toBeNull();
       });
 
+      it("takes X-API-Key beside Authorization: Basic meant for the upstream, and a Bearer token over it", async () => {
+        const made = await create({ name: "beside basic", tier: "pro" });
+        const basic = `Basic ${Buffer.from("upstream:password").toString("base64")}`;
+        const withBasic = await check({ authorization: basic, "x-api-key": made.key });
+        expect(withBasic.status, withBasic.body).toBe(200);
+        expect(withBasic.headers.get("x-user-id")).toBe(`key:${made.id}`);
+        expect(withBasic.headers.get("x-user-tier")).toBe("pro");
+        const basicAlone = await check({ authorization: basic });
+        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token");
+        // Bearer wins over the key header: its token decides, good or bad.
+        const c = claims({ plan: "basic" });
+        const withBearer = await check({
+          authorization: `Bearer ${signToken(rsa, c)}`,
+          "x-api-key": made.key,
+        });
+        expect(withBearer.headers.get("x-user-id")).toBe(`ext:${c.sub}`);
+        const badBearer = await check({ authorization: "Bearer not-a-token", "x-api-key": made.key });
+        expect(badBearer.status).toBe(401);
+      });
+
       it("names the key's user upstream when it was given one", async () => {
         const user = await running.newUser("free");
         const made = await create({ name: "for a user", tier: "free", user_id: user.id });
