@@ -11,6 +11,7 @@ import { type Checker, createChecker } from "./check/checker.js";
 import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
+import { providerTierProblems } from "./config/identity-settings.js";
 import { createRlsCore, type RlsDecide } from "./frontends/envoy-grpc/rls.js";
 import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
@@ -93,7 +94,14 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const providerKeys = provider === undefined ? undefined : createProviderKeys(provider, options.keyTimings);
   providerKeys?.onFetch((outcome) => {
     if (outcome.ok) {
-      logger.info({ event: "provider_keys", keys: outcome.keys }, "identity provider keys loaded");
+      logger.info(
+        {
+          event: "provider_keys",
+          keys: outcome.keys,
+          refreshInSeconds: Math.round(outcome.refreshInMs / 1000),
+        },
+        "identity provider keys loaded",
+      );
     } else {
       // Retried with a doubling delay (at most a minute), so this line comes no oftener.
       logger.error(
@@ -113,7 +121,13 @@ export function createTollgate(options: TollgateOptions): Tollgate {
         : createProviderTokens(provider, providerKeys),
   });
   const clientIp = { trustedProxyHops: config.trustedProxyHops, ipv6Subnet: config.ipv6Subnet };
-  const policy = createPolicyState({ file: config.policyFile, initial: options.policy });
+  const policy = createPolicyState({
+    file: config.policyFile,
+    initial: options.policy,
+    ...(provider === undefined
+      ? {}
+      : { requirements: (next: Policy) => providerTierProblems(provider, next.tiers.keys()) }),
+  });
   metrics.policyInfo.set({ version: policy.current().version }, 1);
   // Demo users never log in or pass a check in production, whatever the store holds.
   const refusedUserIds = config.production ? DEMO_USER_IDS : new Set<string>();

@@ -9,6 +9,7 @@ import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users
 import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
+import { providerTierProblems } from "./config/identity-settings.js";
 import { createListeners } from "./listeners.js";
 import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
 import { keepCompiledCode } from "./process/hot-code.js";
@@ -64,11 +65,9 @@ function startupSettings(): { config: Config; policy: Policy; rls: RlsState | un
         : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm });
     const policy = loadPolicy(config.policyFile);
     const provider = config.identity.provider;
-    if (provider !== undefined && !policy.tiers.has(provider.defaultTier)) {
-      fail([
-        `EXTERNAL_DEFAULT_TIER: "${provider.defaultTier}" is not a tier of the policy (${[...policy.tiers.keys()].join(", ")})`,
-      ]);
-    }
+    // The same check refuses a reload (src/app.ts), so a policy that reloaded also starts.
+    const unmet = provider === undefined ? [] : providerTierProblems(provider, policy.tiers.keys());
+    if (unmet.length > 0) fail(unmet);
     return { config, policy, rls };
   } catch (error) {
     if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {

@@ -16,8 +16,14 @@ export type CredentialReader = (
 
 const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
 const MALFORMED: TokenCheck = { ok: false, reason: "invalid", description: "malformed token" };
+const TOO_LONG: TokenCheck = { ok: false, reason: "invalid", description: "token too long" };
 const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malformed API key" };
-const MAX_TOKEN_LENGTH = 4096;
+/**
+ * A provider's tokens run long (Keycloak's with many roles, Entra ID's with groups, often past 4 KiB);
+ * the bound caps the work one request's token costs (its payload is decoded to read `iss`). The
+ * check listener takes 64 KiB of headers. tollgate's own tokens keep their 4 KiB bound (jwt.ts).
+ */
+const MAX_PROVIDER_TOKEN_LENGTH = 16 * 1024;
 
 /**
  * Keys read before, with their claims: a client sends the same key on every request, and hashing
@@ -69,9 +75,9 @@ export function createCredentialReader(options: {
 
   const bearer = (token: string): TokenCheck | Promise<TokenCheck> => {
     if (provider === undefined) return tokens.verify(token);
+    if (token.length > MAX_PROVIDER_TOKEN_LENGTH) return TOO_LONG;
     const known = provider.cached(token) ?? tokens.cached(token);
     if (known !== undefined) return known;
-    if (token.length > MAX_TOKEN_LENGTH) return MALFORMED;
     const dot1 = token.indexOf(".");
     const dot2 = token.indexOf(".", dot1 + 1);
     if (dot1 < 0 || dot2 < 0 || token.indexOf(".", dot2 + 1) >= 0) return MALFORMED;
@@ -83,14 +89,17 @@ export function createCredentialReader(options: {
   };
 
   return (authorization, apiKey) => {
+    const keySent = apiKey !== undefined && apiKey !== "";
     if (authorization !== undefined && authorization !== "") {
-      // "Bearer <token>" or "ApiKey <key>", schemes case-insensitive, as RFC 7235 has them.
+      // "Bearer <token>" or "ApiKey <key>", schemes case-insensitive, as RFC 7235 has them: either
+      // wins over the key header.
       const scheme = authorization.slice(0, 7).toLowerCase();
       if (scheme === "bearer ") return bearer(authorization.slice(7).trim());
       if (scheme === "apikey ") return keyCheck(authorization.slice(7));
-      return NOT_BEARER;
+      // Another scheme is not tollgate's (Basic credentials meant for the upstream): the key header,
+      // when sent, is the request's credential.
+      return keySent ? keyCheck(apiKey) : NOT_BEARER;
     }
-    if (apiKey !== undefined && apiKey !== "") return keyCheck(apiKey);
-    return undefined;
+    return keySent ? keyCheck(apiKey) : undefined;
   };
 }

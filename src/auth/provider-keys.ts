@@ -3,8 +3,12 @@
 // provider is down. Nothing here is on the check path but a map lookup.
 import { createPublicKey, type KeyObject } from "node:crypto";
 import type { ProviderSettings } from "../config/identity-settings.js";
+import { getJson, readOf, shownUrl } from "./provider-fetch.js";
 
 export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
+
+/** Every key of a JWKS by its kid ("" for keys without one): a kid may name several (an RSA and an EC key). */
+type KeySet = Map<string, ProviderKey[]>;
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -22,18 +26,31 @@ export type KeyTimings = {
 
 export const KEY_TIMINGS: KeyTimings = {
   minRefreshMs: 60_000,
-  maxRefreshMs: 86_400_000,
+  // A key the provider withdraws (a leaked one) stays trusted until the next refresh: an hour at most.
+  maxRefreshMs: 3_600_000,
   defaultRefreshMs: 600_000,
   unknownKidIntervalMs: 30_000,
   fetchTimeoutMs: 5_000,
   retryMs: [1_000, 60_000],
 };
 
-export type FetchOutcome = { ok: true; keys: number } | { ok: false; error: string; attempt: number };
+export type FetchOutcome =
+  | { ok: true; keys: number; refreshInMs: number }
+  | { ok: false; error: string; attempt: number };
+
+/**
+ * How a fetch changed the key set. `removed`: a kid known before is gone or names another key now
+ * (tokens it verified are suspect). `added`: a kid is new or names another key now (a token that
+ * failed before may verify now).
+ */
+export type KeySetChange = { removed: boolean; added: boolean };
 
 export type ProviderKeys = {
-  /** The key a token's header names (`kid`; a set of one key also answers a token without one). */
-  find(kid: string | undefined): ProviderKey | undefined;
+  /**
+   * The keys a token's header may mean: those of its `kid`, or every key for a token without one
+   * (RFC 7515 leaves the choice to the verifier). Empty when none is known.
+   */
+  candidates(kid: string | undefined): readonly ProviderKey[];
   /** Whether a key set was loaded once. */
   loaded(): boolean;
   /** Resolves once the first key set is loaded (never, while the provider never answers). */
@@ -43,100 +60,36 @@ export type ProviderKeys = {
    * flight (to wait on), or undefined when none may run now.
    */
   refreshForUnknownKid(): Promise<void> | undefined;
-  /**
-   * Called after each fetch; `removed`: a kid known before is gone or names another key now (tokens
-   * it verified are suspect).
-   */
-  onFetch(listener: (outcome: FetchOutcome, removed: boolean) => void): void;
+  /** Called after each fetch, with how it changed the key set (nothing, after a failed one). */
+  onFetch(listener: (outcome: FetchOutcome, change: KeySetChange) => void): void;
   start(): void;
   stop(): void;
 };
 
-const MAX_BODY = 1 << 20;
-
-/** max-age of a Cache-Control header, if any. */
-function maxAgeMs(header: string | null): number | undefined {
-  const match = header === null ? null : /(?:^|,)\s*max-age\s*=\s*"?(\d+)"?/i.exec(header);
-  return match === null ? undefined : Number(match[1]) * 1000;
-}
-
-/** A URL as logs show it: origin and path, never a user, password or query (which may hold a key). */
-function shownUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.origin}${parsed.pathname}`;
-  } catch {
-    return "the provider's URL";
-  }
-}
-
-async function getJson(
-  address: string,
-  timeoutMs: number,
-): Promise<{ body: unknown; maxAge: number | undefined }> {
-  const url = shownUrl(address);
-  let response: Response;
-  try {
-    response = await fetch(address, {
-      signal: AbortSignal.timeout(timeoutMs),
-      headers: { accept: "application/json" },
-      redirect: "error",
-    });
-  } catch (error) {
-    // Not fetch's own message: it can repeat the URL whole, password and query included.
-    const code = (error as { cause?: { code?: unknown } }).cause?.code;
-    const why =
-      error instanceof Error && error.name === "TimeoutError"
-        ? `no answer within ${timeoutMs} ms`
-        : typeof code === "string"
-          ? code
-          : "the request failed";
-    throw new Error(`${url}: ${why}`);
-  }
-  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
-  const text = await boundedText(response, url);
-  return { body: JSON.parse(text) as unknown, maxAge: maxAgeMs(response.headers.get("cache-control")) };
-}
-
 /**
- * The body as text, read no further than MAX_BODY bytes: a provider (or whoever answers in its place)
- * sending more is cut off there, not held in memory whole first.
+ * OIDC_ISSUER as an error shows it: as written, so that a trailing slash shows, unless it carries a
+ * query or fragment (no issuer does, and one might hold a key).
  */
-async function boundedText(response: Response, url: string): Promise<string> {
-  const tooLarge = () => new Error(`${url} answered more than ${MAX_BODY} bytes`);
-  const declared = Number(response.headers.get("content-length") ?? Number.NaN);
-  if (declared > MAX_BODY) {
-    await response.body?.cancel();
-    throw tooLarge();
-  }
-  if (response.body === null) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_BODY) {
-      await reader.cancel();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, size).toString("utf8");
+function shownIssuer(issuerUrl: string): string {
+  return /[?#]/.test(issuerUrl) ? shownUrl(issuerUrl) : issuerUrl;
 }
 
 /**
- * The JWKS address a discovery document names, checked: the document must be the configured
- * issuer's (OpenID Connect Discovery 1.0, section 4.3), and its keys must come over https unless the
- * issuer itself is plain http (a test or a local provider), so that a document cannot send tollgate
- * to keys of anyone's choosing (a data: URL, another scheme).
+ * The JWKS address a discovery document names, checked: the document must name the configured
+ * issuer, exactly (OpenID Connect Discovery 1.0, section 4.3: a trailing slash counts), and its keys
+ * must come over https unless the issuer itself is plain http (a test or a local provider), so that
+ * a document cannot send tollgate to keys of anyone's choosing (a data: URL, another scheme).
  */
 function jwksUriOf(body: unknown, issuerUrl: string): string {
   const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
-  if (typeof doc.issuer === "string" && doc.issuer.replace(/\/+$/, "") !== issuerUrl.replace(/\/+$/, "")) {
+  if (typeof doc.issuer !== "string") {
     throw new Error(
-      `the discovery document is the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}'s, not ${shownUrl(issuerUrl)}'s`,
+      `the discovery document names no issuer (OIDC_ISSUER is ${JSON.stringify(shownIssuer(issuerUrl))})`,
+    );
+  }
+  if (doc.issuer !== issuerUrl) {
+    throw new Error(
+      `the discovery document names the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}, not OIDC_ISSUER ${JSON.stringify(shownIssuer(issuerUrl))}; they must match exactly (a trailing slash counts)`,
     );
   }
   const uri = doc.jwks_uri;
@@ -156,9 +109,12 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
   return uri;
 }
 
-/** The signature keys of a JWKS document; keys of other uses, symmetric or unreadable ones are skipped. */
-export function readJwks(body: unknown): Map<string, ProviderKey> {
-  const keys = new Map<string, ProviderKey>();
+/**
+ * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
+ * other uses, symmetric or unreadable ones are skipped.
+ */
+function readJwks(body: unknown): KeySet {
+  const keys: KeySet = new Map();
   const list = (body as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
   for (const jwk of list as Record<string, unknown>[]) {
@@ -168,7 +124,10 @@ export function readJwks(body: unknown): Map<string, ProviderKey> {
     try {
       const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" });
       const kid = typeof jwk.kid === "string" ? jwk.kid : "";
-      keys.set(kid, { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined });
+      const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
+      const same = keys.get(kid);
+      if (same === undefined) keys.set(kid, [entry]);
+      else same.push(entry);
     } catch {
       // A key this process cannot read verifies nothing; the others still do.
     }
@@ -176,11 +135,22 @@ export function readJwks(body: unknown): Map<string, ProviderKey> {
   return keys;
 }
 
+/** Whether a key of `from` is not in `to` under its kid. */
+function missingFrom(from: KeySet, to: KeySet): boolean {
+  return [...from].some(([kid, list]) => {
+    const others = to.get(kid) ?? [];
+    return list.some((entry) => !others.some((other) => other.key.equals(entry.key)));
+  });
+}
+
+const sizeOf = (keys: KeySet): number => [...keys.values()].reduce((n, list) => n + list.length, 0);
+
 export function createProviderKeys(
   settings: Pick<ProviderSettings, "source">,
   timings: KeyTimings = KEY_TIMINGS,
 ): ProviderKeys {
-  let keys = new Map<string, ProviderKey>();
+  let keys: KeySet = new Map();
+  let all: readonly ProviderKey[] = [];
   let isLoaded = false;
   let jwksUrl = settings.source.kind === "jwks" ? settings.source.url : undefined;
   let inFlight: Promise<void> | undefined;
@@ -188,7 +158,7 @@ export function createProviderKeys(
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const listeners: ((outcome: FetchOutcome, removed: boolean) => void)[] = [];
+  const listeners: ((outcome: FetchOutcome, change: KeySetChange) => void)[] = [];
   let markReady: () => void = () => {};
   const firstLoad = new Promise<void>((resolve) => {
     markReady = resolve;
@@ -203,43 +173,43 @@ export function createProviderKeys(
     timer.unref();
   };
 
-  const fetchOnce = async (): Promise<number | undefined> => {
+  const fetchOnce = async (): Promise<void> => {
     // Discovery again on every refresh: a provider that moves its keys is followed, and a document
     // answered once by someone else is not kept until the next restart.
-    if (settings.source.kind === "oidc") {
-      const base = settings.source.issuerUrl.replace(/\/+$/, "");
-      const { body } = await getJson(`${base}/.well-known/openid-configuration`, timings.fetchTimeoutMs);
-      jwksUrl = jwksUriOf(body, settings.source.issuerUrl);
+    const { source } = settings;
+    if (source.kind === "oidc") {
+      const discovery = `${source.issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+      const { body } = await getJson(discovery, timings.fetchTimeoutMs);
+      jwksUrl = readOf(discovery, () => jwksUriOf(body, source.issuerUrl));
     }
-    const { body, maxAge } = await getJson(jwksUrl as string, timings.fetchTimeoutMs);
-    const next = readJwks(body);
-    if (next.size === 0) throw new Error("the JWKS holds no usable signature key");
+    const url = jwksUrl as string;
+    const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
+    const next = readOf(url, () => readJwks(body));
+    if (next.size === 0) throw new Error(`${shownUrl(url)}: the JWKS holds no usable signature key`);
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
-    const removed = [...keys].some(([kid, old]) => {
-      const now = next.get(kid);
-      return now === undefined || !now.key.equals(old.key);
-    });
+    const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
+    all = [...next.values()].flat();
     isLoaded = true;
     failures = 0;
     markReady();
-    for (const l of listeners) l({ ok: true, keys: next.size }, removed);
-    return maxAge;
+    const wanted = maxAge ?? timings.defaultRefreshMs;
+    const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
+    schedule(refreshInMs);
+    // Told at once, with the keys swapped: no check runs between the two on what they replaced.
+    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs }, change);
   };
 
   const refresh = (): Promise<void> => {
     inFlight ??= fetchOnce()
       .then(
-        (maxAge) => {
-          const wanted = maxAge ?? timings.defaultRefreshMs;
-          schedule(Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted)));
-        },
+        () => undefined,
         (error: unknown) => {
           failures += 1;
           const [first, last] = timings.retryMs;
           schedule(Math.min(last, first * 2 ** Math.min(failures - 1, 20)));
           const outcome: FetchOutcome = { ok: false, error: (error as Error).message, attempt: failures };
-          for (const l of listeners) l(outcome, false);
+          for (const l of listeners) l(outcome, { removed: false, added: false });
         },
       )
       .finally(() => {
@@ -249,10 +219,7 @@ export function createProviderKeys(
   };
 
   return {
-    find(kid) {
-      if (kid !== undefined) return keys.get(kid);
-      return keys.size === 1 ? keys.values().next().value : undefined;
-    },
+    candidates: (kid) => (kid === undefined ? all : (keys.get(kid) ?? [])),
     loaded: () => isLoaded,
     ready: () => firstLoad,
     refreshForUnknownKid() {

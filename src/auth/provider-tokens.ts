@@ -6,6 +6,7 @@ import type { ProviderAlgorithm, ProviderSettings } from "../config/identity-set
 import type { Claims, TokenCheck } from "./jwt.js";
 import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
 import { externalSubject } from "./subjects.js";
+import { createTokenCache } from "./token-cache.js";
 
 export type ProviderTokens = {
   /** A token whose `iss` is the provider's: verified here, never by tollgate's own keys. */
@@ -22,6 +23,16 @@ export type ProviderTokens = {
 const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
 const CACHE_SIZE = 10_000;
+/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16 KiB). */
+const CACHE_CHARS = 10_000 * 4096;
+/**
+ * Tokens whose signature failed, kept briefly: a client retrying one forged token costs one
+ * verification, not one per request. Few and short-lived, as a flood of different forgeries gains
+ * nothing from them; emptied whenever the key set changes, as a new key may verify them.
+ */
+const FAILED_SIZE = 1_000;
+const FAILED_CHARS = 4 * 1024 * 1024;
+const FAILED_TTL_MS = 60_000;
 /** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
 const UNKNOWN_KID_WAIT_MS = 100;
 /** A subject must fit a header: visible ASCII, as every provider's ids are. */
@@ -46,6 +57,10 @@ function keyType(key: KeyObject): string {
   return type === "ec" ? `ec:${key.asymmetricKeyDetails?.namedCurve ?? ""}` : type;
 }
 
+/** A key is used only with the algorithm it was published for, and only with its own key type (and curve). */
+const fits = (algorithm: ProviderAlgorithm, key: ProviderKey): boolean =>
+  (key.alg === undefined || key.alg === algorithm) && SCHEMES[algorithm].types.includes(keyType(key.key));
+
 function signatureValid(
   algorithm: ProviderAlgorithm,
   key: ProviderKey,
@@ -53,9 +68,6 @@ function signatureValid(
   dot2: number,
 ): boolean {
   const scheme = SCHEMES[algorithm];
-  // A key is used only with the algorithm it was published for, and only with its own key type.
-  if (key.alg !== undefined && key.alg !== algorithm) return false;
-  if (!scheme.types.includes(keyType(key.key))) return false;
   const data = Buffer.from(token.slice(0, dot2), "latin1");
   const signature = Buffer.from(token.slice(dot2 + 1), "base64url");
   const options = scheme.pss
@@ -86,13 +98,46 @@ function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): s
   return "";
 }
 
+/**
+ * What the token states, checked before its key is looked up or its signature verified: each check
+ * costs nothing, so an expired or foreign token costs no verification and no refresh of the keys.
+ * The order changes only the reason a bad token is given: a token is accepted only past them all.
+ */
+function claimsProblem(settings: ProviderSettings, payload: Record<string, unknown>): TokenCheck | undefined {
+  const now = Date.now() / 1000;
+  const { exp, nbf, aud } = payload;
+  if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
+  const audiences = Array.isArray(aud) ? aud : [aud];
+  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+  if (typeof exp !== "number") return invalid("token has no expiry");
+  if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
+    return invalid("token not yet valid");
+  }
+  const sub = payload[settings.subjectClaim];
+  if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+  return undefined;
+}
+
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
-  const cache = new Map<string, Claims>();
-  // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
-  keys.onFetch((_outcome, removed) => {
-    if (removed) cache.clear();
+  const cache = createTokenCache<Claims>({ maxEntries: CACHE_SIZE, maxChars: CACHE_CHARS });
+  const failed = createTokenCache<number>({ maxEntries: FAILED_SIZE, maxChars: FAILED_CHARS });
+  keys.onFetch((_outcome, change) => {
+    // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
+    if (change.removed) cache.clear();
+    // A key new to the set may verify what failed before.
+    if (change.removed || change.added) failed.clear();
   });
+
+  /** Whether the token's signature failed a short while ago, against the key set still in use. */
+  const failedBefore = (token: string): boolean => {
+    const until = failed.get(token);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    failed.delete(token);
+    return false;
+  };
 
   const cached = (token: string): TokenCheck | undefined => {
     const claims = cache.get(token);
@@ -107,23 +152,20 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     token: string,
     header: Record<string, unknown>,
     payload: Record<string, unknown>,
-    key: ProviderKey,
+    candidates: readonly ProviderKey[],
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
-    if (!signatureValid(algorithm, key, token, token.lastIndexOf(".")))
+    // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key, and a token
+    // without a kid may be any key's.
+    const usable = candidates.filter((key) => fits(algorithm, key));
+    const dot2 = token.lastIndexOf(".");
+    if (!usable.some((key) => signatureValid(algorithm, key, token, dot2))) {
+      if (usable.length > 0) failed.set(token, Date.now() + FAILED_TTL_MS);
       return invalid("token signature invalid");
-    const now = Date.now() / 1000;
-    const { exp, nbf, aud } = payload;
-    if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
-    const audiences = Array.isArray(aud) ? aud : [aud];
-    if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
-    if (typeof exp !== "number") return invalid("token has no expiry");
-    if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
-    if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
-      return invalid("token not yet valid");
     }
-    const sub = payload[settings.subjectClaim];
-    if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+    // Both checked by claimsProblem before the signature.
+    const sub = payload[settings.subjectClaim] as string;
+    const exp = payload.exp as number;
     const claims: Claims = {
       // The upstream's x-user-id, in a namespace of its own: tollgate's user ids hold no ':' and an
       // API key's is "key:<id>", so no provider account (whose subject a user may have chosen) can
@@ -134,7 +176,6 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       exp,
       external: { kind: "provider", subject: externalSubject(sub) },
     };
-    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
     cache.set(token, claims);
     return { ok: true, claims };
   };
@@ -147,9 +188,12 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
+      const refused = claimsProblem(settings, payload);
+      if (refused !== undefined) return refused;
+      if (failedBefore(token)) return invalid("token signature invalid");
       const kid = typeof header.kid === "string" ? header.kid : undefined;
-      const key = keys.find(kid);
-      if (key !== undefined) return check(token, header, payload, key);
+      const candidates = keys.candidates(kid);
+      if (candidates.length > 0) return check(token, header, payload, candidates);
       const refresh = keys.refreshForUnknownKid();
       const unknown = invalid(
         keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
@@ -157,8 +201,8 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (refresh === undefined) return unknown;
       const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
       return Promise.race([refresh, waited]).then(() => {
-        const found = keys.find(kid);
-        return found === undefined ? unknown : check(token, header, payload, found);
+        const found = keys.candidates(kid);
+        return found.length === 0 ? unknown : check(token, header, payload, found);
       });
     },
   };

@@ -129,6 +129,29 @@ function requireHttps(
   }
 }
 
+/**
+ * What a policy must hold for the provider settings: the tier EXTERNAL_DEFAULT_TIER names (without
+ * it, every provider subject whose token names no known tier is refused) and every tier JWT_TIER_MAP
+ * maps to (a typo there would give those subjects the default tier, silently). Checked at start and
+ * on every reload alike, so that a policy a reload accepted never stops the next start.
+ */
+export function providerTierProblems(provider: ProviderSettings, tiers: Iterable<string>): string[] {
+  const known = new Set(tiers);
+  const list = [...known].join(", ");
+  const problems: string[] = [];
+  if (!known.has(provider.defaultTier)) {
+    problems.push(`EXTERNAL_DEFAULT_TIER: "${provider.defaultTier}" is not a tier of the policy (${list})`);
+  }
+  for (const [value, tier] of provider.tierClaim?.map ?? []) {
+    if (!known.has(tier)) {
+      problems.push(
+        `JWT_TIER_MAP: ${value}=${tier} names "${tier}", which is not a tier of the policy (${list})`,
+      );
+    }
+  }
+  return problems;
+}
+
 export function parseIdentitySettings(reader: Reader, production = false): IdentitySettings {
   const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
   if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {

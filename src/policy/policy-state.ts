@@ -84,7 +84,16 @@ function activate(policy: Policy, source: string): ActivePolicy {
   };
 }
 
-export function createPolicyState(options: { file: string | undefined; initial: Policy }): PolicyState {
+export function createPolicyState(options: {
+  file: string | undefined;
+  initial: Policy;
+  /**
+   * What settings outside the policy need of it (the tiers the provider settings name), as problems:
+   * a reload by any path (the admin call, SIGHUP, a worker following another, the file watch) with one
+   * is refused as an invalid file is, and the policy in force stays.
+   */
+  requirements?: (policy: Policy) => string[];
+}): PolicyState {
   const source = options.file === undefined ? "built-in policy" : `POLICY_FILE ${options.file}`;
   let active = activate(options.initial, source);
   const listeners: ((active: ActivePolicy) => void)[] = [];
@@ -99,6 +108,8 @@ export function createPolicyState(options: { file: string | undefined; initial: 
         if (error instanceof PolicyError) return { ok: false, problems: error.problems, active };
         throw error;
       }
+      const unmet = options.requirements?.(policy) ?? [];
+      if (unmet.length > 0) return { ok: false, problems: unmet.map((p) => `${source}: ${p}`), active };
       const next = activate(policy, source);
       if (next.version === active.version) return { ok: true, changed: false, active };
       active = next;

@@ -148,6 +148,23 @@ export function describeExternalIdentityContract(
         expect(answer.headers.get("x-user-id")).toBeNull();
       });
 
+      it("allows a provider token of 12 KiB (many groups, as Entra ID and Keycloak send), and refuses one past 16 KiB as too long", async () => {
+        const groups = (n: number) =>
+          Array.from({ length: n }, (_, i) => `group-${String(i).padStart(26, "0")}`);
+        const long = signToken(rsa, claims({ groups: groups(260), plan: "premium" }));
+        expect(long.length).toBeGreaterThan(12 * 1024);
+        expect(long.length).toBeLessThan(16 * 1024);
+        const allowed = await bearer(long);
+        expect(allowed.status, allowed.body).toBe(200);
+        expect(allowed.headers.get("x-user-tier")).toBe("pro");
+        const tooLong = signToken(rsa, claims({ groups: groups(340) }));
+        expect(tooLong.length).toBeGreaterThan(16 * 1024);
+        const refused = await bearer(tooLong);
+        expect(refused.status).toBe(401);
+        expect(JSON.parse(refused.body).message).toBe("token too long");
+        expect(refused.headers.get("www-authenticate")).toContain('error_description="token too long"');
+      });
+
       it("says a token expired when it did", async () => {
         const answer = await bearer(signToken(rsa, claims({ exp: Math.floor(Date.now() / 1000) - 60 })));
         expect(JSON.parse(answer.body).message).toBe("token expired");
@@ -239,6 +256,26 @@ export function describeExternalIdentityContract(
         }
         const listed = await adminCall<KeyBody>("GET", `/admin/api-keys/${made.id}`);
         expect(listed.body.last_used_at).not.toBeNull();
+      });
+
+      it("takes X-API-Key beside Authorization: Basic meant for the upstream, and a Bearer token over it", async () => {
+        const made = await create({ name: "beside basic", tier: "pro" });
+        const basic = `Basic ${Buffer.from("upstream:password").toString("base64")}`;
+        const withBasic = await check({ authorization: basic, "x-api-key": made.key });
+        expect(withBasic.status, withBasic.body).toBe(200);
+        expect(withBasic.headers.get("x-user-id")).toBe(`key:${made.id}`);
+        expect(withBasic.headers.get("x-user-tier")).toBe("pro");
+        const basicAlone = await check({ authorization: basic });
+        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token");
+        // Bearer wins over the key header: its token decides, good or bad.
+        const c = claims({ plan: "basic" });
+        const withBearer = await check({
+          authorization: `Bearer ${signToken(rsa, c)}`,
+          "x-api-key": made.key,
+        });
+        expect(withBearer.headers.get("x-user-id")).toBe(`ext:${c.sub}`);
+        const badBearer = await check({ authorization: "Bearer not-a-token", "x-api-key": made.key });
+        expect(badBearer.status).toBe(401);
       });
 
       it("names the key's user upstream when it was given one", async () => {

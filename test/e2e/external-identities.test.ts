@@ -2,8 +2,12 @@
 // waits for the provider's keys, an API key revoked under load on two instances sharing one Redis
 // (nothing allowed after the revocation's answer, on either), and the gRPC ext_authz front end.
 import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { grpcClients, headerRecord } from "../support/grpc-client.js";
 import { makeKey, signToken, startJwksServer } from "../support/jwks-server.js";
 import {
@@ -55,6 +59,50 @@ describe("provider settings at start-up", () => {
     const tier = await exitOf({ ...base, EXTERNAL_DEFAULT_TIER: "gold" });
     expect(tier.code).toBe(1);
     expect(tier.stderr).toContain('EXTERNAL_DEFAULT_TIER: "gold" is not a tier of the policy');
+  });
+
+  it("refuses a JWT_TIER_MAP that maps to a tier the policy lacks (a typo would give the default tier)", async () => {
+    const base = { JWKS_URL: "http://127.0.0.1:1/j", JWT_ISSUER: "https://idp/", JWT_AUDIENCE: "a" };
+    const typo = await exitOf({ ...base, JWT_TIER_CLAIM: "plan", JWT_TIER_MAP: "basic=free,premium=por" });
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain('JWT_TIER_MAP: premium=por names "por", which is not a tier of the policy');
+  });
+});
+
+describe("a policy reload with a provider", () => {
+  it("refuses, on SIGHUP, a policy without EXTERNAL_DEFAULT_TIER, and provider tokens keep their tier", async () => {
+    const key = makeKey("hup-1");
+    const idp = await startJwksServer([key]);
+    const file = join(mkdtempSync(join(tmpdir(), "tollgate-hup-")), "policy.yaml");
+    writeFileSync(file, DEFAULT_POLICY_YAML);
+    const tollgate = await startTollgate({
+      POLICY_FILE: file,
+      JWKS_URL: idp.jwksUrl,
+      JWT_ISSUER: idp.issuer,
+      JWT_AUDIENCE: "api://hup",
+    });
+    const check = () => {
+      const now = Math.floor(Date.now() / 1000);
+      const token = signToken(key, { iss: idp.issuer, aud: "api://hup", sub: "hup-sub", exp: now + 60 });
+      return fetch(`${tollgate.checkUrl}/ext_authz/api/products`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+    };
+    try {
+      expect((await check()).status).toBe(200);
+      // The signal reloads at once, before the file watch has settled on the change.
+      writeFileSync(file, DEFAULT_POLICY_YAML.replace(/^ {2}free: .*\n/m, ""));
+      tollgate.child.kill("SIGHUP");
+      const refused = /"event":"policy_invalid".*"trigger":"signal".*EXTERNAL_DEFAULT_TIER/;
+      for (let waited = 0; waited < 5_000 && !refused.test(tollgate.output()); waited += 50) await sleep(50);
+      expect(tollgate.output()).toMatch(refused);
+      const after = await check();
+      expect(after.status).toBe(200);
+      expect(after.headers.get("x-user-tier")).toBe("free");
+    } finally {
+      await tollgate.stop();
+      await idp.close();
+    }
   });
 
   it("refuses a provider URL with a user or password, and never repeats one in its message", async () => {

@@ -5,7 +5,12 @@ import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { createProviderKeys, type FetchOutcome, type KeyTimings } from "../../src/auth/provider-keys.js";
+import {
+  createProviderKeys,
+  type FetchOutcome,
+  KEY_TIMINGS,
+  type KeyTimings,
+} from "../../src/auth/provider-keys.js";
 
 const FAST: KeyTimings = {
   minRefreshMs: 60_000,
@@ -30,7 +35,7 @@ afterEach(async () => {
   stops = [];
 });
 
-/** A provider answering each path with a handler; its base URL and how many bytes it wrote. */
+/** A provider answering each path (whatever the query) with a handler; its base URL and how many bytes it wrote. */
 async function provider(
   routes: Record<string, (base: string, res: import("node:http").ServerResponse) => void>,
 ) {
@@ -41,7 +46,7 @@ async function provider(
       written += Buffer.byteLength(chunk);
       return write(chunk, ...rest);
     }) as typeof res.write;
-    const route = routes[req.url ?? ""];
+    const route = routes[(req.url ?? "").split("?")[0] ?? ""];
     if (route === undefined) res.writeHead(404).end();
     else route(base, res);
   });
@@ -52,8 +57,11 @@ async function provider(
 }
 
 /** The first fetch's outcome of a key set read from `source`. */
-function firstFetch(source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string }) {
-  const keys = createProviderKeys({ source }, FAST);
+function firstFetch(
+  source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string },
+  timings: KeyTimings = FAST,
+) {
+  const keys = createProviderKeys({ source }, timings);
   stops.push(() => keys.stop());
   const outcome = new Promise<FetchOutcome>((resolve) => keys.onFetch((o) => resolve(o)));
   keys.start();
@@ -74,7 +82,7 @@ describe("a provider's answers", () => {
     });
     const { keys, outcome } = firstFetch({ kind: "oidc", issuerUrl: idp.base });
     expect(await outcome).toMatchObject({ ok: true });
-    expect(keys.find("k1")).toBeDefined();
+    expect(keys.candidates("k1")).toHaveLength(1);
   });
 
   it("refuses a discovery document that names another issuer, and one whose jwks_uri is not http(s)", async () => {
@@ -96,6 +104,86 @@ describe("a provider's answers", () => {
     const b = firstFetch({ kind: "oidc", issuerUrl: data.base });
     expect(await b.outcome).toMatchObject({ ok: false });
     expect(b.keys.loaded()).toBe(false);
+  });
+
+  it("refuses a discovery document without an issuer, and one whose issuer differs by a trailing slash, naming both", async () => {
+    const nameless = await provider({
+      "/.well-known/openid-configuration": (base, res) => json({ jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const a = firstFetch({ kind: "oidc", issuerUrl: nameless.base });
+    expect(await a.outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${nameless.base}/.well-known/openid-configuration: the discovery document names no issuer (OIDC_ISSUER is "${nameless.base}")`,
+    });
+    expect(a.keys.loaded()).toBe(false);
+
+    const slashed = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: `${base}/`, jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    const b = firstFetch({ kind: "oidc", issuerUrl: slashed.base });
+    expect(await b.outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${slashed.base}/.well-known/openid-configuration: the discovery document names the issuer "${slashed.base}/", not OIDC_ISSUER "${slashed.base}"; they must match exactly (a trailing slash counts)`,
+    });
+    // Configured as the document names it, with its slash: found.
+    const c = firstFetch({ kind: "oidc", issuerUrl: `${slashed.base}/` });
+    expect(await c.outcome).toMatchObject({ ok: true });
+  });
+
+  it("says which URL failed and why, in a few words: a redirect, a body not JSON, a body that stalls", async () => {
+    const idp = await provider({
+      "/moved": (_, res) => {
+        res.writeHead(302, { location: "/keys/elsewhere?token=LOCATION_SECRET" }).end("moved");
+      },
+      "/html": (_, res) => {
+        res.writeHead(200, { "content-type": "text/html" }).end("<html>BODY_SECRET</html>");
+      },
+      "/stalls": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write('{"keys": [');
+      },
+      "/empty": json({ keys: [] }),
+    });
+    const quick = { ...FAST, fetchTimeoutMs: 300 };
+    const errorOf = async (path: string) => {
+      const outcome = await firstFetch({ kind: "jwks", url: `${idp.base}${path}?key=QUERY_SECRET` }, quick)
+        .outcome;
+      expect(outcome.ok).toBe(false);
+      return outcome.ok ? "" : outcome.error;
+    };
+    const errors = {
+      moved: await errorOf("/moved"),
+      html: await errorOf("/html"),
+      stalls: await errorOf("/stalls"),
+      empty: await errorOf("/empty"),
+    };
+    expect(errors).toEqual({
+      moved: `${idp.base}/moved: redirect refused (302 to ${idp.base}/keys/elsewhere)`,
+      html: `${idp.base}/html: not JSON`,
+      stalls: `${idp.base}/stalls: timed out after 300 ms`,
+      empty: `${idp.base}/empty: the JWKS holds no usable signature key`,
+    });
+    expect(JSON.stringify(errors)).not.toMatch(/SECRET/);
+  });
+
+  it("refreshes within the hour whatever Cache-Control allows, and sooner when it says so", async () => {
+    const withMaxAge = (seconds: number) => (_: string, res: import("node:http").ServerResponse) => {
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "cache-control": `public, max-age=${seconds}`,
+      });
+      res.end(JSON.stringify(jwks()));
+    };
+    const idp = await provider({ "/day": withMaxAge(86_400), "/ten-minutes": withMaxAge(600) });
+    const day = firstFetch({ kind: "jwks", url: `${idp.base}/day` }, KEY_TIMINGS);
+    expect(await day.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 3_600_000 });
+    const short = firstFetch({ kind: "jwks", url: `${idp.base}/ten-minutes` }, KEY_TIMINGS);
+    expect(await short.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 600_000 });
   });
 
   it("stops reading a key set past 1 MB, declared or not", async () => {

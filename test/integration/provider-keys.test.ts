@@ -34,7 +34,7 @@ describe("provider keys", () => {
 
   const start = async (keys: TestKey[], timings: KeyTimings = FAST, oidc = false) => {
     idp = await startJwksServer(keys);
-    const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.url } : { JWKS_URL: idp.jwksUrl };
+    const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.issuer } : { JWKS_URL: idp.jwksUrl };
     t = await startInProcess({
       env: { LOG_LEVEL: "info", ...source, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
       keyTimings: timings,
@@ -96,6 +96,56 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("verifies again a token that failed once the provider publishes the key that signed it", async () => {
+    const k1 = makeKey("late-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const newer = makeKey("late-1");
+    const early = token(newer);
+    // Retried: the failure is remembered, and still a failure.
+    for (let i = 0; i < 3; i += 1) {
+      expect(JSON.parse((await check(early)).body).message).toBe("token signature invalid");
+    }
+    // Added beside the key the kid named: nothing removed, something added.
+    idp.keys = [k1, newer];
+    expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    const late = await check(early);
+    expect(late.status, late.body).toBe(200);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("keeps an RSA and an EC key published under one kid, and verifies with the one that fits the token's alg", async () => {
+    const rsa = makeKey("shared-kid", "RS256");
+    const ec = makeKey("shared-kid", "ES256");
+    const { t } = await start([rsa, ec]);
+    await t.tollgate.providerKeys?.ready();
+    for (const key of [rsa, ec]) {
+      const answer = await check(token(key));
+      expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
+    }
+    // The RSA key's token under ES256 still fits no key.
+    expect((await check(token(rsa, { alg: "ES256" }))).status).toBe(401);
+  });
+
+  it("keeps every key without a kid, and verifies a token without one against them, asking the provider nothing", async () => {
+    const first = makeKey("");
+    const second = makeKey("", "ES256");
+    const third = makeKey("");
+    const { idp, t } = await start([first, second, third]);
+    await t.tollgate.providerKeys?.ready();
+    expect(t.logWrites().some((l) => l.includes('"event":"provider_keys"') && l.includes('"keys":3'))).toBe(
+      true,
+    );
+    const before = idp.jwksRequests();
+    for (const key of [first, second, third]) {
+      const answer = await check(token(key, { kid: undefined }));
+      expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
+    }
+    const stranger = await check(token(makeKey(""), { kid: undefined }));
+    expect(JSON.parse(stranger.body).message).toBe("token signature invalid");
+    expect(idp.jwksRequests()).toBe(before);
+  });
+
   it("answers a route without limits before reading the token: a made-up kid there asks the provider nothing", async () => {
     const k1 = makeKey("health-1");
     const { idp, t } = await start([k1]);
@@ -109,6 +159,28 @@ describe("provider keys", () => {
     // The same token on a limited route is read, and its unknown kid asks once.
     expect((await check(token(k1, { kid: "made-up" }))).status).toBe(401);
     expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("asks the provider nothing for an expired or foreign token with a made-up kid: its claims are read first", async () => {
+    const k1 = makeKey("claims-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    const before = idp.jwksRequests();
+    const now = Math.floor(Date.now() / 1000);
+    const made = (claims: Record<string, unknown>) =>
+      signToken(
+        k1,
+        { iss: idp.issuer, aud: AUDIENCE, sub: "claims-sub", exp: now + 120, ...claims },
+        {
+          kid: randomBytes(6).toString("hex"),
+        },
+      );
+    const expired = await check(made({ exp: now - 60 }));
+    expect(expired.status).toBe(401);
+    expect(JSON.parse(expired.body).message).toBe("token expired");
+    const foreign = await check(made({ aud: "api://elsewhere" }));
+    expect(JSON.parse(foreign.body).message).toBe("token audience not accepted");
+    expect(idp.jwksRequests()).toBe(before);
   });
 
   it("asks the provider at most once per interval during a flood of made-up kids", async () => {

@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 
 export type TestAlgorithm = "RS256" | "PS256" | "ES256" | "ES384" | "EdDSA";
 
+/** `kid` "": a key the JWKS lists without a kid (sign with header `{ kid: undefined }` for a token without one). */
 export type TestKey = { kid: string; alg: TestAlgorithm; privateKey: KeyObject; publicKey: KeyObject };
 
 export function makeKey(kid: string, alg: TestAlgorithm = "RS256"): TestKey {
@@ -101,7 +102,7 @@ export async function startJwksServer(initial: TestKey[]): Promise<JwksServer> {
         jwks += 1;
         const keys = state.keys.map((k) => ({
           ...(k.publicKey.export({ format: "jwk" }) as Record<string, unknown>),
-          kid: k.kid,
+          ...(k.kid === "" ? {} : { kid: k.kid }),
           alg: k.alg,
           use: "sig",
         }));

@@ -8,19 +8,17 @@ import { newApiKey } from "../../src/auth/api-keys.js";
 import { createCredentialReader } from "../../src/auth/credentials.js";
 import { createTokenService } from "../../src/auth/jwt.js";
 
-const reader = createCredentialReader({
-  tokens: createTokenService({
-    algorithms: ["HS256"],
-    secret: "x".repeat(40),
-    secretGenerated: false,
-    privateKey: undefined,
-    publicKey: undefined,
-    issuer: "tollgate",
-    audience: undefined,
-    ttlSeconds: 900,
-  }),
-  provider: undefined,
+const tokens = createTokenService({
+  algorithms: ["HS256"],
+  secret: "x".repeat(40),
+  secretGenerated: false,
+  privateKey: undefined,
+  publicKey: undefined,
+  issuer: "tollgate",
+  audience: undefined,
+  ttlSeconds: 900,
 });
+const reader = createCredentialReader({ tokens, provider: undefined });
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -36,6 +34,29 @@ describe("API keys in the credential reader", () => {
     expect(read).toMatchObject({ ok: true, claims: { sub: `key:${id}`, external: { kind: "key", hash } } });
     expect(reader(undefined, `${key}x`)).toMatchObject({ ok: false, reason: "invalid" });
     expect(reader(`ApiKey ${"a".repeat(63)}`, undefined)).toMatchObject({ ok: false, reason: "invalid" });
+  });
+
+  it("reads the key header beside Authorization of another scheme (Basic meant for the upstream)", () => {
+    const { id, key } = newApiKey();
+    const basic = `Basic ${Buffer.from("upstream-user:upstream-password").toString("base64")}`;
+    for (const authorization of [basic, "Digest username=x", "Negotiate abc"]) {
+      expect(reader(authorization, key)).toMatchObject({ ok: true, claims: { sub: `key:${id}` } });
+    }
+    // Without the key header, Authorization of another scheme is still refused.
+    expect(reader(basic, undefined)).toMatchObject({ ok: false, description: "expected a Bearer token" });
+    expect(reader(basic, "")).toMatchObject({ ok: false, description: "expected a Bearer token" });
+  });
+
+  it("reads a Bearer token or an ApiKey in Authorization over the key header", () => {
+    const { key } = newApiKey();
+    const other = newApiKey();
+    const { token } = tokens.sign({ sub: "demo-alice", sid: "s1", tier: "free" });
+    expect(reader(`Bearer ${token}`, key)).toMatchObject({ ok: true, claims: { sub: "demo-alice" } });
+    expect(reader("Bearer not-a-token", key)).toMatchObject({ ok: false });
+    expect(reader(`ApiKey ${other.key}`, key)).toMatchObject({
+      ok: true,
+      claims: { sub: `key:${other.id}` },
+    });
   });
 
   it("keeps nothing of 5,000 keys padded with 60 KB of spaces each (before: the whole text, 600 MB for 10,000)", () => {

@@ -1,0 +1,161 @@
+// Provider tokens' verification and what it costs: the claims a token states are checked before its
+// signature, so an expired or foreign token costs no verification, yet a token passes only every
+// check; a forged token retried costs one verification, until the key set changes. node:crypto's
+// verify is counted (and still does the work); the key set is the test's own.
+import { randomBytes } from "node:crypto";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { TokenCheck } from "../../src/auth/jwt.js";
+import type { ProviderKey, ProviderKeys } from "../../src/auth/provider-keys.js";
+import { createProviderTokens } from "../../src/auth/provider-tokens.js";
+import type { ProviderSettings } from "../../src/config/identity-settings.js";
+import { makeKey, signToken, type TestKey } from "../support/jwks-server.js";
+
+const verifications = vi.hoisted(() => ({ count: 0 }));
+vi.mock("node:crypto", async (importOriginal) => {
+  const crypto = await importOriginal<typeof import("node:crypto")>();
+  const verify = ((...args: Parameters<typeof crypto.verify>) => {
+    verifications.count += 1;
+    return (crypto.verify as (...a: unknown[]) => unknown)(...args);
+  }) as typeof crypto.verify;
+  return { ...crypto, verify, default: { ...crypto, verify } };
+});
+
+const ISSUER = "https://idp.example/";
+const AUDIENCE = "api://unit";
+const settings: ProviderSettings = {
+  source: { kind: "jwks", url: "https://idp.example/jwks" },
+  issuer: ISSUER,
+  audience: AUDIENCE,
+  algorithms: ["RS256", "ES256"],
+  subjectClaim: "sub",
+  tierClaim: undefined,
+  defaultTier: "free",
+};
+
+/** A key set of the test's own: `set` swaps it and tells the listeners how, as a fetch would. */
+function testKeys(initial: TestKey[]) {
+  let current = initial;
+  const listeners: Parameters<ProviderKeys["onFetch"]>[0][] = [];
+  const asProviderKey = (k: TestKey): ProviderKey => ({ key: k.publicKey, kid: k.kid, alg: k.alg });
+  const keys: ProviderKeys = {
+    candidates: (kid) => current.filter((k) => kid === undefined || k.kid === kid).map(asProviderKey),
+    loaded: () => true,
+    ready: () => Promise.resolve(),
+    refreshForUnknownKid: () => undefined,
+    onFetch: (listener) => {
+      listeners.push(listener);
+    },
+    start: () => undefined,
+    stop: () => undefined,
+  };
+  const set = (next: TestKey[], change: { removed: boolean; added: boolean }) => {
+    current = next;
+    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000 }, change);
+  };
+  return { keys, set };
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+const claims = (extra: Record<string, unknown> = {}) => ({
+  iss: ISSUER,
+  aud: AUDIENCE,
+  sub: `unit-${randomBytes(4).toString("hex")}`,
+  exp: now() + 300,
+  ...extra,
+});
+const parts = (token: string) => {
+  const [header, payload] = token
+    .split(".")
+    .slice(0, 2)
+    .map((p) => JSON.parse(Buffer.from(p, "base64url").toString()));
+  return { header, payload };
+};
+
+const key = makeKey("k1");
+const other = makeKey("k1");
+
+describe("provider token verification", () => {
+  beforeEach(() => {
+    verifications.count = 0;
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Every key here is known: an answer never waits for a refresh. */
+  const verifyWith = (tokens: ReturnType<typeof createProviderTokens>, token: string): TokenCheck => {
+    const { header, payload } = parts(token);
+    const check = tokens.verify(token, header, payload);
+    if (check instanceof Promise) throw new Error("the check waited for a refresh");
+    return check;
+  };
+
+  it.each([
+    ["an expired token", { exp: now() - 60 }, "token expired"],
+    ["a wrong audience", { aud: "api://someone-else" }, "token audience not accepted"],
+    ["a wrong issuer", { iss: "https://evil.example/" }, "token issuer not accepted"],
+    ["a token not yet valid", { nbf: now() + 120 }, "token not yet valid"],
+    ["a token without exp", { exp: undefined }, "token has no expiry"],
+    ["a subject with a space", { sub: "a b" }, "token subject invalid"],
+  ])("refuses %s, correctly signed, without verifying its signature", (_what, extra, description) => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims(extra)))).toMatchObject({ ok: false, description });
+    expect(verifications.count).toBe(0);
+  });
+
+  it("refuses a token with good claims and a bad signature, and one signed by another key", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    const forged = `${signToken(key, claims()).slice(0, -6)}AAAAAA`;
+    expect(verifyWith(tokens, forged)).toMatchObject({ ok: false, description: "token signature invalid" });
+    expect(verifyWith(tokens, signToken(other, claims()))).toMatchObject({ ok: false });
+    expect(verifications.count).toBe(2);
+    expect(verifyWith(tokens, signToken(key, claims()))).toMatchObject({ ok: true });
+  });
+
+  it("costs one verification for a forged token however often it is retried", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    const forged = signToken(other, claims());
+    for (let i = 0; i < 20; i += 1) {
+      expect(verifyWith(tokens, forged)).toMatchObject({ ok: false, description: "token signature invalid" });
+    }
+    expect(verifications.count).toBe(1);
+  });
+
+  it("verifies a failed token again after a minute, and once the key set changes it may pass", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const { keys, set } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    const signedByOther = signToken(other, claims({ exp: now() + 3_600 }));
+    verifyWith(tokens, signedByOther);
+    vi.advanceTimersByTime(61_000);
+    verifyWith(tokens, signedByOther);
+    expect(verifications.count).toBe(2);
+    // The provider replaces k1 with the key that signed it: the failure is forgotten.
+    set([other], { removed: true, added: true });
+    expect(verifyWith(tokens, signedByOther)).toMatchObject({ ok: true });
+  });
+
+  it("forgets failures on a key added alone, and keeps them across a fetch that changed nothing", () => {
+    const { keys, set } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    const forged = signToken(other, claims());
+    verifyWith(tokens, forged);
+    set([key], { removed: false, added: false });
+    verifyWith(tokens, forged);
+    expect(verifications.count).toBe(1);
+    set([key], { removed: false, added: true });
+    verifyWith(tokens, forged);
+    expect(verifications.count).toBe(2);
+  });
+
+  it("keeps no more than 1,000 failures: the oldest costs a verification again", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    const forged = Array.from({ length: 1_001 }, () => signToken(other, claims()));
+    for (const token of forged) verifyWith(tokens, token);
+    verifications.count = 0;
+    verifyWith(tokens, forged[1_000] as string);
+    expect(verifications.count).toBe(0);
+    verifyWith(tokens, forged[0] as string);
+    expect(verifications.count).toBe(1);
+  });
+});
