@@ -87,6 +87,7 @@ async function bootstrapUsers(
   store: Store,
   logger: Logger,
   readiness: Readiness,
+  categories: readonly string[],
 ): Promise<void> {
   // Commands fail at once while Redis is not connected: give the first connection its time, so that
   // a normal start does not begin with a "store unreachable" warning.
@@ -97,10 +98,12 @@ async function bootstrapUsers(
     try {
       // First: USERS_FILE and the demo users look their names up in the canonical form.
       logNameAdoption(await store.adoptCanonicalNames(), logger);
-      if (config.production) await removeDemoUsers(store, logger);
+      // A user removed here takes its API keys along (and their windows, in these categories).
+      const identity = { ...store, categories };
+      if (config.production) await removeDemoUsers(identity, logger);
       if (entries !== undefined) {
         const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
-        await syncUsersFile({ users: store.users, sessions: store.sessions, lockout }, entries, logger);
+        await syncUsersFile({ ...identity, lockout }, entries, logger);
       } else if (config.production) {
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);
@@ -247,10 +250,12 @@ async function main(): Promise<void> {
   );
   // Under WORKERS, the supervisor counts this worker as started.
   reportListening(listeners);
-  await bootstrapUsers(config, entries, store, logger, readiness).catch((error: unknown) => {
-    logger.fatal({ err: (error as Error).message }, "cannot load users");
-    process.exit(1);
-  });
+  await bootstrapUsers(config, entries, store, logger, readiness, policy.categories).catch(
+    (error: unknown) => {
+      logger.fatal({ err: (error as Error).message }, "cannot load users");
+      process.exit(1);
+    },
+  );
   const keys = tollgate.providerKeys;
   if (keys !== undefined && !keys.loaded()) {
     // Not ready until provider tokens can be verified: retried with a doubling delay, logged each time.

@@ -3,14 +3,16 @@ import type { Logger } from "../process/logger.js";
 import type { Lockout } from "./lockout.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
+import { type KeyTarget, keysOfUsers, revokeKeys } from "./user-keys.js";
 import { canonicalUsername } from "./usernames.js";
 import { DEMO_USER_IDS, demoUsers, loadUsers, type UsersFileEntry } from "./users-file.js";
 
-type Identity = { users: UserStore; sessions: SessionStore };
+/** Users, their sessions, and the API keys created for them: a user removed here takes its keys along. */
+type Identity = { users: UserStore; sessions: SessionStore } & KeyTarget;
 
 /**
- * What USERS_FILE changes: users, their sessions and their names' failed-login lockouts, which it
- * frees when the admin API would (a new password, a user created or deleted).
+ * What USERS_FILE changes: users, their sessions and keys, and their names' failed-login lockouts,
+ * which it frees when the admin API would (a new password, a user created or deleted).
  */
 type FileTarget = Identity & { lockout: Pick<Lockout, "clear"> };
 
@@ -58,8 +60,8 @@ async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: 
  * (or a user the file adds) takes the file's value; a field the file did not change keeps what the
  * admin API set, so a restart never undoes an admin change. A password the file changes ends every
  * session of that user and frees its name's lockout. A user the file no longer lists is deleted
- * (sessions and lockout too); a user deleted through the admin API is not brought back by the file
- * (a warning says so).
+ * (sessions, API keys and lockout too); a user deleted through the admin API is not brought back by
+ * the file (a warning says so).
  */
 export async function syncUsersFile(target: FileTarget, entries: readonly UsersFileEntry[], logger: Logger) {
   const { users, sessions, lockout } = target;
@@ -109,21 +111,30 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
       );
     }
   }
-  let removed = 0;
+  const gone: User[] = [];
   for await (const user of allUsers(users)) {
-    if (user.source !== "file" || listed.has(canonicalUsername(user.username))) continue;
-    await users.remove(user.id);
+    if (user.source === "file" && !listed.has(canonicalUsername(user.username))) gone.push(user);
+  }
+  // One pass over the key listing for all of them, and only when some user goes.
+  const keys = gone.length === 0 ? [] : await keysOfUsers(target.apiKeys, new Set(gone.map((u) => u.id)));
+  for (const user of gone) {
+    // Keys and sessions before the user: should one step fail, the user is still there for the
+    // next attempt to find, and nothing acts for a user that is gone.
+    const apiKeys = await revokeKeys(
+      target,
+      keys.filter((k) => k.userId === user.id),
+    );
     const revoked = await sessions.revokeAll(user.id);
+    await users.remove(user.id);
     // A name's failures never outlive the user they were for.
     await lockout.clear(user.username);
-    removed += 1;
     logger.info(
-      { event: "user_removed", userId: user.id, revoked, by: "USERS_FILE" },
+      { event: "user_removed", userId: user.id, revoked, apiKeys, by: "USERS_FILE" },
       "user no longer in USERS_FILE",
     );
   }
   logger.info(
-    { event: "users_loaded", count: entries.length, created, removed },
+    { event: "users_loaded", count: entries.length, created, removed: gone.length },
     "users loaded from USERS_FILE",
   );
 }
@@ -149,21 +160,31 @@ export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<v
 }
 
 /**
- * Deletes the demo users (and their sessions) wherever they came from: production never has them.
- * Demo users always have their fixed ids, so no listing is needed.
+ * Deletes the demo users (with their sessions and API keys) wherever they came from: production
+ * never has them. Demo users always have their fixed ids, so no user listing is needed; the key
+ * listing is read only when one of them is there.
  */
 export async function removeDemoUsers(store: Identity, logger: Logger): Promise<number> {
+  const present = new Set<string>();
+  for (const id of DEMO_USER_IDS) if ((await store.users.get(id)) !== undefined) present.add(id);
+  const keys = present.size === 0 ? [] : await keysOfUsers(store.apiKeys, present);
   let removed = 0;
+  let apiKeys = 0;
   for (const id of DEMO_USER_IDS) {
-    const existed = await store.users.remove(id);
+    // Keys and sessions before the user, as USERS_FILE removes one: a failure leaves it for the retry.
+    apiKeys += await revokeKeys(
+      store,
+      keys.filter((k) => k.userId === id),
+    );
     const revoked = await store.sessions.revokeAll(id);
+    const existed = await store.users.remove(id);
     if (existed || revoked > 0) removed += 1;
   }
   // A warning when some were found: someone ran tollgate outside production on this store.
   if (removed > 0) {
     logger.warn(
-      { event: "demo_users_removed", count: removed },
-      "production: demo users found in the store were deleted with their sessions",
+      { event: "demo_users_removed", count: removed, apiKeys },
+      "production: demo users found in the store were deleted with their sessions and API keys",
     );
   } else {
     logger.info(

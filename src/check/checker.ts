@@ -40,7 +40,10 @@ export type CheckerOptions = {
   denials?: DenialCache;
   /** Sessions the store said are gone: their tokens count and fail as invalid ones. */
   deadSessions?: DeadSessions;
-  /** Users refused whatever the store says (the demo users, in production), even when degraded. */
+  /**
+   * Users refused whatever the store says (the demo users, in production), even when degraded; an
+   * API key created for one is refused too.
+   */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call's kind. */
   onStoreError(operation: "authorize" | "hit", error: unknown, requestId: string | undefined): void;
@@ -260,7 +263,12 @@ export function createChecker(options: CheckerOptions): Checker {
       );
     } else {
       answer = userAnswer(result, p.ip?.shadow === true);
-      decision = decideUser(compiled, p, answer);
+      // A key acts for the user it names, which only the store's answer tells: a refused user's
+      // key is refused as the user's own token is (never a 429, so never a cached refusal).
+      decision =
+        answer.kind === "ok" && answer.userId !== undefined && refusedUserIds?.has(answer.userId) === true
+          ? DISABLED
+          : decideUser(compiled, p, answer);
       // Only a session that is gone: a disabled user's may serve again once the user is enabled.
       if (!dryRun && token?.ok === true && answer.kind === "no_session") {
         if (p.proof?.kind === "key") {

@@ -5,6 +5,7 @@ import { ID_PATTERN } from "../auth/jwt.js";
 import type { Lockout } from "../auth/lockout.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
+import { blockUserKeys, revokeUserKeys } from "../auth/user-keys.js";
 import { newUsernameSchema } from "../auth/usernames.js";
 import type { Checker } from "../check/checker.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -22,7 +23,6 @@ import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
 import { healthRoutes, sessionJson } from "./public-api.js";
 import { requestLogger } from "./request-log.js";
-import { blockUserKeys, revokeUserKeys } from "./user-api-keys.js";
 
 export type AdminApiOptions = {
   store: ApiStore;
@@ -176,7 +176,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const revoked = await store.sessions.revokeAll(user.id);
       const { categories } = policy.current().policy;
       await store.limiter.reset(userSubject(user.id), categories);
-      const keys = await revokeUserKeys(store, user.id, categories);
+      const keys = await revokeUserKeys({ ...store, categories }, user.id);
       await lockout.clear(user.username);
       logger.info({ event: "user_deleted", userId: user.id, revoked, apiKeys: keys }, "user deleted");
       res.json({
@@ -254,7 +254,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       // Disabling also ends every session, so re-enabling never brings an old token back.
       const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
       // The user's API keys are refused while it is disabled, and accepted again with it.
-      const keys = await blockUserKeys(store, user.id, disabled);
+      const keys = await blockUserKeys(store.apiKeys, user.id, disabled);
       // Re-enabling gives a fresh start: while disabled, every login (the user's own, with the right
       // password) failed and counted toward the lockout.
       if (!disabled && user.disabled) await lockout.clear(user.username);

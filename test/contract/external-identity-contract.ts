@@ -289,6 +289,40 @@ export function describeExternalIdentityContract(
         ).toBe(400);
       });
 
+      it("refuses in production a key created for a demo user, as the demo user's own login", async () => {
+        // A store that a tollgate outside production filled: a demo user, and a key that acts for it.
+        const demos = await create({ name: "for alice", tier: "enterprise", user_id: "demo-alice" });
+        const unbound = await create({ name: "no user", tier: "enterprise" });
+        const demoAnswer = await check({ "x-api-key": demos.key });
+        expect(demoAnswer.status, demoAnswer.body).toBe(200);
+        expect(demoAnswer.headers.get("x-user-id")).toBe("demo-alice");
+        const production = await startInProcess({
+          store: running.store,
+          demoUsers: false,
+          env: {
+            LOG_LEVEL: "silent",
+            NODE_ENV: "production",
+            JWT_SECRET: randomBytes(32).toString("base64"),
+            ADMIN_TOKEN: randomBytes(32).toString("base64"),
+          },
+        });
+        try {
+          const inProduction = (key: string) =>
+            fetch(`${production.checkUrl}/ext_authz/api/search`, {
+              headers: { "x-forwarded-for": "198.18.255.1", "x-api-key": key },
+            });
+          for (let i = 0; i < 2; i += 1) {
+            const refused = await inProduction(demos.key);
+            expect(refused.status).toBe(401);
+            expect(((await refused.json()) as { message: string }).message).toBe("account disabled");
+            expect(refused.headers.get("x-user-id")).toBeNull();
+          }
+          expect((await inProduction(unbound.key)).status).toBe(200);
+        } finally {
+          await production.close();
+        }
+      });
+
       it("refuses a user's keys while the user is disabled, and revokes them with the user", async () => {
         const user = await running.newUser("free");
         const other = await running.newUser("free");

@@ -1,9 +1,10 @@
 // The user lifecycle part of the identity contract: password changes, deletion, lookup and listing,
 // USERS_FILE and demo users across restarts, and logins racing an admin change. Memory and Redis alike.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newApiKey } from "../../src/auth/api-keys.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
-import { syncUsersFile } from "../../src/auth/users-sync.js";
+import { removeDemoUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { createLogger } from "../../src/process/logger.js";
 import type { Store } from "../../src/store/store.js";
 import type { ErrorBody, LoginBody, MeBody } from "../support/http-client.mjs";
@@ -42,6 +43,24 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
     };
     const loginStatus = async (username: string, password: string) =>
       (await t.login(username, password, { ip: "192.0.2.201" })).status;
+    /** A check with an API key, as the proxy asks it. */
+    const keyCheck = (key: string) =>
+      t.tollgate.checker({
+        method: "GET",
+        path: "/api/search",
+        authorization: undefined,
+        apiKey: key,
+        ip: "192.0.2.202",
+      });
+    const newKey = async (userId: string) => {
+      const made = await admin<{ id: string; key: string }>("POST", "/admin/api-keys", {
+        name: "follows its user",
+        tier: "pro",
+        user_id: userId,
+      });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      return made.body;
+    };
 
     it("changes a password through the admin API, ending every session at once", async () => {
       const user = await t.newUser();
@@ -297,6 +316,49 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       ).toBe(201);
       await restartWith([entry]);
       expect((await t.login(username, "a file password")).status).toBe(200);
+    });
+
+    it("revokes the API keys of a user USERS_FILE no longer lists, and no one else's", async () => {
+      const username = uniqueName("keyed");
+      await restartWith([{ username, tier: "free", password: "a file password" }]);
+      const user = (await t.store.users.findByUsername(username)) as { id: string };
+      const key = await newKey(user.id);
+      const other = await newKey((await t.newUser()).id);
+      expect(await keyCheck(key.key)).toMatchObject({ kind: "allow", identity: { userId: user.id } });
+      await restartWith([]);
+      expect(await t.store.users.get(user.id)).toBeUndefined();
+      expect(await keyCheck(key.key)).toMatchObject({ kind: "deny", status: 401 });
+      expect((await admin("GET", `/admin/api-keys/${key.id}`)).status).toBe(404);
+      expect(await keyCheck(other.key)).toMatchObject({ kind: "allow" });
+    });
+
+    it("deletes the demo users in production with their API keys, and no one else's", async () => {
+      const store = await makeStore();
+      try {
+        await loadUsers(store.users, demoUsers());
+        const keyFor = async (userId: string | undefined) => {
+          const { id, hash } = newApiKey();
+          return store.apiKeys.create({ id, hash, name: "demo's", tier: "enterprise", userId });
+        };
+        const alices = await keyFor("demo-alice");
+        const carols = await keyFor("demo-carol");
+        const unbound = await keyFor(undefined);
+        const user = await store.users.create({
+          username: uniqueName("kept"),
+          tier: "free",
+          passwordHash: "x",
+        });
+        if (user === "exists") throw new Error("a fresh name");
+        const kept = await keyFor(user.id);
+        expect(await removeDemoUsers(fileTarget(store), silent)).toBe(3);
+        expect(await store.users.get("demo-alice")).toBeUndefined();
+        expect(await store.apiKeys.get(alices.id)).toBeUndefined();
+        expect(await store.apiKeys.get(carols.id)).toBeUndefined();
+        expect(await store.apiKeys.get(unbound.id)).toBeDefined();
+        expect(await store.apiKeys.get(kept.id)).toBeDefined();
+      } finally {
+        await store.close();
+      }
     });
   });
 }

@@ -202,11 +202,26 @@ describe("demo users in production", () => {
       })
     ).status;
 
+  const keyStatus = async (tollgate: TollgateProcess, key: string): Promise<number> =>
+    (await send(`${tollgate.checkUrl}/ext_authz/api/products`, { headers: { "x-api-key": key } })).status;
+  /** An API key that acts for alice, made through the admin API of a tollgate outside production. */
+  const aliceKey = async (tollgate: TollgateProcess): Promise<string> => {
+    const created = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      body: { name: "alice's", tier: "enterprise", user_id: "demo-alice" },
+    });
+    expect(created.status, created.text).toBe(201);
+    return created.json<{ key: string }>().key;
+  };
+
   it("never log in or pass a check, even when a Redis loaded outside production still holds them", async () => {
     const shared = { REDIS_URL: redisUrl(), REDIS_KEY_PREFIX: testPrefix(), JWT_SECRET: GOOD_JWT_SECRET };
     const demo = await start(shared);
     const before = (await login(demo.url, "alice")).access_token;
     expect(await checkStatus(demo, before)).toBe(200);
+    const key = await aliceKey(demo);
+    expect(await keyStatus(demo, key)).toBe(200);
     await demo.stop();
 
     const production = await start({
@@ -221,13 +236,17 @@ describe("demo users in production", () => {
       10_000,
       "demo users removed",
     );
-    expect(production.output()).toMatch(/"level":"warn",[^\n]*"event":"demo_users_removed","count":3/);
+    expect(production.output()).toMatch(
+      /"level":"warn",[^\n]*"event":"demo_users_removed","count":3,"apiKeys":1/,
+    );
     const refused = await send(`${production.url}/auth/login`, {
       method: "POST",
       body: { username: "alice", password: "secret" },
     });
     expect(refused.status).toBe(401);
     expect(await checkStatus(production, before)).toBe(401);
+    // Deleted with alice, not only refused here: no tollgate accepts the key any more.
+    expect(await keyStatus(production, key)).toBe(401);
 
     // Someone puts them back into the store while production runs (here: the store API, then a
     // tollgate outside production on the same Redis): production still refuses them, at login
@@ -239,6 +258,11 @@ describe("demo users in production", () => {
     const fresh = (await login(again.url, "alice")).access_token;
     expect(await checkStatus(again, fresh)).toBe(200);
     expect(await checkStatus(production, fresh)).toBe(401);
+    expect(await keyStatus(again, key)).toBe(401);
+    // A key made for alice once she is back acts for her outside production only.
+    const freshKey = await aliceKey(again);
+    expect(await keyStatus(again, freshKey)).toBe(200);
+    expect(await keyStatus(production, freshKey)).toBe(401);
     const stillRefused = await send(`${production.url}/auth/login`, {
       method: "POST",
       body: { username: "alice", password: "secret" },

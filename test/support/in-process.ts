@@ -189,10 +189,16 @@ export async function demoToken(auth: Tollgate["auth"], username: string): Promi
 
 export const uniqueName = (stem: string): string => `${stem}_${randomBytes(4).toString("hex")}`;
 
-/** What start-up applies USERS_FILE to on `store`: its users, sessions and the names' lockout. */
+/**
+ * What start-up applies USERS_FILE to on `store`: its users, sessions, API keys (with the built-in
+ * policy's categories, whose windows a revoked key leaves) and the names' lockout.
+ */
 export const fileTarget = (store: Store) => ({
   users: store.users,
   sessions: store.sessions,
+  apiKeys: store.apiKeys,
+  limiter: store.limiter,
+  categories: loadPolicy(undefined).categories,
   // Its window (LOGIN_LOCKOUT's default) matters to counting failures, not to clearing them.
   lockout: createLockout({ window: { limit: 10, windowMs: 900_000 }, limiter: store.limiter }),
 });
