@@ -16,7 +16,7 @@ export type KeyTarget = {
 const PAGE = 1000;
 
 /** Every key created for one of `userIds`, through the whole listing (an admin's action, never a check's). */
-export async function keysOfUsers(apiKeys: ApiKeyStore, userIds: ReadonlySet<string>): Promise<ApiKey[]> {
+async function keysOfUsers(apiKeys: ApiKeyStore, userIds: ReadonlySet<string>): Promise<ApiKey[]> {
   const found: ApiKey[] = [];
   let after: string | undefined;
   for (;;) {
@@ -39,7 +39,7 @@ export async function blockUserKeys(apiKeys: ApiKeyStore, userId: string, blocke
 }
 
 /** Revokes these keys and drops their windows; how many were still there to revoke. */
-export async function revokeKeys(target: KeyTarget, keys: readonly ApiKey[]): Promise<number> {
+async function revokeKeys(target: KeyTarget, keys: readonly ApiKey[]): Promise<number> {
   let revoked = 0;
   for (const key of keys) {
     if (!(await target.apiKeys.remove(key.id))) continue;
@@ -49,7 +49,30 @@ export async function revokeKeys(target: KeyTarget, keys: readonly ApiKey[]): Pr
   return revoked;
 }
 
-/** Revokes the user's keys and drops their windows; how many were revoked. */
-export async function revokeUserKeys(target: KeyTarget, userId: string): Promise<number> {
-  return revokeKeys(target, await keysOfUsers(target.apiKeys, new Set([userId])));
+/**
+ * Removes users with the keys that act for them; how many keys were revoked. Each user's keys go
+ * before `remove` deletes the user, so that a failure (a 503, a start-up that tries again) leaves
+ * the user there for the retry to find, never keys acting for a user that is gone. The keys are
+ * looked for once more after the users went: a key created meanwhile, whose creation checked its
+ * user before the user went (creation checks again after storing the key, so either it sees the
+ * user gone or this pass sees the key). Two passes over the key listing, however many users go.
+ */
+export async function removeWithKeys<U extends { id: string }>(
+  target: KeyTarget,
+  users: readonly U[],
+  remove: (user: U, apiKeys: number) => Promise<unknown>,
+): Promise<number> {
+  if (users.length === 0) return 0;
+  const ids = new Set(users.map((u) => u.id));
+  const before = await keysOfUsers(target.apiKeys, ids);
+  let revoked = 0;
+  for (const user of users) {
+    const apiKeys = await revokeKeys(
+      target,
+      before.filter((k) => k.userId === user.id),
+    );
+    revoked += apiKeys;
+    await remove(user, apiKeys);
+  }
+  return revoked + (await revokeKeys(target, await keysOfUsers(target.apiKeys, ids)));
 }

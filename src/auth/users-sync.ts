@@ -3,7 +3,7 @@ import type { Logger } from "../process/logger.js";
 import type { Lockout } from "./lockout.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
-import { type KeyTarget, keysOfUsers, revokeKeys } from "./user-keys.js";
+import { type KeyTarget, removeWithKeys } from "./user-keys.js";
 import { canonicalUsername } from "./usernames.js";
 import { DEMO_USER_IDS, demoUsers, loadUsers, type UsersFileEntry } from "./users-file.js";
 
@@ -115,15 +115,8 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
   for await (const user of allUsers(users)) {
     if (user.source === "file" && !listed.has(canonicalUsername(user.username))) gone.push(user);
   }
-  // One pass over the key listing for all of them, and only when some user goes.
-  const keys = gone.length === 0 ? [] : await keysOfUsers(target.apiKeys, new Set(gone.map((u) => u.id)));
-  for (const user of gone) {
-    // Keys and sessions before the user: should one step fail, the user is still there for the
-    // next attempt to find, and nothing acts for a user that is gone.
-    const apiKeys = await revokeKeys(
-      target,
-      keys.filter((k) => k.userId === user.id),
-    );
+  // Each user's keys and sessions go before the user: a failure leaves it for the next attempt to find.
+  await removeWithKeys(target, gone, async (user, apiKeys) => {
     const revoked = await sessions.revokeAll(user.id);
     await users.remove(user.id);
     // A name's failures never outlive the user they were for.
@@ -132,7 +125,7 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
       { event: "user_removed", userId: user.id, revoked, apiKeys, by: "USERS_FILE" },
       "user no longer in USERS_FILE",
     );
-  }
+  });
   logger.info(
     { event: "users_loaded", count: entries.length, created, removed: gone.length },
     "users loaded from USERS_FILE",
@@ -162,24 +155,18 @@ export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<v
 /**
  * Deletes the demo users (with their sessions and API keys) wherever they came from: production
  * never has them. Demo users always have their fixed ids, so no user listing is needed; the key
- * listing is read only when one of them is there.
+ * listing is read only when one of them is there. (A deleted user's sessions are refused already:
+ * a deletion marks them as a deleted user's.)
  */
 export async function removeDemoUsers(store: Identity, logger: Logger): Promise<number> {
-  const present = new Set<string>();
-  for (const id of DEMO_USER_IDS) if ((await store.users.get(id)) !== undefined) present.add(id);
-  const keys = present.size === 0 ? [] : await keysOfUsers(store.apiKeys, present);
-  let removed = 0;
-  let apiKeys = 0;
-  for (const id of DEMO_USER_IDS) {
-    // Keys and sessions before the user, as USERS_FILE removes one: a failure leaves it for the retry.
-    apiKeys += await revokeKeys(
-      store,
-      keys.filter((k) => k.userId === id),
-    );
-    const revoked = await store.sessions.revokeAll(id);
-    const existed = await store.users.remove(id);
-    if (existed || revoked > 0) removed += 1;
-  }
+  const present: { id: string }[] = [];
+  for (const id of DEMO_USER_IDS) if ((await store.users.get(id)) !== undefined) present.push({ id });
+  // Keys and sessions before the user, as USERS_FILE removes one: a failure leaves it for the retry.
+  const apiKeys = await removeWithKeys(store, present, async ({ id }) => {
+    await store.sessions.revokeAll(id);
+    await store.users.remove(id);
+  });
+  const removed = present.length;
   // A warning when some were found: someone ran tollgate outside production on this store.
   if (removed > 0) {
     logger.warn(

@@ -5,7 +5,7 @@ import { ID_PATTERN } from "../auth/jwt.js";
 import type { Lockout } from "../auth/lockout.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
-import { blockUserKeys, revokeUserKeys } from "../auth/user-keys.js";
+import { blockUserKeys, removeWithKeys } from "../auth/user-keys.js";
 import { newUsernameSchema } from "../auth/usernames.js";
 import type { Checker } from "../check/checker.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -18,10 +18,11 @@ import type { RlsConfig } from "../rls/model.js";
 import { identityRoutes } from "./admin-identities.js";
 import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
+import { sessionRoutes } from "./admin-sessions.js";
 import type { ApiStore } from "./api-store.js";
 import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
-import { healthRoutes, sessionJson } from "./public-api.js";
+import { healthRoutes } from "./public-api.js";
 import { requestLogger } from "./request-log.js";
 
 export type AdminApiOptions = {
@@ -172,11 +173,11 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     handle(async (req, res) => {
       const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
-      await store.users.remove(user.id);
-      const revoked = await store.sessions.revokeAll(user.id);
       const { categories } = policy.current().policy;
+      // Sessions and keys before the user: a failure (503) leaves the user for a retry to finish.
+      const revoked = await store.sessions.revokeAll(user.id);
+      const keys = await removeWithKeys({ ...store, categories }, [user], (u) => store.users.remove(u.id));
       await store.limiter.reset(userSubject(user.id), categories);
-      const keys = await revokeUserKeys({ ...store, categories }, user.id);
       await lockout.clear(user.username);
       logger.info({ event: "user_deleted", userId: user.id, revoked, apiKeys: keys }, "user deleted");
       res.json({
@@ -185,47 +186,6 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
         revoked,
         api_keys_revoked: keys,
       });
-    }),
-  );
-
-  admin.post(
-    "/users/:id/revoke",
-    handle(async (req, res) => {
-      const logger = requestLogger(processLogger, req);
-      const user = await userOf(req);
-      const revoked = await store.sessions.revokeAll(user.id);
-      metrics.authEvents.inc({ event: "admin_revoke" });
-      logger.info(
-        { event: "admin_revoke", userId: user.id, revoked },
-        "admin revoked every session of a user",
-      );
-      res.json({ message: `Revoked ${revoked} session${revoked === 1 ? "" : "s"}`, revoked });
-    }),
-  );
-
-  admin.get(
-    "/users/:id/sessions",
-    handle(async (req, res) => {
-      const user = await userOf(req);
-      const sessions = await store.sessions.list(user.id);
-      res.json({ sessions: sessions.map((s) => sessionJson(s)), total: sessions.length });
-    }),
-  );
-
-  admin.delete(
-    "/users/:id/sessions/:sid",
-    handle(async (req, res) => {
-      const logger = requestLogger(processLogger, req);
-      const user = await userOf(req);
-      const sid = String(req.params.sid);
-      if (!ID_PATTERN.test(sid) || !(await store.sessions.revoke(user.id, sid)))
-        throw new HttpError("not_found", "No such session of this user");
-      metrics.authEvents.inc({ event: "admin_revoke" });
-      logger.info(
-        { event: "admin_revoke", userId: user.id, revoked: 1 },
-        "admin revoked a session of a user",
-      );
-      res.json({ message: "Revoked 1 session", revoked: 1 });
     }),
   );
 
@@ -282,6 +242,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     }),
   );
 
+  sessionRoutes(admin, { store, metrics, logger: processLogger, userOf });
   limitsRoutes(admin, { store, policy, logger: processLogger, userOf });
   identityRoutes(admin, { store, policy, logger: processLogger, tierSchema });
   policyRoutes(admin, {

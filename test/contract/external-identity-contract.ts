@@ -3,7 +3,10 @@
 // memory and Redis stores.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newApiKey } from "../../src/auth/api-keys.js";
+import type { ApiKey } from "../../src/auth/subjects.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import { StoreUnavailableError } from "../../src/store/failure.js";
 import type { Store } from "../../src/store/store.js";
 import { type InProcess, startInProcess } from "../support/in-process.js";
 import {
@@ -357,6 +360,53 @@ export function describeExternalIdentityContract(
         expect([await status(first), await status(second), await status(unrelated)]).toEqual([401, 401, 200]);
         expect((await adminCall("GET", `/admin/api-keys/${second.id}`)).status).toBe(404);
         expect((await adminCall("GET", `/admin/api-keys/${unrelated.id}`)).status).toBe(200);
+      });
+
+      it("finishes deleting a user on a retry after revoking its keys failed, and revokes a key made meanwhile", async () => {
+        const user = await running.newUser("free");
+        const made = await create({ name: "outlives a failure?", tier: "free", user_id: user.id });
+        const base = running.store;
+        let failures = 1;
+        let late: ApiKey | undefined;
+        // The same store, with a key revocation that times out once, and a key created for the user
+        // just before it goes (by a creation that checked the user while it was still there).
+        const flaky: Store = {
+          ...base,
+          apiKeys: {
+            ...base.apiKeys,
+            async remove(id) {
+              if (failures-- > 0) throw new StoreUnavailableError(new Error("timed out"));
+              return base.apiKeys.remove(id);
+            },
+          },
+          users: {
+            ...base.users,
+            async remove(id) {
+              const { id: keyId, hash } = newApiKey();
+              late = await base.apiKeys.create({ id: keyId, hash, name: "late", tier: "free", userId: id });
+              return base.users.remove(id);
+            },
+          },
+        };
+        const other = await startInProcess({ store: flaky, demoUsers: false, env: { LOG_LEVEL: "silent" } });
+        try {
+          const path = `/admin/users/${user.id}`;
+          const failed = await other.admin("DELETE", path, { token: other.adminToken });
+          expect(failed.status).toBe(503);
+          // Nothing was deleted: the user is there for the retry to find.
+          expect((await other.admin("GET", path, { token: other.adminToken })).status).toBe(200);
+          const retried = await other.admin<Record<string, unknown>>("DELETE", path, {
+            token: other.adminToken,
+          });
+          expect(retried.status).toBe(200);
+          expect(retried.body).toMatchObject({ user_id: user.id, api_keys_revoked: 2 });
+          expect((await check({ "x-api-key": made.key })).status).toBe(401);
+          expect(late).toBeDefined();
+          expect(await base.apiKeys.get(late?.id ?? "")).toBeUndefined();
+          expect((await other.admin("GET", path, { token: other.adminToken })).status).toBe(404);
+        } finally {
+          await other.close();
+        }
       });
 
       it("lists keys page by page with limit and after, every key once", async () => {
