@@ -50,12 +50,19 @@ export type ApiKey = {
 
 export type NewApiKey = { id: string; hash: string; name: string; tier: string; userId: string | undefined };
 
+/**
+ * A page of the key listing. `next` is the `after` of the next page, undefined on the last; it
+ * comes from the ids read, so a page may hold fewer keys than asked (a key revoked meanwhile), even
+ * none, and still have one after it.
+ */
+export type ApiKeyPage = { keys: ApiKey[]; next: string | undefined };
+
 /** API keys: stored by id with the SHA-256 of the key, never the key itself. */
 export type ApiKeyStore = {
   create(key: NewApiKey): Promise<ApiKey>;
   get(id: string): Promise<ApiKey | undefined>;
   /** Keys in id order, at most `limit`, those after the id `after` when it is given (paging). */
-  list(limit: number, after?: string): Promise<ApiKey[]>;
+  list(limit: number, after?: string): Promise<ApiKeyPage>;
   /** Changes a key that exists; false when it does not. */
   update(id: string, patch: Omit<ProfilePatch, "tier"> & { tier?: string }): Promise<boolean>;
   /** Deletes the key: from the answer on, no check accepts it. */

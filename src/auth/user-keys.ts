@@ -19,13 +19,12 @@ const PAGE = 1000;
 async function keysOfUsers(apiKeys: ApiKeyStore, userIds: ReadonlySet<string>): Promise<ApiKey[]> {
   const found: ApiKey[] = [];
   let after: string | undefined;
-  for (;;) {
+  do {
     const page = await apiKeys.list(PAGE, after);
-    const last = page.at(-1);
-    if (last === undefined) return found;
-    for (const key of page) if (key.userId !== undefined && userIds.has(key.userId)) found.push(key);
-    after = last.id;
-  }
+    for (const key of page.keys) if (key.userId !== undefined && userIds.has(key.userId)) found.push(key);
+    after = page.next;
+  } while (after !== undefined);
+  return found;
 }
 
 /** Blocks (or unblocks) the user's keys; how many changed. */

@@ -115,10 +115,9 @@ export function identityRoutes(
     "/api-keys",
     handle(async (req, res) => {
       const { limit, after } = parse(pageSchema, req.query);
-      const keys = await store.apiKeys.list(limit, after);
-      // A full page may have more after it: `next` is the `after` of the next page.
-      const next = keys.length === limit ? (keys.at(-1)?.id ?? null) : null;
-      res.json({ api_keys: keys.map(keyJson), total: keys.length, next });
+      // `next` comes from the ids the store read, not the keys it found: a short page may have more after it.
+      const page = await store.apiKeys.list(limit, after);
+      res.json({ api_keys: page.keys.map(keyJson), total: page.keys.length, next: page.next ?? null });
     }),
   );
   admin.get(

@@ -430,6 +430,14 @@ export function describeExternalIdentityContract(
         } while (after !== null);
         expect(seen).toEqual(all.body.api_keys.map((k) => k.id));
         expect(pages).toBeGreaterThanOrEqual(3);
+        // The last page says so, even when it is full: no empty page after it.
+        const ids = seen.slice(-2);
+        const last = await adminCall<{ api_keys: KeyBody[]; next: string | null }>(
+          "GET",
+          `/admin/api-keys?limit=1&after=${ids[0]}`,
+        );
+        expect(last.body.api_keys.map((k) => k.id)).toEqual([ids[1]]);
+        expect(last.body.next).toBeNull();
         for (const bad of ["?limit=0", "?limit=1001", "?limit=x", "?after=tg_x", "?page=2"]) {
           const reply = await adminCall<{ error: string }>("GET", `/admin/api-keys${bad}`);
           expect(reply.status, bad).toBe(400);

@@ -1,9 +1,12 @@
 // Provider tokens and API keys on a real redis-server: the shared contract, plus what only Redis
 // shows: only a key's hash is stored, and every key a check touches shares its subject's hash tag.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hashApiKey } from "../../src/auth/api-keys.js";
+import { hashApiKey, newApiKey } from "../../src/auth/api-keys.js";
 import { externalSubject } from "../../src/auth/subjects.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import type { RedisClient } from "../../src/store/redis/client.js";
+import { createKeys } from "../../src/store/redis/keys.js";
+import { createRedisApiKeyStore } from "../../src/store/redis/profile-store.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeExternalIdentityContract } from "../contract/external-identity-contract.js";
 import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
@@ -16,6 +19,16 @@ import {
 } from "../support/jwks-server.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
+
+/** The client with every `command` failing, as over a connection lost just before it. */
+const failing = (redis: RedisClient, command: string): RedisClient =>
+  new Proxy(redis, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (property === command) return async () => Promise.reject(new Error(`${command}: connection lost`));
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 
 describeExternalIdentityContract("redis", () =>
   createRedisStore({ redis: connectRedis(), prefix: testPrefix() }),
@@ -53,6 +66,68 @@ describe("external identities on redis", () => {
     expect(JSON.stringify(stored)).not.toContain(made.body.key.slice(20));
     expect(await t.redis.zrange(`${t.prefix}{apikeys}:ids`, 0, -1)).toContain(made.body.id);
     expect(await t.redis.pttl(`${t.prefix}{k:${made.body.id}}:key`)).toBe(-1);
+  });
+
+  it("pages through every key when ids in the listing have no key left, and drops those ids", async () => {
+    const index = `${t.prefix}{apikeys}:ids`;
+    for (let i = 0; i < 4; i += 1) {
+      const made = await t.admin("POST", "/admin/api-keys", {
+        token: t.adminToken,
+        json: { name: `paged ${i}`, tier: "free" },
+      });
+      expect(made.status).toBe(201);
+    }
+    // What a revocation that failed after deleting the key leaves: ids first, last, and in between.
+    const listed = await t.redis.zrange(index, 0, -1);
+    const between = (listed[1] as string).replace(/.$/, (c) => (c === "0" ? "1" : "0"));
+    const dangling = ["0000000000000000", between, "ffffffffffffffff"].filter((id) => !listed.includes(id));
+    await t.redis.zadd(index, ...dangling.flatMap((id) => [0, id]));
+    const seen: string[] = [];
+    let after: string | null = null;
+    do {
+      const query: string = after === null ? "?limit=2" : `?limit=2&after=${after}`;
+      const page = await t.admin<{ api_keys: { id: string }[]; next: string | null }>(
+        "GET",
+        `/admin/api-keys${query}`,
+        { token: t.adminToken },
+      );
+      expect(page.status).toBe(200);
+      seen.push(...page.body.api_keys.map((k) => k.id));
+      after = page.body.next;
+    } while (after !== null);
+    expect(seen).toEqual(listed);
+    expect(await t.redis.zrange(index, 0, -1)).toEqual(listed);
+  });
+
+  it("revokes a deleted user's keys even behind a whole page of ids without keys", async () => {
+    const index = `${t.prefix}{apikeys}:ids`;
+    const dangling = Array.from({ length: 1001 }, (_, i) => `00000000${i.toString(16).padStart(8, "0")}`);
+    await t.redis.zadd(index, ...dangling.flatMap((id) => [0, id]));
+    const user = await t.newUser("free");
+    const made = await t.admin<{ id: string; key: string }>("POST", "/admin/api-keys", {
+      token: t.adminToken,
+      json: { name: "behind the gaps", tier: "free", user_id: user.id },
+    });
+    const deleted = await t.admin("DELETE", `/admin/users/${user.id}`, { token: t.adminToken });
+    expect(deleted.body).toMatchObject({ api_keys_revoked: 1 });
+    const res = await fetch(`${t.checkUrl}/ext_authz/api/products`, {
+      headers: { "x-api-key": made.body.key },
+    });
+    expect(res.status).toBe(401);
+    expect(await t.redis.zscore(index, dangling[0] as string)).toBeNull();
+  });
+
+  it("leaves no key outside the listing and no id without its key, whichever step of a creation fails", async () => {
+    const index = `${t.prefix}{apikeys}:ids`;
+    for (const step of ["hset", "zadd"]) {
+      const broken = createRedisApiKeyStore({ redis: failing(t.redis, step), keys: createKeys(t.prefix) });
+      const { id, hash } = newApiKey();
+      await expect(
+        broken.create({ id, hash, name: step, tier: "free", userId: undefined }),
+      ).rejects.toThrow();
+      expect(await t.redis.exists(`${t.prefix}{k:${id}}:key`), step).toBe(0);
+      expect(await t.redis.zscore(index, id), step).toBeNull();
+    }
   });
 
   it("makes one script call per check, every key of it under one hash tag, the key's and the subject's", async () => {

@@ -61,11 +61,12 @@ export function createMemoryProfiles(): MemoryProfiles {
       return key === undefined ? undefined : copyKey(key);
     },
     async list(limit, after) {
-      return [...keys.keys()]
-        .filter((id) => after === undefined || id > after)
-        .sort()
-        .slice(0, limit)
-        .map((id) => copyKey(keys.get(id) as StoredKey));
+      const ids = [...keys.keys()].filter((id) => after === undefined || id > after).sort();
+      const page = ids.slice(0, limit);
+      return {
+        keys: page.map((id) => copyKey(keys.get(id) as StoredKey)),
+        next: ids.length > limit ? page.at(-1) : undefined,
+      };
     },
     async update(id, patch) {
       const key = keys.get(id);

@@ -39,8 +39,6 @@ export function createRedisApiKeyStore(options: { redis: RedisClient; keys: Keys
   return {
     async create(input) {
       const createdAt = Date.now();
-      // In the listing first, so that no key exists that the listing misses (it skips ids without a hash).
-      await redis.zadd(keys.apiKeyIndex, 0, input.id);
       const fields: Record<string, string> = {
         h: input.hash,
         name: input.name,
@@ -48,16 +46,34 @@ export function createRedisApiKeyStore(options: { redis: RedisClient; keys: Keys
         created: String(createdAt),
       };
       if (input.userId !== undefined) fields.uid = input.userId;
+      // The key, then its id in the listing: an id listed without its key is then always a key
+      // revoked for good (ids are never reused), which the listing may drop.
       await redis.hset(keys.apiKey(input.id), fields);
+      try {
+        await redis.zadd(keys.apiKeyIndex, 0, input.id);
+      } catch (error) {
+        // Unlisted, it could not be found to revoke. Its secret was never shown (the creation fails).
+        await redis.del(keys.apiKey(input.id)).catch(() => undefined);
+        throw error;
+      }
       return { ...input, createdAt, lastUsedAt: undefined, blocked: false, limits: {} };
     },
     get,
     async list(limit, after) {
       const from = after === undefined ? "-" : `(${after}`;
-      const ids = await redis.zrangebylex(keys.apiKeyIndex, from, "+", "LIMIT", 0, limit);
+      // One id more than the page: whether another page follows, whatever this one's ids still hold.
+      const ids = await redis.zrangebylex(keys.apiKeyIndex, from, "+", "LIMIT", 0, limit + 1);
+      const page = ids.slice(0, limit);
       // One command per key: each key's hash is in its own slot on Redis Cluster.
-      const found = await Promise.all(ids.map((id) => get(id)));
-      return found.filter((k): k is ApiKey => k !== undefined);
+      const found = await Promise.all(page.map((id) => get(id)));
+      // Ids whose key is gone (a revocation that failed after deleting the key, or one that ran
+      // meanwhile): the key is revoked for good, so the id goes. Housekeeping: the next listing tries again.
+      const gone = page.filter((_, i) => found[i] === undefined);
+      if (gone.length > 0) await redis.zrem(keys.apiKeyIndex, ...gone).catch(() => undefined);
+      return {
+        keys: found.filter((k): k is ApiKey => k !== undefined),
+        next: ids.length > limit ? page.at(-1) : undefined,
+      };
     },
     async update(id, patch) {
       const changed = await scripts.call("profileUpdate", [keys.apiKey(id)], ["0", ...patchFields(patch)]);
