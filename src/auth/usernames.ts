@@ -106,7 +106,7 @@ const WRITING_SYSTEMS: readonly RegExp[] = [
 ];
 
 const scriptNames = new Intl.DisplayNames(["en"], { type: "script", fallback: "code" });
-const codePoint = (c: string): string =>
+export const codePoint = (c: string): string =>
   `U+${(c.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, "0")}`;
 
 /** Why `name` mixes scripts beyond UTS #39's "highly restrictive" level, or undefined. */

@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import { limitsArgument, ownLimitsText } from "./access-commands.js";
 import { action, type Context, report } from "./context.js";
 import { CliError, EXIT } from "./exit.js";
-import { fields, json, print, table } from "./output.js";
+import { fields, json, print, printable, table } from "./output.js";
 
 type KeyJson = {
   id: string;
@@ -52,7 +52,7 @@ export function apiKeysCommands(program: Command): void {
   keys
     .command("create")
     .description("create a key and print it this once (only its hash is kept)")
-    .requiredOption("--name <name>", "what the key is for (1 to 100 characters)")
+    .requiredOption("--name <name>", "what the key is for (1 to 100 characters, no control characters)")
     .requiredOption("--tier <tier>", "the key's tier (one of the policy's)")
     .option("--user-id <id>", "an existing user the upstream sees as the key's (x-user-id)")
     .action(
@@ -64,7 +64,7 @@ export function apiKeysCommands(program: Command): void {
         report(
           ctx,
           created,
-          `created API key ${created.id} "${created.name}", tier ${created.tier}${user}\n` +
+          `created API key ${created.id} "${printable(created.name)}", tier ${created.tier}${user}\n` +
             `the key, shown once (store it now; it cannot be shown again): ${created.key}`,
         );
       }),
@@ -116,7 +116,7 @@ export function apiKeysCommands(program: Command): void {
       action(async (ctx, id: string) => {
         const key = await findKey(ctx, id);
         const answer = await ctx.client().call("DELETE", keyPath(key.id));
-        report(ctx, answer, `revoked API key ${key.id} "${key.name}": refused from now on`);
+        report(ctx, answer, `revoked API key ${key.id} "${printable(key.name)}": refused from now on`);
       }),
     );
   keys
@@ -128,7 +128,7 @@ export function apiKeysCommands(program: Command): void {
       action(async (ctx, id: string, tier: string) => {
         const key = await findKey(ctx, id);
         const answer = await ctx.client().call("PUT", `${keyPath(key.id)}/tier`, { tier });
-        report(ctx, answer, `API key ${key.id} "${key.name}": tier ${key.tier} -> ${tier}`);
+        report(ctx, answer, `API key ${key.id} "${printable(key.name)}": tier ${key.tier} -> ${tier}`);
       }),
     );
 

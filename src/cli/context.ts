@@ -3,7 +3,7 @@
 import type { Command } from "commander";
 import { type AdminClient, adminClient } from "./admin-client.js";
 import { CliError } from "./exit.js";
-import { json, print } from "./output.js";
+import { json, print, printable } from "./output.js";
 
 /** The argument that names a user, for commander's .argument(). */
 export const USER_ARGUMENT = ["<user>", "a user id or a username (any form of it)"] as const;
@@ -37,9 +37,12 @@ export function action<A extends unknown[]>(fn: (ctx: Context, ...args: A) => Pr
   };
 }
 
-/** A message for people, or the admin API's answer as it is for --json. */
+/**
+ * A message for people, or the admin API's answer as it is for --json. Each line of the message is
+ * made printable, in case one names a stored text (its own line breaks are the message's).
+ */
 export function report(ctx: Context, answer: unknown, message: string): void {
-  print(ctx.json ? json(answer) : `${message}\n`);
+  print(ctx.json ? json(answer) : `${message.split("\n").map(printable).join("\n")}\n`);
 }
 
 export type UserJson = {

@@ -2,7 +2,7 @@
 // without secrets, deleted to revoke) and provider-token subjects (blocked, given a tier or limits).
 import type { Request, Router } from "express";
 import { z } from "zod";
-import { KEY_ID, newApiKey } from "../auth/api-keys.js";
+import { KEY_ID, keyNameProblem, newApiKey } from "../auth/api-keys.js";
 import { ID_PATTERN } from "../auth/jwt.js";
 import { type ApiKey, externalSubject, keySubject, type SubjectProfile } from "../auth/subjects.js";
 import { limitText } from "../config/rules.js";
@@ -59,7 +59,14 @@ export function identityRoutes(
       }
     });
   const createSchema = z.strictObject({
-    name: z.string().min(1).max(100),
+    // Trimmed, then refused when empty, too long, or holding what would garble a listing.
+    name: z
+      .string()
+      .trim()
+      .superRefine((name, ctx) => {
+        const problem = keyNameProblem(name);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      }),
     tier: tierSchema,
     user_id: z.string().regex(ID_PATTERN, "not a user id").optional(),
   });

@@ -445,6 +445,35 @@ export function describeExternalIdentityContract(
         }
       });
 
+      it("trims a key's name and refuses one that is blank, too long or holds control characters", async () => {
+        const trimmed = await create({ name: "  nightly build\t", tier: "free" });
+        expect(trimmed.name).toBe("nightly build");
+        expect((await adminCall<KeyBody>("GET", `/admin/api-keys/${trimmed.id}`)).body.name).toBe(
+          "nightly build",
+        );
+        expect((await create({ name: "x".repeat(100), tier: "free" })).name).toHaveLength(100);
+        const refused: [unknown, string][] = [
+          ["   ", "name: must not be empty or only spaces"],
+          ["", "name: must not be empty or only spaces"],
+          [` ${"x".repeat(101)} `, "name: must be at most 100 characters"],
+          ["a\u0000b", "name: must not contain control characters (U+0000 at character 2)"],
+          ["two\nlines", "name: must not contain control characters (U+000A at character 4)"],
+          ["\u001b[2Jcleared", "name: must not contain control characters (U+001B at character 1)"],
+          ["csi\u009b", "name: must not contain control characters (U+009B at character 4)"],
+          ["para\u2029graph", "name: must not contain line or paragraph separators (U+2029 at character 5)"],
+          ["\u202etxt.exe", "name: must not contain bidirectional text controls (U+202E at character 1)"],
+          [42, "name: Invalid input: expected string, received number"],
+        ];
+        for (const [name, message] of refused) {
+          const reply = await adminCall<{ error: string; message: string }>("POST", "/admin/api-keys", {
+            name,
+            tier: "free",
+          });
+          expect(reply.status, JSON.stringify(name)).toBe(400);
+          expect(reply.body).toEqual({ error: "bad_request", message });
+        }
+      });
+
       it("refuses a key with the right id and another secret, and a malformed one", async () => {
         const made = await create({ name: "guessed", tier: "free" });
         const forged = `${made.key.slice(0, 20)}${"A".repeat(43)}`;

@@ -8,8 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Command } from "commander";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { newApiKey } from "../../src/auth/api-keys.js";
 import { buildProgram } from "../../src/cli/program.js";
+import { createRedisStore } from "../../src/store/store.js";
 import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
+import { connectRedis } from "../support/redis.js";
 import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 const BIN = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).bin.tollgate as string;
@@ -20,6 +23,7 @@ const KEY = /^tg_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
 const SUB = "auth0|65f1c2/ops@example.com";
 
 let tollgate: TollgateProcess;
+let prefix = "";
 type Run = { args: string[]; status: number | null; stdout: string; stderr: string };
 /** Every run, to check at the end that a key shows only in its own create's stdout. */
 const runs: Run[] = [];
@@ -54,10 +58,8 @@ async function check(key: string, path = "/api/products") {
 }
 
 beforeAll(async () => {
-  tollgate = await startTollgate({
-    REDIS_URL: inject("redisUrl"),
-    REDIS_KEY_PREFIX: `cli-ids-${process.pid}-${Date.now()}:`,
-  });
+  prefix = `cli-ids-${process.pid}-${Date.now()}:`;
+  tollgate = await startTollgate({ REDIS_URL: inject("redisUrl"), REDIS_KEY_PREFIX: prefix });
 });
 
 afterAll(async () => {
@@ -147,6 +149,39 @@ describe("tollgate api-keys", SLOW, () => {
       ]);
     }
     expect((await cli(["api-keys", "list"])).stdout).not.toContain(id);
+  });
+
+  it("never sends the terminal a control character of a key's name, as names stored before they were refused may hold", async () => {
+    const store = createRedisStore({ redis: connectRedis(), prefix });
+    const { id, hash } = newApiKey();
+    // Past the admin API, which refuses such a name now: a terminal escape, a line break, a C1 CSI, a bidi override.
+    const name = "\u001b[2J\u001b]0;owned\u0007two\nlines\u009b31m\u202eexe.txt";
+    try {
+      await store.apiKeys.create({ id, hash, name, tier: "free", userId: undefined });
+    } finally {
+      await store.close();
+    }
+    const shown = "\\u001b[2J\\u001b]0;owned\\u0007two\\u000alines\\u009b31m\\u202eexe.txt";
+    const outputs = [
+      await cli(["api-keys", "list"]),
+      await cli(["api-keys", "get", id]),
+      await cli(["api-keys", "tier", id, "pro"]),
+      await cli(["api-keys", "list", "--json"]),
+      await cli(["api-keys", "revoke", id]),
+    ];
+    for (const run of outputs) {
+      expect(run.status, run.args.join(" ")).toBe(0);
+      // Only line breaks of the output's own: no other C0 or C1 control, separator or bidi control.
+      expect(run.stdout, run.args.join(" ")).not.toMatch(/(?!\n)[\p{Cc}\u2028\u2029\u202e]/u);
+    }
+    const [list, got, tier, json, revoked] = outputs.map((run) => run.stdout);
+    expect(list).toMatch(new RegExp(`^${id} +${shown.replace(/[\\[\]]/g, "\\$&")} +free `, "m"));
+    expect(got).toContain(`name:       ${shown}\n`);
+    expect(tier).toBe(`API key ${id} "${shown}": tier free -> pro\n`);
+    expect(revoked).toBe(`revoked API key ${id} "${shown}": refused from now on\n`);
+    // --json escapes them too, and still parses to the name as stored.
+    const listed = (JSON.parse(json ?? "") as { api_keys: { id: string; name: string }[] }).api_keys;
+    expect(listed.find((k) => k.id === id)?.name).toBe(name);
   });
 
   it("answers the admin API's JSON with --json, the key only in create's", async () => {
