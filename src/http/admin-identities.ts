@@ -12,7 +12,7 @@ import type { Logger } from "../process/logger.js";
 import type { Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
 import { HttpError, jsonBody } from "./errors.js";
-import { handle, parse } from "./handlers.js";
+import { handle, noStore, parse } from "./handlers.js";
 
 /** The most keys one page of the listing answers (`?limit=`, `?after=` for the next). */
 const MAX_LISTED = 1000;
@@ -111,7 +111,9 @@ export function identityRoutes(
       }
       logger.info({ event: "api_key_created", keyId: key.id, tier: key.tier }, "API key created");
       // The only time the key is ever shown: only its hash is kept.
-      res.status(201).json({ ...keyJson(key), key: made.key });
+      noStore(res)
+        .status(201)
+        .json({ ...keyJson(key), key: made.key });
     }),
   );
   const pageSchema = z.strictObject({

@@ -5,6 +5,13 @@ import type { z } from "zod";
 import { fieldPath } from "../config/problems.js";
 import { bearerChallenge, HttpError } from "./errors.js";
 
+/**
+ * For an answer that carries a secret (a login's token, a new API key): no cache on the way may keep
+ * it (no-store; Pragma for HTTP/1.0 caches, as RFC 6749 section 5.1 asks of a token's answer).
+ */
+export const noStore = (res: Response): Response =>
+  res.set({ "Cache-Control": "no-store", Pragma: "no-cache" });
+
 /** An async handler whose failures reach the error handler. */
 export const handle =
   (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>

@@ -9,7 +9,7 @@ import type { Logger } from "../process/logger.js";
 import { createReadiness, type Readiness } from "../process/readiness.js";
 import type { ApiStore } from "./api-store.js";
 import { bearerChallenge, errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
-import { bearerToken, handle } from "./handlers.js";
+import { bearerToken, handle, noStore } from "./handlers.js";
 import { requestLogger } from "./request-log.js";
 import { cleanText } from "./sanitize.js";
 
@@ -151,7 +151,7 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
           },
         );
       }
-      res.json({
+      noStore(res).json({
         access_token: result.token,
         token_type: "Bearer",
         expires_in: result.expiresIn,

@@ -231,7 +231,12 @@ export function describeExternalIdentityContract(
       };
 
       it("shows a new key once, shaped tg_…, and lists keys without any secret", async () => {
-        const made = await create({ name: "ci runner", tier: "pro" });
+        const reply = await adminCall<KeyBody>("POST", "/admin/api-keys", { name: "ci runner", tier: "pro" });
+        expect(reply.status).toBe(201);
+        // The key must stay out of every cache on the way.
+        expect(reply.headers.get("cache-control")).toBe("no-store");
+        expect(reply.headers.get("pragma")).toBe("no-cache");
+        const made = reply.body;
         expect(made.key).toMatch(KEY_SHAPE);
         expect(made).toMatchObject({ name: "ci runner", tier: "pro", user_id: null, last_used_at: null });
         const listed = await adminCall<{ api_keys: Record<string, unknown>[] }>("GET", "/admin/api-keys");

@@ -65,6 +65,9 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
       it("answers 200 with a bearer token, its lifetime, the session and the user's tier", async () => {
         const reply = await t.login("alice", "secret", { device: "laptop" });
         expect(reply.status).toBe(200);
+        // The token must stay out of every cache on the way.
+        expect(reply.headers.get("cache-control")).toBe("no-store");
+        expect(reply.headers.get("pragma")).toBe("no-cache");
         const body = reply.body as LoginBody;
         expect(Object.keys(body).sort()).toEqual([
           "access_token",
