@@ -31,20 +31,26 @@ export function createLocalInvalidations(): Invalidations {
   };
 }
 
+/**
+ * Runs a change and announces `subject` however the change ends. A change that failed may have
+ * been made all the same (a key deleted before the step after it failed, a reply lost on the way
+ * back): an announcement too many only costs a cached refusal, one too few leaves a refusal cached
+ * for a subject that is freer (a revoked key answered 429, not 401) until its window frees.
+ */
+async function announced<T>(bus: Invalidations, subject: string, change: () => Promise<T>): Promise<T> {
+  try {
+    return await change();
+  } finally {
+    bus.publish(subject);
+  }
+}
+
 /** The user store, announcing every change of a user (tier, disabled, password, own limits, removal). */
 export function announcingUsers(users: UserStore, bus: Invalidations): UserStore {
   return {
     ...users,
-    async update(userId, patch) {
-      const changed = await users.update(userId, patch);
-      bus.publish(userSubject(userId));
-      return changed;
-    },
-    async remove(userId) {
-      const removed = await users.remove(userId);
-      bus.publish(userSubject(userId));
-      return removed;
-    },
+    update: (userId, patch) => announced(bus, userSubject(userId), () => users.update(userId, patch)),
+    remove: (userId) => announced(bus, userSubject(userId), () => users.remove(userId)),
   };
 }
 
@@ -53,20 +59,20 @@ export function announcingSessions(sessions: SessionStore, bus: Invalidations): 
   return {
     ...sessions,
     async create(input, lifetimes) {
-      const created = await sessions.create(input, lifetimes);
+      let created: Awaited<ReturnType<SessionStore["create"]>>;
+      try {
+        created = await sessions.create(input, lifetimes);
+      } catch (error) {
+        // It may have run, evicting sessions, with its reply lost.
+        bus.publish(userSubject(input.userId));
+        throw error;
+      }
       if (created !== "refused" && created.evicted.length > 0) bus.publish(userSubject(input.userId));
       return created;
     },
-    async revoke(userId, sessionId) {
-      const revoked = await sessions.revoke(userId, sessionId);
-      bus.publish(userSubject(userId));
-      return revoked;
-    },
-    async revokeAll(userId) {
-      const revoked = await sessions.revokeAll(userId);
-      bus.publish(userSubject(userId));
-      return revoked;
-    },
+    revoke: (userId, sessionId) =>
+      announced(bus, userSubject(userId), () => sessions.revoke(userId, sessionId)),
+    revokeAll: (userId) => announced(bus, userSubject(userId), () => sessions.revokeAll(userId)),
   };
 }
 
@@ -74,10 +80,7 @@ export function announcingSessions(sessions: SessionStore, bus: Invalidations): 
 export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): LimiterPort {
   return {
     limit: (request) => limiter.limit(request),
-    async reset(subject, categories) {
-      await limiter.reset(subject, categories);
-      bus.publish(subject);
-    },
+    reset: (subject, categories) => announced(bus, subject, () => limiter.reset(subject, categories)),
   };
 }
 
@@ -85,16 +88,8 @@ export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): Lim
 export function announcingApiKeys(keys: ApiKeyStore, bus: Invalidations): ApiKeyStore {
   return {
     ...keys,
-    async update(id, patch) {
-      const changed = await keys.update(id, patch);
-      bus.publish(keySubject(id));
-      return changed;
-    },
-    async remove(id) {
-      const removed = await keys.remove(id);
-      bus.publish(keySubject(id));
-      return removed;
-    },
+    update: (id, patch) => announced(bus, keySubject(id), () => keys.update(id, patch)),
+    remove: (id) => announced(bus, keySubject(id), () => keys.remove(id)),
   };
 }
 
@@ -102,9 +97,6 @@ export function announcingApiKeys(keys: ApiKeyStore, bus: Invalidations): ApiKey
 export function announcingSubjects(subjects: SubjectStore, bus: Invalidations): SubjectStore {
   return {
     ...subjects,
-    async update(subject, patch) {
-      await subjects.update(subject, patch);
-      bus.publish(subject);
-    },
+    update: (subject, patch) => announced(bus, subject, () => subjects.update(subject, patch)),
   };
 }

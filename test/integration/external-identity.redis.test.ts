@@ -19,6 +19,7 @@ import {
 } from "../support/jwks-server.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, redisUrl, testPrefix } from "../support/redis.js";
+import { ADMIN_TOKEN } from "../support/secrets.mjs";
 
 /** The client with every `command` failing, as over a connection lost just before it. */
 const failing = (redis: RedisClient, command: string): RedisClient =>
@@ -127,6 +128,40 @@ describe("external identities on redis", () => {
       ).rejects.toThrow();
       expect(await t.redis.exists(`${t.prefix}{k:${id}}:key`), step).toBe(0);
       expect(await t.redis.zscore(index, id), step).toBeNull();
+    }
+  });
+
+  it("refuses a revoked key at once even when its revocation failed after deleting it", async () => {
+    // The key's hash goes, then dropping its id from the listing fails: the DELETE answers 503.
+    const store = createRedisStore({ redis: failing(connectRedis(), "zrem"), prefix: testPrefix() });
+    const broken = await startInProcess({ store, env: { LOG_LEVEL: "silent" } });
+    try {
+      const admin = <T>(method: string, path: string, json?: unknown) =>
+        broken.admin<T>(method, path, { token: ADMIN_TOKEN, ...(json === undefined ? {} : { json }) });
+      const made = await admin<{ id: string; key: string }>("POST", "/admin/api-keys", {
+        name: "cached then revoked",
+        tier: "free",
+      });
+      expect((await admin("PUT", `/admin/api-keys/${made.body.id}/limits`, { search: "1/1h" })).status).toBe(
+        200,
+      );
+      const check = () =>
+        broken.tollgate.checker({
+          method: "GET",
+          path: "/api/search",
+          authorization: undefined,
+          apiKey: made.body.key,
+          ip: "198.51.100.61",
+        });
+      expect(await check()).toMatchObject({ kind: "allow" });
+      // Refused, then refused from the denial cache.
+      expect(await check()).toMatchObject({ kind: "deny", status: 429 });
+      expect(await check()).toMatchObject({ kind: "deny", status: 429 });
+      expect((await admin("DELETE", `/admin/api-keys/${made.body.id}`)).status).toBe(503);
+      expect(await check()).toMatchObject({ kind: "deny", status: 401, reason: "revoked" });
+    } finally {
+      await broken.close();
+      await store.close();
     }
   });
 
