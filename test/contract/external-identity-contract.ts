@@ -498,6 +498,26 @@ export function describeExternalIdentityContract(
         expect((await adminCall("DELETE", `/admin/api-keys/${made.id}`)).status).toBe(404);
       });
 
+      it("counts a revoked key as a bad credential: 401 until the address's anonymous limit is full, then 429", async () => {
+        const made = await create({ name: "revoked, then flooded", tier: "free" });
+        expect((await adminCall("DELETE", `/admin/api-keys/${made.id}`)).status).toBe(200);
+        const from = async (ip: string) => {
+          const res = await fetch(`${running.checkUrl}/ext_authz/api/search`, {
+            headers: { "x-forwarded-for": ip, "x-api-key": made.key },
+          });
+          return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+        };
+        // The store says the key is gone once; from then on the address's anonymous search
+        // window (20 an hour) counts each check, as it counts any bad token.
+        const answers = [];
+        for (let i = 0; i < 22; i += 1) answers.push(await from("198.18.254.1"));
+        expect(answers.map((a) => a.status)).toEqual([...Array(21).fill(401), 429]);
+        expect(answers[0]?.body.message).toBe("API key unknown or revoked");
+        expect(answers[21]?.body).toMatchObject({ error: "rate_limit_exceeded", tier: "anonymous" });
+        // Another address has its own window.
+        expect((await from("198.18.254.2")).status).toBe(401);
+      });
+
       it("refuses a revoked key at once even while its refusal is cached", async () => {
         const made = await create({ name: "cached refusal", tier: "free" });
         expect((await adminCall("PUT", `/admin/api-keys/${made.id}/limits`, { search: "1/1h" })).status).toBe(
