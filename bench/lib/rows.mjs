@@ -114,6 +114,12 @@ function addUp(objects) {
   return total;
 }
 
+/** The CPU time of the processes that serve the row, per request (NaN without figures). */
+function serverCpuUs(spec, cpu, served) {
+  const seconds = (spec.servers ?? []).reduce((n, name) => n + (cpu?.secondsByProcess[name] ?? 0), 0);
+  return cpu === undefined || served === 0 ? Number.NaN : (seconds / served) * 1e6;
+}
+
 /** One row from its slices: sums, merged latencies, and the per-request figures. */
 function combine(spec, slices) {
   const load = summarizeLoad(slices.map((s) => s.load));
@@ -161,8 +167,17 @@ function combine(spec, slices) {
   }
   // CPU time of the processes that serve the row, per request: unlike req/s, it hardly depends on
   // what else the machine was doing.
-  const seconds = (spec.servers ?? []).reduce((n, name) => n + (row.cpu?.secondsByProcess[name] ?? 0), 0);
-  row.serverCpuUsPerRequest = row.cpu === undefined || served === 0 ? Number.NaN : (seconds / served) * 1e6;
+  row.serverCpuUsPerRequest = serverCpuUs(spec, row.cpu, served);
+  // Each slice apart (in the JSON): whether one round ran dearer than another.
+  row.slices = slices.map((s) => {
+    const sliceLoad = summarizeLoad([s.load]);
+    const cpu = cpuFigures([s.cpu]);
+    return {
+      rps: sliceLoad.rps,
+      serverCpuUsPerRequest: serverCpuUs(spec, cpu, s.checks ?? sliceLoad.requests),
+      probeMs: s.probeMs,
+    };
+  });
   return row;
 }
 
