@@ -22,8 +22,11 @@ const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malf
  * A provider's tokens run long (Keycloak's with many roles, Entra ID's with groups, often past 4 KiB);
  * the bound caps the work one request's token costs (its payload is decoded to read `iss`). The
  * check listener takes 64 KiB of headers. tollgate's own tokens keep their 4 KiB bound (jwt.ts).
+ * Never past 16,383: V8 hashes a longer string by its length alone, so tokens of one such length
+ * would all collide in the token caches (Maps keyed by the token), each lookup comparing the new
+ * token with every one kept, a cost a client could choose.
  */
-const MAX_PROVIDER_TOKEN_LENGTH = 16 * 1024;
+export const MAX_PROVIDER_TOKEN_LENGTH = 16_000;
 
 /**
  * Keys read before, with their claims: a client sends the same key on every request, and hashing

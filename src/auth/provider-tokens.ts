@@ -23,7 +23,7 @@ export type ProviderTokens = {
 const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
 const CACHE_SIZE = 10_000;
-/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16 KiB). */
+/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16,000 characters). */
 const CACHE_CHARS = 10_000 * 4096;
 /**
  * Tokens whose signature failed, kept briefly: a client retrying one forged token costs one

@@ -1,5 +1,5 @@
 // Answers kept by a token's whole text, bounded by their count and by the tokens' total length: a
-// provider's tokens may be 16 KiB each, and ten thousand of them must not hold 160 MB. The oldest
+// provider's tokens may be 16,000 characters each, and ten thousand of them must not hold 160 MB. The oldest
 // entry goes first when either bound is reached.
 export type TokenCache<V> = {
   get(token: string): V | undefined;

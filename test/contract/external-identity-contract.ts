@@ -151,7 +151,7 @@ export function describeExternalIdentityContract(
         expect(answer.headers.get("x-user-id")).toBeNull();
       });
 
-      it("allows a provider token of 12 KiB (many groups, as Entra ID and Keycloak send), and refuses one past 16 KiB as too long", async () => {
+      it("allows a provider token of 12 KiB (many groups, as Entra ID and Keycloak send), and refuses one past 16,000 characters as too long", async () => {
         const groups = (n: number) =>
           Array.from({ length: n }, (_, i) => `group-${String(i).padStart(26, "0")}`);
         const long = signToken(rsa, claims({ groups: groups(260), plan: "premium" }));

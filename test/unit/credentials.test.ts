@@ -5,7 +5,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
-import { createCredentialReader } from "../../src/auth/credentials.js";
+import { createCredentialReader, MAX_PROVIDER_TOKEN_LENGTH } from "../../src/auth/credentials.js";
 import { createTokenService } from "../../src/auth/jwt.js";
 
 const tokens = createTokenService({
@@ -67,5 +67,34 @@ describe("API keys in the credential reader", () => {
       expect(reader(`ApiKey ${padding}${key}`, undefined)).toMatchObject({ ok: true });
     }
     expect(heapMb() - before).toBeLessThan(50);
+  });
+});
+
+describe("a provider token's length", () => {
+  it("is bounded under V8's 16,384, past which strings hash by length alone and collide in the caches", () => {
+    const seen: string[] = [];
+    const provider = {
+      issuer: "https://idp.example",
+      cached: () => undefined,
+      verify: (token: string) => {
+        seen.push(token);
+        return { ok: false as const, reason: "invalid" as const, description: "token signature invalid" };
+      },
+    };
+    const read = createCredentialReader({ tokens, provider });
+    const shaped = (length: number) => {
+      const head = `${Buffer.from('{"alg":"RS256"}').toString("base64url")}.${Buffer.from(
+        JSON.stringify({ iss: provider.issuer, pad: "" }),
+      ).toString("base64url")}.`;
+      return head + "s".repeat(length - head.length);
+    };
+    expect(MAX_PROVIDER_TOKEN_LENGTH).toBeLessThan(16_384);
+    for (const length of [16_384, MAX_PROVIDER_TOKEN_LENGTH + 1]) {
+      expect(read(`Bearer ${shaped(length)}`, undefined)).toMatchObject({ description: "token too long" });
+    }
+    expect(read(`Bearer ${shaped(MAX_PROVIDER_TOKEN_LENGTH)}`, undefined)).toMatchObject({
+      description: "token signature invalid",
+    });
+    expect(seen.map((t) => t.length)).toEqual([MAX_PROVIDER_TOKEN_LENGTH]);
   });
 });
