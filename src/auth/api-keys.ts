@@ -28,15 +28,13 @@ export function readApiKey(text: string): { id: string; hash: string } | undefin
 }
 
 /**
- * What a store key or a metric holds in place of a value that is an API key (a rate limit service
- * descriptor's `x-api-key`, say), never the key: `counted`, its hash, so that keys of one id with
- * other secrets count apart; `shown`, its public id. Undefined for any other value: one length
- * check for most.
+ * The public id of a value shaped like an API key, without hashing it, or undefined: one length
+ * check for most values. A rate limit service descriptor's value of this shape (its `x-api-key`,
+ * say) is counted under the key's hash and shown by this id (rls/match.ts), never as itself.
  */
-export function apiKeyStandIn(text: string): { counted: string; shown: string } | undefined {
+export function apiKeyIdOf(text: string): string | undefined {
   if (text.length !== API_KEY_LENGTH || !text.startsWith(PREFIX)) return undefined;
-  const key = readApiKey(text);
-  return key === undefined ? undefined : { counted: key.hash, shown: `${PREFIX}${key.id}` };
+  return KEY.exec(text)?.[1];
 }
 
 /** The longest name of a key, once trimmed. */

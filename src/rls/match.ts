@@ -2,7 +2,7 @@
 // GetLimit (src/config/config_impl.go) and constructLimitsToCheck (src/service/ratelimit.go) do, and
 // the subject a matched descriptor is counted under.
 
-import { apiKeyStandIn } from "../auth/api-keys.js";
+import { apiKeyIdOf, hashApiKey } from "../auth/api-keys.js";
 import {
   type RequestDescriptor,
   RLS_UNIT_SECONDS,
@@ -160,8 +160,11 @@ export function wildcardMatches(parts: readonly string[], value: string): boolea
  * exact match, `key_<pattern>` for a wildcard, `key` for a default, except that value_to_metric on the
  * node puts the request's value in (a shared wildcard keeps its pattern).
  */
-/** A request's value as a stats key shows it: an API key by its id alone. */
-const shownValue = (value: string): string => apiKeyStandIn(value)?.shown ?? value;
+/** A request's value as a stats key shows it: an API key by its id alone (no hash computed). */
+function shownValue(value: string): string {
+  const id = apiKeyIdOf(value);
+  return id === undefined ? value : `tg_${id}`;
+}
 
 function statsKeyOf(
   domain: string,
@@ -216,8 +219,7 @@ function encodePart(text: string): string {
  * No encoded value holds a bare "!", so no other value can stand for a key.
  */
 function valuePart(value: string): string {
-  const standIn = apiKeyStandIn(value);
-  return standIn === undefined ? encodePart(value) : `!${standIn.counted}`;
+  return apiKeyIdOf(value) === undefined ? encodePart(value) : `!${hashApiKey(value)}`;
 }
 
 /**
