@@ -174,11 +174,12 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       const { categories } = policy.current().policy;
-      // Sessions and keys before the user: a failure (503) leaves the user for a retry to finish.
+      // Sessions, keys, windows and the name's lockout before the user: a failure (503) leaves the
+      // user for a retry to finish, which a 404 would refuse once the user is gone.
       const revoked = await store.sessions.revokeAll(user.id);
-      const keys = await removeWithKeys({ ...store, categories }, [user], (u) => store.users.remove(u.id));
       await store.limiter.reset(userSubject(user.id), categories);
       await lockout.clear(user.username);
+      const keys = await removeWithKeys({ ...store, categories }, [user], (u) => store.users.remove(u.id));
       logger.info({ event: "user_deleted", userId: user.id, revoked, apiKeys: keys }, "user deleted");
       res.json({
         message: "User deleted; every session and API key revoked",

@@ -414,6 +414,32 @@ export function describeExternalIdentityContract(
         }
       });
 
+      it("finishes deleting a user on a retry after resetting its windows failed", async () => {
+        const user = await running.newUser("free");
+        const base = running.store;
+        let failures = 1;
+        const flaky: Store = {
+          ...base,
+          limiter: {
+            ...base.limiter,
+            async reset(subject, categories) {
+              if (failures-- > 0) throw new StoreUnavailableError(new Error("timed out"));
+              return base.limiter.reset(subject, categories);
+            },
+          },
+        };
+        const other = await startInProcess({ store: flaky, demoUsers: false, env: { LOG_LEVEL: "silent" } });
+        try {
+          const path = `/admin/users/${user.id}`;
+          expect((await other.admin("DELETE", path, { token: other.adminToken })).status).toBe(503);
+          expect((await other.admin("GET", path, { token: other.adminToken })).status).toBe(200);
+          expect((await other.admin("DELETE", path, { token: other.adminToken })).status).toBe(200);
+          expect((await other.admin("GET", path, { token: other.adminToken })).status).toBe(404);
+        } finally {
+          await other.close();
+        }
+      });
+
       it("lists keys page by page with limit and after, every key once", async () => {
         for (let i = 0; i < 5; i += 1) await create({ name: `paged ${i}`, tier: "free" });
         const all = await adminCall<{ api_keys: KeyBody[]; next: string | null }>("GET", "/admin/api-keys");
