@@ -4,7 +4,12 @@ import { type AuthService, createAuthService } from "./auth/auth-service.js";
 import { createCredentialReader } from "./auth/credentials.js";
 import { createTokenService, type TokenService } from "./auth/jwt.js";
 import { createLockout } from "./auth/lockout.js";
-import { createProviderKeys, type KeyTimings, type ProviderKeys } from "./auth/provider-keys.js";
+import {
+  createProviderKeys,
+  type KeyTimings,
+  logKeyFetches,
+  type ProviderKeys,
+} from "./auth/provider-keys.js";
 import { createProviderTokens } from "./auth/provider-tokens.js";
 import { DEMO_USER_IDS } from "./auth/users-file.js";
 import { type Checker, createChecker } from "./check/checker.js";
@@ -92,26 +97,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const tokens = createTokenService(config.jwt);
   const { provider } = config.identity;
   const providerKeys = provider === undefined ? undefined : createProviderKeys(provider, options.keyTimings);
-  providerKeys?.onFetch((outcome) => {
-    if (outcome.ok) {
-      logger.info(
-        {
-          event: "provider_keys",
-          keys: outcome.keys,
-          refreshInSeconds: Math.round(outcome.refreshInMs / 1000),
-        },
-        "identity provider keys loaded",
-      );
-    } else {
-      // Retried with a doubling delay (at most a minute), so this line comes no oftener.
-      logger.error(
-        { event: "provider_keys_failed", attempt: outcome.attempt, err: outcome.error },
-        providerKeys.loaded()
-          ? "identity provider keys not refreshed: the last ones stay in use"
-          : "identity provider keys not loaded: provider tokens are refused and /ready waits",
-      );
-    }
-  });
+  if (providerKeys !== undefined) logKeyFetches(providerKeys, logger);
   providerKeys?.start();
   const credentials = createCredentialReader({
     tokens,

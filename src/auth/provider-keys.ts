@@ -3,6 +3,7 @@
 // provider is down. Nothing here is on the check path but a map lookup.
 import { createPublicKey, type KeyObject } from "node:crypto";
 import type { ProviderSettings } from "../config/identity-settings.js";
+import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
 
 export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
@@ -241,4 +242,28 @@ export function createProviderKeys(
       clearTimeout(timer);
     },
   };
+}
+
+/** A log line per fetch of the key set: loaded, or failed (and what that leaves in use). */
+export function logKeyFetches(keys: ProviderKeys, logger: Logger): void {
+  keys.onFetch((outcome) => {
+    if (outcome.ok) {
+      logger.info(
+        {
+          event: "provider_keys",
+          keys: outcome.keys,
+          refreshInSeconds: Math.round(outcome.refreshInMs / 1000),
+        },
+        "identity provider keys loaded",
+      );
+    } else {
+      // Retried with a doubling delay (at most a minute), so this line comes no oftener.
+      logger.error(
+        { event: "provider_keys_failed", attempt: outcome.attempt, err: outcome.error },
+        keys.loaded()
+          ? "identity provider keys not refreshed: the last ones stay in use"
+          : "identity provider keys not loaded: provider tokens are refused and /ready waits",
+      );
+    }
+  });
 }
