@@ -85,23 +85,26 @@ function fixedModel(w: Window, counts: Map<number, number>): WindowModel {
 
 /**
  * GCRA as usually written: a theoretical arrival time, emission interval window/limit, burst `limit`.
- * Its times are ms since `origin` (the timeline's start): absolute ms are coarse doubles (about 2e-4
- * ms), and a debt read as requests for a new window of an hour at a limit of 1 grows that a
- * thousandfold, past the slack its times are compared with.
+ * The arrival time is kept as a debt owed past `at`, the timeline's ms (since its start) of the last
+ * count: a time of the timeline is a whole number of ms, exact at any size, while a debt is at most
+ * days. Summed into one time, the timeline's hours of ms left a debt about 4e-9 ms of noise, and a
+ * debt read as requests for a new window of an hour at a limit of 1 grows that over a thousandfold,
+ * past the slack its times are compared with (a Retry-After a ms too long: 1 440 001 for 1 440 000).
  */
-function gcraModel(w: Window, state: { tat: number }, origin: number): WindowModel {
+function gcraModel(w: Window, state: { at: number; debt: number }, origin: number): WindowModel {
   const interval = w.windowMs / w.limit;
-  const tat = (t: number) => Math.max(state.tat, t - origin);
+  const debt = (t: number) => Math.max(0, state.debt - (t - origin - state.at));
   return {
     // The stores' tolerance, 1e-3 µs (src/ratelimit/algorithms.ts EPS_US): a debt a third of a µs over
     // the bucket, which a limit that does not divide its window leaves, does not fit yet.
-    fits: (t, k) => tat(t) + k * interval - (t - origin) <= w.windowMs + 1e-6,
-    remaining: (t) => Math.max(0, Math.floor((w.windowMs - (tat(t) - (t - origin))) / interval + 1e-6)),
+    fits: (t, k) => debt(t) + k * interval <= w.windowMs + 1e-6,
+    remaining: (t) => Math.max(0, Math.floor((w.windowMs - debt(t)) / interval + 1e-6)),
     count: (t, k) => {
-      state.tat = tat(t) + k * interval;
+      state.debt = debt(t) + k * interval;
+      state.at = t - origin;
     },
     // When the bucket would hold the requests if it were as large as they are.
-    never: (t, k) => Math.ceil(tat(t) + k * interval - (t - origin) - w.windowMs - 1e-6),
+    never: (t, k) => Math.ceil(debt(t) + k * interval - w.windowMs - 1e-6),
   };
 }
 
@@ -117,6 +120,10 @@ function earliest(from: number, ok: (t: number) => boolean, horizon: number): nu
   }
   return hi;
 }
+
+/** The ms a gcra entry still owes at `at` (the timeline's ms): its debt less the time since its count. */
+const gcraOwes = (g: { at: number; debt: number } | undefined, at: number): number =>
+  g === undefined ? 0 : Math.max(0, g.debt - (at - g.at));
 
 /** How many entries of window lengths a rule no longer has the stores keep (while they matter). */
 const MAX_KEPT = 16;
@@ -141,7 +148,7 @@ function createModel(origin = 0) {
   const logs = new Map<string, number[]>();
   const counters = new Map<string, Map<number, number>>();
   const lastStart = new Map<string, number>();
-  const gcras = new Map<string, { tat: number; limit: number }>();
+  const gcras = new Map<string, { at: number; debt: number; limit: number }>();
   const kinds = new Map<string, "C" | "Q">();
   const present = new Map<string, number[]>();
 
@@ -153,7 +160,7 @@ function createModel(origin = 0) {
   const matters = (key: string, w: number, now: number) =>
     kinds.get(key) === "C"
       ? counterEntry(key, w).b + 2 * w > now
-      : (gcras.get(`${key}|${w}`)?.tat ?? 0) > now - origin;
+      : gcraOwes(gcras.get(`${key}|${w}`), now - origin) > 0;
   const evidence = (key: string, w: Window, now: number) => {
     let most = (logs.get(key) ?? []).filter((x) => x > now - w.windowMs).length;
     for (const other of present.get(key) ?? []) {
@@ -165,7 +172,7 @@ function createModel(origin = 0) {
       } else {
         // The requests the debt stands for, each at the interval of the limit it was counted with.
         const g = gcras.get(`${key}|${other}`);
-        k = (Math.max(0, (g?.tat ?? 0) - (now - origin)) * (g?.limit ?? 1)) / other;
+        k = (gcraOwes(g, now - origin) * (g?.limit ?? 1)) / other;
       }
       most = Math.max(most, k);
     }
@@ -236,17 +243,20 @@ function createModel(origin = 0) {
       const kept = gcras.get(k);
       // A debt counted under another limit stands for as many requests at this limit's interval.
       const at = now - origin;
-      const state = seeded
-        ? { tat: at + Math.min(evidence(key, w, now), w.limit) * (w.windowMs / w.limit) }
-        : kept === undefined
-          ? { tat: 0 }
-          : { tat: at + (Math.max(0, kept.tat - at) * kept.limit) / w.limit };
+      const state = {
+        at,
+        debt: seeded
+          ? Math.min(evidence(key, w, now), w.limit) * (w.windowMs / w.limit)
+          : kept === undefined
+            ? 0
+            : (gcraOwes(kept, at) * kept.limit) / w.limit,
+      };
       const model = gcraModel(w, state, origin);
       return {
         ...model,
         count: (t, n) => {
           model.count(t, n);
-          gcras.set(k, { tat: state.tat, limit: w.limit });
+          gcras.set(k, { at: state.at, debt: state.debt, limit: w.limit });
         },
       };
     });
@@ -487,19 +497,36 @@ const FRACTION_OVER: Timeline = {
   ],
 };
 
+/**
+ * Another (gcra): hours into a timeline, a debt of 0.4 of a request at 6 per 10 s read for an hour at a
+ * limit of 1 owes exactly 1 440 000 ms. The model kept one arrival time since the timeline's start,
+ * whose noise at 2e7 ms, grown 2 160-fold, asked the stores for 1 440 001.
+ */
+const HOURS_IN: Timeline = {
+  start: 1_600_000_000_000,
+  rules: [gcra(1, 10_000), gcra(1, 10_000), gcra(1, 10_000), gcra(1, 10_000)],
+  steps: [hit(0, 20_000_000, 1, gcra(6, 10_000)), hit(0, 1_000, 1, gcra(1, 3_600_000))],
+};
+
+/**
+ * A run stops after 20 s, inside vitest's 30, and counts as failed: a counterexample whose shrinking
+ * would outlast the test is reported as far as it shrank, not as a bare timeout (a run takes 1–3 s).
+ */
+const BUDGET = { interruptAfterTimeLimit: 20_000, markInterruptAsFailure: true };
+
 describe.each(stores)("%s against plain references", (_name, factory) => {
   describe.each(ALGORITHMS)("%s", (algorithm) => {
     it("gives identical decisions, remaining and Retry-After on random timelines", async () => {
       await fc.assert(
         fc.asyncProperty(timelineArb([algorithm], false), (timeline) => replay(factory, timeline)),
-        { numRuns: 80 },
+        { ...BUDGET, numRuns: 80 },
       );
     });
 
     it("stays identical when limits and windows change between hits (policy reloads)", async () => {
       await fc.assert(
         fc.asyncProperty(timelineArb([algorithm], true), (timeline) => replay(factory, timeline)),
-        { numRuns: 50, examples: algorithm === "gcra" ? [[FRACTION_OVER]] : [] },
+        { ...BUDGET, numRuns: 50, examples: algorithm === "gcra" ? [[FRACTION_OVER], [HOURS_IN]] : [] },
       );
     });
   });
@@ -507,7 +534,7 @@ describe.each(stores)("%s against plain references", (_name, factory) => {
   it("stays identical when the algorithm changes too (each starts from what the others counted)", async () => {
     await fc.assert(
       fc.asyncProperty(timelineArb(ALGORITHMS, true), (timeline) => replay(factory, timeline)),
-      { numRuns: 150 },
+      { ...BUDGET, numRuns: 150 },
     );
   });
 });
