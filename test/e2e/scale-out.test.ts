@@ -336,7 +336,12 @@ async function sentinelTopology(): Promise<{ topology: Topology; stop(): Promise
         return performance.now();
       },
       async promoted() {
-        return (await setup.masterPort()) !== original;
+        // A client (tollgate) follows whichever Sentinel names the new master first; this asks them all
+        // for a while, as one that has not heard from the failover's leader yet still names the old one.
+        for (const until = performance.now() + 10_000; ; await sleep(200)) {
+          if ((await setup.masterPorts()).some((port) => port !== original)) return true;
+          if (performance.now() > until) return false;
+        }
       },
       sameMaster: async () => true,
       sharded: false,

@@ -177,8 +177,11 @@ export type RedisSentinels = {
   addresses: string;
   /** The value of REDIS_SENTINEL_MASTER. */
   name: string;
-  /** The port Sentinel currently names as the master. */
-  masterPort(): Promise<number>;
+  /**
+   * The master's port as each answering Sentinel names it. The Sentinel that led a failover knows
+   * first; the others learn it from its hello messages, sent every 2 s.
+   */
+  masterPorts(): Promise<number[]>;
   stop(): Promise<void>;
 };
 
@@ -231,7 +234,8 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
       sentinels,
       addresses: sentinels.map((s) => `127.0.0.1:${s.port}`).join(","),
       name: SENTINEL_MASTER_NAME,
-      async masterPort() {
+      async masterPorts() {
+        const ports: number[] = [];
         for (const sentinel of sentinels) {
           try {
             const reply = await redisCli(
@@ -240,12 +244,13 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
               "GET-MASTER-ADDR-BY-NAME",
               SENTINEL_MASTER_NAME,
             );
-            return Number(reply.split("\n")[1]);
+            ports.push(Number(reply.split("\n")[1]));
           } catch {
-            // ask the next Sentinel
+            // a Sentinel that does not answer (the others do)
           }
         }
-        throw new Error("no Sentinel answers");
+        if (ports.length === 0) throw new Error("no Sentinel answers");
+        return ports;
       },
       stop: () => stopAll(nodes, dir),
     };
