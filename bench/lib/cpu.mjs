@@ -44,6 +44,13 @@ function processStat(pid) {
  * RLS floor's client) are not in the tree taken at its start: their CPU is counted from the bench's
  * cutime + cstime.
  */
+/** The CPU seconds (user + system) one live process has used so far. */
+export function cpuSecondsOf(pid) {
+  const stat = processStat(pid);
+  if (stat === undefined) throw new Error(`process ${pid} is gone`);
+  return stat.ticks / clockTicks();
+}
+
 export const REAPED = "bench's exited children (h2load, RLS floor client)";
 
 /** The bench and every process below it (nginx workers included), each with its parent. */

@@ -4,6 +4,7 @@
 import { generateKeyPairSync, randomBytes, sign } from "node:crypto";
 import { createServer } from "node:http";
 import { send } from "../../test/support/http-client.mjs";
+import { cpuSecondsOf } from "./cpu.mjs";
 import { fixed, thousands } from "./report.mjs";
 
 export const AUDIENCE = "api://tollgate-bench";
@@ -89,6 +90,28 @@ async function refreshStorm(idp, checkUrl, count = 5_000) {
   };
 }
 
+/**
+ * `count` checks, 64 at a time, each with a provider token tollgate has not seen (one subject per
+ * token, signed before the clock starts): the verified-token cache misses every time, so each check
+ * pays the RS256 verification. tollgate's CPU per check (from /proc) beside the cached row's.
+ */
+async function cacheMisses(idp, checkUrl, pid, count = 4_000) {
+  const tokens = Array.from({ length: count }, (_, i) =>
+    providerToken(idp, `miss-${i}-${randomBytes(4).toString("hex")}`),
+  );
+  const statuses = {};
+  const before = cpuSecondsOf(pid);
+  const started = performance.now();
+  for (let done = 0; done < count; done += 64) {
+    const batch = tokens
+      .slice(done, done + 64)
+      .map((token) => send(checkUrl, { headers: { authorization: `Bearer ${token}` } }));
+    for (const { status } of await Promise.all(batch)) statuses[status] = (statuses[status] ?? 0) + 1;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  return { checks: count, seconds, cpuUs: ((cpuSecondsOf(pid) - before) * 1e6) / count, statuses };
+}
+
 /** The allowed rows of a provider token and an API key, beside the HS256 allowed row (`base`: its fields; `huge`: the limit). */
 export const identityRows = (core, base, huge) => [
   {
@@ -115,7 +138,13 @@ export const identityRows = (core, base, huge) => [
 export async function stormReport(core) {
   process.stderr.write("bench: the refresh-storm guard …\n");
   const storm = await refreshStorm(core.external.idp, core.checkUrl);
+  process.stderr.write("bench: provider tokens the cache has not seen …\n");
+  const misses = await cacheMisses(core.external.idp, core.checkUrl, core.tollgate.child.pid);
   return [
+    `Verified-token cache misses: ${misses.checks} checks, each with an RS256 provider token tollgate had not ` +
+      `seen (${JSON.stringify(misses.statuses)}), ${thousands(misses.checks / misses.seconds)} checks/s from one ` +
+      `client 64 at a time, ${fixed(misses.cpuUs, 0)} µs of tollgate CPU per check (the "allowed, provider ` +
+      "RS256\" row, whose token is verified once and then found in the cache, shows a hit's cost).",
     `Refresh-storm guard: ${storm.checks} checks with tokens of made-up kids in ${storm.seconds.toFixed(1)} s ` +
       `(${JSON.stringify(storm.statuses)}) cost the provider ${storm.providerFetches} JWKS request(s) ` +
       "(at most one per 30 s is allowed).",
