@@ -22,9 +22,11 @@ export type ProviderTokens = {
 /** What a provider subject's x-user-id starts with. */
 const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
-const CACHE_SIZE = 10_000;
-/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16,000 characters). */
-const CACHE_CHARS = 10_000 * 4096;
+/**
+ * The verified tokens' total length, per entry of JWT_PROVIDER_CACHE_SIZE: the cache holds what
+ * that many tokens of 4 KiB hold (40 MB at the default 10,000), whatever their length (up to 16,000 characters).
+ */
+const CACHE_CHARS_PER_ENTRY = 4096;
 /**
  * Tokens whose signature failed, kept briefly: a client retrying one forged token costs one
  * verification, not one per request. Few and short-lived, as a flood of different forgeries gains
@@ -121,7 +123,10 @@ function claimsProblem(settings: ProviderSettings, payload: Record<string, unkno
 
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
-  const cache = createTokenCache<Claims>({ maxEntries: CACHE_SIZE, maxChars: CACHE_CHARS });
+  const cache = createTokenCache<Claims>({
+    maxEntries: settings.cacheSize,
+    maxChars: settings.cacheSize * CACHE_CHARS_PER_ENTRY,
+  });
   const failed = createTokenCache<number>({ maxEntries: FAILED_SIZE, maxChars: FAILED_CHARS });
   keys.onFetch((_outcome, change) => {
     // A key the provider withdrew verifies nothing more: tokens it verified are checked again.

@@ -30,6 +30,7 @@ const settings: ProviderSettings = {
   subjectClaim: "sub",
   tierClaim: undefined,
   defaultTier: "free",
+  cacheSize: 10_000,
 };
 
 /** A key set of the test's own: `set` swaps it and tells the listeners how, as a fetch would. */
@@ -157,5 +158,20 @@ describe("provider token verification", () => {
     expect(verifications.count).toBe(0);
     verifyWith(tokens, forged[0] as string);
     expect(verifications.count).toBe(1);
+  });
+
+  it("keeps at most JWT_PROVIDER_CACHE_SIZE verified tokens, and 4 KiB of token text per entry", () => {
+    const tokens = createProviderTokens({ ...settings, cacheSize: 3 }, testKeys([key]).keys);
+    const four = Array.from({ length: 4 }, () => signToken(key, claims()));
+    for (const token of four) verifyWith(tokens, token);
+    expect(tokens.cached(four[0] as string)).toBeUndefined();
+    for (const token of four.slice(1)) expect(tokens.cached(token)).toMatchObject({ ok: true });
+    // Two tokens of over 6 KiB pass 3 × 4 KiB, one does not: the older goes, though the count allows 3.
+    const long = Array.from({ length: 2 }, () => signToken(key, claims({ pad: "p".repeat(5_000) })));
+    for (const token of long) expect(token.length).toBeGreaterThan(6 * 1024);
+    for (const token of long) expect(token.length).toBeLessThan(12 * 1024);
+    for (const token of long) verifyWith(tokens, token);
+    expect(tokens.cached(long[0] as string)).toBeUndefined();
+    expect(tokens.cached(long[1] as string)).toMatchObject({ ok: true });
   });
 });
