@@ -42,6 +42,21 @@ const SUBJECT = /^[\x21-\x7e]{1,255}$/;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
+/**
+ * A header `typ` an access token may carry, lower case (RFC 7515: case-insensitive, `application/`
+ * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
+ * profile) still write. Any other names another kind of token (logout+jwt, dpop+jwt, secevent+jwt).
+ */
+const ACCESS_TYPES = new Set(["jwt", "application/jwt", "at+jwt", "application/at+jwt"]);
+/** With JWT_PROVIDER_REQUIRE_AT_JWT: RFC 9068's type only. */
+const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
+/**
+ * Keycloak's `typ` claim of its tokens other than access tokens (an access token's says Bearer, or
+ * DPoP when bound to a key), lower case: its ID, refresh, offline and logout tokens carry the same
+ * iss and, for an ID token, the client's id as aud.
+ */
+const NOT_ACCESS_CLAIMS = new Set(["id", "refresh", "offline", "logout", "serialized-id"]);
+
 /** How node:crypto checks each algorithm's signature. */
 const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
   {
@@ -98,6 +113,30 @@ function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): s
   }
   // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
   return "";
+}
+
+/**
+ * Whether the token says it is something else than an access token (RFC 8725, section 3.11): an ID
+ * token accepted as one would let any client's login pass as a call to the API whenever JWT_AUDIENCE
+ * is a client's id. A token without a header `typ` passes (it is optional, and some providers leave
+ * it out) unless JWT_PROVIDER_REQUIRE_AT_JWT asks for RFC 9068's. Not `nonce`: Keycloak has put it in
+ * access tokens too (keycloak/keycloak#26893), and clients of older versions still get them.
+ */
+function typeProblem(
+  settings: ProviderSettings,
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+): TokenCheck | undefined {
+  const { typ } = header;
+  const types = settings.requireAtJwt ? AT_JWT_TYPES : ACCESS_TYPES;
+  if (typ === undefined ? settings.requireAtJwt : typeof typ !== "string" || !types.has(typ.toLowerCase())) {
+    return invalid(settings.requireAtJwt ? "token type must be at+jwt" : "token type not accepted");
+  }
+  const claim = payload.typ;
+  if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
+    return invalid("token is not an access token");
+  }
+  return undefined;
 }
 
 /**
@@ -193,7 +232,7 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
-      const refused = claimsProblem(settings, payload);
+      const refused = typeProblem(settings, header, payload) ?? claimsProblem(settings, payload);
       if (refused !== undefined) return refused;
       if (failedBefore(token)) return invalid("token signature invalid");
       const kid = typeof header.kid === "string" ? header.kid : undefined;

@@ -294,21 +294,25 @@ describe("settings", () => {
     ]);
   });
 
-  it("take the provider token cache's size, and name it when it is wrong", () => {
+  it("take the provider token cache's size and the at+jwt requirement, and name them when they are wrong", () => {
     const provider = {
       JWKS_URL: "https://idp.example/jwks",
       JWT_ISSUER: "https://idp.example/",
       JWT_AUDIENCE: "api",
     };
-    expect(loadConfig(provider).identity.provider).toMatchObject({ cacheSize: 10_000 });
-    expect(loadConfig({ ...provider, JWT_PROVIDER_CACHE_SIZE: "250" }).identity.provider).toMatchObject({
-      cacheSize: 250,
-    });
+    expect(loadConfig(provider).identity.provider).toMatchObject({ cacheSize: 10_000, requireAtJwt: false });
+    expect(
+      loadConfig({ ...provider, JWT_PROVIDER_CACHE_SIZE: "250", JWT_PROVIDER_REQUIRE_AT_JWT: "TRUE" })
+        .identity.provider,
+    ).toMatchObject({ cacheSize: 250, requireAtJwt: true });
     for (const size of ["0", "100001", "-5", "1e4", "lots"]) {
       expect(problems({ ...provider, JWT_PROVIDER_CACHE_SIZE: size })).toEqual([
         `JWT_PROVIDER_CACHE_SIZE: expected a whole number from 1 to 100000, got "${size}"`,
       ]);
     }
+    expect(problems({ ...provider, JWT_PROVIDER_REQUIRE_AT_JWT: "yes" })).toEqual([
+      'JWT_PROVIDER_REQUIRE_AT_JWT: expected one of true, false, got "yes"',
+    ]);
   });
 });
 

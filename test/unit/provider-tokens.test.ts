@@ -30,6 +30,7 @@ const settings: ProviderSettings = {
   subjectClaim: "sub",
   tierClaim: undefined,
   defaultTier: "free",
+  requireAtJwt: false,
   cacheSize: 10_000,
 };
 
@@ -158,6 +159,65 @@ describe("provider token verification", () => {
     expect(verifications.count).toBe(0);
     verifyWith(tokens, forged[0] as string);
     expect(verifications.count).toBe(1);
+  });
+
+  it.each([
+    ["JWT", {}],
+    ["jwt, in another case", { typ: "jwt" }],
+    ["application/jwt", { typ: "application/jwt" }],
+    ["at+jwt (RFC 9068)", { typ: "at+jwt" }],
+    ["application/at+JWT", { typ: "application/at+JWT" }],
+    ["no typ at all", { typ: undefined }],
+  ])("accepts an access token whose header typ is %s", (_what, header) => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({ ok: true });
+  });
+
+  it.each([
+    ["an OIDC back-channel logout token", { typ: "logout+jwt" }],
+    ["a DPoP proof", { typ: "dpop+jwt" }],
+    ["a security event token", { typ: "secevent+jwt" }],
+    ["a typ that is not a string", { typ: 42 }],
+  ])("refuses %s by its header typ, without verifying its signature", (_what, header) => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({
+      ok: false,
+      reason: "invalid",
+      description: "token type not accepted",
+    });
+    expect(verifications.count).toBe(0);
+  });
+
+  it("refuses Keycloak's ID, refresh, offline and logout tokens by their typ claim, and takes its Bearer and DPoP access tokens", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    for (const typ of ["ID", "Refresh", "Offline", "Logout", "Serialized-ID", "id"]) {
+      expect(verifyWith(tokens, signToken(key, claims({ typ })))).toMatchObject({
+        ok: false,
+        description: "token is not an access token",
+      });
+    }
+    expect(verifications.count).toBe(0);
+    for (const typ of ["Bearer", "DPoP"]) {
+      expect(verifyWith(tokens, signToken(key, claims({ typ })))).toMatchObject({ ok: true });
+    }
+  });
+
+  it("takes a token with a nonce claim: Keycloak has put one in access tokens too", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims({ nonce: "n-0S6_WzA2Mj" })))).toMatchObject({ ok: true });
+  });
+
+  it("takes only at+jwt tokens when JWT_PROVIDER_REQUIRE_AT_JWT is set", () => {
+    const tokens = createProviderTokens({ ...settings, requireAtJwt: true }, testKeys([key]).keys);
+    for (const typ of ["at+jwt", "application/AT+JWT"]) {
+      expect(verifyWith(tokens, signToken(key, claims(), { typ }))).toMatchObject({ ok: true });
+    }
+    for (const header of [{}, { typ: undefined }, { typ: "application/jwt" }]) {
+      expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({
+        ok: false,
+        description: "token type must be at+jwt",
+      });
+    }
   });
 
   it("keeps at most JWT_PROVIDER_CACHE_SIZE verified tokens, and 4 KiB of token text per entry", () => {
