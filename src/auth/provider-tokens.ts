@@ -2,7 +2,11 @@
 // (JWKS), only with the asymmetric algorithms allowed, then kept until their `exp` so that a busy
 // client costs one signature check per token rather than per request.
 import { constants, verify as cryptoVerify, type KeyObject } from "node:crypto";
-import type { ProviderAlgorithm, ProviderSettings } from "../config/identity-settings.js";
+import {
+  PROVIDER_ALGORITHMS,
+  type ProviderAlgorithm,
+  type ProviderSettings,
+} from "../config/identity-settings.js";
 import type { Claims, TokenCheck } from "./jwt.js";
 import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
 import { externalSubject } from "./subjects.js";
@@ -16,6 +20,13 @@ export type ProviderTokens = {
     payload: Record<string, unknown>,
   ): TokenCheck | Promise<TokenCheck>;
   cached(token: string): TokenCheck | undefined;
+  /**
+   * A token of neither JWT_ISSUER nor tollgate's own issuer, read before tollgate's verifier sees
+   * it: signed with an algorithm of a provider's, it is refused as a provider token of a wrong
+   * issuer (an iss missing a trailing slash reads so, not as "algorithm not allowed"). Undefined
+   * for any other algorithm: that token is tollgate's verifier's to refuse.
+   */
+  foreignIssuer(header: Record<string, unknown>, iss: unknown): TokenCheck | undefined;
   issuer: string;
 };
 
@@ -42,6 +53,7 @@ const SUBJECT = /^[\x21-\x7e]{1,255}$/;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
+const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /**
  * A header `typ` an access token may carry, lower case (RFC 7515: case-insensitive, `application/`
  * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
@@ -227,6 +239,17 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
   return {
     issuer: settings.issuer,
     cached,
+    foreignIssuer(header, iss) {
+      if (!ASYMMETRIC.has(header.alg)) return undefined;
+      // Compared only to say so: the issuer must match exactly, as it must in OIDC_ISSUER's document.
+      const slash =
+        typeof iss === "string" && iss.replace(/\/+$/, "") === settings.issuer.replace(/\/+$/, "");
+      return invalid(
+        slash
+          ? "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash"
+          : "token issuer not accepted",
+      );
+    },
     verify(token, header, payload) {
       const algorithm = header.alg;
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");

@@ -147,6 +147,7 @@ export function describeExternalIdentityContract(
         ["a subject with a space", () => signToken(rsa, claims({ sub: "a b" }))],
         ["Keycloak's ID token (typ claim ID)", () => signToken(rsa, claims({ typ: "ID", nonce: "n-1" }))],
         ["an OIDC back-channel logout token", () => signToken(rsa, claims(), { typ: "logout+jwt" })],
+        ["an iss without JWT_ISSUER's trailing slash", () => signToken(rsa, claims({ iss: idp.url }))],
       ])("refuses %s with 401", async (_what, make) => {
         const answer = await bearer(make());
         expect(answer.status, answer.body).toBe(401);
@@ -170,11 +171,15 @@ export function describeExternalIdentityContract(
         expect(refused.headers.get("www-authenticate")).toContain('error_description="token too long"');
       });
 
-      it("says why it refuses a token that is no access token, and logs none of them", async () => {
+      it("says why it refuses a token that is no access token or names another issuer, and logs none of them", async () => {
         const refusals: [string, string][] = [
           [signToken(rsa, claims({ typ: "ID" })), "token is not an access token"],
           [signToken(ec, claims({ typ: "Refresh" })), "token is not an access token"],
           [signToken(rsa, claims(), { typ: "dpop+jwt" }), "token type not accepted"],
+          [
+            signToken(rsa, claims({ iss: idp.url })),
+            "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+          ],
         ];
         for (const [token, message] of refusals) {
           const answer = await bearer(token);

@@ -234,4 +234,22 @@ describe("provider token verification", () => {
     expect(tokens.cached(long[0] as string)).toBeUndefined();
     expect(tokens.cached(long[1] as string)).toMatchObject({ ok: true });
   });
+
+  it("says a token of a provider's algorithm whose iss differs from JWT_ISSUER has a wrong issuer, and what differs", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(tokens.foreignIssuer({ alg: "RS256" }, ISSUER.slice(0, -1))).toMatchObject({
+      ok: false,
+      description: "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+    });
+    expect(tokens.foreignIssuer({ alg: "ES384" }, "https://evil.example/")).toMatchObject({
+      description: "token issuer not accepted",
+    });
+    expect(tokens.foreignIssuer({ alg: "EdDSA" }, undefined)).toMatchObject({
+      description: "token issuer not accepted",
+    });
+    // Not a provider's algorithm: tollgate's own verifier says why it refuses.
+    for (const alg of ["HS256", "none", undefined]) {
+      expect(tokens.foreignIssuer({ alg }, ISSUER.slice(0, -1))).toBeUndefined();
+    }
+  });
 });
