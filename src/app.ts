@@ -97,7 +97,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
   const tokens = createTokenService(config.jwt);
   const { provider } = config.identity;
   const providerKeys = provider === undefined ? undefined : createProviderKeys(provider, options.keyTimings);
-  if (providerKeys !== undefined) logKeyFetches(providerKeys, logger);
+  if (provider !== undefined && providerKeys !== undefined) logKeyFetches(providerKeys, logger, provider);
   providerKeys?.start();
   const credentials = createCredentialReader({
     tokens,

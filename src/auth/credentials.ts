@@ -3,6 +3,7 @@
 // algorithms only: a token that names the provider is never checked with tollgate's secret, and one
 // that does not is never checked with a provider key (an HS256 token signed with a provider's public
 // key fails both).
+import { OWN_ISSUER } from "../config/identity-settings.js";
 import { API_KEY_LENGTH, readApiKey } from "./api-keys.js";
 import type { Claims, TokenCheck, TokenService } from "./jwt.js";
 import type { ProviderTokens } from "./provider-tokens.js";
@@ -85,8 +86,15 @@ export function createCredentialReader(options: {
     const dot2 = token.indexOf(".", dot1 + 1);
     if (dot1 < 0 || dot2 < 0 || token.indexOf(".", dot2 + 1) >= 0) return MALFORMED;
     const payload = segment(token.slice(dot1 + 1, dot2));
-    if (payload?.iss !== provider.issuer) return tokens.verify(token);
+    if (payload === undefined || payload.iss === OWN_ISSUER) return tokens.verify(token);
     const header = segment(token.slice(0, dot1));
+    if (payload.iss !== provider.issuer) {
+      // Refused by tollgate's verifier too (its tokens say OWN_ISSUER): only the reason given changes.
+      return (
+        (header === undefined ? undefined : provider.foreignIssuer(header, payload.iss)) ??
+        tokens.verify(token)
+      );
+    }
     if (header === undefined) return MALFORMED;
     return provider.verify(token, header, payload);
   };

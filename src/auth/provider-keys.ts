@@ -244,8 +244,35 @@ export function createProviderKeys(
   };
 }
 
-/** A log line per fetch of the key set: loaded, or failed (and what that leaves in use). */
-export function logKeyFetches(keys: ProviderKeys, logger: Logger): void {
+/**
+ * A warning at start when JWT_ISSUER is not the discovery document's issuer. That issuer is
+ * OIDC_ISSUER whenever keys load (a document naming another is refused), so the settings tell it
+ * at once, provider up or not, and no refresh can change it. Right only where the provider's tokens
+ * name another issuer than its document (Entra ID's v1 access tokens say https://sts.windows.net/…).
+ */
+function warnIssuerMismatch(settings: Pick<ProviderSettings, "source" | "issuer">, logger: Logger): void {
+  const { source, issuer } = settings;
+  if (source.kind !== "oidc" || source.issuerUrl === issuer) return;
+  const slash = source.issuerUrl.replace(/\/+$/, "") === issuer.replace(/\/+$/, "");
+  logger.warn(
+    {
+      event: "provider_issuer_mismatch",
+      jwtIssuer: issuer.slice(0, 200),
+      oidcIssuer: shownIssuer(source.issuerUrl),
+    },
+    slash
+      ? "JWT_ISSUER and OIDC_ISSUER differ in a trailing slash: provider tokens are refused unless their iss is JWT_ISSUER's form (the provider's is most likely OIDC_ISSUER's)"
+      : "JWT_ISSUER is not the issuer of OIDC_ISSUER's discovery document: provider tokens are refused unless their iss is JWT_ISSUER",
+  );
+}
+
+/** A log line per fetch of the key set: loaded, or failed (and what that leaves in use); the issuers' mismatch at once. */
+export function logKeyFetches(
+  keys: ProviderKeys,
+  logger: Logger,
+  settings: Pick<ProviderSettings, "source" | "issuer">,
+): void {
+  warnIssuerMismatch(settings, logger);
   keys.onFetch((outcome) => {
     if (outcome.ok) {
       logger.info(

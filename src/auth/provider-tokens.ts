@@ -2,7 +2,11 @@
 // (JWKS), only with the asymmetric algorithms allowed, then kept until their `exp` so that a busy
 // client costs one signature check per token rather than per request.
 import { constants, verify as cryptoVerify, type KeyObject } from "node:crypto";
-import type { ProviderAlgorithm, ProviderSettings } from "../config/identity-settings.js";
+import {
+  PROVIDER_ALGORITHMS,
+  type ProviderAlgorithm,
+  type ProviderSettings,
+} from "../config/identity-settings.js";
 import type { Claims, TokenCheck } from "./jwt.js";
 import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
 import { externalSubject } from "./subjects.js";
@@ -16,15 +20,24 @@ export type ProviderTokens = {
     payload: Record<string, unknown>,
   ): TokenCheck | Promise<TokenCheck>;
   cached(token: string): TokenCheck | undefined;
+  /**
+   * A token of neither JWT_ISSUER nor tollgate's own issuer, read before tollgate's verifier sees
+   * it: signed with an algorithm of a provider's, it is refused as a provider token of a wrong
+   * issuer (an iss missing a trailing slash reads so, not as "algorithm not allowed"). Undefined
+   * for any other algorithm: that token is tollgate's verifier's to refuse.
+   */
+  foreignIssuer(header: Record<string, unknown>, iss: unknown): TokenCheck | undefined;
   issuer: string;
 };
 
 /** What a provider subject's x-user-id starts with. */
 const PROVIDER_PREFIX = "ext:";
 const LEEWAY_SECONDS = 5;
-const CACHE_SIZE = 10_000;
-/** The cache's tokens' total length: what 10,000 tokens of 4 KiB hold, whatever their length now (up to 16,000 characters). */
-const CACHE_CHARS = 10_000 * 4096;
+/**
+ * The verified tokens' total length, per entry of JWT_PROVIDER_CACHE_SIZE: the cache holds what
+ * that many tokens of 4 KiB hold (40 MB at the default 10,000), whatever their length (up to 16,000 characters).
+ */
+const CACHE_CHARS_PER_ENTRY = 4096;
 /**
  * Tokens whose signature failed, kept briefly: a client retrying one forged token costs one
  * verification, not one per request. Few and short-lived, as a flood of different forgeries gains
@@ -39,6 +52,22 @@ const UNKNOWN_KID_WAIT_MS = 100;
 const SUBJECT = /^[\x21-\x7e]{1,255}$/;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
+
+const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
+/**
+ * A header `typ` an access token may carry, lower case (RFC 7515: case-insensitive, `application/`
+ * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
+ * profile) still write. Any other names another kind of token (logout+jwt, dpop+jwt, secevent+jwt).
+ */
+const ACCESS_TYPES = new Set(["jwt", "application/jwt", "at+jwt", "application/at+jwt"]);
+/** With JWT_PROVIDER_REQUIRE_AT_JWT: RFC 9068's type only. */
+const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
+/**
+ * Keycloak's `typ` claim of its tokens other than access tokens (an access token's says Bearer, or
+ * DPoP when bound to a key), lower case: its ID, refresh, offline and logout tokens carry the same
+ * iss and, for an ID token, the client's id as aud.
+ */
+const NOT_ACCESS_CLAIMS = new Set(["id", "refresh", "offline", "logout", "serialized-id"]);
 
 /** How node:crypto checks each algorithm's signature. */
 const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
@@ -99,6 +128,30 @@ function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): s
 }
 
 /**
+ * Whether the token says it is something else than an access token (RFC 8725, section 3.11): an ID
+ * token accepted as one would let any client's login pass as a call to the API whenever JWT_AUDIENCE
+ * is a client's id. A token without a header `typ` passes (it is optional, and some providers leave
+ * it out) unless JWT_PROVIDER_REQUIRE_AT_JWT asks for RFC 9068's. Not `nonce`: Keycloak has put it in
+ * access tokens too (keycloak/keycloak#26893), and clients of older versions still get them.
+ */
+function typeProblem(
+  settings: ProviderSettings,
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+): TokenCheck | undefined {
+  const { typ } = header;
+  const types = settings.requireAtJwt ? AT_JWT_TYPES : ACCESS_TYPES;
+  if (typ === undefined ? settings.requireAtJwt : typeof typ !== "string" || !types.has(typ.toLowerCase())) {
+    return invalid(settings.requireAtJwt ? "token type must be at+jwt" : "token type not accepted");
+  }
+  const claim = payload.typ;
+  if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
+    return invalid("token is not an access token");
+  }
+  return undefined;
+}
+
+/**
  * What the token states, checked before its key is looked up or its signature verified: each check
  * costs nothing, so an expired or foreign token costs no verification and no refresh of the keys.
  * The order changes only the reason a bad token is given: a token is accepted only past them all.
@@ -121,7 +174,10 @@ function claimsProblem(settings: ProviderSettings, payload: Record<string, unkno
 
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
-  const cache = createTokenCache<Claims>({ maxEntries: CACHE_SIZE, maxChars: CACHE_CHARS });
+  const cache = createTokenCache<Claims>({
+    maxEntries: settings.cacheSize,
+    maxChars: settings.cacheSize * CACHE_CHARS_PER_ENTRY,
+  });
   const failed = createTokenCache<number>({ maxEntries: FAILED_SIZE, maxChars: FAILED_CHARS });
   keys.onFetch((_outcome, change) => {
     // A key the provider withdrew verifies nothing more: tokens it verified are checked again.
@@ -183,12 +239,23 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
   return {
     issuer: settings.issuer,
     cached,
+    foreignIssuer(header, iss) {
+      if (!ASYMMETRIC.has(header.alg)) return undefined;
+      // Compared only to say so: the issuer must match exactly, as it must in OIDC_ISSUER's document.
+      const slash =
+        typeof iss === "string" && iss.replace(/\/+$/, "") === settings.issuer.replace(/\/+$/, "");
+      return invalid(
+        slash
+          ? "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash"
+          : "token issuer not accepted",
+      );
+    },
     verify(token, header, payload) {
       const algorithm = header.alg;
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
-      const refused = claimsProblem(settings, payload);
+      const refused = typeProblem(settings, header, payload) ?? claimsProblem(settings, payload);
       if (refused !== undefined) return refused;
       if (failedBefore(token)) return invalid("token signature invalid");
       const kid = typeof header.kid === "string" ? header.kid : undefined;

@@ -22,6 +22,10 @@ export type ProviderSettings = {
   tierClaim: { name: string; map: ReadonlyMap<string, string> | undefined } | undefined;
   /** The tier of a subject whose token names none (or one the policy does not know). */
   defaultTier: string;
+  /** JWT_PROVIDER_REQUIRE_AT_JWT: only tokens whose header `typ` is RFC 9068's at+jwt. */
+  requireAtJwt: boolean;
+  /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept until their `exp`. */
+  cacheSize: number;
 };
 
 export type IdentitySettings = {
@@ -165,6 +169,9 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
   const defaultTier = reader.raw("EXTERNAL_DEFAULT_TIER") ?? "free";
   if (!TIER.test(defaultTier))
     reader.problems.push(`EXTERNAL_DEFAULT_TIER: "${defaultTier}" is not a tier name`);
+  const requireAtJwt = reader.oneOf("JWT_PROVIDER_REQUIRE_AT_JWT", ["true", "false"], "false") === "true";
+  // 100,000 tokens of 4 KiB each: 400 MB of token text at most, already more than a sidecar should hold.
+  const cacheSize = reader.int("JWT_PROVIDER_CACHE_SIZE", 10_000, 1, 100_000);
   const subjectClaim = reader.raw("JWT_SUBJECT_CLAIM") ?? "sub";
   if (!CLAIM.test(subjectClaim))
     reader.problems.push(`JWT_SUBJECT_CLAIM: "${subjectClaim}" is not a claim name`);
@@ -194,7 +201,17 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
     return { provider: undefined, apiKeyHeader };
   }
   return {
-    provider: { source, issuer, audience, algorithms, subjectClaim, tierClaim, defaultTier },
+    provider: {
+      source,
+      issuer,
+      audience,
+      algorithms,
+      subjectClaim,
+      tierClaim,
+      defaultTier,
+      requireAtJwt,
+      cacheSize,
+    },
     apiKeyHeader,
   };
 }

@@ -145,6 +145,9 @@ export function describeExternalIdentityContract(
         ["an algorithm outside the allow-list", () => signToken(rsa, claims(), { alg: "RS512" })],
         ["a forged signature", () => `${signToken(rsa, claims()).slice(0, -6)}AAAAAA`],
         ["a subject with a space", () => signToken(rsa, claims({ sub: "a b" }))],
+        ["Keycloak's ID token (typ claim ID)", () => signToken(rsa, claims({ typ: "ID", nonce: "n-1" }))],
+        ["an OIDC back-channel logout token", () => signToken(rsa, claims(), { typ: "logout+jwt" })],
+        ["an iss without JWT_ISSUER's trailing slash", () => signToken(rsa, claims({ iss: idp.url }))],
       ])("refuses %s with 401", async (_what, make) => {
         const answer = await bearer(make());
         expect(answer.status, answer.body).toBe(401);
@@ -166,6 +169,29 @@ export function describeExternalIdentityContract(
         expect(refused.status).toBe(401);
         expect(JSON.parse(refused.body).message).toBe("token too long");
         expect(refused.headers.get("www-authenticate")).toContain('error_description="token too long"');
+      });
+
+      it("says why it refuses a token that is no access token or names another issuer, and logs none of them", async () => {
+        const refusals: [string, string][] = [
+          [signToken(rsa, claims({ typ: "ID" })), "token is not an access token"],
+          [signToken(ec, claims({ typ: "Refresh" })), "token is not an access token"],
+          [signToken(rsa, claims(), { typ: "dpop+jwt" }), "token type not accepted"],
+          [
+            signToken(rsa, claims({ iss: idp.url })),
+            "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+          ],
+        ];
+        for (const [token, message] of refusals) {
+          const answer = await bearer(token);
+          expect(answer.status, answer.body).toBe(401);
+          expect(JSON.parse(answer.body).message).toBe(message);
+          expect(answer.headers.get("www-authenticate")).toContain(`error_description="${message}"`);
+        }
+        const signatures = refusals.map(([token]) => token.slice(token.lastIndexOf(".") + 1));
+        expect(running.logWrites().some((line) => signatures.some((s) => line.includes(s)))).toBe(false);
+        // An access token beside them: Keycloak's says typ Bearer, RFC 9068's at+jwt.
+        expect((await bearer(signToken(rsa, claims({ typ: "Bearer" })))).status).toBe(200);
+        expect((await bearer(signToken(ec, claims(), { typ: "at+jwt" }))).status).toBe(200);
       });
 
       it("says a token expired when it did", async () => {

@@ -1,7 +1,7 @@
 // The identity provider's keys as tollgate keeps them, against the tests' own JWKS server: rotation,
 // unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow.
 import { randomBytes } from "node:crypto";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { KeyTimings } from "../../src/auth/provider-keys.js";
 import { type InProcessOnRedis, sleep, startInProcess } from "../support/in-process.js";
 import {
@@ -32,11 +32,16 @@ describe("provider keys", () => {
     idp = undefined;
   });
 
-  const start = async (keys: TestKey[], timings: KeyTimings = FAST, oidc = false) => {
+  const start = async (
+    keys: TestKey[],
+    timings: KeyTimings = FAST,
+    oidc = false,
+    jwtIssuer = (server: JwksServer) => server.issuer,
+  ) => {
     idp = await startJwksServer(keys);
     const source: Record<string, string> = oidc ? { OIDC_ISSUER: idp.issuer } : { JWKS_URL: idp.jwksUrl };
     t = await startInProcess({
-      env: { LOG_LEVEL: "info", ...source, JWT_ISSUER: idp.issuer, JWT_AUDIENCE: AUDIENCE },
+      env: { LOG_LEVEL: "info", ...source, JWT_ISSUER: jwtIssuer(idp), JWT_AUDIENCE: AUDIENCE },
       keyTimings: timings,
     });
     return { idp, t };
@@ -64,6 +69,37 @@ describe("provider keys", () => {
     await t.tollgate.providerKeys?.ready();
     expect(idp.discoveryRequests()).toBe(1);
     expect((await check(token(k1))).status).toBe(200);
+    expect(t.logWrites().some((line) => line.includes("provider_issuer_mismatch"))).toBe(false);
+  });
+
+  it("warns once, at start, when JWT_ISSUER and the discovery document's issuer differ in a trailing slash, and says so to such a token", async () => {
+    const k1 = makeKey("disc-slash");
+    // OIDC_ISSUER and the document say ".../"; JWT_ISSUER lacks the slash.
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 50, maxRefreshMs: 50 }, true, (server) =>
+      server.issuer.replace(/\/$/, ""),
+    );
+    await t.tollgate.providerKeys?.ready();
+    const warnings = () =>
+      t
+        .logWrites()
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line.event === "provider_issuer_mismatch");
+    expect(warnings()).toMatchObject([
+      {
+        level: "warn",
+        jwtIssuer: idp.url,
+        oidcIssuer: idp.issuer,
+        msg: expect.stringContaining("differ in a trailing slash"),
+      },
+    ]);
+    // Refreshes read the same document: no warning again.
+    await vi.waitFor(() => expect(idp.discoveryRequests()).toBeGreaterThanOrEqual(3), { timeout: 2_000 });
+    expect(warnings()).toHaveLength(1);
+    const answer = await check(token(k1));
+    expect(answer.status).toBe(401);
+    expect(JSON.parse(answer.body).message).toBe(
+      "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+    );
   });
 
   it("follows a rotation: a new kid is fetched once and verifies, a withdrawn key verifies nothing more", async () => {

@@ -7,6 +7,9 @@ import { describe, expect, it } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { createCredentialReader, MAX_PROVIDER_TOKEN_LENGTH } from "../../src/auth/credentials.js";
 import { createTokenService } from "../../src/auth/jwt.js";
+import type { ProviderKeys } from "../../src/auth/provider-keys.js";
+import { createProviderTokens } from "../../src/auth/provider-tokens.js";
+import { makeKey, signToken } from "../support/jwks-server.js";
 
 const tokens = createTokenService({
   algorithms: ["HS256"],
@@ -76,6 +79,7 @@ describe("a provider token's length", () => {
     const provider = {
       issuer: "https://idp.example",
       cached: () => undefined,
+      foreignIssuer: () => undefined,
       verify: (token: string) => {
         seen.push(token);
         return { ok: false as const, reason: "invalid" as const, description: "token signature invalid" };
@@ -96,5 +100,82 @@ describe("a provider token's length", () => {
       description: "token signature invalid",
     });
     expect(seen.map((t) => t.length)).toEqual([MAX_PROVIDER_TOKEN_LENGTH]);
+  });
+});
+
+describe("a token whose iss is neither the provider's nor tollgate's", () => {
+  const ISSUER = "https://idp.example/";
+  const idpKey = makeKey("k1", "ES256");
+  const keys: ProviderKeys = {
+    candidates: () => [{ key: idpKey.publicKey, kid: idpKey.kid, alg: idpKey.alg }],
+    loaded: () => true,
+    ready: () => Promise.resolve(),
+    refreshForUnknownKid: () => undefined,
+    onFetch: () => undefined,
+    start: () => undefined,
+    stop: () => undefined,
+  };
+  const provider = createProviderTokens(
+    {
+      source: { kind: "jwks", url: "https://idp.example/jwks" },
+      issuer: ISSUER,
+      audience: "api://unit",
+      algorithms: ["ES256"],
+      subjectClaim: "sub",
+      tierClaim: undefined,
+      defaultTier: "free",
+      requireAtJwt: false,
+      cacheSize: 100,
+    },
+    keys,
+  );
+  const claims = (iss: unknown) => ({
+    iss,
+    aud: "api://unit",
+    sub: "someone",
+    exp: Math.floor(Date.now() / 1000) + 300,
+  });
+
+  it("is refused as a provider token of a wrong issuer when a provider's algorithm signed it, naming a trailing slash", () => {
+    const read = createCredentialReader({ tokens, provider });
+    const bearer = (token: string) => read(`Bearer ${token}`, undefined);
+    expect(bearer(signToken(idpKey, claims(ISSUER)))).toMatchObject({ ok: true });
+    // Before: "algorithm not allowed", tollgate's own verifier's word for a token it never signs.
+    expect(bearer(signToken(idpKey, claims("https://idp.example")))).toMatchObject({
+      ok: false,
+      reason: "invalid",
+      description: "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+    });
+    expect(bearer(signToken(idpKey, claims("https://other.example/")))).toMatchObject({
+      ok: false,
+      description: "token issuer not accepted",
+    });
+    expect(bearer(signToken(idpKey, claims(undefined)))).toMatchObject({
+      ok: false,
+      description: "token issuer not accepted",
+    });
+  });
+
+  it("leaves tollgate's own tokens to its verifier, RS256 ones included, and an HS256 token of any iss", () => {
+    const { privateKey, publicKey } = makeKey("own", "RS256");
+    const own = createTokenService({
+      algorithms: ["RS256"],
+      secret: undefined,
+      secretGenerated: false,
+      privateKey: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+      publicKey: publicKey.export({ type: "spki", format: "pem" }) as string,
+      issuer: "tollgate",
+      audience: undefined,
+      ttlSeconds: 900,
+    });
+    const read = createCredentialReader({ tokens: own, provider });
+    const { token } = own.sign({ sub: "demo-alice", sid: "s1", tier: "free" });
+    expect(read(`Bearer ${token}`, undefined)).toMatchObject({ ok: true, claims: { sub: "demo-alice" } });
+    const hs = createCredentialReader({ tokens, provider });
+    const forged = signToken(makeKey("x", "RS256"), claims("https://idp.example"), { alg: "HS256" });
+    expect(hs(`Bearer ${forged}`, undefined)).toMatchObject({
+      ok: false,
+      description: "token signature or claims invalid",
+    });
   });
 });

@@ -293,6 +293,27 @@ describe("settings", () => {
       'JWT_ALGORITHMS: "NONE" is not supported (use HS256, HS384, HS512, RS256, ES256)',
     ]);
   });
+
+  it("take the provider token cache's size and the at+jwt requirement, and name them when they are wrong", () => {
+    const provider = {
+      JWKS_URL: "https://idp.example/jwks",
+      JWT_ISSUER: "https://idp.example/",
+      JWT_AUDIENCE: "api",
+    };
+    expect(loadConfig(provider).identity.provider).toMatchObject({ cacheSize: 10_000, requireAtJwt: false });
+    expect(
+      loadConfig({ ...provider, JWT_PROVIDER_CACHE_SIZE: "250", JWT_PROVIDER_REQUIRE_AT_JWT: "TRUE" })
+        .identity.provider,
+    ).toMatchObject({ cacheSize: 250, requireAtJwt: true });
+    for (const size of ["0", "100001", "-5", "1e4", "lots"]) {
+      expect(problems({ ...provider, JWT_PROVIDER_CACHE_SIZE: size })).toEqual([
+        `JWT_PROVIDER_CACHE_SIZE: expected a whole number from 1 to 100000, got "${size}"`,
+      ]);
+    }
+    expect(problems({ ...provider, JWT_PROVIDER_REQUIRE_AT_JWT: "yes" })).toEqual([
+      'JWT_PROVIDER_REQUIRE_AT_JWT: expected one of true, false, got "yes"',
+    ]);
+  });
 });
 
 describe("redis settings", () => {

@@ -30,6 +30,8 @@ const settings: ProviderSettings = {
   subjectClaim: "sub",
   tierClaim: undefined,
   defaultTier: "free",
+  requireAtJwt: false,
+  cacheSize: 10_000,
 };
 
 /** A key set of the test's own: `set` swaps it and tells the listeners how, as a fetch would. */
@@ -157,5 +159,97 @@ describe("provider token verification", () => {
     expect(verifications.count).toBe(0);
     verifyWith(tokens, forged[0] as string);
     expect(verifications.count).toBe(1);
+  });
+
+  it.each([
+    ["JWT", {}],
+    ["jwt, in another case", { typ: "jwt" }],
+    ["application/jwt", { typ: "application/jwt" }],
+    ["at+jwt (RFC 9068)", { typ: "at+jwt" }],
+    ["application/at+JWT", { typ: "application/at+JWT" }],
+    ["no typ at all", { typ: undefined }],
+  ])("accepts an access token whose header typ is %s", (_what, header) => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({ ok: true });
+  });
+
+  it.each([
+    ["an OIDC back-channel logout token", { typ: "logout+jwt" }],
+    ["a DPoP proof", { typ: "dpop+jwt" }],
+    ["a security event token", { typ: "secevent+jwt" }],
+    ["a typ that is not a string", { typ: 42 }],
+  ])("refuses %s by its header typ, without verifying its signature", (_what, header) => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({
+      ok: false,
+      reason: "invalid",
+      description: "token type not accepted",
+    });
+    expect(verifications.count).toBe(0);
+  });
+
+  it("refuses Keycloak's ID, refresh, offline and logout tokens by their typ claim, and takes its Bearer and DPoP access tokens", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    for (const typ of ["ID", "Refresh", "Offline", "Logout", "Serialized-ID", "id"]) {
+      expect(verifyWith(tokens, signToken(key, claims({ typ })))).toMatchObject({
+        ok: false,
+        description: "token is not an access token",
+      });
+    }
+    expect(verifications.count).toBe(0);
+    for (const typ of ["Bearer", "DPoP"]) {
+      expect(verifyWith(tokens, signToken(key, claims({ typ })))).toMatchObject({ ok: true });
+    }
+  });
+
+  it("takes a token with a nonce claim: Keycloak has put one in access tokens too", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims({ nonce: "n-0S6_WzA2Mj" })))).toMatchObject({ ok: true });
+  });
+
+  it("takes only at+jwt tokens when JWT_PROVIDER_REQUIRE_AT_JWT is set", () => {
+    const tokens = createProviderTokens({ ...settings, requireAtJwt: true }, testKeys([key]).keys);
+    for (const typ of ["at+jwt", "application/AT+JWT"]) {
+      expect(verifyWith(tokens, signToken(key, claims(), { typ }))).toMatchObject({ ok: true });
+    }
+    for (const header of [{}, { typ: undefined }, { typ: "application/jwt" }]) {
+      expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({
+        ok: false,
+        description: "token type must be at+jwt",
+      });
+    }
+  });
+
+  it("keeps at most JWT_PROVIDER_CACHE_SIZE verified tokens, and 4 KiB of token text per entry", () => {
+    const tokens = createProviderTokens({ ...settings, cacheSize: 3 }, testKeys([key]).keys);
+    const four = Array.from({ length: 4 }, () => signToken(key, claims()));
+    for (const token of four) verifyWith(tokens, token);
+    expect(tokens.cached(four[0] as string)).toBeUndefined();
+    for (const token of four.slice(1)) expect(tokens.cached(token)).toMatchObject({ ok: true });
+    // Two tokens of over 6 KiB pass 3 × 4 KiB, one does not: the older goes, though the count allows 3.
+    const long = Array.from({ length: 2 }, () => signToken(key, claims({ pad: "p".repeat(5_000) })));
+    for (const token of long) expect(token.length).toBeGreaterThan(6 * 1024);
+    for (const token of long) expect(token.length).toBeLessThan(12 * 1024);
+    for (const token of long) verifyWith(tokens, token);
+    expect(tokens.cached(long[0] as string)).toBeUndefined();
+    expect(tokens.cached(long[1] as string)).toMatchObject({ ok: true });
+  });
+
+  it("says a token of a provider's algorithm whose iss differs from JWT_ISSUER has a wrong issuer, and what differs", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(tokens.foreignIssuer({ alg: "RS256" }, ISSUER.slice(0, -1))).toMatchObject({
+      ok: false,
+      description: "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash",
+    });
+    expect(tokens.foreignIssuer({ alg: "ES384" }, "https://evil.example/")).toMatchObject({
+      description: "token issuer not accepted",
+    });
+    expect(tokens.foreignIssuer({ alg: "EdDSA" }, undefined)).toMatchObject({
+      description: "token issuer not accepted",
+    });
+    // Not a provider's algorithm: tollgate's own verifier says why it refuses.
+    for (const alg of ["HS256", "none", undefined]) {
+      expect(tokens.foreignIssuer({ alg }, ISSUER.slice(0, -1))).toBeUndefined();
+    }
   });
 });
