@@ -98,8 +98,8 @@ async function bootstrapUsers(
     try {
       // First: USERS_FILE and the demo users look their names up in the canonical form.
       logNameAdoption(await store.adoptCanonicalNames(), logger);
-      // A user removed here takes along its API keys and its windows and its keys' (in these
-      // categories), and its name's lockout, as DELETE /admin/users does.
+      // A user removed here goes as DELETE /admin/users removes one: with its sessions, API keys,
+      // windows (and its keys', in these categories) and its name's lockout.
       const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
       const identity = { ...store, categories, lockout };
       if (config.production) await removeDemoUsers(identity, logger);

@@ -62,8 +62,8 @@ async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: 
  * (or a user the file adds) takes the file's value; a field the file did not change keeps what the
  * admin API set, so a restart never undoes an admin change. A password the file changes ends every
  * session of that user and frees its name's lockout. A user the file no longer lists is deleted
- * (its sessions, API keys, windows and lockout too, as the admin API deletes one); a user deleted through the admin API is not brought back by
- * the file (a warning says so).
+ * as the admin API deletes one (its sessions, API keys, windows and lockout too); a user deleted
+ * through the admin API is not brought back by the file (a warning says so).
  */
 export async function syncUsersFile(target: FileTarget, entries: readonly UsersFileEntry[], logger: Logger) {
   const { users, sessions, lockout } = target;
