@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { parseDocument } from "yaml";
+import { isScalar, parseDocument, visit } from "yaml";
 
 const ENVOY_DIR = fileURLToPath(new URL(".", import.meta.url));
 
@@ -41,6 +41,12 @@ export const ADDRESSES = {
   admin: { flag: "admin", env: "ENVOY_ADMIN", fallback: "127.0.0.1:9901" },
 };
 
+/** tollgate's API_KEY_HEADER default, the header envoy/'s files name; its rule, any case. */
+export const DEFAULT_API_KEY_HEADER = "x-api-key";
+const HEADER = /^[A-Za-z0-9-]{1,64}$/;
+/** The fields that name the API key header: ext_authz's allowed_headers, a rate limit descriptor's. */
+const HEADER_FIELDS = new Set(["exact", "header_name"]);
+
 const HELP = `usage: node envoy/render.mjs OUT_DIR [--only http|grpc|ratelimit] [--check-addr HOST:PORT] ...
 
 Writes Envoy's configurations into OUT_DIR for an Envoy on a bare machine (envoy -c OUT_DIR/envoy.yaml),
@@ -56,6 +62,8 @@ when an address a configuration needs is missing or is not HOST:PORT.
   --upstream-addr UPSTREAM_ADDR  the application behind Envoy                       e.g. 127.0.0.1:8000
   --listen        ENVOY_LISTEN   where Envoy listens (default 0.0.0.0:10000)
   --admin         ENVOY_ADMIN    Envoy's admin interface (default 127.0.0.1:9901; it can stop Envoy)
+  --api-key-header API_KEY_HEADER the header carrying an API key, as tollgate's (default x-api-key):
+                 copied into the check (envoy.yaml) and the api_key descriptor (envoy-ratelimit.yaml)
   --only          http, grpc or ratelimit: that configuration alone (repeatable; default all three)
 `;
 
@@ -72,10 +80,26 @@ function setSocket(doc, path, address) {
   doc.setIn([...path, "port_value"], address.port);
 }
 
-/** One configuration's text with `addresses` (parsed) in place of compose's; its comments kept. */
-export function renderEnvoyConfig(name, addresses) {
+/** Every field that names the API key header gets `header` (Envoy matches header names in lower case). */
+function setApiKeyHeader(doc, header) {
+  visit(doc, {
+    Pair(_, pair) {
+      const named = isScalar(pair.key) && HEADER_FIELDS.has(pair.key.value);
+      if (named && isScalar(pair.value) && pair.value.value === DEFAULT_API_KEY_HEADER) {
+        pair.value.value = header.toLowerCase();
+      }
+    },
+  });
+}
+
+/**
+ * One configuration's text with `addresses` (parsed) in place of compose's, and `apiKeyHeader` in
+ * place of x-api-key; its comments kept.
+ */
+export function renderEnvoyConfig(name, addresses, apiKeyHeader = DEFAULT_API_KEY_HEADER) {
   const { file, clusters } = CONFIGS[name];
   const doc = parseDocument(readFileSync(join(ENVOY_DIR, file), "utf8"));
+  setApiKeyHeader(doc, apiKeyHeader);
   setSocket(doc, ["admin", "address", "socket_address"], addresses.admin);
   setSocket(doc, ["static_resources", "listeners", 0, "address", "socket_address"], addresses.listen);
   const list = doc.getIn(["static_resources", "clusters"]);
@@ -93,8 +117,10 @@ export function renderEnvoyConfig(name, addresses) {
     .filter(([key]) => used.has(key))
     .map(([key, a]) => `${key} ${a.ipv6 ? `[${a.host}]` : a.host}:${a.port}`)
     .join(", ");
+  const keyHeader =
+    apiKeyHeader === DEFAULT_API_KEY_HEADER ? "" : `, API key header ${apiKeyHeader.toLowerCase()}`;
   const header = [
-    ` Rendered by envoy/render.mjs from envoy/${file} (${given}).`,
+    ` Rendered by envoy/render.mjs from envoy/${file} (${given}${keyHeader}).`,
     " The comments below were written for docker-compose.yml's addresses.",
   ];
   doc.commentBefore = header.join("\n");
@@ -112,6 +138,7 @@ export function parseCli(args, env = process.env) {
       options: {
         ...Object.fromEntries(Object.values(ADDRESSES).map(({ flag }) => [flag, { type: "string" }])),
         only: { type: "string", multiple: true },
+        "api-key-header": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -138,12 +165,21 @@ export function parseCli(args, env = process.env) {
     else if (parseAddress(text) === undefined) problems.push(`${where} "${text}" is not HOST:PORT`);
     else addresses[key] = parseAddress(text);
   }
-  return { dir, names, addresses, problems };
+  const apiKeyHeader =
+    values["api-key-header"] ?? (env.API_KEY_HEADER || undefined) ?? DEFAULT_API_KEY_HEADER;
+  if (!HEADER.test(apiKeyHeader) || apiKeyHeader.toLowerCase() === "authorization") {
+    const where = values["api-key-header"] !== undefined ? "--api-key-header" : "API_KEY_HEADER";
+    problems.push(`${where} "${apiKeyHeader}" is not a header name (a-z 0-9 -) other than authorization`);
+  }
+  return { dir, names, addresses, apiKeyHeader, problems };
 }
 
 /** Renders every configuration first, then writes them: nothing is written when one fails. */
-export function writeEnvoyConfigs({ dir, names, addresses }) {
-  const rendered = names.map((name) => [CONFIGS[name].file, renderEnvoyConfig(name, addresses)]);
+export function writeEnvoyConfigs({ dir, names, addresses, apiKeyHeader }) {
+  const rendered = names.map((name) => [
+    CONFIGS[name].file,
+    renderEnvoyConfig(name, addresses, apiKeyHeader),
+  ]);
   mkdirSync(dir, { recursive: true });
   return rendered.map(([file, text]) => {
     writeFileSync(join(dir, file), text);

@@ -6,6 +6,7 @@ export declare function writeNginxConfig(options: {
   values: Record<string, string>;
   template?: string;
 }): string;
+export declare function apiKeyHeaderProblem(value: string): string | undefined;
 export declare function placeholders(template: string): string[];
 export declare function parseCli(
   args: readonly string[],

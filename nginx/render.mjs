@@ -7,8 +7,23 @@ import { fileURLToPath } from "node:url";
 const NGINX_DIR = fileURLToPath(new URL(".", import.meta.url));
 const TEMPLATE = join(NGINX_DIR, "nginx.conf.template");
 export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf"];
-const DEFAULTS = { WORKERS: "auto", CHECK_TIMEOUT: "1s" };
+const DEFAULTS = { WORKERS: "auto", CHECK_TIMEOUT: "1s", API_KEY_HEADER: "x-api-key" };
 const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
+/** tollgate's own rule for API_KEY_HEADER (src/config/identity-settings.ts), any case. */
+const HEADER = /^[A-Za-z0-9-]{1,64}$/;
+/**
+ * Placeholders filled from another's value, never given: nginx reads a request header as the
+ * variable $http_<its name in lower case, "-" as "_">.
+ */
+const DERIVED = {
+  API_KEY_VARIABLE: (values) => `http_${values.API_KEY_HEADER.toLowerCase().replaceAll("-", "_")}`,
+};
+
+/** Why API_KEY_HEADER's value cannot be used, or undefined. */
+export function apiKeyHeaderProblem(value) {
+  if (HEADER.test(value) && value.toLowerCase() !== "authorization") return undefined;
+  return `API_KEY_HEADER=${value} is not a header name (a-z 0-9 -) other than authorization`;
+}
 
 const HELP = `usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...
 
@@ -23,20 +38,26 @@ when a value is missing or empty or a name is unknown.
   PREFIX         directory for nginx's pid, error log and temp files (PREFIX/tmp must exist)
   WORKERS        worker_processes (default auto)
   CHECK_TIMEOUT  how long nginx waits for a check (default 1s; keep it above REDIS_TIMEOUT_MS)
+  API_KEY_HEADER the header carrying an API key, as tollgate's API_KEY_HEADER (default x-api-key)
 `;
 
-/** The placeholders a template uses, in order of first use. */
+/** The placeholders a template uses that take a value, in order of first use. */
 export function placeholders(template) {
-  return [...new Set([...template.matchAll(PLACEHOLDER)].map((m) => m[1]))];
+  const names = [...template.matchAll(PLACEHOLDER)].map((m) => m[1]);
+  return [...new Set(names)].filter((name) => !(name in DERIVED));
 }
 
 /** Fills every {{NAME}} of `template`; throws one error naming every placeholder without a value. */
 export function renderTemplate(template, values) {
-  const missing = placeholders(template).filter((name) => (values[name] ?? DEFAULTS[name]) === undefined);
+  const given = { ...DEFAULTS, ...values };
+  const missing = placeholders(template).filter((name) => given[name] === undefined);
   if (missing.length > 0) {
     throw new Error(`nginx template: no value for ${missing.map((name) => `${name}`).join(", ")}`);
   }
-  return template.replace(PLACEHOLDER, (_, name) => values[name] ?? DEFAULTS[name]);
+  const problem = apiKeyHeaderProblem(given.API_KEY_HEADER);
+  if (problem !== undefined) throw new Error(`nginx template: ${problem}`);
+  for (const [name, derive] of Object.entries(DERIVED)) given[name] = derive(given);
+  return template.replace(PLACEHOLDER, (_, name) => given[name]);
 }
 
 /**
@@ -74,6 +95,8 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
     if (!known.includes(name)) problems.push(`unknown name ${name} (known: ${known.join(", ")})`);
     // Most often a shell variable that was not set: refused here rather than by nginx later.
     else if (value === "") empty.add(name);
+    else if (name === "API_KEY_HEADER" && apiKeyHeaderProblem(value) !== undefined)
+      problems.push(apiKeyHeaderProblem(value));
     else values[name] = value;
   }
   if (empty.size > 0) problems.push(`no value after ${[...empty].map((name) => `${name}=`).join(" ")}`);

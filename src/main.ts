@@ -98,12 +98,13 @@ async function bootstrapUsers(
     try {
       // First: USERS_FILE and the demo users look their names up in the canonical form.
       logNameAdoption(await store.adoptCanonicalNames(), logger);
-      // A user removed here takes its API keys along (and their windows, in these categories).
-      const identity = { ...store, categories };
+      // A user removed here goes as DELETE /admin/users removes one: with its sessions, API keys,
+      // windows (and its keys', in these categories) and its name's lockout.
+      const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
+      const identity = { ...store, categories, lockout };
       if (config.production) await removeDemoUsers(identity, logger);
       if (entries !== undefined) {
-        const lockout = createLockout({ window: config.loginLockout, limiter: store.limiter });
-        await syncUsersFile({ ...identity, lockout }, entries, logger);
+        await syncUsersFile(identity, entries, logger);
       } else if (config.production) {
         if (!(await store.users.any()))
           fail(["USERS_FILE: required in production when the store holds no users"]);

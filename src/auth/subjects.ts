@@ -16,10 +16,13 @@ export const keySubject = (keyId: string): Subject => `k:${keyId}`;
 
 /**
  * What the store checks instead of a session: an API key's hash (refused when it is not the
- * stored one, or the key is gone; `markUsed`: write its last use in the same call), or a provider
- * subject whose token was verified (`tier`: the token's, when the admin set none).
+ * stored one, or the key is gone; `markUsed`: write its last use in the same call; `refusedUsers`:
+ * refused as a blocked key is, before anything is counted, when it acts for one of them), or a
+ * provider subject whose token was verified (`tier`: the token's, when the admin set none).
  */
-export type Proof = { kind: "key"; hash: string; markUsed: boolean } | { kind: "subject"; tier: string };
+export type Proof =
+  | { kind: "key"; hash: string; markUsed: boolean; refusedUsers?: ReadonlySet<string> | undefined }
+  | { kind: "subject"; tier: string };
 
 /** An admin's settings for a subject without a session; fields left unset follow the defaults. */
 export type SubjectProfile = {

@@ -3,18 +3,20 @@ import type { Logger } from "../process/logger.js";
 import type { Lockout } from "./lockout.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import type { NameAdoption, NewUser, SessionStore, User, UserPatch, UserStore } from "./types.js";
-import { type KeyTarget, removeWithKeys } from "./user-keys.js";
+import { type RemovalTarget, removeUsers } from "./user-removal.js";
 import { canonicalUsername } from "./usernames.js";
 import { DEMO_USER_IDS, demoUsers, loadUsers, type UsersFileEntry } from "./users-file.js";
 
-/** Users, their sessions, and the API keys created for them: a user removed here takes its keys along. */
-type Identity = { users: UserStore; sessions: SessionStore } & KeyTarget;
-
 /**
- * What USERS_FILE changes: users, their sessions and keys, and their names' failed-login lockouts,
- * which it frees when the admin API would (a new password, a user created or deleted).
+ * What USERS_FILE and the demo users' removal change: users, their sessions and keys, their windows,
+ * and their names' failed-login lockouts, which they free when the admin API would (a new password,
+ * a user created or deleted). A user removed here goes as DELETE /admin/users removes one.
  */
-type FileTarget = Identity & { lockout: Pick<Lockout, "clear"> };
+type FileTarget = RemovalTarget & {
+  users: UserStore;
+  sessions: SessionStore;
+  lockout: Pick<Lockout, "clear">;
+};
 
 /** Every user, page by page through the listing (no SCAN or KEYS). */
 export async function* allUsers(users: UserStore, pageSize = 200): AsyncGenerator<User> {
@@ -60,8 +62,8 @@ async function filePassword(entry: UsersFileEntry, user: User): Promise<{ hash: 
  * (or a user the file adds) takes the file's value; a field the file did not change keeps what the
  * admin API set, so a restart never undoes an admin change. A password the file changes ends every
  * session of that user and frees its name's lockout. A user the file no longer lists is deleted
- * (sessions, API keys and lockout too); a user deleted through the admin API is not brought back by
- * the file (a warning says so).
+ * as the admin API deletes one (its sessions, API keys, windows and lockout too); a user deleted
+ * through the admin API is not brought back by the file (a warning says so).
  */
 export async function syncUsersFile(target: FileTarget, entries: readonly UsersFileEntry[], logger: Logger) {
   const { users, sessions, lockout } = target;
@@ -115,14 +117,9 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
   for await (const user of allUsers(users)) {
     if (user.source === "file" && !listed.has(canonicalUsername(user.username))) gone.push(user);
   }
-  // Each user's keys and sessions go before the user: a failure leaves it for the next attempt to find.
-  await removeWithKeys(target, gone, async (user, apiKeys) => {
-    const revoked = await sessions.revokeAll(user.id);
-    await users.remove(user.id);
-    // A name's failures never outlive the user they were for.
-    await lockout.clear(user.username);
+  await removeUsers(target, gone, ({ userId, sessions: revoked, apiKeys }) => {
     logger.info(
-      { event: "user_removed", userId: user.id, revoked, apiKeys, by: "USERS_FILE" },
+      { event: "user_removed", userId, revoked, apiKeys, by: "USERS_FILE" },
       "user no longer in USERS_FILE",
     );
   });
@@ -153,19 +150,18 @@ export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<v
 }
 
 /**
- * Deletes the demo users (with their sessions and API keys) wherever they came from: production
- * never has them. Demo users always have their fixed ids, so no user listing is needed; the key
- * listing is read only when one of them is there. (A deleted user's sessions are refused already:
- * a deletion marks them as a deleted user's.)
+ * Deletes the demo users (with their sessions, API keys, windows and lockouts) wherever they came
+ * from: production never has them. Demo users always have their fixed ids, so no user listing is
+ * needed; the key listing is read only when one of them is there. (A deleted user's sessions are
+ * refused already: a deletion marks them as a deleted user's.)
  */
-export async function removeDemoUsers(store: Identity, logger: Logger): Promise<number> {
-  const present: { id: string }[] = [];
-  for (const id of DEMO_USER_IDS) if ((await store.users.get(id)) !== undefined) present.push({ id });
-  // Keys and sessions before the user, as USERS_FILE removes one: a failure leaves it for the retry.
-  const apiKeys = await removeWithKeys(store, present, async ({ id }) => {
-    await store.sessions.revokeAll(id);
-    await store.users.remove(id);
-  });
+export async function removeDemoUsers(store: FileTarget, logger: Logger): Promise<number> {
+  const present: User[] = [];
+  for (const id of DEMO_USER_IDS) {
+    const user = await store.users.get(id);
+    if (user !== undefined) present.push(user);
+  }
+  const apiKeys = await removeUsers(store, present);
   const removed = present.length;
   // A warning when some were found: someone ran tollgate outside production on this store.
   if (removed > 0) {

@@ -42,7 +42,7 @@ export type CheckerOptions = {
   deadSessions?: DeadSessions;
   /**
    * Users refused whatever the store says (the demo users, in production), even when degraded; an
-   * API key created for one is refused too.
+   * API key created for one is refused too, by the store (only it knows the key's user), uncounted.
    */
   refusedUserIds?: ReadonlySet<string>;
   /** Called when the store failed and the check degraded; `operation` names the store call's kind. */
@@ -82,6 +82,7 @@ export function createChecker(options: CheckerOptions): Checker {
   const { credentials, limiter, failureMode, timeoutMs, idleMs, onStoreError, onStoreOk, refusedUserIds } =
     options;
   const withDeadline = createDeadline(timeoutMs);
+  const refusedKeyUsers = refusedUserIds?.size === 0 ? undefined : refusedUserIds;
   /** Per API key id, when this process last had its use written: coalesced, never a write per check. */
   const lastUse = new Map<string, number>();
   const markUse = (subject: string, now: number): boolean => {
@@ -229,8 +230,13 @@ export function createChecker(options: CheckerOptions): Checker {
         return answered;
       }
     }
-    // Marked only for a check that reaches the store, which writes the use in the same call.
-    if (p.kind === "user" && p.proof?.kind === "key" && !dryRun) p.proof.markUsed = markUse(p.subject, now);
+    if (p.kind === "user" && p.proof?.kind === "key") {
+      // Marked only for a check that reaches the store, which writes the use in the same call.
+      if (!dryRun) p.proof.markUsed = markUse(p.subject, now);
+      // A key acts for the user it names, which only the store knows: the store refuses a refused
+      // user's key as a blocked one (401, never counted, never a cached refusal) in the same call.
+      p.proof.refusedUsers = refusedKeyUsers;
+    }
     return counted(request, dryRun, compiled, p, token, { now, generation });
   }
 
@@ -263,12 +269,7 @@ export function createChecker(options: CheckerOptions): Checker {
       );
     } else {
       answer = userAnswer(result, p.ip?.shadow === true);
-      // A key acts for the user it names, which only the store's answer tells: a refused user's
-      // key is refused as the user's own token is (never a 429, so never a cached refusal).
-      decision =
-        answer.kind === "ok" && answer.userId !== undefined && refusedUserIds?.has(answer.userId) === true
-          ? DISABLED
-          : decideUser(compiled, p, answer);
+      decision = decideUser(compiled, p, answer);
       // Only a session that is gone: a disabled user's may serve again once the user is enabled.
       if (!dryRun && token?.ok === true && answer.kind === "no_session") {
         if (p.proof?.kind === "key") {

@@ -1,9 +1,11 @@
 // tollgate policy validate|show|reload, rls validate|show, and check (the dry run of a request).
 import { type Command, Option } from "commander";
 import { stringify } from "yaml";
+import { Reader } from "../config/env-reader.js";
+import { parseProviderTiers } from "../config/identity-settings.js";
 import { RLS_ALGORITHMS, type RlsAlgorithm } from "../rls/model.js";
 import { action, type Context, report } from "./context.js";
-import { EXIT } from "./exit.js";
+import { CliError, EXIT } from "./exit.js";
 import { fields, json, print } from "./output.js";
 import { type Validation, validatePolicy, validateRls } from "./validate.js";
 
@@ -57,15 +59,29 @@ function explainText(answer: Explained): string {
   );
 }
 
+/** The provider settings of this environment that name policy tiers, read as tollgate reads them. */
+function providerTiers() {
+  const reader = new Reader(process.env);
+  const tiers = parseProviderTiers(reader);
+  if (reader.problems.length > 0) {
+    throw new CliError(EXIT.usage, "the provider settings in the environment are invalid", {
+      details: reader.problems,
+    });
+  }
+  return tiers;
+}
+
 export function policyCommands(program: Command): void {
   const policy = program
     .command("policy")
     .description("the policy: validate a file, show or reload the one in force");
   policy
     .command("validate")
-    .description("check a policy file offline, as tollgate would load it (exit 1 when invalid)")
+    .description(
+      "check a policy file offline, as tollgate would load it (exit 1 when invalid); with OIDC_ISSUER, JWKS_URL, EXTERNAL_DEFAULT_TIER or JWT_TIER_MAP set, also that it has the tiers they name",
+    )
     .argument("<file>", "a policy file (YAML or JSON)")
-    .action(action(async (ctx, file: string) => validation(ctx, validatePolicy(file))));
+    .action(action(async (ctx, file: string) => validation(ctx, validatePolicy(file, providerTiers()))));
   policy
     .command("show")
     .description("the policy in force, its version and source")

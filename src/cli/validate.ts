@@ -3,6 +3,7 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { isAlias, isMap, isSeq, LineCounter, type Node, parseDocument } from "yaml";
+import { type ProviderTiers, providerTierProblems } from "../config/identity-settings.js";
 import { PolicyError, parsePolicy } from "../policy/policy.js";
 import { policyVersion } from "../policy/policy-state.js";
 import { loadRlsConfig } from "../rls/load.js";
@@ -70,7 +71,11 @@ function withLine(file: string, text: string, problem: string): string {
   return `${file}:${at < 1 ? 1 : lineOf(text, rest.slice(0, at))}: ${rest}`;
 }
 
-export function validatePolicy(file: string): Validation {
+/**
+ * `providerTiers`: the provider settings in the environment, so that a policy the server would refuse
+ * for lacking a tier they name (at start and on reload) is refused here too, with the same check.
+ */
+export function validatePolicy(file: string, providerTiers?: ProviderTiers): Validation {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -82,6 +87,9 @@ export function validatePolicy(file: string): Validation {
   }
   try {
     const policy = parsePolicy(text, file);
+    const unmet = providerTiers === undefined ? [] : providerTierProblems(providerTiers, policy.tiers.keys());
+    if (unmet.length > 0)
+      return { ok: false, problems: unmet.map((p) => `${file}:${lineOf(text, "tiers")}: ${p}`) };
     const version = policyVersion(policy);
     const counts = { tiers: policy.tiers.size, routes: policy.routes.length, version };
     return {

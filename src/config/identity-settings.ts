@@ -133,13 +133,16 @@ function requireHttps(
   }
 }
 
+/** The provider settings that name tiers of the policy. */
+export type ProviderTiers = Pick<ProviderSettings, "defaultTier" | "tierClaim">;
+
 /**
  * What a policy must hold for the provider settings: the tier EXTERNAL_DEFAULT_TIER names (without
  * it, every provider subject whose token names no known tier is refused) and every tier JWT_TIER_MAP
- * maps to (a typo there would give those subjects the default tier, silently). Checked at start and
- * on every reload alike, so that a policy a reload accepted never stops the next start.
+ * maps to (a typo there would give those subjects the default tier, silently). Checked at start, on
+ * every reload and by `tollgate policy validate` alike, so that a policy one accepts the others do.
  */
-export function providerTierProblems(provider: ProviderSettings, tiers: Iterable<string>): string[] {
+export function providerTierProblems(provider: ProviderTiers, tiers: Iterable<string>): string[] {
   const known = new Set(tiers);
   const list = [...known].join(", ");
   const problems: string[] = [];
@@ -156,6 +159,24 @@ export function providerTierProblems(provider: ProviderSettings, tiers: Iterable
   return problems;
 }
 
+function parseDefaultTier(reader: Reader): string {
+  const defaultTier = reader.raw("EXTERNAL_DEFAULT_TIER") ?? "free";
+  if (!TIER.test(defaultTier))
+    reader.problems.push(`EXTERNAL_DEFAULT_TIER: "${defaultTier}" is not a tier name`);
+  return defaultTier;
+}
+
+/**
+ * The settings providerTierProblems checks a policy against, read as the server reads them, for
+ * `tollgate policy validate`: undefined when the environment configures no provider and names no
+ * tier (the server checks nothing then; a tier setting given alone says the operator means it).
+ */
+export function parseProviderTiers(reader: Reader): ProviderTiers | undefined {
+  const names = ["OIDC_ISSUER", "JWKS_URL", "EXTERNAL_DEFAULT_TIER", "JWT_TIER_MAP"] as const;
+  if (names.every((name) => reader.raw(name) === undefined)) return undefined;
+  return { defaultTier: parseDefaultTier(reader), tierClaim: parseTierClaim(reader) };
+}
+
 export function parseIdentitySettings(reader: Reader, production = false): IdentitySettings {
   const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
   if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {
@@ -166,9 +187,7 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
   requireHttps(reader, production, ["OIDC_ISSUER", "JWKS_URL"]);
   const tierClaim = parseTierClaim(reader);
   const algorithms = parseProviderAlgorithms(reader);
-  const defaultTier = reader.raw("EXTERNAL_DEFAULT_TIER") ?? "free";
-  if (!TIER.test(defaultTier))
-    reader.problems.push(`EXTERNAL_DEFAULT_TIER: "${defaultTier}" is not a tier name`);
+  const defaultTier = parseDefaultTier(reader);
   const requireAtJwt = reader.oneOf("JWT_PROVIDER_REQUIRE_AT_JWT", ["true", "false"], "false") === "true";
   // 100,000 tokens of 4 KiB each: 400 MB of token text at most, already more than a sidecar should hold.
   const cacheSize = reader.int("JWT_PROVIDER_CACHE_SIZE", 10_000, 1, 100_000);

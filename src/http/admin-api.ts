@@ -5,7 +5,8 @@ import { ID_PATTERN } from "../auth/jwt.js";
 import type { Lockout } from "../auth/lockout.js";
 import { hashPassword } from "../auth/passwords.js";
 import type { User } from "../auth/types.js";
-import { blockUserKeys, removeWithKeys } from "../auth/user-keys.js";
+import { blockUserKeys } from "../auth/user-keys.js";
+import { removeUsers } from "../auth/user-removal.js";
 import { newUsernameSchema } from "../auth/usernames.js";
 import type { Checker } from "../check/checker.js";
 import type { Metrics } from "../metrics/metrics.js";
@@ -13,7 +14,6 @@ import { ANONYMOUS_TIER } from "../policy/policy.js";
 import type { PolicyState, ReloadResult } from "../policy/policy-state.js";
 import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
-import { userSubject } from "../ratelimit/types.js";
 import type { RlsConfig } from "../rls/model.js";
 import { identityRoutes } from "./admin-identities.js";
 import { limitsRoutes } from "./admin-limits.js";
@@ -174,12 +174,10 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const logger = requestLogger(processLogger, req);
       const user = await userOf(req);
       const { categories } = policy.current().policy;
-      // Sessions, keys, windows and the name's lockout before the user: a failure (503) leaves the
-      // user for a retry to finish, which a 404 would refuse once the user is gone.
-      const revoked = await store.sessions.revokeAll(user.id);
-      await store.limiter.reset(userSubject(user.id), categories);
-      await lockout.clear(user.username);
-      const keys = await removeWithKeys({ ...store, categories }, [user], (u) => store.users.remove(u.id));
+      let revoked = 0;
+      const keys = await removeUsers({ ...store, categories, lockout }, [user], (done) => {
+        revoked = done.sessions;
+      });
       logger.info({ event: "user_deleted", userId: user.id, revoked, apiKeys: keys }, "user deleted");
       res.json({
         message: "User deleted; every session and API key revoked",

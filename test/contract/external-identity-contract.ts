@@ -323,7 +323,7 @@ export function describeExternalIdentityContract(
         ).toBe(400);
       });
 
-      it("refuses in production a key created for a demo user, as the demo user's own login", async () => {
+      it("refuses in production a key created for a demo user, as the demo user's own login, without counting it", async () => {
         // A store that a tollgate outside production filled: a demo user, and a key that acts for it.
         const demos = await create({ name: "for alice", tier: "enterprise", user_id: "demo-alice" });
         const unbound = await create({ name: "no user", tier: "enterprise" });
@@ -352,6 +352,14 @@ export function describeExternalIdentityContract(
             expect(refused.headers.get("x-user-id")).toBeNull();
           }
           expect((await inProduction(unbound.key)).status).toBe(200);
+          // Refused before it was counted: the key's window holds only its one use outside production.
+          const again = await check({ "x-api-key": demos.key });
+          expect(again.headers.get("x-ratelimit-used")).toBe("2");
+          const dryRun = await production.admin<{ status: number; reason: string }>("POST", "/admin/check", {
+            token: production.adminToken,
+            json: { method: "GET", path: "/api/search", authorization: `ApiKey ${demos.key}` },
+          });
+          expect(dryRun.body).toMatchObject({ status: 401, reason: "inactive" });
         } finally {
           await production.close();
         }

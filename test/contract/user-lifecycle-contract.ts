@@ -5,7 +5,9 @@ import { newApiKey } from "../../src/auth/api-keys.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "../../src/auth/users-sync.js";
+import { loadPolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
+import { type Rule, userSubject } from "../../src/ratelimit/types.js";
 import type { Store } from "../../src/store/store.js";
 import type { ErrorBody, LoginBody, MeBody } from "../support/http-client.mjs";
 import { fileTarget, type InProcess, startInProcess, uniqueName } from "../support/in-process.js";
@@ -16,6 +18,11 @@ type PageBody = { users: UserBody[]; next_cursor: string | null };
 
 const LIFETIMES = { idleMs: 60_000, maxAgeMs: 60_000, maxPerUser: 5 };
 const silent = createLogger("silent");
+const SEARCH = { category: "search", rule: loadPolicy(undefined).tiers.get("free")?.get("search") as Rule };
+/** One request of the user's counted in its free-tier search window, and what that window has used. */
+const spend = (store: Store, userId: string) => store.limiter.hit(userSubject(userId), [SEARCH]);
+const used = async (store: Store, userId: string) =>
+  (await store.limiter.peek(userSubject(userId), SEARCH)).map((w) => w.used);
 
 export function describeUserLifecycleContract(name: string, makeStore: () => Store | Promise<Store>): void {
   describe(`user lifecycle contract: ${name}`, () => {
@@ -300,6 +307,18 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect(await lockout().attempt(username)).toBe(0);
     });
 
+    it("forgets the windows of a user USERS_FILE no longer lists, as the admin API's delete does", async () => {
+      const id = uniqueName("file-id");
+      const entry = { id, username: uniqueName("counted"), tier: "free", password: "a file password" };
+      await restartWith([entry]);
+      for (let i = 0; i < 3; i += 1) await spend(t.store, id);
+      expect(await used(t.store, id)).toEqual([3]);
+      await restartWith([]);
+      expect(await t.store.users.get(id)).toBeUndefined();
+      // The file may list the id again: its new user starts with the whole window.
+      expect(await used(t.store, id)).toEqual([0]);
+    });
+
     it("does not bring back through USERS_FILE a user deleted through the admin API", async () => {
       const username = uniqueName("deleted");
       const entry = { username, tier: "free", password: "a file password" };
@@ -332,7 +351,7 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect(await keyCheck(other.key)).toMatchObject({ kind: "allow" });
     });
 
-    it("deletes the demo users in production with their API keys, and no one else's", async () => {
+    it("deletes the demo users in production with their API keys, windows and lockouts, and no one else's", async () => {
       const store = await makeStore();
       try {
         await loadUsers(store.users, demoUsers());
@@ -350,7 +369,14 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
         });
         if (user === "exists") throw new Error("a fresh name");
         const kept = await keyFor(user.id);
-        expect(await removeDemoUsers(fileTarget(store), silent)).toBe(3);
+        await spend(store, "demo-alice");
+        const target = fileTarget(store);
+        for (let i = 0; i < 10; i += 1) await target.lockout.attempt("alice");
+        expect(await target.lockout.attempt("alice")).toBeGreaterThan(0);
+        expect(await removeDemoUsers(target, silent)).toBe(3);
+        // Its windows and its name's lockout go with it, as the admin API's delete takes them.
+        expect(await used(store, "demo-alice")).toEqual([0]);
+        expect(await target.lockout.attempt("alice")).toBe(0);
         expect(await store.users.get("demo-alice")).toBeUndefined();
         expect(await store.apiKeys.get(alices.id)).toBeUndefined();
         expect(await store.apiKeys.get(carols.id)).toBeUndefined();

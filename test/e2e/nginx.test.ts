@@ -352,3 +352,42 @@ describe("API keys through nginx", () => {
     }
   });
 });
+
+describe("another API_KEY_HEADER through nginx", () => {
+  let custom: TollgateProcess;
+  let proxy: Nginx;
+  beforeAll(async () => {
+    custom = await startTollgate({
+      REDIS_URL: redisUrl(),
+      REDIS_KEY_PREFIX: testPrefix(),
+      LOG_LEVEL: "warn",
+      REDIS_TIMEOUT_MS: "2000",
+      API_KEY_HEADER: "X-Client-Key",
+    });
+    proxy = await startNginx({
+      checkPort: custom.checkPort,
+      publicPort: custom.port,
+      upstreamPort: upstream.port,
+      apiKeyHeader: "X-Client-Key",
+    });
+  });
+  afterAll(async () => {
+    await proxy?.stop();
+    await custom?.stop();
+  });
+
+  it("passes the header render.mjs was given to the check, as tollgate reads it", async () => {
+    const made = await fetch(`${custom.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: { ...bearer(custom.adminToken), "content-type": "application/json" },
+      body: JSON.stringify({ name: "another header", tier: "pro" }),
+    });
+    const { key } = (await made.json()) as { key: string };
+    const allowed = await fetch(`${proxy.url}/api/products`, { headers: { "x-client-key": key } });
+    expect(allowed.status).toBe(200);
+    expect(allowed.headers.get("x-ratelimit-limit")).toBe("1000");
+    // The default header is no key of this tollgate's: the request is anonymous, refused by a token route.
+    const old = await fetch(`${proxy.url}/api/products`, { headers: { "x-api-key": key } });
+    expect(old.status).toBe(401);
+  });
+});

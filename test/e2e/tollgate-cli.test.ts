@@ -143,6 +143,41 @@ describe("tollgate policy validate and rls validate (offline)", SLOW, () => {
     ]);
   });
 
+  it("refuses a policy without the tiers the provider settings in its environment name, as the server's reload does", async () => {
+    const noEnterprise = join(folder, "no-enterprise.yaml");
+    writeFileSync(noEnterprise, DEFAULT_POLICY_YAML.replace(/^ {2}enterprise: .*\n/m, ""));
+    const provider = {
+      JWKS_URL: "https://idp.example/jwks.json",
+      JWT_TIER_CLAIM: "plan",
+      JWT_TIER_MAP: "basic=free,corporate=enterprise",
+    };
+    expect((await cli(["policy", "validate", noEnterprise])).status).toBe(0);
+    expect((await cli(["policy", "validate", policyFile], { env: provider })).status).toBe(0);
+    const refused = await cli(["policy", "validate", noEnterprise], { env: provider });
+    expect([refused.status, refused.stderr]).toEqual([
+      1,
+      `${noEnterprise}:2: JWT_TIER_MAP: corporate=enterprise names "enterprise", which is not a tier of the policy (anonymous, free, pro)\n`,
+    ]);
+    // EXTERNAL_DEFAULT_TIER is "free" with a provider, as the server has it, and counts given alone.
+    const noFree = join(folder, "no-free.yaml");
+    writeFileSync(noFree, DEFAULT_POLICY_YAML.replace(/^ {2}free: .*\n/m, ""));
+    expect(
+      (await cli(["policy", "validate", noFree, "--json"], { env: { JWKS_URL: provider.JWKS_URL } })).stdout,
+    ).toContain('EXTERNAL_DEFAULT_TIER: \\"free\\" is not a tier of the policy (anonymous, pro, enterprise)');
+    const gold = await cli(["policy", "validate", policyFile], { env: { EXTERNAL_DEFAULT_TIER: "gold" } });
+    expect([gold.status, gold.stderr]).toEqual([
+      1,
+      `${policyFile}:2: EXTERNAL_DEFAULT_TIER: "gold" is not a tier of the policy (anonymous, free, pro, enterprise)\n`,
+    ]);
+    const badMap = await cli(["policy", "validate", policyFile], {
+      env: { ...provider, JWT_TIER_MAP: "basic" },
+    });
+    expect(badMap.status).toBe(2);
+    expect(badMap.stderr).toMatch(
+      /^tollgate: the provider settings in the environment are invalid\n {2}JWT_TIER_MAP: /,
+    );
+  });
+
   it("validates an RLS folder (exit 0, the version the server reports) and names file, line and field of a bad one", async () => {
     const good = await cli(["rls", "validate", RLS_FOLDER, "--json"]);
     expect(good.status).toBe(0);

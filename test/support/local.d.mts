@@ -18,6 +18,7 @@ export declare function prepareNginx(options: {
   checkPort: number;
   publicPort: number;
   upstreamPort: number;
+  apiKeyHeader?: string;
 }): Promise<{ port: number; binary: string; args: string[]; errorLog(): string }>;
 export declare function parseMonitorLine(line: string): { args: string[]; source: string } | undefined;
 export declare function monitorRedis(

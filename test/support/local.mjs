@@ -135,6 +135,7 @@ export const portOpen = (port) =>
 /**
  * Renders an nginx configuration into `prefix` (nginx/nginx.conf.template, or `template`) on a free
  * port, with the prefix's temp directory: what `nginx -p prefix -c conf -g 'daemon off;'` needs.
+ * `apiKeyHeader`: tollgate's API_KEY_HEADER, when not the default.
  */
 export async function prepareNginx({
   prefix,
@@ -144,6 +145,7 @@ export async function prepareNginx({
   checkPort,
   publicPort,
   upstreamPort,
+  apiKeyHeader,
 }) {
   mkdirSync(join(prefix, "tmp"), { recursive: true });
   const port = await freePort();
@@ -158,6 +160,7 @@ export async function prepareNginx({
       CHECK_ADDR: `127.0.0.1:${checkPort}`,
       PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
       UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
+      ...(apiKeyHeader === undefined ? {} : { API_KEY_HEADER: apiKeyHeader }),
     },
   });
   const errorLog = () => {

@@ -77,6 +77,8 @@ export type NginxOptions = {
   template?: string;
   prefix?: string;
   name?: string;
+  /** tollgate's API_KEY_HEADER, when not the default. */
+  apiKeyHeader?: string;
 };
 export type Nginx = RunningProcess & { port: number; url: string; errorLog(): string };
 export declare function startNginx(options: NginxOptions): Promise<Nginx>;

@@ -269,6 +269,7 @@ export async function startNginx({
   template,
   prefix: given,
   name = "nginx",
+  apiKeyHeader,
 }) {
   const prefix = given ?? removeOnExit(mkdtempSync(join(tmpdir(), "tollgate-nginx-")));
   const removePrefix = () => {
@@ -284,6 +285,7 @@ export async function startNginx({
     checkPort,
     publicPort,
     upstreamPort,
+    apiKeyHeader,
   });
   const proc = startProcess({ name, command: binary, args, stopSignal: "SIGQUIT" });
   try {

@@ -101,7 +101,8 @@ export function createMemoryProfiles(): MemoryProfiles {
     if (proof.kind === "key") {
       const key = keys.get(subject.slice(2));
       if (key === undefined || key.hash !== proof.hash) return { kind: "no_session" };
-      if (key.blocked) return { kind: "user_inactive" };
+      if (key.blocked || (key.userId !== undefined && proof.refusedUsers?.has(key.userId) === true))
+        return { kind: "user_inactive" };
       if (proof.markUsed && !dry) key.lastUsedAt = Date.now();
       return { kind: "ok", tier: key.tier, limits: key.limits, userId: key.userId };
     }

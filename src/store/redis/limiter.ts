@@ -44,10 +44,22 @@ export type RedisLimiterOptions = {
 /** The user's rule when neither the tier's rule nor the user's own windows are known here. */
 const NO_WINDOWS: Rule = { algorithm: "sliding-log", windows: [] };
 
+/** Refused users as profile.lua finds one, " <id> <id> " (ids hold no space): made once per set. */
+const refusedTexts = new WeakMap<ReadonlySet<string>, string>();
+function refusedText(users: ReadonlySet<string> | undefined): string {
+  if (users === undefined || users.size === 0) return "";
+  let text = refusedTexts.get(users);
+  if (text === undefined) {
+    text = ` ${[...users].join(" ")} `;
+    refusedTexts.set(users, text);
+  }
+  return text;
+}
+
 /** A profile's proof as limit.lua reads it (see lua/includes/profile.lua): a letter, then its value. */
 function proofText(proof: Proof): string {
   if (proof.kind === "subject") return `x${proof.tier}`;
-  return `${proof.markUsed ? "K" : "k"}${proof.hash}`;
+  return `${proof.markUsed ? "K" : "k"}${proof.hash}${refusedText(proof.refusedUsers)}`;
 }
 
 /** limit.lua's mode argument for each sum of flags, counting the request as one. */

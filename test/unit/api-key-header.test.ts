@@ -1,0 +1,115 @@
+// The header that carries an API key (API_KEY_HEADER) is named in tollgate, in nginx's template and
+// Envoy's files, by their renderers and in the docs: all of them agree on tollgate's default, and a
+// renderer given another name puts it everywhere the default stood, and nowhere else.
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import {
+  CONFIGS,
+  DEFAULT_API_KEY_HEADER,
+  parseCli as parseEnvoyCli,
+  renderEnvoyConfig,
+} from "../../envoy/render.mjs";
+import { parseCli as parseNginxCli, renderTemplate } from "../../nginx/render.mjs";
+import { Reader } from "../../src/config/env-reader.js";
+import { parseIdentitySettings } from "../../src/config/identity-settings.js";
+
+const ROOT = new URL("../../", import.meta.url);
+const read = (path: string) => readFileSync(new URL(path, ROOT), "utf8");
+const TEMPLATE = read("nginx/nginx.conf.template");
+const NGINX_VALUES = {
+  LISTEN: "127.0.0.1:8081",
+  CHECK_ADDR: "127.0.0.1:9191",
+  PUBLIC_ADDR: "127.0.0.1:8080",
+  UPSTREAM_ADDR: "127.0.0.1:8000",
+  PREFIX: "/tmp/tollgate-nginx",
+};
+const ADDRESSES = {
+  check: { host: "127.0.0.1", port: 9191, ipv6: false },
+  grpc: { host: "127.0.0.1", port: 8081, ipv6: false },
+  public: { host: "127.0.0.1", port: 8080, ipv6: false },
+  upstream: { host: "127.0.0.1", port: 8000, ipv6: false },
+  listen: { host: "0.0.0.0", port: 10000, ipv6: false },
+  admin: { host: "127.0.0.1", port: 9901, ipv6: false },
+};
+const DEFAULT = parseIdentitySettings(new Reader({})).apiKeyHeader;
+
+/** Every value of a field named `exact` or `header_name` in a YAML text, with its path. */
+function headerFields(text: string): string[] {
+  const found: string[] = [];
+  const walk = (value: unknown, path: string) => {
+    if (Array.isArray(value)) {
+      for (const [i, v] of value.entries()) walk(v, `${path}[${i}]`);
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, v] of Object.entries(value)) {
+        if ((key === "exact" || key === "header_name") && typeof v === "string")
+          found.push(`${path}.${key}=${v}`);
+        else walk(v, `${path}.${key}`);
+      }
+    }
+  };
+  walk(parse(text), "");
+  return found;
+}
+
+describe("the API key header in the shipped configurations and docs", () => {
+  it("is tollgate's default, x-api-key, in nginx's template, Envoy's files, both renderers and the docs", () => {
+    expect(DEFAULT).toBe("x-api-key");
+    expect(DEFAULT_API_KEY_HEADER).toBe(DEFAULT);
+    expect(renderTemplate(TEMPLATE, NGINX_VALUES)).toContain(`proxy_set_header ${DEFAULT} $http_x_api_key;`);
+    expect(headerFields(read("envoy/envoy.yaml"))).toContainEqual(
+      expect.stringMatching(/\.exact=x-api-key$/),
+    );
+    expect(headerFields(read("envoy/envoy-ratelimit.yaml"))).toContainEqual(
+      expect.stringMatching(/\.header_name=x-api-key$/),
+    );
+    expect(read("docs/settings.md")).toMatch(/^\| `API_KEY_HEADER` +\| `x-api-key` +\|/m);
+    const identity = read("docs/identity.md");
+    expect(identity).toContain("`proxy_set_header x-api-key $http_x_api_key;`");
+    expect(identity).toContain("node nginx/render.mjs … API_KEY_HEADER=");
+    expect(identity).toContain("node envoy/render.mjs … --api-key-header ");
+    expect(read("docs/envoy.md")).toContain("`--api-key-header <name>`");
+  });
+
+  it("renders nginx's check location with another header under its name and its $http_ variable", () => {
+    const rendered = renderTemplate(TEMPLATE, { ...NGINX_VALUES, API_KEY_HEADER: "X-Client-Key" });
+    expect(rendered).toContain("proxy_set_header X-Client-Key $http_x_client_key;");
+    // Only the comment still names the default.
+    const directives = rendered.split("\n").filter((line) => !line.trim().startsWith("#"));
+    expect(directives.join("\n")).not.toMatch(/x_api_key|x-api-key|\{\{/i);
+    const refused = parseNginxCli([
+      "/tmp/out",
+      ...Object.entries(NGINX_VALUES).map(([k, v]) => `${k}=${v}`),
+      "API_KEY_HEADER=x-key;evil",
+    ]);
+    expect(refused.problems).toEqual([
+      "API_KEY_HEADER=x-key;evil is not a header name (a-z 0-9 -) other than authorization",
+    ]);
+    expect(() => renderTemplate(TEMPLATE, { ...NGINX_VALUES, API_KEY_HEADER: "Authorization" })).toThrow(
+      /API_KEY_HEADER=Authorization is not a header name/,
+    );
+  });
+
+  it("renders Envoy's files with another header exactly where x-api-key stood, and nothing else changed", () => {
+    for (const name of Object.keys(CONFIGS) as (keyof typeof CONFIGS)[]) {
+      const before = headerFields(renderEnvoyConfig(name, ADDRESSES));
+      const after = headerFields(renderEnvoyConfig(name, ADDRESSES, "X-Client-Key"));
+      expect(after, name).toEqual(before.map((field) => field.replace(/=x-api-key$/, "=x-client-key")));
+      const strip = (text: string) =>
+        parse(text.replace(/^#.*\n/, "").replaceAll("x-client-key", "x-api-key"));
+      expect(strip(renderEnvoyConfig(name, ADDRESSES, "X-Client-Key")), name).toEqual(
+        strip(renderEnvoyConfig(name, ADDRESSES)),
+      );
+    }
+    const flags = ["/tmp/out", "--check-addr", "127.0.0.1:9191", "--grpc-addr", "127.0.0.1:8081"];
+    const both = [...flags, "--public-addr", "127.0.0.1:8080", "--upstream-addr", "127.0.0.1:8000"];
+    expect(parseEnvoyCli(both, { API_KEY_HEADER: "x-client-key" }).apiKeyHeader).toBe("x-client-key");
+    expect(
+      parseEnvoyCli([...both, "--api-key-header", "x-other"], { API_KEY_HEADER: "x-client-key" })
+        .apiKeyHeader,
+    ).toBe("x-other");
+    expect(parseEnvoyCli([...both, "--api-key-header", "a b"]).problems).toEqual([
+      '--api-key-header "a b" is not a header name (a-z 0-9 -) other than authorization',
+    ]);
+  });
+});
