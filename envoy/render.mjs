@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { isScalar, parseDocument, visit } from "yaml";
+import { apiKeyHeaderProblem } from "../scripts/api-key-header.mjs";
 
 const ENVOY_DIR = fileURLToPath(new URL(".", import.meta.url));
 
@@ -43,7 +44,6 @@ export const ADDRESSES = {
 
 /** tollgate's API_KEY_HEADER default, the header envoy/'s files name; its rule, any case. */
 export const DEFAULT_API_KEY_HEADER = "x-api-key";
-const HEADER = /^[A-Za-z0-9-]{1,64}$/;
 /** The fields that name the API key header: ext_authz's allowed_headers, a rate limit descriptor's. */
 const HEADER_FIELDS = new Set(["exact", "header_name"]);
 
@@ -167,9 +167,10 @@ export function parseCli(args, env = process.env) {
   }
   const apiKeyHeader =
     values["api-key-header"] ?? (env.API_KEY_HEADER || undefined) ?? DEFAULT_API_KEY_HEADER;
-  if (!HEADER.test(apiKeyHeader) || apiKeyHeader.toLowerCase() === "authorization") {
+  const headerProblem = apiKeyHeaderProblem(apiKeyHeader);
+  if (headerProblem !== undefined) {
     const where = values["api-key-header"] !== undefined ? "--api-key-header" : "API_KEY_HEADER";
-    problems.push(`${where} "${apiKeyHeader}" is not a header name (a-z 0-9 -) other than authorization`);
+    problems.push(`${where} "${apiKeyHeader}" ${headerProblem}`);
   }
   return { dir, names, addresses, apiKeyHeader, problems };
 }

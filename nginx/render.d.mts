@@ -11,4 +11,5 @@ export declare function placeholders(template: string): string[];
 export declare function parseCli(
   args: readonly string[],
   template?: string,
+  env?: Record<string, string | undefined>,
 ): { dir: string | undefined; values: Record<string, string>; problems: string[] };

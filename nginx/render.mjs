@@ -3,14 +3,13 @@
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { apiKeyHeaderProblem as headerProblem } from "../scripts/api-key-header.mjs";
 
 const NGINX_DIR = fileURLToPath(new URL(".", import.meta.url));
 const TEMPLATE = join(NGINX_DIR, "nginx.conf.template");
 export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf"];
 const DEFAULTS = { WORKERS: "auto", CHECK_TIMEOUT: "1s", API_KEY_HEADER: "x-api-key" };
 const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
-/** tollgate's own rule for API_KEY_HEADER (src/config/identity-settings.ts), any case. */
-const HEADER = /^[A-Za-z0-9-]{1,64}$/;
 /**
  * Placeholders filled from another's value, never given: nginx reads a request header as the
  * variable $http_<its name in lower case, "-" as "_">.
@@ -21,8 +20,8 @@ const DERIVED = {
 
 /** Why API_KEY_HEADER's value cannot be used, or undefined. */
 export function apiKeyHeaderProblem(value) {
-  if (HEADER.test(value) && value.toLowerCase() !== "authorization") return undefined;
-  return `API_KEY_HEADER=${value} is not a header name (a-z 0-9 -) other than authorization`;
+  const problem = headerProblem(value);
+  return problem === undefined ? undefined : `API_KEY_HEADER=${value} ${problem}`;
 }
 
 const HELP = `usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...
@@ -38,7 +37,8 @@ when a value is missing or empty or a name is unknown.
   PREFIX         directory for nginx's pid, error log and temp files (PREFIX/tmp must exist)
   WORKERS        worker_processes (default auto)
   CHECK_TIMEOUT  how long nginx waits for a check (default 1s; keep it above REDIS_TIMEOUT_MS)
-  API_KEY_HEADER the header carrying an API key, as tollgate's API_KEY_HEADER (default x-api-key)
+  API_KEY_HEADER the header carrying an API key, as tollgate's API_KEY_HEADER (default: the
+                 environment's API_KEY_HEADER, else x-api-key)
 `;
 
 /** The placeholders a template uses that take a value, in order of first use. */
@@ -75,7 +75,7 @@ export function writeNginxConfig({ dir, values, template = TEMPLATE }) {
 }
 
 /** The CLI's arguments checked all at once: every problem in one message. */
-export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
+export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = process.env) {
   const known = placeholders(template);
   const problems = [];
   const [dir, ...pairs] = args;
@@ -98,6 +98,12 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8")) {
     else if (name === "API_KEY_HEADER" && apiKeyHeaderProblem(value) !== undefined)
       problems.push(apiKeyHeaderProblem(value));
     else values[name] = value;
+  }
+  // As envoy/render.mjs does: tollgate's own API_KEY_HEADER, when the shell that runs both has it.
+  if (values.API_KEY_HEADER === undefined && !empty.has("API_KEY_HEADER") && env.API_KEY_HEADER) {
+    const problem = apiKeyHeaderProblem(env.API_KEY_HEADER);
+    if (problem !== undefined) problems.push(`${problem} (from the environment)`);
+    else if (known.includes("API_KEY_HEADER")) values.API_KEY_HEADER = env.API_KEY_HEADER;
   }
   if (empty.size > 0) problems.push(`no value after ${[...empty].map((name) => `${name}=`).join(" ")}`);
   const missing = known.filter(

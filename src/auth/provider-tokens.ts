@@ -59,7 +59,15 @@ const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
  * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
  * profile) still write. Any other names another kind of token (logout+jwt, dpop+jwt, secevent+jwt).
  */
-const ACCESS_TYPES = new Set(["jwt", "application/jwt", "at+jwt", "application/at+jwt"]);
+const ACCESS_TYPES = new Set([
+  "jwt",
+  "application/jwt",
+  "at+jwt",
+  "application/at+jwt",
+  // RFC 7515's generic type (SPIFFE JWT-SVIDs, some Nimbus and jose4j issuers): says no more than JWT.
+  "jose",
+  "application/jose",
+]);
 /** With JWT_PROVIDER_REQUIRE_AT_JWT: RFC 9068's type only. */
 const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
 /**
@@ -174,9 +182,11 @@ function claimsProblem(settings: ProviderSettings, payload: Record<string, unkno
 
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
+  const issuerWithoutSlash = settings.issuer.replace(/\/+$/, "");
   const cache = createTokenCache<Claims>({
     maxEntries: settings.cacheSize,
-    maxChars: settings.cacheSize * CACHE_CHARS_PER_ENTRY,
+    // Never under one token of the longest accepted (16,000 characters): a small cache still keeps one.
+    maxChars: Math.max(settings.cacheSize, 4) * CACHE_CHARS_PER_ENTRY,
   });
   const failed = createTokenCache<number>({ maxEntries: FAILED_SIZE, maxChars: FAILED_CHARS });
   keys.onFetch((_outcome, change) => {
@@ -242,8 +252,7 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     foreignIssuer(header, iss) {
       if (!ASYMMETRIC.has(header.alg)) return undefined;
       // Compared only to say so: the issuer must match exactly, as it must in OIDC_ISSUER's document.
-      const slash =
-        typeof iss === "string" && iss.replace(/\/+$/, "") === settings.issuer.replace(/\/+$/, "");
+      const slash = typeof iss === "string" && iss.replace(/\/+$/, "") === issuerWithoutSlash;
       return invalid(
         slash
           ? "token issuer not accepted: it and JWT_ISSUER differ in a trailing slash"

@@ -37,6 +37,29 @@ export type IdentitySettings = {
 const CLAIM = /^[\x21-\x7e]{1,256}$/;
 const TIER = /^[a-z0-9_-]{1,32}$/;
 const HEADER = /^[a-z0-9-]{1,64}$/;
+/**
+ * Headers the proxies set on the check themselves, tollgate sets for the upstream, or that frame the
+ * request: as the API key's header, nginx and Envoy would copy the client's own (with x-original-uri,
+ * the client's path beside the real one). The proxies' renderers refuse the same
+ * (scripts/api-key-header.mjs; test/unit/api-key-header.test.ts compares them).
+ */
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+  "authorization",
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "x-original-uri",
+  "x-original-method",
+  "x-forwarded-for",
+  "x-tollgate-client-ip",
+  "x-request-id",
+  "x-user-id",
+  "x-user-tier",
+  "x-session-id",
+  "traceparent",
+  "tracestate",
+]);
 
 function url(reader: Reader, name: "OIDC_ISSUER" | "JWKS_URL"): string | undefined {
   const value = reader.raw(name);
@@ -181,6 +204,8 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
   const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
   if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {
     reader.problems.push(`API_KEY_HEADER: expected a header name (a-z 0-9 -) other than authorization`);
+  } else if (RESERVED_HEADERS.has(apiKeyHeader)) {
+    reader.problems.push(`API_KEY_HEADER: ${apiKeyHeader} is a header the proxy or tollgate sets itself`);
   }
   const issuerUrl = url(reader, "OIDC_ISSUER");
   const jwksUrl = url(reader, "JWKS_URL");

@@ -11,8 +11,9 @@ import {
   renderEnvoyConfig,
 } from "../../envoy/render.mjs";
 import { parseCli as parseNginxCli, renderTemplate } from "../../nginx/render.mjs";
+import { RESERVED_HEADERS as RENDERERS_RESERVED } from "../../scripts/api-key-header.mjs";
 import { Reader } from "../../src/config/env-reader.js";
-import { parseIdentitySettings } from "../../src/config/identity-settings.js";
+import { parseIdentitySettings, RESERVED_HEADERS } from "../../src/config/identity-settings.js";
 
 const ROOT = new URL("../../", import.meta.url);
 const read = (path: string) => readFileSync(new URL(path, ROOT), "utf8");
@@ -86,7 +87,7 @@ describe("the API key header in the shipped configurations and docs", () => {
       "API_KEY_HEADER=x-key;evil is not a header name (a-z 0-9 -) other than authorization",
     ]);
     expect(() => renderTemplate(TEMPLATE, { ...NGINX_VALUES, API_KEY_HEADER: "Authorization" })).toThrow(
-      /API_KEY_HEADER=Authorization is not a header name/,
+      /API_KEY_HEADER=Authorization is a header the proxy or tollgate sets itself/,
     );
   });
 
@@ -110,6 +111,41 @@ describe("the API key header in the shipped configurations and docs", () => {
     ).toBe("x-other");
     expect(parseEnvoyCli([...both, "--api-key-header", "a b"]).problems).toEqual([
       '--api-key-header "a b" is not a header name (a-z 0-9 -) other than authorization',
+    ]);
+  });
+
+  it("refuses, in tollgate and both renderers alike, a header the proxies or tollgate set themselves", () => {
+    expect([...RESERVED_HEADERS].sort()).toEqual([...RENDERERS_RESERVED].sort());
+    const nginxArgs = ["/tmp/out", ...Object.entries(NGINX_VALUES).map(([k, v]) => `${k}=${v}`)];
+    const envoyArgs = ["/tmp/out", "--check-addr", "127.0.0.1:9191", "--grpc-addr", "127.0.0.1:8081"];
+    const envoyBoth = [...envoyArgs, "--public-addr", "127.0.0.1:8080", "--upstream-addr", "127.0.0.1:8000"];
+    for (const name of ["X-Original-URI", "x-forwarded-for", "X-User-Id", "host", "traceparent"]) {
+      const reader = new Reader({ API_KEY_HEADER: name });
+      parseIdentitySettings(reader);
+      expect(reader.problems, name).toEqual([
+        `API_KEY_HEADER: ${name.toLowerCase()} is a header the proxy or tollgate sets itself`,
+      ]);
+      expect(parseNginxCli([...nginxArgs, `API_KEY_HEADER=${name}`], TEMPLATE, {}).problems, name).toEqual([
+        `API_KEY_HEADER=${name} is a header the proxy or tollgate sets itself, not one for an API key`,
+      ]);
+      expect(parseEnvoyCli([...envoyBoth, "--api-key-header", name], {}).problems, name).toEqual([
+        `--api-key-header "${name}" is a header the proxy or tollgate sets itself, not one for an API key`,
+      ]);
+    }
+    // A name that merely contains one is fine.
+    expect(parseNginxCli([...nginxArgs, "API_KEY_HEADER=x-user-id-key"], TEMPLATE, {}).problems).toEqual([]);
+  });
+
+  it("renders nginx with the environment's API_KEY_HEADER, as Envoy's renderer does", () => {
+    const nginxArgs = ["/tmp/out", ...Object.entries(NGINX_VALUES).map(([k, v]) => `${k}=${v}`)];
+    const env = { API_KEY_HEADER: "x-client-key" };
+    expect(parseNginxCli(nginxArgs, TEMPLATE, env).values.API_KEY_HEADER).toBe("x-client-key");
+    expect(parseNginxCli([...nginxArgs, "API_KEY_HEADER=x-other"], TEMPLATE, env).values.API_KEY_HEADER).toBe(
+      "x-other",
+    );
+    expect(parseNginxCli(nginxArgs, TEMPLATE, {}).values.API_KEY_HEADER).toBeUndefined();
+    expect(parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_HEADER: "x-original-uri" }).problems).toEqual([
+      "API_KEY_HEADER=x-original-uri is a header the proxy or tollgate sets itself, not one for an API key (from the environment)",
     ]);
   });
 });

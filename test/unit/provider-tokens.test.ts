@@ -168,6 +168,8 @@ describe("provider token verification", () => {
     ["at+jwt (RFC 9068)", { typ: "at+jwt" }],
     ["application/at+JWT", { typ: "application/at+JWT" }],
     ["no typ at all", { typ: undefined }],
+    ["JOSE (RFC 7515's generic type)", { typ: "JOSE" }],
+    ["application/jose", { typ: "application/jose" }],
   ])("accepts an access token whose header typ is %s", (_what, header) => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims(), header))).toMatchObject({ ok: true });
@@ -226,13 +228,23 @@ describe("provider token verification", () => {
     for (const token of four) verifyWith(tokens, token);
     expect(tokens.cached(four[0] as string)).toBeUndefined();
     for (const token of four.slice(1)) expect(tokens.cached(token)).toMatchObject({ ok: true });
-    // Two tokens of over 6 KiB pass 3 × 4 KiB, one does not: the older goes, though the count allows 3.
-    const long = Array.from({ length: 2 }, () => signToken(key, claims({ pad: "p".repeat(5_000) })));
-    for (const token of long) expect(token.length).toBeGreaterThan(6 * 1024);
+    // Two tokens of over 8.5 KiB pass the floor of 16 KiB (3 × 4 KiB is under it), one does not:
+    // the older goes, though the count allows 3.
+    const long = Array.from({ length: 2 }, () => signToken(key, claims({ pad: "p".repeat(6_200) })));
+    for (const token of long) expect(token.length).toBeGreaterThan(8.5 * 1024);
     for (const token of long) expect(token.length).toBeLessThan(12 * 1024);
     for (const token of long) verifyWith(tokens, token);
     expect(tokens.cached(long[0] as string)).toBeUndefined();
     expect(tokens.cached(long[1] as string)).toMatchObject({ ok: true });
+  });
+
+  it("keeps a token of the longest accepted however small JWT_PROVIDER_CACHE_SIZE is", () => {
+    const tokens = createProviderTokens({ ...settings, cacheSize: 1 }, testKeys([key]).keys);
+    const longest = signToken(key, claims({ pad: "p".repeat(11_500) }));
+    expect(longest.length).toBeGreaterThan(15_000);
+    expect(longest.length).toBeLessThanOrEqual(16_000);
+    verifyWith(tokens, longest);
+    expect(tokens.cached(longest)).toMatchObject({ ok: true });
   });
 
   it("says a token of a provider's algorithm whose iss differs from JWT_ISSUER has a wrong issuer, and what differs", () => {

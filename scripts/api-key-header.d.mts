@@ -1,0 +1,2 @@
+export const RESERVED_HEADERS: string[];
+export function apiKeyHeaderProblem(value: string): string | undefined;
