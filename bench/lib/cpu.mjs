@@ -39,11 +39,6 @@ function processStat(pid) {
   };
 }
 
-/**
- * The bench's children that start and end within a slice (h2load, the gRPC rows' load generator; the
- * RLS floor's client) are not in the tree taken at its start: their CPU is counted from the bench's
- * cutime + cstime.
- */
 /** The CPU seconds (user + system) one live process has used so far. */
 export function cpuSecondsOf(pid) {
   const stat = processStat(pid);
@@ -51,6 +46,11 @@ export function cpuSecondsOf(pid) {
   return stat.ticks / clockTicks();
 }
 
+/**
+ * The bench's children that start and end within a slice (h2load, the gRPC rows' load generator; the
+ * RLS floor's client) are not in the tree taken at its start: their CPU is counted from the bench's
+ * cutime + cstime.
+ */
 export const REAPED = "bench's exited children (h2load, RLS floor client)";
 
 /** The bench and every process below it (nginx workers included), each with its parent. */

@@ -57,7 +57,7 @@ export function plan(
         external === undefined
           ? undefined
           : external.kind === "key"
-            ? { kind: "key", hash: external.hash, markUsed: false }
+            ? { kind: "key", hash: external.hash, markUsed: false, refusedUsers: undefined }
             : { kind: "subject", tier: claimTier },
       cacheId: external?.kind === "key" ? external.hash : claims.sid,
       expiresAtMs: claims.exp * 1000,

@@ -244,7 +244,9 @@ export async function startRedisSentinels(): Promise<RedisSentinels> {
               "GET-MASTER-ADDR-BY-NAME",
               SENTINEL_MASTER_NAME,
             );
-            ports.push(Number(reply.split("\n")[1]));
+            const port = Number(reply.split("\n")[1]);
+            // A Sentinel that names no master yet (an empty answer) names no new one either.
+            if (Number.isInteger(port) && port > 0) ports.push(port);
           } catch {
             // a Sentinel that does not answer (the others do)
           }
