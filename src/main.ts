@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { createTollgate } from "./app.js";
 import { withSharedJwtSecret } from "./auth/jwt-secret.js";
 import { createLockout } from "./auth/lockout.js";
+import { sweepOrphanKeys } from "./auth/user-keys.js";
 import { readUsersFile, type UsersFileEntry, UsersFileError } from "./auth/users-file.js";
 import { logNameAdoption, removeDemoUsers, seedDemoUsers, syncUsersFile } from "./auth/users-sync.js";
 import { type Config, ConfigError, loadConfig } from "./config/env.js";
@@ -257,6 +258,8 @@ async function main(): Promise<void> {
       process.exit(1);
     },
   );
+  // In the background: readiness never waits on a walk through every key.
+  void sweepOrphanKeys({ ...store, categories: policy.categories }, logger);
   const keys = tollgate.providerKeys;
   if (keys !== undefined && !keys.loaded()) {
     // Not ready until provider tokens can be verified: retried with a doubling delay, logged each time.

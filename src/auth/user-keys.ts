@@ -2,8 +2,10 @@
 // disabled, revoked whenever it is removed (the admin API, USERS_FILE, the demo users in
 // production). A key that names a user acts for that user upstream (x-user-id), so offboarding the
 // user must end the key too.
+import type { Logger } from "../process/logger.js";
 import type { Limiter } from "../ratelimit/limiter.js";
 import { type ApiKey, type ApiKeyStore, keySubject } from "./subjects.js";
+import type { UserStore } from "./types.js";
 
 /** What revoking keys takes: the keys, and the limiter and categories whose windows a revoked key leaves. */
 export type KeyTarget = {
@@ -74,4 +76,53 @@ export async function removeWithKeys<U extends { id: string }>(
     await remove(user, apiKeys);
   }
   return revoked + (await revokeKeys(target, await keysOfUsers(target.apiKeys, ids)));
+}
+
+/**
+ * Revokes the keys whose user is gone: builds before every deletion revoked its user's keys left
+ * them acting for a user that no longer exists (docs/upgrading.md). Run once per start, after the
+ * users are settled; a key is revoked only when its user is read and found missing, never on a
+ * failed read. The keys revoked.
+ */
+export async function revokeOrphanKeys(
+  target: KeyTarget & { users: Pick<UserStore, "get"> },
+): Promise<ApiKey[]> {
+  const exists = new Map<string, boolean>();
+  const orphans: ApiKey[] = [];
+  let after: string | undefined;
+  do {
+    const page = await target.apiKeys.list(PAGE, after);
+    for (const key of page.keys) {
+      if (key.userId === undefined) continue;
+      let known = exists.get(key.userId);
+      if (known === undefined) {
+        known = (await target.users.get(key.userId)) !== undefined;
+        exists.set(key.userId, known);
+      }
+      if (!known) orphans.push(key);
+    }
+    after = page.next;
+  } while (after !== undefined);
+  await revokeKeys(target, orphans);
+  return orphans;
+}
+
+/** revokeOrphanKeys, its outcome logged: a warning when it revoked keys or could not look. */
+export async function sweepOrphanKeys(
+  target: KeyTarget & { users: Pick<UserStore, "get"> },
+  logger: Logger,
+): Promise<void> {
+  try {
+    const revoked = await revokeOrphanKeys(target);
+    if (revoked.length === 0) return;
+    logger.warn(
+      { event: "api_keys_orphaned", count: revoked.length, ids: revoked.slice(0, 20).map((k) => k.id) },
+      "API keys whose user was gone (deleted by an earlier build) were revoked",
+    );
+  } catch (error) {
+    logger.warn(
+      { event: "api_keys_orphaned_failed", err: (error as Error).message },
+      "looking for API keys of deleted users failed; the next start looks again",
+    );
+  }
 }

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { hashPassword } from "../../src/auth/passwords.js";
+import { revokeOrphanKeys } from "../../src/auth/user-keys.js";
 import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { loadPolicy } from "../../src/policy/policy.js";
@@ -382,6 +383,44 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
         expect(await store.apiKeys.get(carols.id)).toBeUndefined();
         expect(await store.apiKeys.get(unbound.id)).toBeDefined();
         expect(await store.apiKeys.get(kept.id)).toBeDefined();
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("revokes at start the API keys an earlier build left to a deleted user, and only those", async () => {
+      const store = await makeStore();
+      try {
+        const fresh = async () => {
+          const user = await store.users.create({
+            username: uniqueName("orphan"),
+            tier: "free",
+            passwordHash: "x",
+          });
+          if (user === "exists") throw new Error("a fresh name");
+          return user;
+        };
+        const keyFor = async (userId: string | undefined) => {
+          const { id, hash } = newApiKey();
+          return store.apiKeys.create({ id, hash, name: "k", tier: "pro", userId });
+        };
+        const [gone, kept] = [await fresh(), await fresh()];
+        const orphaned = [await keyFor(gone.id), await keyFor(gone.id)];
+        const others = [await keyFor(kept.id), await keyFor(undefined)];
+        const orphanWindow = { category: "search", rule: SEARCH.rule };
+        await store.limiter.hit(`k:${orphaned[0]?.id}`, [orphanWindow]);
+        // What a build before every deletion revoked keys did: the user goes, its keys stay.
+        expect(await store.users.remove(gone.id)).toBe(true);
+        const target = fileTarget(store);
+        const revoked = await revokeOrphanKeys(target);
+        expect(revoked.map((k) => k.id).sort()).toEqual(orphaned.map((k) => k.id).sort());
+        for (const key of orphaned) expect(await store.apiKeys.get(key.id)).toBeUndefined();
+        for (const key of others) expect(await store.apiKeys.get(key.id)).toBeDefined();
+        expect((await store.limiter.peek(`k:${orphaned[0]?.id}`, orphanWindow)).map((w) => w.used)).toEqual([
+          0,
+        ]);
+        // A second start finds nothing more.
+        expect(await revokeOrphanKeys(target)).toEqual([]);
       } finally {
         await store.close();
       }
