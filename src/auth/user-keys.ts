@@ -17,15 +17,22 @@ export type KeyTarget = {
 /** Keys read per page of the listing. */
 const PAGE = 1000;
 
-/** Every key created for one of `userIds`, through the whole listing (an admin's action, never a check's). */
-async function keysOfUsers(apiKeys: ApiKeyStore, userIds: ReadonlySet<string>): Promise<ApiKey[]> {
-  const found: ApiKey[] = [];
+/** Every key, page by page through the listing (an admin's action or a start's, never a check's). */
+async function* allKeys(apiKeys: ApiKeyStore): AsyncGenerator<ApiKey> {
   let after: string | undefined;
   do {
     const page = await apiKeys.list(PAGE, after);
-    for (const key of page.keys) if (key.userId !== undefined && userIds.has(key.userId)) found.push(key);
+    yield* page.keys;
     after = page.next;
   } while (after !== undefined);
+}
+
+/** Every key created for one of `userIds`. */
+async function keysOfUsers(apiKeys: ApiKeyStore, userIds: ReadonlySet<string>): Promise<ApiKey[]> {
+  const found: ApiKey[] = [];
+  for await (const key of allKeys(apiKeys)) {
+    if (key.userId !== undefined && userIds.has(key.userId)) found.push(key);
+  }
   return found;
 }
 
@@ -89,20 +96,15 @@ export async function revokeOrphanKeys(
 ): Promise<ApiKey[]> {
   const exists = new Map<string, boolean>();
   const orphans: ApiKey[] = [];
-  let after: string | undefined;
-  do {
-    const page = await target.apiKeys.list(PAGE, after);
-    for (const key of page.keys) {
-      if (key.userId === undefined) continue;
-      let known = exists.get(key.userId);
-      if (known === undefined) {
-        known = (await target.users.get(key.userId)) !== undefined;
-        exists.set(key.userId, known);
-      }
-      if (!known) orphans.push(key);
+  for await (const key of allKeys(target.apiKeys)) {
+    if (key.userId === undefined) continue;
+    let known = exists.get(key.userId);
+    if (known === undefined) {
+      known = (await target.users.get(key.userId)) !== undefined;
+      exists.set(key.userId, known);
     }
-    after = page.next;
-  } while (after !== undefined);
+    if (!known) orphans.push(key);
+  }
   await revokeKeys(target, orphans);
   return orphans;
 }
