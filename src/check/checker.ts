@@ -278,6 +278,12 @@ export function createChecker(options: CheckerOptions): Checker {
           lastUse.delete(p.subject);
         } else options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
       }
+      if (answer.kind === "no_session" && p.proof?.kind === "key") {
+        // Anyone can make up a well-formed key: counted against the address as any bad credential
+        // is (the store counted nothing), or a flood of fresh ones would never meet the anonymous limit.
+        const step = routeStep(compiled, request.method, request.path);
+        return "done" in step ? step.done : withToken(request, dryRun, compiled, step, DEAD_KEY);
+      }
     }
     if (denials !== undefined && isDenial(decision)) remember(p, answer, decision, denials, at);
     return decision;

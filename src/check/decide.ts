@@ -94,6 +94,7 @@ export function decideUser(
         reason: "unknown_tier",
         description: "account tier is not configured",
         tokenSent: true,
+        holder: { userId: p.userId, tier: answer.tier },
       };
     case "ip_denied": {
       // The address's refusal, made before the session was looked at: it names the requester's

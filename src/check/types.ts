@@ -24,7 +24,15 @@ export type DenyReason = "missing" | "invalid" | "expired" | "revoked" | "inacti
 
 export type Decision =
   | { kind: "allow"; identity: Identity | undefined; limit: LimitState | undefined; degraded: boolean }
-  | { kind: "deny"; status: 401; reason: DenyReason; description: string; tokenSent: boolean }
+  | {
+      kind: "deny";
+      status: 401;
+      reason: DenyReason;
+      description: string;
+      tokenSent: boolean;
+      /** For reason unknown_tier: whose stored tier the policy lacks (for the operator's log line). */
+      holder?: { userId: string; tier: string };
+    }
   | { kind: "deny"; status: 429; limit: LimitState; identity: Identity | undefined }
   | { kind: "deny"; status: 400; description: string }
   | { kind: "deny"; status: 503 };

@@ -19,18 +19,27 @@ type KeyJson = {
 
 const ID_ARGUMENT = ["<id>", "the key's id (api-keys list shows it), never the key itself"] as const;
 
+/** An API key's id as the admin API answers it (the CLI reaches auth/ through the API only). */
+const KEY_ID = /^[0-9a-f]{16}$/;
+
 const keyPath = (id: string) => `/admin/api-keys/${encodeURIComponent(id)}`;
 
 /** The key with that id; the admin API's 404 as a message that names it. */
 async function findKey(ctx: Context, id: string): Promise<KeyJson> {
-  // A key pasted for its id: refused before any message could echo it (commander's own would).
-  if (id.startsWith("tg_"))
+  // A key pasted for its id, however it was pasted (with a space before it, a header's name, an
+  // `ApiKey ` scheme): refused before any message could echo it (commander's own would).
+  if (id.includes("tg_"))
     throw new CliError(EXIT.usage, "give the key's id (api-keys list shows it), not the key itself");
   try {
     return await ctx.client().call<KeyJson>("GET", keyPath(id));
   } catch (error) {
+    // Only an id's shape is repeated: other text may be part of a secret.
     if (error instanceof CliError && error.status === 404)
-      throw new CliError(error.exitCode, `no API key with the id "${id}"`, { status: 404 });
+      throw new CliError(
+        error.exitCode,
+        KEY_ID.test(id) ? `no API key with the id "${id}"` : "no such API key: an id is 16 hex digits",
+        { status: 404 },
+      );
     throw error;
   }
 }

@@ -130,6 +130,15 @@ export function createCheckObserver(options: {
     event: "shadow_denied",
     message: "request over a shadow-mode limit allowed (it would have been denied)",
   });
+  // A tier a reload removed while users, keys or subjects still hold it: their every check is 401,
+  // which the metrics count as any bad credential's. One line per tier a minute says why.
+  const logUnknownTier = createThrottledLog({
+    logger,
+    level: "warn",
+    event: "tier_not_configured",
+    message: "refused: the identity's stored tier is not in the policy (move it, or restore the tier)",
+    periodMs: 60_000,
+  });
   const logDegraded = createThrottledLog({
     logger,
     level: "warn",
@@ -163,6 +172,9 @@ export function createCheckObserver(options: {
         }));
       } else if (decision.kind === "allow" && decision.degraded) {
         logDegraded("degraded", { requestId, userId: decision.identity?.userId, failureMode });
+      } else if (decision.kind === "deny" && decision.status === 401 && decision.holder !== undefined) {
+        const { userId, tier } = decision.holder;
+        logUnknownTier(tier, { requestId, tier, subject: userSubject(userId) });
       }
     },
 

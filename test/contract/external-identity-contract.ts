@@ -567,15 +567,58 @@ export function describeExternalIdentityContract(
           });
           return { status: res.status, body: (await res.json()) as Record<string, unknown> };
         };
-        // The store says the key is gone once; from then on the address's anonymous search
-        // window (20 an hour) counts each check, as it counts any bad token.
+        // The address's anonymous search window (20 an hour) counts each check, the first (the
+        // store's answer that the key is gone) included, as it counts any bad token.
         const answers = [];
         for (let i = 0; i < 22; i += 1) answers.push(await from("198.18.254.1"));
-        expect(answers.map((a) => a.status)).toEqual([...Array(21).fill(401), 429]);
+        expect(answers.map((a) => a.status)).toEqual([...Array(20).fill(401), 429, 429]);
         expect(answers[0]?.body.message).toBe("API key unknown or revoked");
-        expect(answers[21]?.body).toMatchObject({ error: "rate_limit_exceeded", tier: "anonymous" });
+        expect(answers[20]?.body).toMatchObject({ error: "rate_limit_exceeded", tier: "anonymous" });
         // Another address has its own window.
         expect((await from("198.18.254.2")).status).toBe(401);
+      });
+
+      it("counts keys it never issued against the address: a flood of made-up keys meets the anonymous limit", async () => {
+        // Anyone can make up well-formed keys, each new to the store: before, each one's check went
+        // uncounted, so fresh keys got 401 (and cost a store call) without end.
+        const from = async (ip: string) => {
+          const res = await fetch(`${running.checkUrl}/ext_authz/api/search`, {
+            headers: { "x-forwarded-for": ip, "x-api-key": newApiKey().key },
+          });
+          return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+        };
+        const answers = [];
+        for (let i = 0; i < 22; i += 1) answers.push(await from("198.18.253.1"));
+        expect(answers.map((a) => a.status)).toEqual([...Array(20).fill(401), 429, 429]);
+        expect(answers[0]?.body.message).toBe("API key unknown or revoked");
+        expect(answers[21]?.body).toMatchObject({ error: "rate_limit_exceeded", tier: "anonymous" });
+        expect((await from("198.18.253.2")).status).toBe(401);
+      });
+
+      it("counts a made-up key's check once in the per-address layer, and then in the anonymous one", async () => {
+        const layered = await startInProcess({
+          store: await makeStore(),
+          policy: parsePolicy(`ip: 3/1m\n${DEFAULT_POLICY_YAML}`, "ip layer"),
+          env: { LOG_LEVEL: "silent" },
+        });
+        try {
+          const statuses = [];
+          for (let i = 0; i < 4; i += 1) {
+            const res = await fetch(`${layered.checkUrl}/ext_authz/api/products`, {
+              headers: { "x-forwarded-for": "198.18.252.1", "x-api-key": newApiKey().key },
+            });
+            statuses.push([res.status, res.headers.get("x-ratelimit-resource")]);
+          }
+          // Three checks fill the address's layer (3 a minute): the key's own call counts nothing.
+          expect(statuses).toEqual([
+            [401, null],
+            [401, null],
+            [401, null],
+            [429, "ip"],
+          ]);
+        } finally {
+          await layered.close();
+        }
       });
 
       it("refuses a revoked key at once even while its refusal is cached", async () => {

@@ -263,6 +263,23 @@ describe("tollgate api-keys", SLOW, () => {
         "tollgate: give the key's id (api-keys list shows it), not the key itself\n",
       ]);
     }
+    // Pasted with what came along (a space, a header's name, the scheme), or only its secret.
+    const secret = made.key.slice(20);
+    for (const pasted of [` ${made.key}`, `X-API-Key: ${made.key}`, `ApiKey ${made.key}`]) {
+      const run = await cli(["api-keys", "revoke", pasted]);
+      expect([run.status, run.stderr]).toEqual([
+        2,
+        "tollgate: give the key's id (api-keys list shows it), not the key itself\n",
+      ]);
+    }
+    const secretOnly = await cli(["api-keys", "get", secret]);
+    expect([secretOnly.status, secretOnly.stderr]).toEqual([
+      1,
+      "tollgate: no such API key: an id is 16 hex digits\n",
+    ]);
+    expect((await cli(["api-keys", "get", "0123456789abcdef"])).stderr).toBe(
+      'tollgate: no API key with the id "0123456789abcdef"\n',
+    );
     expect((await check(made.key)).status).toBe(200);
   });
 });
