@@ -1,15 +1,10 @@
 // The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
 // Cache-Control says, refreshed for an unknown `kid` at most once per interval, and kept when the
 // provider is down. Nothing here is on the check path but a map lookup.
-import { createPublicKey, type KeyObject } from "node:crypto";
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
-
-export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
-
-/** Every key of a JWKS by its kid ("" for keys without one): a kid may name several (an RSA and an EC key). */
-type KeySet = Map<string, ProviderKey[]>;
+import { type KeySet, type ProviderKey, readJwks } from "./provider-jwks.js";
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -108,32 +103,6 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
     );
   }
   return uri;
-}
-
-/**
- * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
- * other uses, symmetric or unreadable ones are skipped.
- */
-function readJwks(body: unknown): KeySet {
-  const keys: KeySet = new Map();
-  const list = (body as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
-  for (const jwk of list as Record<string, unknown>[]) {
-    if (jwk === null || typeof jwk !== "object") continue;
-    if (jwk.use !== undefined && jwk.use !== "sig") continue;
-    if (jwk.kty !== "RSA" && jwk.kty !== "EC" && jwk.kty !== "OKP") continue;
-    try {
-      const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" });
-      const kid = typeof jwk.kid === "string" ? jwk.kid : "";
-      const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
-      const same = keys.get(kid);
-      if (same === undefined) keys.set(kid, [entry]);
-      else same.push(entry);
-    } catch {
-      // A key this process cannot read verifies nothing; the others still do.
-    }
-  }
-  return keys;
 }
 
 /** Whether a key of `from` is not in `to` under its kid. */

@@ -5,7 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { TokenCheck } from "../../src/auth/jwt.js";
-import type { ProviderKey, ProviderKeys } from "../../src/auth/provider-keys.js";
+import type { ProviderKey } from "../../src/auth/provider-jwks.js";
+import type { ProviderKeys } from "../../src/auth/provider-keys.js";
 import { createProviderTokens } from "../../src/auth/provider-tokens.js";
 import type { ProviderSettings } from "../../src/config/identity-settings.js";
 import { makeKey, signToken, type TestKey } from "../support/jwks-server.js";
