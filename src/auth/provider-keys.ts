@@ -4,7 +4,7 @@
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
-import { type KeySet, type ProviderKey, readJwks } from "./provider-jwks.js";
+import { type KeySet, type ProviderKey, type RefusedKey, readJwks } from "./provider-jwks.js";
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -31,7 +31,7 @@ export const KEY_TIMINGS: KeyTimings = {
 };
 
 export type FetchOutcome =
-  | { ok: true; keys: number; refreshInMs: number }
+  | { ok: true; keys: number; refreshInMs: number; refused: RefusedKey[] }
   | { ok: false; error: string; attempt: number };
 
 /**
@@ -154,8 +154,13 @@ export function createProviderKeys(
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
-    const next = readOf(url, () => readJwks(body));
-    if (next.size === 0) throw new Error(`${shownUrl(url)}: the JWKS holds no usable signature key`);
+    const { keys: next, refused } = readOf(url, () => readJwks(body));
+    if (next.size === 0) {
+      const why = refused.map((r) => `kid ${JSON.stringify(r.kid)}: ${r.reason}`).join("; ");
+      throw new Error(
+        `${shownUrl(url)}: the JWKS holds no usable signature key${why === "" ? "" : ` (refused ${why})`}`,
+      );
+    }
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
@@ -167,7 +172,7 @@ export function createProviderKeys(
     const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
     schedule(refreshInMs);
     // Told at once, with the keys swapped: no check runs between the two on what they replaced.
-    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs }, change);
+    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs, refused }, change);
   };
 
   const refresh = (): Promise<void> => {
@@ -242,8 +247,20 @@ export function logKeyFetches(
   settings: Pick<ProviderSettings, "source" | "issuer">,
 ): void {
   warnIssuerMismatch(settings, logger);
+  // The keys refused by the last fetch that loaded: told again only when they change, not each refresh.
+  let refusedBefore = "[]";
   keys.onFetch((outcome) => {
     if (outcome.ok) {
+      const refused = JSON.stringify(outcome.refused);
+      if (refused !== refusedBefore) {
+        for (const { kid, reason } of outcome.refused) {
+          logger.warn(
+            { event: "provider_key_refused", kid, reason },
+            "identity provider key refused: it verifies no token",
+          );
+        }
+        refusedBefore = refused;
+      }
       logger.info(
         {
           event: "provider_keys",

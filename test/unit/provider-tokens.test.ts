@@ -53,7 +53,7 @@ function testKeys(initial: TestKey[]) {
   };
   const set = (next: TestKey[], change: { removed: boolean; added: boolean }) => {
     current = next;
-    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000 }, change);
+    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000, refused: [] }, change);
   };
   return { keys, set };
 }
