@@ -52,6 +52,21 @@ const UNKNOWN_KID_WAIT_MS = 100;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
+/** RFC 7515's compact form in base64url's own alphabet: no padding, no other characters. */
+const COMPACT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
+
+/**
+ * The signature's bytes when the token is spelt as RFC 7515 has it, else undefined. Node decodes
+ * base64 leniently (padding, `+` and `/`, unused bits set, characters skipped): a token that
+ * verified would verify again under other texts, each a new entry of the caches keyed by the text.
+ */
+function signatureOf(token: string): Buffer | undefined {
+  if (!COMPACT.test(token)) return undefined;
+  const text = token.slice(token.lastIndexOf(".") + 1);
+  const signature = Buffer.from(text, "base64url");
+  return signature.toString("base64url") === text ? signature : undefined;
+}
+
 const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /** How node:crypto checks each algorithm's signature. */
 const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
@@ -77,12 +92,10 @@ const fits = (algorithm: ProviderAlgorithm, key: ProviderKey): boolean =>
 function signatureValid(
   algorithm: ProviderAlgorithm,
   key: ProviderKey,
-  token: string,
-  dot2: number,
+  data: Buffer,
+  signature: Buffer,
 ): boolean {
   const scheme = SCHEMES[algorithm];
-  const data = Buffer.from(token.slice(0, dot2), "latin1");
-  const signature = Buffer.from(token.slice(dot2 + 1), "base64url");
   const options = scheme.pss
     ? { key: key.key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }
     : scheme.ieee
@@ -134,13 +147,14 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     header: Record<string, unknown>,
     payload: Record<string, unknown>,
     candidates: readonly ProviderKey[],
+    signature: Buffer,
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
     // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key, and a token
     // without a kid may be any key's.
     const usable = candidates.filter((key) => fits(algorithm, key));
-    const dot2 = token.lastIndexOf(".");
-    if (!usable.some((key) => signatureValid(algorithm, key, token, dot2))) {
+    const data = Buffer.from(token.slice(0, token.lastIndexOf(".")), "latin1");
+    if (!usable.some((key) => signatureValid(algorithm, key, data, signature))) {
       if (usable.length > 0) failed.set(token, Date.now() + FAILED_TTL_MS);
       return invalid("token signature invalid");
     }
@@ -175,16 +189,20 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       );
     },
     verify(token, header, payload) {
+      const signature = signatureOf(token);
+      if (signature === undefined) return invalid("malformed token");
       const algorithm = header.alg;
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
       const refused = typeProblem(settings, header, payload) ?? claimsProblem(settings, payload);
       if (refused !== undefined) return refused;
+      // A kid that is no string names no key (RFC 7515, 4.1.4): not read as a token without one.
+      const { kid } = header;
+      if (kid !== undefined && typeof kid !== "string") return invalid("token key id invalid");
       if (failedBefore(token)) return invalid("token signature invalid");
-      const kid = typeof header.kid === "string" ? header.kid : undefined;
       const candidates = keys.candidates(kid);
-      if (candidates.length > 0) return check(token, header, payload, candidates);
+      if (candidates.length > 0) return check(token, header, payload, candidates, signature);
       const refresh = keys.refreshForUnknownKid();
       const unknown = invalid(
         keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
@@ -193,7 +211,7 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
       return Promise.race([refresh, waited]).then(() => {
         const found = keys.candidates(kid);
-        return found.length === 0 ? unknown : check(token, header, payload, found);
+        return found.length === 0 ? unknown : check(token, header, payload, found, signature);
       });
     },
   };

@@ -17,6 +17,7 @@ import {
 const AUDIENCE = "api://attacks";
 const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64url");
 const now = () => Math.floor(Date.now() / 1000);
+const MALFORMED = { status: 401, message: "malformed token" };
 
 let idp: JwksServer;
 let t: InProcessOnRedis;
@@ -91,11 +92,66 @@ const check = async (token: string): Promise<{ status: number; message: string |
   return { status: res.status, message: res.status === 200 ? undefined : JSON.parse(body).message };
 };
 
+/** A good token of `good`'s whose signature segment contains `-` or `_` (retried until it does). */
+function tokenWithUrlAlphabet(): string {
+  for (;;) {
+    const token = signToken(good, claims());
+    if (/[-_]/.test(token.slice(token.lastIndexOf(".") + 1))) return token;
+  }
+}
+
+describe("a provider token whose signature segment is not in base64url's one form", () => {
+  const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  /** The same signature bytes, spelt another way: each would be a new valid token text. */
+  const variants: Array<[string, (token: string) => string]> = [
+    ["with base64's padding", (token) => `${token}==`],
+    [
+      "with a last character whose unused bits are set",
+      (token) => {
+        // RS256 of 2048 bits: 256 bytes, so the last character carries 4 unused bits.
+        const last = ALPHABET.indexOf(token.at(-1) as string);
+        return `${token.slice(0, -1)}${ALPHABET[last ^ 1]}`;
+      },
+    ],
+    ["in base64's alphabet (+ and /)", (token) => token.replace(/-/g, "+").replace(/_/g, "/")],
+    ["with a tab inside", (token) => `${token.slice(0, -20)}\t${token.slice(-20)}`],
+    ["with a character outside any base64 alphabet", (token) => `${token.slice(0, -20)}!${token.slice(-20)}`],
+  ];
+
+  it.each(variants)(
+    "answers 401 malformed token to one %s, though the bytes verify",
+    async (_name, respell) => {
+      const token = tokenWithUrlAlphabet();
+      expect((await check(token)).status).toBe(200);
+      const respelt = respell(token);
+      expect(respelt).not.toBe(token);
+      expect(await check(respelt)).toEqual(MALFORMED);
+    },
+  );
+
+  it("answers 401 to a header or payload segment holding characters outside base64url, signed as sent", async () => {
+    const [header, payload] = signToken(good, claims()).split(".") as [string, string];
+    expect((await check(signedAs(`${header}.${payload}`))).status).toBe(200);
+    expect(await check(signedAs(`${header}.${payload}=`))).toEqual(MALFORMED);
+    expect(await check(signedAs(`${header}=.${payload}`))).toEqual(MALFORMED);
+  });
+});
+
 /** A token of exactly `input`, signed RS256 with the good key: spellings no provider makes. */
 const signedAs = (input: string): string =>
   `${input}.${sign("sha256", Buffer.from(input), good.privateKey).toString("base64url")}`;
 
 describe("a provider token's header", () => {
+  it("refuses a kid that is not a string, rather than trying it as a token without one", async () => {
+    for (const kid of [123, ["good"], { id: "good" }, null, true]) {
+      const answer = await check(signToken(good, claims(), { kid }));
+      expect(answer, JSON.stringify(kid)).toEqual({ status: 401, message: "token key id invalid" });
+    }
+    // A kid of the JWKS, as a string, and no kid at all, still verify.
+    expect((await check(signToken(good, claims()))).status).toBe(200);
+    expect((await check(signToken(good, claims(), { kid: undefined }))).status).toBe(200);
+  });
+
   it("refuses an alg of another spelling: lower case, a trailing space or NUL, a zero-width space", async () => {
     for (const alg of ["rs256", "RS256 ", "RS256\u0000", "RS256\u200b"]) {
       const answer = await check(signToken(good, claims(), { alg }));
