@@ -1,15 +1,10 @@
 // The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
 // Cache-Control says, refreshed for an unknown `kid` at most once per interval, and kept when the
 // provider is down. Nothing here is on the check path but a map lookup.
-import { createPublicKey, type KeyObject } from "node:crypto";
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
-
-export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
-
-/** Every key of a JWKS by its kid ("" for keys without one): a kid may name several (an RSA and an EC key). */
-type KeySet = Map<string, ProviderKey[]>;
+import { type KeySet, type ProviderKey, type RefusedKey, readJwks } from "./provider-jwks.js";
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -36,7 +31,7 @@ export const KEY_TIMINGS: KeyTimings = {
 };
 
 export type FetchOutcome =
-  | { ok: true; keys: number; refreshInMs: number }
+  | { ok: true; keys: number; refreshInMs: number; refused: RefusedKey[] }
   | { ok: false; error: string; attempt: number };
 
 /**
@@ -110,32 +105,6 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
   return uri;
 }
 
-/**
- * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
- * other uses, symmetric or unreadable ones are skipped.
- */
-function readJwks(body: unknown): KeySet {
-  const keys: KeySet = new Map();
-  const list = (body as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
-  for (const jwk of list as Record<string, unknown>[]) {
-    if (jwk === null || typeof jwk !== "object") continue;
-    if (jwk.use !== undefined && jwk.use !== "sig") continue;
-    if (jwk.kty !== "RSA" && jwk.kty !== "EC" && jwk.kty !== "OKP") continue;
-    try {
-      const key = createPublicKey({ key: jwk as import("node:crypto").JsonWebKey, format: "jwk" });
-      const kid = typeof jwk.kid === "string" ? jwk.kid : "";
-      const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
-      const same = keys.get(kid);
-      if (same === undefined) keys.set(kid, [entry]);
-      else same.push(entry);
-    } catch {
-      // A key this process cannot read verifies nothing; the others still do.
-    }
-  }
-  return keys;
-}
-
 /** Whether a key of `from` is not in `to` under its kid. */
 function missingFrom(from: KeySet, to: KeySet): boolean {
   return [...from].some(([kid, list]) => {
@@ -185,8 +154,13 @@ export function createProviderKeys(
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
-    const next = readOf(url, () => readJwks(body));
-    if (next.size === 0) throw new Error(`${shownUrl(url)}: the JWKS holds no usable signature key`);
+    const { keys: next, refused } = readOf(url, () => readJwks(body));
+    if (next.size === 0) {
+      const why = refused.map((r) => `kid ${JSON.stringify(r.kid)}: ${r.reason}`).join("; ");
+      throw new Error(
+        `${shownUrl(url)}: the JWKS holds no usable signature key${why === "" ? "" : ` (refused ${why})`}`,
+      );
+    }
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
@@ -198,7 +172,7 @@ export function createProviderKeys(
     const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
     schedule(refreshInMs);
     // Told at once, with the keys swapped: no check runs between the two on what they replaced.
-    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs }, change);
+    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs, refused }, change);
   };
 
   const refresh = (): Promise<void> => {
@@ -273,8 +247,20 @@ export function logKeyFetches(
   settings: Pick<ProviderSettings, "source" | "issuer">,
 ): void {
   warnIssuerMismatch(settings, logger);
+  // The keys refused by the last fetch that loaded: told again only when they change, not each refresh.
+  let refusedBefore = "[]";
   keys.onFetch((outcome) => {
     if (outcome.ok) {
+      const refused = JSON.stringify(outcome.refused);
+      if (refused !== refusedBefore) {
+        for (const { kid, reason } of outcome.refused) {
+          logger.warn(
+            { event: "provider_key_refused", kid, reason },
+            "identity provider key refused: it verifies no token",
+          );
+        }
+        refusedBefore = refused;
+      }
       logger.info(
         {
           event: "provider_keys",

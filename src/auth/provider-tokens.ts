@@ -8,7 +8,9 @@ import {
   type ProviderSettings,
 } from "../config/identity-settings.js";
 import type { Claims, TokenCheck } from "./jwt.js";
-import type { ProviderKey, ProviderKeys } from "./provider-keys.js";
+import { claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
+import type { ProviderKey } from "./provider-jwks.js";
+import type { ProviderKeys } from "./provider-keys.js";
 import { externalSubject } from "./subjects.js";
 import { createTokenCache } from "./token-cache.js";
 
@@ -32,7 +34,6 @@ export type ProviderTokens = {
 
 /** What a provider subject's x-user-id starts with. */
 const PROVIDER_PREFIX = "ext:";
-const LEEWAY_SECONDS = 5;
 /**
  * The verified tokens' total length, per entry of JWT_PROVIDER_CACHE_SIZE: the cache holds what
  * that many tokens of 4 KiB hold (40 MB at the default 10,000), whatever their length (up to 16,000 characters).
@@ -48,35 +49,25 @@ const FAILED_CHARS = 4 * 1024 * 1024;
 const FAILED_TTL_MS = 60_000;
 /** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
 const UNKNOWN_KID_WAIT_MS = 100;
-/** A subject must fit a header: visible ASCII, as every provider's ids are. */
-const SUBJECT = /^[\x21-\x7e]{1,255}$/;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
-const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
-/**
- * A header `typ` an access token may carry, lower case (RFC 7515: case-insensitive, `application/`
- * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
- * profile) still write. Any other names another kind of token (logout+jwt, dpop+jwt, secevent+jwt).
- */
-const ACCESS_TYPES = new Set([
-  "jwt",
-  "application/jwt",
-  "at+jwt",
-  "application/at+jwt",
-  // RFC 7515's generic type (SPIFFE JWT-SVIDs, some Nimbus and jose4j issuers): says no more than JWT.
-  "jose",
-  "application/jose",
-]);
-/** With JWT_PROVIDER_REQUIRE_AT_JWT: RFC 9068's type only. */
-const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
-/**
- * Keycloak's `typ` claim of its tokens other than access tokens (an access token's says Bearer, or
- * DPoP when bound to a key), lower case: its ID, refresh, offline and logout tokens carry the same
- * iss and, for an ID token, the client's id as aud.
- */
-const NOT_ACCESS_CLAIMS = new Set(["id", "refresh", "offline", "logout", "serialized-id"]);
+/** RFC 7515's compact form in base64url's own alphabet: no padding, no other characters. */
+const COMPACT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
 
+/**
+ * The signature's bytes when the token is spelt as RFC 7515 has it, else undefined. Node decodes
+ * base64 leniently (padding, `+` and `/`, unused bits set, characters skipped): a token that
+ * verified would verify again under other texts, each a new entry of the caches keyed by the text.
+ */
+function signatureOf(token: string): Buffer | undefined {
+  if (!COMPACT.test(token)) return undefined;
+  const text = token.slice(token.lastIndexOf(".") + 1);
+  const signature = Buffer.from(text, "base64url");
+  return signature.toString("base64url") === text ? signature : undefined;
+}
+
+const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /** How node:crypto checks each algorithm's signature. */
 const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
   {
@@ -101,12 +92,10 @@ const fits = (algorithm: ProviderAlgorithm, key: ProviderKey): boolean =>
 function signatureValid(
   algorithm: ProviderAlgorithm,
   key: ProviderKey,
-  token: string,
-  dot2: number,
+  data: Buffer,
+  signature: Buffer,
 ): boolean {
   const scheme = SCHEMES[algorithm];
-  const data = Buffer.from(token.slice(0, dot2), "latin1");
-  const signature = Buffer.from(token.slice(dot2 + 1), "base64url");
   const options = scheme.pss
     ? { key: key.key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }
     : scheme.ieee
@@ -117,67 +106,6 @@ function signatureValid(
   } catch {
     return false;
   }
-}
-
-/** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
-function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
-  const claim = settings.tierClaim;
-  if (claim === undefined) return "";
-  const value = payload[claim.name];
-  const values = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
-  for (const v of values) {
-    if (typeof v !== "string") continue;
-    if (claim.map === undefined) return v;
-    const mapped = claim.map.get(v);
-    if (mapped !== undefined) return mapped;
-  }
-  // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
-  return "";
-}
-
-/**
- * Whether the token says it is something else than an access token (RFC 8725, section 3.11): an ID
- * token accepted as one would let any client's login pass as a call to the API whenever JWT_AUDIENCE
- * is a client's id. A token without a header `typ` passes (it is optional, and some providers leave
- * it out) unless JWT_PROVIDER_REQUIRE_AT_JWT asks for RFC 9068's. Not `nonce`: Keycloak has put it in
- * access tokens too (keycloak/keycloak#26893), and clients of older versions still get them.
- */
-function typeProblem(
-  settings: ProviderSettings,
-  header: Record<string, unknown>,
-  payload: Record<string, unknown>,
-): TokenCheck | undefined {
-  const { typ } = header;
-  const types = settings.requireAtJwt ? AT_JWT_TYPES : ACCESS_TYPES;
-  if (typ === undefined ? settings.requireAtJwt : typeof typ !== "string" || !types.has(typ.toLowerCase())) {
-    return invalid(settings.requireAtJwt ? "token type must be at+jwt" : "token type not accepted");
-  }
-  const claim = payload.typ;
-  if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
-    return invalid("token is not an access token");
-  }
-  return undefined;
-}
-
-/**
- * What the token states, checked before its key is looked up or its signature verified: each check
- * costs nothing, so an expired or foreign token costs no verification and no refresh of the keys.
- * The order changes only the reason a bad token is given: a token is accepted only past them all.
- */
-function claimsProblem(settings: ProviderSettings, payload: Record<string, unknown>): TokenCheck | undefined {
-  const now = Date.now() / 1000;
-  const { exp, nbf, aud } = payload;
-  if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
-  const audiences = Array.isArray(aud) ? aud : [aud];
-  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
-  if (typeof exp !== "number") return invalid("token has no expiry");
-  if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
-  if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
-    return invalid("token not yet valid");
-  }
-  const sub = payload[settings.subjectClaim];
-  if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
-  return undefined;
 }
 
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
@@ -219,13 +147,14 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     header: Record<string, unknown>,
     payload: Record<string, unknown>,
     candidates: readonly ProviderKey[],
+    signature: Buffer,
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
     // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key, and a token
     // without a kid may be any key's.
     const usable = candidates.filter((key) => fits(algorithm, key));
-    const dot2 = token.lastIndexOf(".");
-    if (!usable.some((key) => signatureValid(algorithm, key, token, dot2))) {
+    const data = Buffer.from(token.slice(0, token.lastIndexOf(".")), "latin1");
+    if (!usable.some((key) => signatureValid(algorithm, key, data, signature))) {
       if (usable.length > 0) failed.set(token, Date.now() + FAILED_TTL_MS);
       return invalid("token signature invalid");
     }
@@ -260,16 +189,20 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       );
     },
     verify(token, header, payload) {
+      const signature = signatureOf(token);
+      if (signature === undefined) return invalid("malformed token");
       const algorithm = header.alg;
       if (typeof algorithm !== "string" || !allowed.has(algorithm)) return invalid("algorithm not allowed");
       // A header that asks for extensions tollgate does not know cannot be honoured.
       if (header.crit !== undefined) return invalid("token has critical header parameters");
       const refused = typeProblem(settings, header, payload) ?? claimsProblem(settings, payload);
       if (refused !== undefined) return refused;
+      // A kid that is no string names no key (RFC 7515, 4.1.4): not read as a token without one.
+      const { kid } = header;
+      if (kid !== undefined && typeof kid !== "string") return invalid("token key id invalid");
       if (failedBefore(token)) return invalid("token signature invalid");
-      const kid = typeof header.kid === "string" ? header.kid : undefined;
       const candidates = keys.candidates(kid);
-      if (candidates.length > 0) return check(token, header, payload, candidates);
+      if (candidates.length > 0) return check(token, header, payload, candidates, signature);
       const refresh = keys.refreshForUnknownKid();
       const unknown = invalid(
         keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
@@ -278,7 +211,7 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
       return Promise.race([refresh, waited]).then(() => {
         const found = keys.candidates(kid);
-        return found.length === 0 ? unknown : check(token, header, payload, found);
+        return found.length === 0 ? unknown : check(token, header, payload, found, signature);
       });
     },
   };

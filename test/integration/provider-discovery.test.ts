@@ -181,9 +181,31 @@ describe("a provider's answers", () => {
     };
     const idp = await provider({ "/day": withMaxAge(86_400), "/ten-minutes": withMaxAge(600) });
     const day = firstFetch({ kind: "jwks", url: `${idp.base}/day` }, KEY_TIMINGS);
-    expect(await day.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 3_600_000 });
+    expect(await day.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 3_600_000, refused: [] });
     const short = firstFetch({ kind: "jwks", url: `${idp.base}/ten-minutes` }, KEY_TIMINGS);
-    expect(await short.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 600_000 });
+    expect(await short.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 600_000, refused: [] });
+  });
+
+  it("loads no key set whose every signature key is unsafe, and says which and why, without their numbers", async () => {
+    const weak = generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ format: "jwk" });
+    const leaked = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({ format: "jwk" });
+    const idp = await provider({
+      "/jwks": json({
+        keys: [
+          { ...weak, kid: "old-1024", alg: "RS256" },
+          { ...leaked, kid: "leaked", alg: "ES256", use: "sig" },
+        ],
+      }),
+    });
+    const { keys, outcome } = firstFetch({ kind: "jwks", url: `${idp.base}/jwks` });
+    const failed = await outcome;
+    expect(failed).toMatchObject({ ok: false });
+    const error = (failed as { error: string }).error;
+    expect(error).toContain("the JWKS holds no usable signature key");
+    expect(error).toContain('kid "old-1024": an RSA key of 1024 bits (2048 at least)');
+    expect(error).toContain('kid "leaked": the JWKS publishes its private key');
+    for (const secret of [weak.n, leaked.d, leaked.x]) expect(error).not.toContain(secret);
+    expect(keys.loaded()).toBe(false);
   });
 
   it("stops reading a key set past 1 MB, declared or not", async () => {

@@ -67,6 +67,8 @@ export type JwksServer = {
   /** Each answer waits this long first. */
   delayMs: number;
   cacheControl: string | undefined;
+  /** JWKs served after `keys`' as they are: keys no test signer holds, or holds but a JWKS should not give. */
+  rawKeys: Record<string, unknown>[];
   close(): Promise<void>;
 };
 
@@ -84,6 +86,7 @@ export async function startJwksServer(initial: TestKey[]): Promise<JwksServer> {
     down: false,
     delayMs: 0,
     cacheControl: undefined,
+    rawKeys: [],
     close: () => new Promise((resolve) => server?.close(() => resolve()) ?? resolve()),
   };
   server = createServer((req, res) => {
@@ -110,7 +113,7 @@ export async function startJwksServer(initial: TestKey[]): Promise<JwksServer> {
           "content-type": "application/json",
           ...(state.cacheControl === undefined ? {} : { "cache-control": state.cacheControl }),
         });
-        res.end(JSON.stringify({ keys }));
+        res.end(JSON.stringify({ keys: [...keys, ...state.rawKeys] }));
         return;
       }
       res.writeHead(404).end();

@@ -5,7 +5,8 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { TokenCheck } from "../../src/auth/jwt.js";
-import type { ProviderKey, ProviderKeys } from "../../src/auth/provider-keys.js";
+import type { ProviderKey } from "../../src/auth/provider-jwks.js";
+import type { ProviderKeys } from "../../src/auth/provider-keys.js";
 import { createProviderTokens } from "../../src/auth/provider-tokens.js";
 import type { ProviderSettings } from "../../src/config/identity-settings.js";
 import { makeKey, signToken, type TestKey } from "../support/jwks-server.js";
@@ -52,7 +53,7 @@ function testKeys(initial: TestKey[]) {
   };
   const set = (next: TestKey[], change: { removed: boolean; added: boolean }) => {
     current = next;
-    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000 }, change);
+    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000, refused: [] }, change);
   };
   return { keys, set };
 }

@@ -1,0 +1,98 @@
+// What a provider token states, read before its key is looked up or its signature verified: its
+// types (an access token, not an ID or logout token), iss, aud, exp, nbf and subject, each check free
+// of cost; and the tier it names.
+import type { ProviderSettings } from "../config/identity-settings.js";
+import type { TokenCheck } from "./jwt.js";
+
+const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
+
+const LEEWAY_SECONDS = 5;
+/** A subject must fit a header: visible ASCII, as every provider's ids are. */
+const SUBJECT = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * A header `typ` an access token may carry, lower case (RFC 7515: case-insensitive, `application/`
+ * optional): RFC 9068's at+jwt, or the JWT most providers (Keycloak, Entra ID, Auth0's default
+ * profile) still write. Any other names another kind of token (logout+jwt, dpop+jwt, secevent+jwt).
+ */
+const ACCESS_TYPES = new Set([
+  "jwt",
+  "application/jwt",
+  "at+jwt",
+  "application/at+jwt",
+  // RFC 7515's generic type (SPIFFE JWT-SVIDs, some Nimbus and jose4j issuers): says no more than JWT.
+  "jose",
+  "application/jose",
+]);
+/** With JWT_PROVIDER_REQUIRE_AT_JWT: RFC 9068's type only. */
+const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
+/**
+ * Keycloak's `typ` claim of its tokens other than access tokens (an access token's says Bearer, or
+ * DPoP when bound to a key), lower case: its ID, refresh, offline and logout tokens carry the same
+ * iss and, for an ID token, the client's id as aud.
+ */
+const NOT_ACCESS_CLAIMS = new Set(["id", "refresh", "offline", "logout", "serialized-id"]);
+
+/** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
+export function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
+  const claim = settings.tierClaim;
+  if (claim === undefined) return "";
+  const value = payload[claim.name];
+  const values = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
+  for (const v of values) {
+    if (typeof v !== "string") continue;
+    if (claim.map === undefined) return v;
+    const mapped = claim.map.get(v);
+    if (mapped !== undefined) return mapped;
+  }
+  // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
+  return "";
+}
+
+/**
+ * Whether the token says it is something else than an access token (RFC 8725, section 3.11): an ID
+ * token accepted as one would let any client's login pass as a call to the API whenever JWT_AUDIENCE
+ * is a client's id. A token without a header `typ` passes (it is optional, and some providers leave
+ * it out) unless JWT_PROVIDER_REQUIRE_AT_JWT asks for RFC 9068's. Not `nonce`: Keycloak has put it in
+ * access tokens too (keycloak/keycloak#26893), and clients of older versions still get them.
+ */
+export function typeProblem(
+  settings: ProviderSettings,
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+): TokenCheck | undefined {
+  const { typ } = header;
+  const types = settings.requireAtJwt ? AT_JWT_TYPES : ACCESS_TYPES;
+  if (typ === undefined ? settings.requireAtJwt : typeof typ !== "string" || !types.has(typ.toLowerCase())) {
+    return invalid(settings.requireAtJwt ? "token type must be at+jwt" : "token type not accepted");
+  }
+  const claim = payload.typ;
+  if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
+    return invalid("token is not an access token");
+  }
+  return undefined;
+}
+
+/**
+ * What the token states, checked before its key is looked up or its signature verified: each check
+ * costs nothing, so an expired or foreign token costs no verification and no refresh of the keys.
+ * The order changes only the reason a bad token is given: a token is accepted only past them all.
+ */
+export function claimsProblem(
+  settings: ProviderSettings,
+  payload: Record<string, unknown>,
+): TokenCheck | undefined {
+  const now = Date.now() / 1000;
+  const { exp, nbf, aud } = payload;
+  if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
+  const audiences = Array.isArray(aud) ? aud : [aud];
+  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+  if (typeof exp !== "number") return invalid("token has no expiry");
+  if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
+    return invalid("token not yet valid");
+  }
+  const sub = payload[settings.subjectClaim];
+  if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
+  return undefined;
+}

@@ -1,0 +1,77 @@
+// A JWKS document read as the keys it gives to verify signatures: keys of other uses are passed over,
+// and keys no verifier should trust (weak RSA, a private key made public) are refused, by kid and
+// reason, never with their numbers.
+import { createPublicKey, type JsonWebKey, type KeyObject } from "node:crypto";
+
+export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
+
+/** Every key of a JWKS by its kid ("" for keys without one): a kid may name several (an RSA and an EC key). */
+export type KeySet = Map<string, ProviderKey[]>;
+
+/** A key of the JWKS that verifies nothing, and why: for the log. */
+export type RefusedKey = { kid: string; reason: string };
+
+/** RFC 7518, section 3.3: RS* and PS* keys of 2048 bits or more. Under it, a key can be factored. */
+const MIN_RSA_BITS = 2048;
+/**
+ * Members only a private JWK has (RFC 7518, section 6): a JWKS that holds one has published the key
+ * that signs, and anyone who read it can sign tokens too.
+ */
+const PRIVATE_MEMBERS = ["d", "p", "q", "dp", "dq", "qi", "oth"];
+/** A kid as the log shows it: the provider's text, cut short. */
+const KID_SHOWN = 100;
+
+/**
+ * Whether the JWK says it is for something else than verifying signatures (RFC 7517, sections 4.2
+ * and 4.3): `use` other than sig, or `key_ops` without verify. Such keys (Keycloak's enc keys) are
+ * normal in a JWKS and passed over without a word.
+ */
+const otherUse = (jwk: Record<string, unknown>): boolean =>
+  (jwk.use !== undefined && jwk.use !== "sig") ||
+  (jwk.key_ops !== undefined && !(Array.isArray(jwk.key_ops) && jwk.key_ops.includes("verify")));
+
+/** Why a readable key must verify nothing, or undefined when it may. */
+function unsafe(jwk: Record<string, unknown>, key: KeyObject): string | undefined {
+  if (PRIVATE_MEMBERS.some((name) => jwk[name] !== undefined)) {
+    return "the JWKS publishes its private key: anyone who read it can sign";
+  }
+  if (key.asymmetricKeyType !== "rsa") return undefined;
+  const { modulusLength = 0, publicExponent = 0n } = key.asymmetricKeyDetails ?? {};
+  if (modulusLength < MIN_RSA_BITS) return `an RSA key of ${modulusLength} bits (${MIN_RSA_BITS} at least)`;
+  // e=1 makes any padded hash its own signature; an even e is no RSA key.
+  if (publicExponent < 3n || publicExponent % 2n === 0n) return "an RSA key whose public exponent is unsafe";
+  return undefined;
+}
+
+/**
+ * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
+ * other uses, symmetric or unreadable ones are skipped, unsafe ones refused and listed.
+ */
+export function readJwks(body: unknown): { keys: KeySet; refused: RefusedKey[] } {
+  const keys: KeySet = new Map();
+  const refused: RefusedKey[] = [];
+  const list = (body as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
+  for (const jwk of list as Record<string, unknown>[]) {
+    if (jwk === null || typeof jwk !== "object" || otherUse(jwk)) continue;
+    if (jwk.kty !== "RSA" && jwk.kty !== "EC" && jwk.kty !== "OKP") continue;
+    let key: KeyObject;
+    try {
+      key = createPublicKey({ key: jwk as JsonWebKey, format: "jwk" });
+    } catch {
+      // A key this process cannot read verifies nothing; the others still do.
+      continue;
+    }
+    const kid = typeof jwk.kid === "string" ? jwk.kid : "";
+    const reason = unsafe(jwk, key);
+    if (reason !== undefined) {
+      refused.push({ kid: kid.slice(0, KID_SHOWN), reason });
+      continue;
+    }
+    const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
+    const same = keys.get(kid);
+    if (same === undefined) keys.set(kid, [entry]);
+    else same.push(entry);
+  }
+  return { keys, refused };
+}
