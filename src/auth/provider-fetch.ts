@@ -26,10 +26,24 @@ export function readOf<T>(address: string, read: () => T): T {
   }
 }
 
-/** max-age of a Cache-Control header, if any. */
-function maxAgeMs(header: string | null): number | undefined {
-  const match = header === null ? null : /(?:^|,)\s*max-age\s*=\s*"?(\d+)"?/i.exec(header);
-  return match === null ? undefined : Number(match[1]) * 1000;
+/**
+ * How long a Cache-Control header lets the answer be kept, in ms; undefined when it says nothing of
+ * it. `no-store` and `no-cache` keep it for no time, and so does a `max-age` that is not a number of
+ * seconds (RFC 9111, section 4.2.1: invalid freshness information makes an answer stale), so that
+ * the provider's keys are fetched again as soon as the interval's floor allows, never later.
+ */
+export function keepForMs(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  let keep: number | undefined;
+  for (const part of header.split(",")) {
+    const [name = "", value] = part.split("=", 2).map((s) => s.trim());
+    const directive = name.toLowerCase();
+    if (directive === "no-store" || directive === "no-cache") return 0;
+    if (directive !== "max-age") continue;
+    const seconds = value?.replace(/^"(.*)"$/, "$1");
+    keep = seconds !== undefined && /^\d+$/.test(seconds) ? Number(seconds) * 1000 : 0;
+  }
+  return keep;
 }
 
 const timedOut = (error: unknown): boolean =>
@@ -87,7 +101,7 @@ export async function getJson(
     // Not the parser's message: it quotes the body.
     throw failure(address, "not JSON");
   }
-  return { body, maxAge: maxAgeMs(response.headers.get("cache-control")) };
+  return { body, maxAge: keepForMs(response.headers.get("cache-control")) };
 }
 
 /**
