@@ -300,7 +300,7 @@ export function describeExternalIdentityContract(
         expect(withBasic.headers.get("x-user-id")).toBe(`key:${made.id}`);
         expect(withBasic.headers.get("x-user-tier")).toBe("pro");
         const basicAlone = await check({ authorization: basic });
-        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token");
+        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token or an API key");
         // Bearer wins over the key header: its token decides, good or bad.
         const c = claims({ plan: "basic" });
         const withBearer = await check({
