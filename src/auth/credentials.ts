@@ -15,7 +15,11 @@ export type CredentialReader = (
   apiKey: string | undefined,
 ) => TokenCheck | Promise<TokenCheck> | undefined;
 
-const NOT_BEARER: TokenCheck = { ok: false, reason: "invalid", description: "expected a Bearer token" };
+const NOT_OURS: TokenCheck = {
+  ok: false,
+  reason: "invalid",
+  description: "expected a Bearer token or an API key",
+};
 const MALFORMED: TokenCheck = { ok: false, reason: "invalid", description: "malformed token" };
 const TOO_LONG: TokenCheck = { ok: false, reason: "invalid", description: "token too long" };
 const NOT_A_KEY: TokenCheck = { ok: false, reason: "invalid", description: "malformed API key" };
@@ -58,6 +62,20 @@ function keyCheck(sent: string): TokenCheck {
   if (readKeys.size >= KEYS_CACHED) readKeys.clear();
   readKeys.set(text, check);
   return check;
+}
+
+/**
+ * Why Authorization that is neither "Bearer <token>" nor "ApiKey <key>" is refused. RFC 9110 puts
+ * only spaces between scheme and credentials: "ApiKey" with a tab, or with nothing after it, names
+ * tollgate's scheme but malformed, and the client is told which part is wrong rather than to send
+ * the scheme it sent. Any other scheme is not tollgate's.
+ */
+function refusedScheme(authorization: string): TokenCheck {
+  const end = authorization.search(/[ \t]/);
+  const scheme = (end < 0 ? authorization : authorization.slice(0, end)).toLowerCase();
+  if (scheme === "apikey") return NOT_A_KEY;
+  if (scheme === "bearer") return MALFORMED;
+  return NOT_OURS;
 }
 
 function segment(text: string): Record<string, unknown> | undefined {
@@ -109,7 +127,7 @@ export function createCredentialReader(options: {
       if (scheme === "apikey ") return keyCheck(authorization.slice(7));
       // Another scheme is not tollgate's (Basic credentials meant for the upstream): the key header,
       // when sent, is the request's credential.
-      return keySent ? keyCheck(apiKey) : NOT_BEARER;
+      return keySent ? keyCheck(apiKey) : refusedScheme(authorization);
     }
     return keySent ? keyCheck(apiKey) : undefined;
   };

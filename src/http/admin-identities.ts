@@ -13,6 +13,7 @@ import type { Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, noStore, parse } from "./handlers.js";
+import { requestLogger } from "./request-log.js";
 
 /** The most keys one page of the listing answers (`?limit=`, `?after=` for the next). */
 const MAX_LISTED = 1000;
@@ -47,7 +48,10 @@ export function identityRoutes(
   admin: Router,
   options: { store: ApiStore; policy: PolicyState; logger: Logger; tierSchema: z.ZodType<string> },
 ): void {
-  const { store, policy, logger, tierSchema } = options;
+  const { store, policy, tierSchema } = options;
+  // Admin changes are logged with the call's x-request-id, in shape only: ids, tier, categories, never
+  // a key, and never a provider subject, which may be a person's address.
+  const processLogger = options.logger;
   const limitsSchema = z
     .record(z.string(), windowsOrNullSchema)
     .refine((body) => Object.keys(body).length > 0, "give at least one category")
@@ -109,6 +113,7 @@ export function identityRoutes(
           throw new HttpError("conflict", "user_id: the user was deleted or disabled meanwhile");
         }
       }
+      const logger = requestLogger(processLogger, req);
       logger.info({ event: "api_key_created", keyId: key.id, tier: key.tier }, "API key created");
       // The only time the key is ever shown: only its hash is kept.
       noStore(res)
@@ -141,6 +146,7 @@ export function identityRoutes(
       const key = await keyOf(req);
       await store.apiKeys.remove(key.id);
       await store.limiter.reset(keySubject(key.id), policy.current().policy.categories);
+      const logger = requestLogger(processLogger, req);
       logger.info({ event: "api_key_revoked", keyId: key.id }, "API key revoked");
       res.json({ message: "API key revoked; refused from now on", id: key.id });
     }),
@@ -153,6 +159,7 @@ export function identityRoutes(
       const key = await keyOf(req);
       if (!(await store.apiKeys.update(key.id, { tier })))
         throw new HttpError("not_found", "No such API key");
+      const logger = requestLogger(processLogger, req);
       logger.info({ event: "api_key_tier", keyId: key.id, tier }, "API key tier changed");
       res.json({ message: "Tier changed; effective on the next request", id: key.id, tier });
     }),
@@ -165,6 +172,11 @@ export function identityRoutes(
       const key = await keyOf(req);
       if (!(await store.apiKeys.update(key.id, { limits })))
         throw new HttpError("not_found", "No such API key");
+      const logger = requestLogger(processLogger, req);
+      logger.info(
+        { event: "api_key_limits_set", keyId: key.id, categories: Object.keys(limits) },
+        "API key's own limits set",
+      );
       res.json({ ...keyJson(await keyOf(req)), message: "Own limits set; effective on the next request" });
     }),
   );
@@ -175,6 +187,11 @@ export function identityRoutes(
       const cleared = Object.fromEntries(Object.keys(key.limits).map((c) => [c, null]));
       await store.apiKeys.update(key.id, { limits: cleared });
       await store.limiter.reset(keySubject(key.id), policy.current().policy.categories);
+      const logger = requestLogger(processLogger, req);
+      logger.info(
+        { event: "api_key_limits_reset", keyId: key.id },
+        "API key's own limits and windows cleared",
+      );
       res.json({ message: "Own limits and rate-limit windows cleared", id: key.id });
     }),
   );
@@ -190,6 +207,7 @@ export function identityRoutes(
     handle(async (req, res) => {
       const sub = subOf(req);
       await store.subjects.update(externalSubject(sub), { blocked });
+      const logger = requestLogger(processLogger, req);
       logger.info(
         { event: blocked ? "subject_blocked" : "subject_unblocked" },
         "provider subject access changed",
@@ -205,6 +223,8 @@ export function identityRoutes(
       const { tier } = parse(z.strictObject({ tier: tierSchema }), req.body);
       const sub = subOf(req);
       await store.subjects.update(externalSubject(sub), { tier });
+      const logger = requestLogger(processLogger, req);
+      logger.info({ event: "subject_tier", tier }, "provider subject given a tier");
       res.json({ message: "Tier set; effective on the next request", sub, tier });
     }),
   );
@@ -213,6 +233,8 @@ export function identityRoutes(
     handle(async (req, res) => {
       const sub = subOf(req);
       await store.subjects.update(externalSubject(sub), { tier: null });
+      const logger = requestLogger(processLogger, req);
+      logger.info({ event: "subject_tier", tier: null }, "provider subject back on its token's tier");
       res.json({ message: "The token's tier applies again", sub });
     }),
   );
@@ -223,6 +245,11 @@ export function identityRoutes(
       const limits = parse(limitsSchema, req.body);
       const sub = subOf(req);
       await store.subjects.update(externalSubject(sub), { limits });
+      const logger = requestLogger(processLogger, req);
+      logger.info(
+        { event: "subject_limits_set", categories: Object.keys(limits) },
+        "provider subject's own limits set",
+      );
       res.json(profileJson(sub, await store.subjects.get(externalSubject(sub))));
     }),
   );
@@ -235,6 +262,8 @@ export function identityRoutes(
       const cleared = Object.fromEntries(Object.keys(own).map((c) => [c, null]));
       if (Object.keys(cleared).length > 0) await store.subjects.update(subject, { limits: cleared });
       await store.limiter.reset(subject, policy.current().policy.categories);
+      const logger = requestLogger(processLogger, req);
+      logger.info({ event: "subject_limits_reset" }, "provider subject's own limits and windows cleared");
       res.json({ message: "Own limits and rate-limit windows cleared", sub });
     }),
   );

@@ -97,18 +97,28 @@ export function errorHandler(processLogger: Logger): ErrorRequestHandler {
 export const notFound: RequestHandler = (req, res) =>
   sendError(res, new HttpError("not_found", `No route for ${req.method} ${req.path}`));
 
-/** POST/PUT bodies must be JSON; anything else is refused before parsing. */
+/** A body was sent: RFC 9112 frames one by Transfer-Encoding or a Content-Length above 0. */
+const bodySent = (req: Parameters<RequestHandler>[0]): boolean =>
+  req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+
+/**
+ * POST/PUT bodies must be JSON; anything else is refused before parsing. A body with no Content-Type
+ * at all is refused the same way: express.json leaves it unread, and the route's schema would then
+ * blame an absent object ("received undefined") for what is the client's missing header.
+ */
 const requireJson: RequestHandler = (req, _res, next) => {
-  if (
-    (req.method === "POST" || req.method === "PUT" || req.method === "PATCH") &&
-    req.headers["content-length"] !== "0"
-  ) {
+  if ((req.method === "POST" || req.method === "PUT" || req.method === "PATCH") && bodySent(req)) {
     const type = req.headers["content-type"];
-    if (type !== undefined && !/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
+    if (type === undefined || !/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
       return next(new HttpError("unsupported_media_type", "Send the body as application/json"));
     }
   }
   next();
+};
+
+/** No body at all (or an empty one of another type) where a route reads one: said so, not "undefined". */
+const requireBody: RequestHandler = (req, _res, next) => {
+  next(req.body === undefined ? new HttpError("bad_request", "A JSON body is required") : undefined);
 };
 
 /**
@@ -130,5 +140,6 @@ const refuseReservedKeys: RequestHandler = (req, _res, next) => {
 export const jsonBody: RequestHandler[] = [
   requireJson,
   express.json({ limit: "16kb", strict: true }),
+  requireBody,
   refuseReservedKeys,
 ];

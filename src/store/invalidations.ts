@@ -84,7 +84,11 @@ export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): Lim
   };
 }
 
-/** API keys, announcing every change and deletion: a revoked key must get 401 at once, not a cached 429. */
+/**
+ * API keys, announcing every change and deletion: a revoked key gets 401, not a cached 429, here at
+ * once and on every other instance as soon as the announcement reaches it (never an allow meanwhile:
+ * a cached refusal only refuses).
+ */
 export function announcingApiKeys(keys: ApiKeyStore, bus: Invalidations): ApiKeyStore {
   return {
     ...keys,

@@ -300,7 +300,7 @@ export function describeExternalIdentityContract(
         expect(withBasic.headers.get("x-user-id")).toBe(`key:${made.id}`);
         expect(withBasic.headers.get("x-user-tier")).toBe("pro");
         const basicAlone = await check({ authorization: basic });
-        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token");
+        expect(JSON.parse(basicAlone.body).message).toBe("expected a Bearer token or an API key");
         // Bearer wins over the key header: its token decides, good or bad.
         const c = claims({ plan: "basic" });
         const withBearer = await check({
@@ -672,6 +672,61 @@ export function describeExternalIdentityContract(
         } finally {
           await layered.close();
         }
+      });
+
+      it("logs each admin change of a key's or a subject's tier and limits, with its request id, never the key or the subject", async () => {
+        const made = await create({ name: "audited", tier: "free" });
+        const sub = `auth0|audited-${randomBytes(4).toString("hex")}`;
+        const path = encodeURIComponent(sub);
+        const calls: [string, string, unknown, Record<string, unknown>][] = [
+          [
+            "PUT",
+            `/admin/api-keys/${made.id}/tier`,
+            { tier: "pro" },
+            { event: "api_key_tier", keyId: made.id, tier: "pro" },
+          ],
+          [
+            "PUT",
+            `/admin/api-keys/${made.id}/limits`,
+            { search: "5/1m", general: null },
+            { event: "api_key_limits_set", keyId: made.id, categories: ["search", "general"] },
+          ],
+          [
+            "DELETE",
+            `/admin/api-keys/${made.id}/limits`,
+            undefined,
+            { event: "api_key_limits_reset", keyId: made.id },
+          ],
+          ["PUT", `/admin/subjects/${path}/tier`, { tier: "pro" }, { event: "subject_tier", tier: "pro" }],
+          ["DELETE", `/admin/subjects/${path}/tier`, undefined, { event: "subject_tier", tier: null }],
+          [
+            "PUT",
+            `/admin/subjects/${path}/limits`,
+            { search: "5/1m" },
+            { event: "subject_limits_set", categories: ["search"] },
+          ],
+          ["DELETE", `/admin/subjects/${path}/limits`, undefined, { event: "subject_limits_reset" }],
+          ["PUT", `/admin/subjects/${path}/blocked`, undefined, { event: "subject_blocked" }],
+          ["DELETE", `/admin/api-keys/${made.id}`, undefined, { event: "api_key_revoked", keyId: made.id }],
+        ];
+        for (const [method, url, json, logged] of calls) {
+          const requestId = `audit-${randomBytes(6).toString("hex")}`;
+          const reply = await running.admin(method, url, {
+            token: running.adminToken,
+            headers: { "x-request-id": requestId },
+            ...(json === undefined ? {} : { json }),
+          });
+          expect(reply.status, `${method} ${url}`).toBe(200);
+          const lines = running
+            .logWrites()
+            .filter((line) => line.includes(requestId))
+            .map((line) => JSON.parse(line) as Record<string, unknown>);
+          expect(lines, `${method} ${url}`).toEqual([expect.objectContaining({ ...logged, requestId })]);
+        }
+        const written = running.logWrites().join("\n");
+        expect(written).not.toContain(made.key.slice(20));
+        expect(written).not.toContain(sub);
+        expect(written).not.toContain(path);
       });
 
       it("never writes a key into the log", async () => {

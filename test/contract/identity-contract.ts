@@ -9,6 +9,7 @@ import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import type { Store } from "../../src/store/store.js";
 import type { ErrorBody, LimitsBody, LoginBody, MeBody, SessionsBody } from "../support/http-client.mjs";
 import { claimsOf, type InProcess, sleep, startInProcess, uniqueName } from "../support/in-process.js";
+import { rawRequest } from "../support/raw-http.js";
 import { ADMIN_TOKEN, JWT_SECRET } from "../support/secrets.mjs";
 import { describeUserLifecycleContract } from "./user-lifecycle-contract.js";
 import { describeUsernameContract } from "./username-contract.js";
@@ -138,7 +139,12 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
           { body: '{"username":5,"password":"secret"}', headers: json, status: 400, error: "bad_request" },
           { body: '{"username":"","password":"secret"}', headers: json, status: 400, error: "bad_request" },
           { body: "", headers: json, status: 400, error: "bad_request" },
-          { body: "username=alice&password=secret", headers: {}, status: 400, error: "bad_request" },
+          {
+            body: "username=alice&password=secret",
+            headers: {},
+            status: 415,
+            error: "unsupported_media_type",
+          },
           {
             body: "username=alice&password=secret",
             headers: { "content-type": "application/x-www-form-urlencoded" },
@@ -168,6 +174,48 @@ export function describeIdentityContract(name: string, makeStore: StoreFactory):
           expect(reply.body.error, label).toBe(c.error);
           expect(typeof reply.body.message, label).toBe("string");
         }
+      });
+
+      it("answers a body sent without Content-Type 415 and no body at all 400, on public and admin routes", async () => {
+        const routes = [
+          { call: t.api, path: "/auth/login", json: { username: "alice", password: "secret" } },
+          {
+            call: t.admin,
+            path: "/admin/users",
+            json: () => ({
+              username: uniqueName("typeless"),
+              password: "a-long-enough-password",
+              tier: "free",
+            }),
+          },
+          { call: t.admin, path: "/admin/api-keys", json: { name: "typeless", tier: "free" } },
+        ];
+        const unsupported = { error: "unsupported_media_type", message: "Send the body as application/json" };
+        const required = { error: "bad_request", message: "A JSON body is required" };
+        for (const route of routes) {
+          const token = route.call === t.admin ? ADMIN_TOKEN : undefined;
+          const json = () => (typeof route.json === "function" ? route.json() : route.json);
+          const call = (options: { body?: Buffer; json?: unknown; headers?: Record<string, string> }) =>
+            route.call<ErrorBody>("POST", route.path, {
+              ...(token === undefined ? {} : { token }),
+              ...options,
+            });
+          // The same body with its type is accepted: only the missing header is refused.
+          expect((await call({ json: json() })).status, route.path).toBeLessThan(300);
+          const bytes = () => Buffer.from(JSON.stringify(json()));
+          const sized = await call({ body: bytes() });
+          expect([sized.status, sized.body], `${route.path} with Content-Length`).toEqual([415, unsupported]);
+          const chunked = await call({ body: bytes(), headers: { "transfer-encoding": "chunked" } });
+          expect([chunked.status, chunked.body], `${route.path} chunked`).toEqual([415, unsupported]);
+          const empty = await call({});
+          expect([empty.status, empty.body], `${route.path} without a body`).toEqual([400, required]);
+        }
+        // Neither Content-Length nor Transfer-Encoding: no body, whatever node's client would add.
+        const bare = await rawRequest(
+          t.adminUrl,
+          `POST /admin/api-keys HTTP/1.1\r\nHost: tollgate\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nConnection: close\r\n\r\n`,
+        );
+        expect([bare.status, JSON.parse(bare.body)]).toEqual([400, required]);
       });
 
       it("answers 401 with a Bearer challenge, adding invalid_token only when a bad token was sent", async () => {

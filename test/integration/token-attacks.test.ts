@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { grpcClients } from "../support/grpc-client.js";
 import { closeClient, type Reply, send } from "../support/http-client.mjs";
 import { type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { JWT_SECRET } from "../support/secrets.mjs";
@@ -292,6 +293,51 @@ describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIE
         const body = reply === nginx ? (reply.header("x-authz-body") ?? "") : reply.text;
         expect(JSON.parse(body)).toMatchObject({ error: "unauthorized" });
       }
+    }
+  });
+
+  it("names what it accepts (Envoy HTTP, nginx and gRPC alike): another scheme, or tollgate's malformed", async () => {
+    const grpc = grpcClients(hs.grpcUrl);
+    try {
+      const cases: [string, string][] = [
+        [`Basic ${b64("alice:secret")}`, "expected a Bearer token or an API key"],
+        [`Token ${hsValid()}`, "expected a Bearer token or an API key"],
+        ["ApiKey", "malformed API key"],
+        [`ApiKey\t${"k".repeat(40)}`, "malformed API key"],
+        ["Bearer", "malformed token"],
+        [`Bearer\t${hsValid()}`, "malformed token"],
+      ];
+      for (const [authorization, message] of cases) {
+        const [envoy, nginx, viaGrpc] = await Promise.all([
+          send(`${hs.checkUrl}/ext_authz/api/products`, {
+            headers: { authorization, "x-tollgate-client-ip": nextIp() },
+          }),
+          send(`${hs.checkUrl}/nginx/auth`, {
+            headers: {
+              authorization,
+              "x-original-method": "GET",
+              "x-original-uri": "/api/products",
+              "x-forwarded-for": nextIp(),
+            },
+          }),
+          grpc.check({ path: "/api/products", headers: { authorization }, source: nextIp() }),
+        ]);
+        const label = JSON.stringify(authorization.slice(0, 12));
+        expect(envoy.status, label).toBe(401);
+        expect(JSON.parse(envoy.text), label).toEqual({ error: "unauthorized", message });
+        expect(envoy.header("www-authenticate"), label).toContain(`error_description="${message}"`);
+        expect(JSON.parse(nginx.header("x-authz-body") ?? ""), label).toEqual({
+          error: "unauthorized",
+          message,
+        });
+        expect(viaGrpc.status?.message, label).toBe(message);
+        expect(JSON.parse(viaGrpc.denied_response?.body ?? ""), label).toEqual({
+          error: "unauthorized",
+          message,
+        });
+      }
+    } finally {
+      grpc.close();
     }
   });
 });

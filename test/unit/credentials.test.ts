@@ -46,8 +46,41 @@ describe("API keys in the credential reader", () => {
       expect(reader(authorization, key)).toMatchObject({ ok: true, claims: { sub: `key:${id}` } });
     }
     // Without the key header, Authorization of another scheme is still refused.
-    expect(reader(basic, undefined)).toMatchObject({ ok: false, description: "expected a Bearer token" });
-    expect(reader(basic, "")).toMatchObject({ ok: false, description: "expected a Bearer token" });
+    const notOurs = { ok: false, description: "expected a Bearer token or an API key" };
+    expect(reader(basic, undefined)).toMatchObject(notOurs);
+    expect(reader(basic, "")).toMatchObject(notOurs);
+  });
+
+  it("tells a client that sent tollgate's scheme with no credential or a tab after it what is malformed", () => {
+    const { key } = newApiKey();
+    const { token } = tokens.sign({ sub: "demo-alice", sid: "s1", tier: "free" });
+    for (const authorization of ["ApiKey", "apikey", `ApiKey\t${key}`, `APIKEY\t\t${key}`]) {
+      expect(reader(authorization, undefined), authorization).toMatchObject({
+        ok: false,
+        reason: "invalid",
+        description: "malformed API key",
+      });
+    }
+    for (const authorization of ["Bearer", "bearer", `Bearer\t${token}`]) {
+      expect(reader(authorization, undefined), authorization).toMatchObject({
+        ok: false,
+        reason: "invalid",
+        description: "malformed token",
+      });
+    }
+    // Only the message is new: a scheme of tollgate's that merely starts the text is another scheme.
+    expect(reader(`ApiKeys ${key}`, undefined)).toMatchObject({
+      description: "expected a Bearer token or an API key",
+    });
+    // Not read as the scheme, so a key header beside it decides, as beside Basic.
+    const beside = newApiKey();
+    expect(reader(`ApiKey\t${key}`, beside.key)).toMatchObject({
+      ok: true,
+      claims: { sub: `key:${beside.id}` },
+    });
+    expect(reader("Bearer", beside.key)).toMatchObject({ ok: true, claims: { sub: `key:${beside.id}` } });
+    // Any number of spaces is what RFC 9110 allows, and is read.
+    expect(reader(`ApiKey    ${key}`, undefined)).toMatchObject({ ok: true });
   });
 
   it("reads a Bearer token or an ApiKey in Authorization over the key header", () => {
