@@ -105,10 +105,13 @@ const nextIp = (): string => {
 
 type Answers = { envoy: Reply; nginx: Reply; me: Reply };
 
-/** The same token through Envoy's protocol, nginx's protocol and the public API. */
-async function everywhere(target: InProcessOnRedis, token: string, path = "/api/products"): Promise<Answers> {
-  const authorization = `Bearer ${token}`;
-  const [envoy, nginx, me] = await Promise.all([
+/** One Authorization header through Envoy's HTTP protocol and nginx's, each from an address of its own. */
+function checked(
+  target: InProcessOnRedis,
+  authorization: string,
+  path = "/api/products",
+): [Promise<Reply>, Promise<Reply>] {
+  return [
     send(`${target.checkUrl}/ext_authz${path}`, {
       headers: { authorization, "x-tollgate-client-ip": nextIp() },
     }),
@@ -120,6 +123,14 @@ async function everywhere(target: InProcessOnRedis, token: string, path = "/api/
         "x-forwarded-for": nextIp(),
       },
     }),
+  ];
+}
+
+/** The same token through Envoy's protocol, nginx's protocol and the public API. */
+async function everywhere(target: InProcessOnRedis, token: string, path = "/api/products"): Promise<Answers> {
+  const authorization = `Bearer ${token}`;
+  const [envoy, nginx, me] = await Promise.all([
+    ...checked(target, authorization, path),
     send(`${target.publicUrl}/me`, { headers: { authorization } }),
   ]);
   return { envoy, nginx, me };
@@ -275,17 +286,7 @@ describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIE
   it("answers 401 to a non-Bearer scheme and to an empty Bearer", async () => {
     for (const authorization of [`Basic ${b64("alice:secret")}`, "Bearer ", "Bearer", `Token ${hsValid()}`]) {
       const [envoy, nginx, me] = await Promise.all([
-        send(`${hs.checkUrl}/ext_authz/api/products`, {
-          headers: { authorization, "x-tollgate-client-ip": nextIp() },
-        }),
-        send(`${hs.checkUrl}/nginx/auth`, {
-          headers: {
-            authorization,
-            "x-original-method": "GET",
-            "x-original-uri": "/api/products",
-            "x-forwarded-for": nextIp(),
-          },
-        }),
+        ...checked(hs, authorization),
         send(`${hs.publicUrl}/me`, { headers: { authorization } }),
       ]);
       for (const reply of [envoy, nginx, me]) {
@@ -308,18 +309,8 @@ describe("tokens the HS256 instance must refuse (JWT_ALGORITHMS=HS256, JWT_AUDIE
         [`Bearer\t${hsValid()}`, "malformed token"],
       ];
       for (const [authorization, message] of cases) {
-        const [envoy, nginx, viaGrpc] = await Promise.all([
-          send(`${hs.checkUrl}/ext_authz/api/products`, {
-            headers: { authorization, "x-tollgate-client-ip": nextIp() },
-          }),
-          send(`${hs.checkUrl}/nginx/auth`, {
-            headers: {
-              authorization,
-              "x-original-method": "GET",
-              "x-original-uri": "/api/products",
-              "x-forwarded-for": nextIp(),
-            },
-          }),
+        const [[envoy, nginx], viaGrpc] = await Promise.all([
+          Promise.all(checked(hs, authorization)),
           grpc.check({ path: "/api/products", headers: { authorization }, source: nextIp() }),
         ]);
         const label = JSON.stringify(authorization.slice(0, 12));
