@@ -1,11 +1,13 @@
 // Runs one check: token, plan, a cached refusal or the one limiter call, decision; store failures degrade.
+// The one exception: an API key the store does not know is then counted as a bad credential, in a
+// second call within the same REDIS_TIMEOUT_MS.
 import type { CredentialReader } from "../auth/credentials.js";
 import type { TokenCheck } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import type { CompiledPolicy } from "../policy/compile.js";
 import { describe, type Limiter, type LimitResult } from "../ratelimit/limiter.js";
 import { IP_LAYER } from "../ratelimit/types.js";
-import { createDeadline } from "../store/failure.js";
+import { createDeadline, withDeadline as within } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
 import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
@@ -251,6 +253,7 @@ export function createChecker(options: CheckerOptions): Checker {
     const denials = dryRun ? undefined : options.denials;
     const { now } = at;
     let result: LimitResult;
+    const startedAt = performance.now();
     try {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
       onStoreOk();
@@ -281,8 +284,14 @@ export function createChecker(options: CheckerOptions): Checker {
       if (answer.kind === "no_session" && p.proof?.kind === "key") {
         // Anyone can make up a well-formed key: counted against the address as any bad credential
         // is (the store counted nothing), or a flood of fresh ones would never meet the anonymous limit.
+        // That takes a second store call (unless the denial cache answers), within what is left of
+        // this check's REDIS_TIMEOUT_MS: past it, the key's 401 stands uncounted.
         const step = routeStep(compiled, request.method, request.path);
-        return "done" in step ? step.done : withToken(request, dryRun, compiled, step, DEAD_KEY);
+        if ("done" in step) return step.done;
+        const left = timeoutMs - (performance.now() - startedAt);
+        if (left <= 0) return decision;
+        const again = withToken(request, dryRun, compiled, step, DEAD_KEY);
+        return again instanceof Promise ? within(again, left).catch(() => decision) : again;
       }
     }
     if (denials !== undefined && isDenial(decision)) remember(p, answer, decision, denials, at);
