@@ -11,7 +11,7 @@ import type { Claims, TokenCheck } from "./jwt.js";
 import { claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
 import type { ProviderKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
-import { externalSubject } from "./subjects.js";
+import { externalSubject, PROVIDER_PREFIX } from "./subjects.js";
 import { createTokenCache } from "./token-cache.js";
 
 export type ProviderTokens = {
@@ -32,8 +32,6 @@ export type ProviderTokens = {
   issuer: string;
 };
 
-/** What a provider subject's x-user-id starts with. */
-const PROVIDER_PREFIX = "ext:";
 /**
  * The verified tokens' total length, per entry of JWT_PROVIDER_CACHE_SIZE: the cache holds what
  * that many tokens of 4 KiB hold (40 MB at the default 10,000), whatever their length (up to 16,000 characters).

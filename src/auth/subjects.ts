@@ -11,6 +11,9 @@ import type { Subject, Window } from "../ratelimit/types.js";
 export const externalSubject = (sub: string): Subject =>
   `x:${createHash("sha256").update(sub, "utf8").digest("base64url")}`;
 
+/** What a provider subject's x-user-id (its user id) starts with, before its `sub`. */
+export const PROVIDER_PREFIX = "ext:";
+
 /** An API key's hash-tag content: `k:<key id>`. */
 export const keySubject = (keyId: string): Subject => `k:${keyId}`;
 

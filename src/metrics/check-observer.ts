@@ -1,6 +1,7 @@
 // What every check and store event leaves behind: metric counts (label children resolved once per
 // label set), the store's up/down state, and throttled log lines.
 
+import { externalSubject, PROVIDER_PREFIX } from "../auth/subjects.js";
 import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
 import { createThrottledLog } from "../process/throttled-log.js";
@@ -50,6 +51,14 @@ export function decisionLabels(decision: Decision): Labels {
       return { decision: "deny", reason: "bad_request", tier: "unknown", category: "none" };
   }
 }
+
+/**
+ * A user id as log lines give it: a provider subject's `sub` (often a person's address) as the
+ * store keeps it, `x:` and its SHA-256, never as sent; tollgate's users and API keys as they are.
+ */
+const loggedUser = (userId: string): string =>
+  userId.startsWith(PROVIDER_PREFIX) ? externalSubject(userId.slice(PROVIDER_PREFIX.length)) : userId;
+const loggedSubject = (userId: string): string => userSubject(loggedUser(userId));
 
 export function createCheckObserver(options: {
   metrics: Metrics;
@@ -161,7 +170,7 @@ export function createCheckObserver(options: {
         // A level LOG_LEVEL leaves out costs no subject, key or clock read per refusal.
         if (!over.log.enabled) return;
         const { limit, identity } = over;
-        const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
+        const subject = identity === undefined ? ipSubject(ip) : loggedSubject(identity.userId);
         // The fields are built only for the one line per subject and second that is written.
         over.log(`${subject}|${limit.category}`, () => ({
           requestId,
@@ -171,10 +180,15 @@ export function createCheckObserver(options: {
           retryAfterSeconds: Math.max(1, Math.ceil(limit.retryAfterMs / 1000)),
         }));
       } else if (decision.kind === "allow" && decision.degraded) {
-        logDegraded("degraded", { requestId, userId: decision.identity?.userId, failureMode });
+        const userId = decision.identity?.userId;
+        logDegraded("degraded", {
+          requestId,
+          userId: userId === undefined ? undefined : loggedUser(userId),
+          failureMode,
+        });
       } else if (decision.kind === "deny" && decision.status === 401 && decision.holder !== undefined) {
         const { userId, tier } = decision.holder;
-        logUnknownTier(tier, { requestId, tier, subject: userSubject(userId) });
+        logUnknownTier(tier, { requestId, tier, subject: loggedSubject(userId) });
       }
     },
 

@@ -1,5 +1,6 @@
 // The check observer: what each decision and store event leaves in the metrics and the log.
 import { describe, expect, it } from "vitest";
+import { externalSubject } from "../../src/auth/subjects.js";
 import { decideUser } from "../../src/check/decide.js";
 import { plan } from "../../src/check/plan.js";
 import { createCheckObserver, decisionLabels } from "../../src/metrics/check-observer.js";
@@ -97,6 +98,39 @@ describe("the check observer", () => {
       retryAfterSeconds: 2,
     });
     expect(lines.filter((l) => l.event === "shadow_denied")).toHaveLength(1);
+  });
+
+  it("names a provider subject in its log lines by the SHA-256 of its sub, never the sub itself", () => {
+    const { lines, observer } = setup();
+    const sub = "alice@example.com";
+    const identity = { userId: `ext:${sub}`, tier: "free", sessionId: "" };
+    const refused = ok("free", false);
+    if (refused.kind !== "deny" || refused.status !== 429) throw new Error("expected a 429");
+    observer.decided("envoy", { ...refused, identity }, 0.001, "192.0.2.1");
+    observer.decided(
+      "envoy",
+      { kind: "allow", degraded: true, identity, limit: undefined },
+      0.001,
+      "192.0.2.1",
+    );
+    observer.decided(
+      "envoy",
+      {
+        kind: "deny",
+        status: 401,
+        reason: "unknown_tier",
+        description: "account tier is not configured",
+        tokenSent: true,
+        holder: { userId: `ext:${sub}`, tier: "gone" },
+      },
+      0.001,
+      "192.0.2.1",
+    );
+    const hashed = externalSubject(sub);
+    expect(lines.find((l) => l.event === "rate_limited")?.subject).toBe(`u:${hashed}`);
+    expect(lines.find((l) => l.event === "degraded")?.userId).toBe(hashed);
+    expect(lines.find((l) => l.event === "tier_not_configured")?.subject).toBe(`u:${hashed}`);
+    expect(JSON.stringify(lines)).not.toContain("alice");
   });
 
   it("tracks the store going down and coming back, logging each change once", async () => {
