@@ -27,23 +27,22 @@ export function readOf<T>(address: string, read: () => T): T {
 }
 
 /**
- * How long a Cache-Control header lets the answer be kept, in ms; undefined when it says nothing of
- * it. `no-store` and `no-cache` keep it for no time, and so does a `max-age` that is not a number of
- * seconds (RFC 9111, section 4.2.1: invalid freshness information makes an answer stale), so that
- * the provider's keys are fetched again as soon as the interval's floor allows, never later.
+ * The max-age of a Cache-Control header, in ms, when it gives a whole number of seconds; undefined
+ * otherwise (the refresh then keeps its default interval). Not its leading digits: `max-age=1e9` is
+ * no max-age, not one second. `no-cache` and `no-store` do not shorten the interval: Keycloak's
+ * certificate endpoint sends `no-cache` on every answer (keycloak/keycloak#15216), and refetching
+ * the keys each minute from every process would only load the provider; a new key is fetched when
+ * a token names its kid.
  */
 export function keepForMs(header: string | null): number | undefined {
   if (header === null) return undefined;
-  let keep: number | undefined;
   for (const part of header.split(",")) {
     const [name = "", value] = part.split("=", 2).map((s) => s.trim());
-    const directive = name.toLowerCase();
-    if (directive === "no-store" || directive === "no-cache") return 0;
-    if (directive !== "max-age") continue;
+    if (name.toLowerCase() !== "max-age") continue;
     const seconds = value?.replace(/^"(.*)"$/, "$1");
-    keep = seconds !== undefined && /^\d+$/.test(seconds) ? Number(seconds) * 1000 : 0;
+    return seconds !== undefined && /^\d+$/.test(seconds) ? Number(seconds) * 1000 : undefined;
   }
-  return keep;
+  return undefined;
 }
 
 const timedOut = (error: unknown): boolean =>

@@ -15,16 +15,16 @@ describe("how long a JWKS answer's Cache-Control lets it be kept", () => {
     expect(keepForMs(header)).toBe(ms);
   });
 
-  it("keeps an answer that must not be stored or reused without asking for no time", () => {
-    expect(keepForMs("no-store")).toBe(0);
-    expect(keepForMs("public, max-age=86400, no-cache")).toBe(0);
-    expect(keepForMs("No-Store, max-age=600")).toBe(0);
+  it("keeps the default interval for no-cache and no-store, which Keycloak sends on every answer", () => {
+    expect(keepForMs("no-cache")).toBeUndefined();
+    expect(keepForMs("no-store, no-cache")).toBeUndefined();
+    expect(keepForMs("public, max-age=600, no-cache")).toBe(600_000);
   });
 
-  it("reads a max-age that is not a number of seconds as stale, not as its leading digits", () => {
-    expect(keepForMs("max-age=1e9")).toBe(0);
-    expect(keepForMs("max-age=-5")).toBe(0);
-    expect(keepForMs("max-age=")).toBe(0);
-    expect(keepForMs("max-age")).toBe(0);
+  it("reads a max-age that is not a number of seconds as none, not as its leading digits", () => {
+    expect(keepForMs("max-age=1e9")).toBeUndefined();
+    expect(keepForMs("max-age=-5")).toBeUndefined();
+    expect(keepForMs("max-age=")).toBeUndefined();
+    expect(keepForMs("max-age")).toBeUndefined();
   });
 });
