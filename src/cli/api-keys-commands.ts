@@ -30,16 +30,15 @@ async function findKey(ctx: Context, id: string): Promise<KeyJson> {
   // `ApiKey ` scheme): refused before any message could echo it (commander's own would).
   if (id.includes("tg_"))
     throw new CliError(EXIT.usage, "give the key's id (api-keys list shows it), not the key itself");
+  // Nor is anything else sent that is not an id's shape: a key's secret pasted alone would go into
+  // the request's path, where proxies and access logs between here and tollgate keep it.
+  if (!KEY_ID.test(id))
+    throw new CliError(EXIT.usage, "an API key's id is 16 hex digits (api-keys list shows it)");
   try {
     return await ctx.client().call<KeyJson>("GET", keyPath(id));
   } catch (error) {
-    // Only an id's shape is repeated: other text may be part of a secret.
     if (error instanceof CliError && error.status === 404)
-      throw new CliError(
-        error.exitCode,
-        KEY_ID.test(id) ? `no API key with the id "${id}"` : "no such API key: an id is 16 hex digits",
-        { status: 404 },
-      );
+      throw new CliError(error.exitCode, `no API key with the id "${id}"`, { status: 404 });
     throw error;
   }
 }
