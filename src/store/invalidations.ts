@@ -54,7 +54,10 @@ export function announcingUsers(users: UserStore, bus: Invalidations): UserStore
   };
 }
 
-/** The session store, announcing every revocation (a revoked session must get 401, not a cached 429). */
+/**
+ * The session store, announcing every revocation, so that a revoked session gets 401 rather than a
+ * cached 429 on every process once the announcement arrives (on this one, at once).
+ */
 export function announcingSessions(sessions: SessionStore, bus: Invalidations): SessionStore {
   return {
     ...sessions,
