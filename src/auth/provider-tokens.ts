@@ -7,11 +7,11 @@ import {
   type ProviderAlgorithm,
   type ProviderSettings,
 } from "../config/identity-settings.js";
+import { externalSubject, PROVIDER_PREFIX } from "../ratelimit/types.js";
 import type { Claims, TokenCheck } from "./jwt.js";
 import { claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
 import type { ProviderKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
-import { externalSubject, PROVIDER_PREFIX } from "./subjects.js";
 import { createTokenCache } from "./token-cache.js";
 
 export type ProviderTokens = {

@@ -1,18 +1,6 @@
 // Subjects without a tollgate session: a provider token's subject and an API key. Their profile
 // (tier, block, own limits) is read in the check's one store call, as a session is for a user.
-import { createHash } from "node:crypto";
 import type { Subject, Window } from "../ratelimit/types.js";
-
-/**
- * A provider subject's hash-tag content: `x:` and the SHA-256 of its `sub` (base64url), so that
- * any `sub` a provider issues (`auth0|…`, an e-mail address, 255 bytes) is a short key without
- * braces, and one subject is one slot on Redis Cluster.
- */
-export const externalSubject = (sub: string): Subject =>
-  `x:${createHash("sha256").update(sub, "utf8").digest("base64url")}`;
-
-/** What a provider subject's x-user-id (its user id) starts with, before its `sub`. */
-export const PROVIDER_PREFIX = "ext:";
 
 /** An API key's hash-tag content: `k:<key id>`. */
 export const keySubject = (keyId: string): Subject => `k:${keyId}`;

@@ -1,11 +1,10 @@
 // What every check and store event leaves behind: metric counts (label children resolved once per
 // label set), the store's up/down state, and throttled log lines.
 
-import { externalSubject, PROVIDER_PREFIX } from "../auth/subjects.js";
 import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
 import { createThrottledLog } from "../process/throttled-log.js";
-import { ipSubject, userSubject } from "../ratelimit/types.js";
+import { externalSubject, ipSubject, PROVIDER_PREFIX, userSubject } from "../ratelimit/types.js";
 import type { Metrics } from "./metrics.js";
 
 export type CheckObserver = {

@@ -9,6 +9,7 @@ export {
   type Window,
 } from "../config/rules.js";
 
+import { createHash } from "node:crypto";
 import { canonicalUsername } from "../auth/usernames.js";
 import type { Rule } from "../config/rules.js";
 
@@ -23,6 +24,16 @@ export const userSubject = (userId: string): Subject => `u:${userId}`;
 /** Whether a subject is a user's (whose record is the user hash, which never expires). */
 export const isUserSubject = (subject: Subject): boolean => subject.startsWith("u:");
 export const ipSubject = (address: string): Subject => `ip:${address}`;
+/**
+ * A provider subject's hash-tag content: `x:` and the SHA-256 of its `sub` (base64url), so that
+ * any `sub` a provider issues (`auth0|…`, an e-mail address, 255 bytes) is a short key without
+ * braces, and one subject is one slot on Redis Cluster.
+ */
+export const externalSubject = (sub: string): Subject =>
+  `x:${createHash("sha256").update(sub, "utf8").digest("base64url")}`;
+
+/** What a provider subject's x-user-id (its user id) starts with, before its `sub`. */
+export const PROVIDER_PREFIX = "ext:";
 export const usernameSubject = (username: string): Subject =>
   `n:${Buffer.from(canonicalUsername(username), "utf8").toString("hex")}`;
 

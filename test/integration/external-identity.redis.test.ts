@@ -2,8 +2,8 @@
 // shows: only a key's hash is stored, and every key a check touches shares its subject's hash tag.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey, newApiKey } from "../../src/auth/api-keys.js";
-import { externalSubject } from "../../src/auth/subjects.js";
 import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import { externalSubject } from "../../src/ratelimit/types.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisApiKeyStore } from "../../src/store/redis/profile-store.js";

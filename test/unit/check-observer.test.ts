@@ -1,6 +1,5 @@
 // The check observer: what each decision and store event leaves in the metrics and the log.
 import { describe, expect, it } from "vitest";
-import { externalSubject } from "../../src/auth/subjects.js";
 import { decideUser } from "../../src/check/decide.js";
 import { plan } from "../../src/check/plan.js";
 import { createCheckObserver, decisionLabels } from "../../src/metrics/check-observer.js";
@@ -8,6 +7,7 @@ import { createMetrics } from "../../src/metrics/metrics.js";
 import { compilePolicy } from "../../src/policy/compile.js";
 import { parsePolicy } from "../../src/policy/policy.js";
 import { createLogger } from "../../src/process/logger.js";
+import { externalSubject } from "../../src/ratelimit/types.js";
 
 const compiled = compilePolicy(
   parsePolicy(
