@@ -52,15 +52,13 @@ describe("a made-up API key's check on Redis", () => {
     return { check, calls: () => calls };
   };
 
+  /** One check with a well-formed key tollgate never issued, from `ip`. */
+  const madeUp = (check: ReturnType<typeof checker>["check"], ip: string) =>
+    check({ method: "GET", path: "/api/products", authorization: undefined, apiKey: newApiKey().key, ip });
+
   it("counts the key's check against the address in a second call when the store answers in time", async () => {
     const { check, calls } = checker([]);
-    const decision = await check({
-      method: "GET",
-      path: "/api/products",
-      authorization: undefined,
-      apiKey: newApiKey().key,
-      ip: "198.51.100.77",
-    });
+    const decision = await madeUp(check, "198.51.100.77");
     expect(decision).toMatchObject({ kind: "deny", status: 401, description: "API key unknown or revoked" });
     expect(calls()).toBe(2);
   });
@@ -69,13 +67,7 @@ describe("a made-up API key's check on Redis", () => {
     // The first call answers in time but late; the second would outlast a deadline of its own.
     const { check, calls } = checker([(2 * TIMEOUT_MS) / 3, 3 * TIMEOUT_MS]);
     const started = performance.now();
-    const decision = await check({
-      method: "GET",
-      path: "/api/products",
-      authorization: undefined,
-      apiKey: newApiKey().key,
-      ip: "198.51.100.78",
-    });
+    const decision = await madeUp(check, "198.51.100.78");
     const waited = performance.now() - started;
     expect(decision).toMatchObject({ kind: "deny", status: 401, description: "API key unknown or revoked" });
     expect(calls()).toBe(2);
