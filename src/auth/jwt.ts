@@ -33,6 +33,21 @@ const CLOCK_LEEWAY_SECONDS = 5;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
+/** RFC 7515's compact form in base64url's own alphabet: no padding, no other characters. */
+const COMPACT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
+
+/**
+ * The signature's bytes when the token is spelt as RFC 7515 has it, else undefined. Node decodes
+ * base64 leniently (padding, `+` and `/`, unused bits set, characters skipped): a token that
+ * verified would verify again under other texts, each a new entry of the caches keyed by the text.
+ */
+export function signatureOf(token: string): Buffer | undefined {
+  if (!COMPACT.test(token)) return undefined;
+  const text = token.slice(token.lastIndexOf(".") + 1);
+  const signature = Buffer.from(text, "base64url");
+  return signature.toString("base64url") === text ? signature : undefined;
+}
+
 /** Verified tokens kept until their expiry, so a busy client costs one HMAC per token, not per request. */
 const CACHE_SIZE = 10_000;
 
@@ -88,6 +103,8 @@ export function createTokenService(settings: JwtSettings): TokenService {
 
   function verifyUncached(token: string): TokenCheck {
     if (token.length > MAX_TOKEN_LENGTH) return invalid("token too long");
+    // jsonwebtoken reads an RS/ES/PS signature as leniently as node does: only its one spelling here.
+    if (signatureOf(token) === undefined) return invalid("malformed token");
     let decoded: jwt.Jwt | null;
     try {
       // jws.decode throws (JSON.parse) on a `typ: JWT` header over a payload that is not JSON.

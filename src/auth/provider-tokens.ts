@@ -8,7 +8,7 @@ import {
   type ProviderSettings,
 } from "../config/identity-settings.js";
 import { externalSubject, PROVIDER_PREFIX } from "../ratelimit/types.js";
-import type { Claims, TokenCheck } from "./jwt.js";
+import { type Claims, signatureOf, type TokenCheck } from "./jwt.js";
 import { claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
 import type { ProviderKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
@@ -49,21 +49,6 @@ const FAILED_TTL_MS = 60_000;
 const UNKNOWN_KID_WAIT_MS = 100;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
-
-/** RFC 7515's compact form in base64url's own alphabet: no padding, no other characters. */
-const COMPACT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
-
-/**
- * The signature's bytes when the token is spelt as RFC 7515 has it, else undefined. Node decodes
- * base64 leniently (padding, `+` and `/`, unused bits set, characters skipped): a token that
- * verified would verify again under other texts, each a new entry of the caches keyed by the text.
- */
-function signatureOf(token: string): Buffer | undefined {
-  if (!COMPACT.test(token)) return undefined;
-  const text = token.slice(token.lastIndexOf(".") + 1);
-  const signature = Buffer.from(text, "base64url");
-  return signature.toString("base64url") === text ? signature : undefined;
-}
 
 const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /** How node:crypto checks each algorithm's signature. */

@@ -394,6 +394,20 @@ describe("tokens the RS256 instance must refuse (JWT_ALGORITHMS=RS256)", () => {
   it("does not accept the HS256 instance's valid tokens", async () => {
     expectUnauthorized(await everywhere(rs, hsSession.token), "an HS256 token on the RS256 instance");
   });
+
+  it("accepts an issued RS256 token in its one spelling only, not respelt to the same signature bytes", async () => {
+    const [head, payload, signature = ""] = rsSession.token.split(".");
+    // 256 signature bytes end in a character of which only the top two bits count.
+    const last = signature.at(-1) as string;
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const twin = alphabet[alphabet.indexOf(last) ^ 1] as string;
+    const respelt = `${head}.${payload}.${signature.slice(0, -1)}${twin}`;
+    expect(Buffer.from(respelt.split(".")[2] as string, "base64url")).toEqual(
+      Buffer.from(signature, "base64url"),
+    );
+    expectUnauthorized(await everywhere(rs, respelt), "an issued RS256 token, its signature respelt");
+    expectAllowed(await everywhere(rs, rsSession.token), "the issued RS256 token, as issued");
+  });
 });
 
 describe("valid tokens whose session or user is no longer good", () => {
