@@ -253,7 +253,6 @@ export function createChecker(options: CheckerOptions): Checker {
     const denials = dryRun ? undefined : options.denials;
     const { now } = at;
     let result: LimitResult;
-    const startedAt = performance.now();
     try {
       result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
       onStoreOk();
@@ -288,7 +287,8 @@ export function createChecker(options: CheckerOptions): Checker {
         // this check's REDIS_TIMEOUT_MS: past it, the key's 401 stands uncounted.
         const step = routeStep(compiled, request.method, request.path);
         if ("done" in step) return step.done;
-        const left = timeoutMs - (performance.now() - startedAt);
+        // From the check's start (`now`, read before the first call): no clock read of its own per check.
+        const left = Math.min(timeoutMs, timeoutMs - (Date.now() - now));
         if (left <= 0) return decision;
         const again = withToken(request, dryRun, compiled, step, DEAD_KEY);
         return again instanceof Promise ? within(again, left).catch(() => decision) : again;

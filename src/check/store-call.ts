@@ -1,4 +1,5 @@
-// A check's one store call (two for an API key the store does not know) as the limiter takes it, and the limiter's answer as the decision reads it.
+// A check's one store call (two for an API key the store does not know) as the limiter takes it,
+// and the limiter's answer as the decision reads it.
 import { describe, type LimitLayer, type LimitRequest, type LimitResult } from "../ratelimit/limiter.js";
 import { IP_LAYER } from "../ratelimit/types.js";
 import type { Plan, UserAnswer } from "./types.js";

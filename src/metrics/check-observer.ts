@@ -169,25 +169,26 @@ export function createCheckObserver(options: {
         // A level LOG_LEVEL leaves out costs no subject, key or clock read per refusal.
         if (!over.log.enabled) return;
         const { limit, identity } = over;
-        const subject = identity === undefined ? ipSubject(ip) : loggedSubject(identity.userId);
-        // The fields are built only for the one line per subject and second that is written.
+        // The key is the subject as tollgate holds it (never written); the line's hashes a provider's
+        // sub, and is built only for the one line per subject and second that is written.
+        const subject = identity === undefined ? ipSubject(ip) : userSubject(identity.userId);
         over.log(`${subject}|${limit.category}`, () => ({
           requestId,
-          subject,
+          subject: identity === undefined ? subject : loggedSubject(identity.userId),
           category: limit.category,
           tier: limit.tier,
           retryAfterSeconds: Math.max(1, Math.ceil(limit.retryAfterMs / 1000)),
         }));
       } else if (decision.kind === "allow" && decision.degraded) {
         const userId = decision.identity?.userId;
-        logDegraded("degraded", {
+        logDegraded("degraded", () => ({
           requestId,
           userId: userId === undefined ? undefined : loggedUser(userId),
           failureMode,
-        });
+        }));
       } else if (decision.kind === "deny" && decision.status === 401 && decision.holder !== undefined) {
         const { userId, tier } = decision.holder;
-        logUnknownTier(tier, { requestId, tier, subject: loggedSubject(userId) });
+        logUnknownTier(tier, () => ({ requestId, tier, subject: loggedSubject(userId) }));
       }
     },
 
