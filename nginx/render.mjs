@@ -1,6 +1,6 @@
 // Renders nginx.conf.template into a directory with its included files: for deployments and tests alike.
 // Usage: node nginx/render.mjs --help
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { apiKeyHeaderProblem as headerProblem } from "../scripts/api-key-header.mjs";
@@ -8,15 +8,33 @@ import { apiKeyHeaderProblem as headerProblem } from "../scripts/api-key-header.
 const NGINX_DIR = fileURLToPath(new URL(".", import.meta.url));
 const TEMPLATE = join(NGINX_DIR, "nginx.conf.template");
 export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf"];
-const DEFAULTS = { WORKERS: "auto", CHECK_TIMEOUT: "1s", API_KEY_HEADER: "x-api-key" };
+const DEFAULTS = {
+  WORKERS: "auto",
+  CHECK_TIMEOUT: "1s",
+  API_KEY_HEADER: "x-api-key",
+  API_KEY_FORWARD: "false",
+};
 const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
 /**
- * Placeholders filled from another's value, never given: nginx reads a request header as the
- * variable $http_<its name in lower case, "-" as "_">.
+ * Placeholders filled from others' values, never given (`from`: the values they are made of, which
+ * a template using them takes): nginx reads a request header as the variable $http_<its name in
+ * lower case, "-" as "_">.
  */
+const apiKeyVariable = (values) => `http_${values.API_KEY_HEADER.toLowerCase().replaceAll("-", "_")}`;
 const DERIVED = {
-  API_KEY_VARIABLE: (values) => `http_${values.API_KEY_HEADER.toLowerCase().replaceAll("-", "_")}`,
+  API_KEY_VARIABLE: { from: ["API_KEY_HEADER"], derive: apiKeyVariable },
+  // What the upstream gets for the API key header and for `Authorization: ApiKey …`: nothing (an
+  // empty value sends no header) unless API_KEY_FORWARD=true, as tollgate's setting of that name.
+  API_KEY_UPSTREAM: {
+    from: ["API_KEY_HEADER", "API_KEY_FORWARD"],
+    derive: (values) => (values.API_KEY_FORWARD === "true" ? `$${apiKeyVariable(values)}` : '""'),
+  },
+  API_KEY_AUTHORIZATION_UPSTREAM: {
+    from: ["API_KEY_FORWARD"],
+    derive: (values) => (values.API_KEY_FORWARD === "true" ? "$http_authorization" : '""'),
+  },
 };
+const BOOLEANS = ["API_KEY_FORWARD"];
 
 /** Why API_KEY_HEADER's value cannot be used, or undefined. */
 export function apiKeyHeaderProblem(value) {
@@ -39,12 +57,20 @@ when a value is missing or empty or a name is unknown.
   CHECK_TIMEOUT  how long nginx waits for a check (default 1s; keep it above REDIS_TIMEOUT_MS)
   API_KEY_HEADER the header carrying an API key, as tollgate's API_KEY_HEADER (default: the
                  environment's API_KEY_HEADER, else x-api-key)
+  API_KEY_FORWARD true: the upstream gets the API key too, as tollgate's API_KEY_FORWARD (default:
+                 the environment's API_KEY_FORWARD, else false: the key header and
+                 Authorization: ApiKey are dropped before the upstream)
 `;
 
 /** The placeholders a template uses that take a value, in order of first use. */
 export function placeholders(template) {
-  const names = [...template.matchAll(PLACEHOLDER)].map((m) => m[1]);
-  return [...new Set(names)].filter((name) => !(name in DERIVED));
+  const names = [...template.matchAll(PLACEHOLDER)].flatMap((m) => DERIVED[m[1]]?.from ?? [m[1]]);
+  return [...new Set(names)];
+}
+
+/** Why a true/false value cannot be used, or undefined. */
+function booleanProblem(name, value) {
+  return value === "true" || value === "false" ? undefined : `${name}=${value} is not true or false`;
 }
 
 /** Fills every {{NAME}} of `template`; throws one error naming every placeholder without a value. */
@@ -54,10 +80,17 @@ export function renderTemplate(template, values) {
   if (missing.length > 0) {
     throw new Error(`nginx template: no value for ${missing.map((name) => `${name}`).join(", ")}`);
   }
-  const problem = apiKeyHeaderProblem(given.API_KEY_HEADER);
+  const problem =
+    apiKeyHeaderProblem(given.API_KEY_HEADER) ??
+    BOOLEANS.map((name) => booleanProblem(name, given[name])).find((p) => p !== undefined);
   if (problem !== undefined) throw new Error(`nginx template: ${problem}`);
-  for (const [name, derive] of Object.entries(DERIVED)) given[name] = derive(given);
+  for (const [name, { derive }] of Object.entries(DERIVED)) given[name] = derive(given);
   return template.replace(PLACEHOLDER, (_, name) => given[name]);
+}
+
+/** The included files' text, rendered with the template's values: they take its placeholders too. */
+function includedText() {
+  return INCLUDED_FILES.map((file) => readFileSync(join(NGINX_DIR, file), "utf8")).join("\n");
 }
 
 /**
@@ -66,17 +99,20 @@ export function renderTemplate(template, values) {
  */
 export function writeNginxConfig({ dir, values, template = TEMPLATE }) {
   const rendered = renderTemplate(readFileSync(template, "utf8"), values);
-  const included = INCLUDED_FILES.map((file) => [file, readFileSync(join(NGINX_DIR, file))]);
+  const included = INCLUDED_FILES.map((file) => [
+    file,
+    renderTemplate(readFileSync(join(NGINX_DIR, file), "utf8"), values),
+  ]);
   mkdirSync(dir, { recursive: true });
   const conf = join(dir, "nginx.conf");
   writeFileSync(conf, rendered);
-  for (const [file] of included) copyFileSync(join(NGINX_DIR, file), join(dir, file));
+  for (const [file, text] of included) writeFileSync(join(dir, file), text);
   return conf;
 }
 
 /** The CLI's arguments checked all at once: every problem in one message. */
 export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = process.env) {
-  const known = placeholders(template);
+  const known = placeholders(`${template}\n${includedText()}`);
   const problems = [];
   const [dir, ...pairs] = args;
   if (dir === undefined || dir.includes("=") || dir.startsWith("-")) {
@@ -97,6 +133,8 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = 
     else if (value === "") empty.add(name);
     else if (name === "API_KEY_HEADER" && apiKeyHeaderProblem(value) !== undefined)
       problems.push(apiKeyHeaderProblem(value));
+    else if (BOOLEANS.includes(name) && booleanProblem(name, value) !== undefined)
+      problems.push(booleanProblem(name, value));
     else values[name] = value;
   }
   // As envoy/render.mjs does: tollgate's own API_KEY_HEADER, when the shell that runs both has it.
@@ -104,6 +142,12 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = 
     const problem = apiKeyHeaderProblem(env.API_KEY_HEADER);
     if (problem !== undefined) problems.push(`${problem} (from the environment)`);
     else if (known.includes("API_KEY_HEADER")) values.API_KEY_HEADER = env.API_KEY_HEADER;
+  }
+  // And its API_KEY_FORWARD, so that nginx drops or forwards the key as tollgate tells Envoy to.
+  if (values.API_KEY_FORWARD === undefined && !empty.has("API_KEY_FORWARD") && env.API_KEY_FORWARD) {
+    const problem = booleanProblem("API_KEY_FORWARD", env.API_KEY_FORWARD);
+    if (problem !== undefined) problems.push(`${problem} (from the environment)`);
+    else if (known.includes("API_KEY_FORWARD")) values.API_KEY_FORWARD = env.API_KEY_FORWARD;
   }
   if (empty.size > 0) problems.push(`no value after ${[...empty].map((name) => `${name}=`).join(" ")}`);
   const missing = known.filter(

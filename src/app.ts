@@ -17,6 +17,7 @@ import { createDeadSessions } from "./check/dead-sessions.js";
 import { createDenialCache } from "./check/denial-cache.js";
 import type { Config } from "./config/env.js";
 import { providerTierProblems } from "./config/identity-settings.js";
+import { apiKeyHeaders } from "./frontends/api-key-headers.js";
 import { createRlsCore, type RlsDecide } from "./frontends/envoy-grpc/rls.js";
 import { rlsRules } from "./frontends/envoy-grpc/rls-rules.js";
 import type { CheckContext } from "./frontends/front-end.js";
@@ -167,6 +168,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     checker,
     clientIp,
     apiKeyHeader: config.identity.apiKeyHeader,
+    apiKeyHeaders: config.identity.forwardApiKey ? undefined : apiKeyHeaders(config.identity.apiKeyHeader),
     logger,
     onDecision: (protocol, decision, seconds, ip, requestId) =>
       observer.decided(protocol, decision, seconds, ip, requestId),

@@ -32,6 +32,8 @@ export type IdentitySettings = {
   provider: ProviderSettings | undefined;
   /** The request header that carries an API key (lower case); `Authorization: ApiKey …` works too. */
   apiKeyHeader: string;
+  /** API_KEY_FORWARD: the upstream gets the API key too; by default an allow asks the proxy to drop it. */
+  forwardApiKey: boolean;
 };
 
 const CLAIM = /^[\x21-\x7e]{1,256}$/;
@@ -207,6 +209,7 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
   } else if (RESERVED_HEADERS.has(apiKeyHeader)) {
     reader.problems.push(`API_KEY_HEADER: ${apiKeyHeader} is a header the proxy or tollgate sets itself`);
   }
+  const forwardApiKey = reader.oneOf("API_KEY_FORWARD", ["true", "false"], "false") === "true";
   const issuerUrl = url(reader, "OIDC_ISSUER");
   const jwksUrl = url(reader, "JWKS_URL");
   requireHttps(reader, production, ["OIDC_ISSUER", "JWKS_URL"]);
@@ -223,7 +226,7 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
     reader.problems.push("OIDC_ISSUER and JWKS_URL: set one of them, not both");
   }
   const configured = reader.raw("OIDC_ISSUER") !== undefined || reader.raw("JWKS_URL") !== undefined;
-  if (!configured) return { provider: undefined, apiKeyHeader };
+  if (!configured) return { provider: undefined, apiKeyHeader, forwardApiKey };
   const issuer = reader.raw("JWT_ISSUER");
   const audience = reader.raw("JWT_AUDIENCE");
   if (issuer === undefined)
@@ -242,7 +245,7 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
         ? { kind: "jwks" as const, url: jwksUrl }
         : undefined;
   if (source === undefined || issuer === undefined || audience === undefined) {
-    return { provider: undefined, apiKeyHeader };
+    return { provider: undefined, apiKeyHeader, forwardApiKey };
   }
   return {
     provider: {
@@ -257,5 +260,6 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
       cacheSize,
     },
     apiKeyHeader,
+    forwardApiKey,
   };
 }

@@ -85,7 +85,7 @@ function createAnswerQueue(logger: CheckContext["logger"]) {
 }
 
 function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]) {
-  const { checker, clientIp, logger, onDecision, apiKeyHeader, tracing } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader, apiKeyHeaders, tracing } = context;
   const answer = createAnswerQueue(logger);
   const routes = routeTable(frontEnds);
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
@@ -97,7 +97,8 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
     started: number,
     decision: Decision,
   ) => {
-    answer(res, frontEnd.render(decision, Date.now()));
+    const removed = decision.kind === "allow" ? apiKeyHeaders?.(facts) : undefined;
+    answer(res, frontEnd.render(decision, Date.now(), removed));
     const seconds = (performance.now() - started) / 1000;
     onDecision?.(frontEnd.protocol, decision, seconds, facts.ip, facts.requestId);
   };

@@ -6,6 +6,12 @@ import { CLIENT_IP_HEADER, clientAddress } from "./client-ip.js";
 import { type HttpCheckFrontEnd, header, MAX_URI, uriTooLong } from "./http-check.js";
 import { renderDecision } from "./render.js";
 
+/**
+ * Envoy removes the headers named here (comma-separated) from the request before the upstream, on
+ * a 200 only, whatever allowed_upstream_headers lists.
+ */
+const HEADERS_TO_REMOVE = "x-envoy-auth-headers-to-remove";
+
 /** envoy.yaml's path_prefix. */
 const PREFIX = "/ext_authz";
 
@@ -32,5 +38,9 @@ export const envoyHttp: HttpCheckFrontEnd = {
       ),
     };
   },
-  render: renderDecision,
+  render(decision, nowMs, removed) {
+    const response = renderDecision(decision, nowMs);
+    if (removed !== undefined) response.headers[HEADERS_TO_REMOVE] = removed.value;
+    return response;
+  },
 };

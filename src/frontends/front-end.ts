@@ -5,6 +5,7 @@ import type { Decision } from "../check/types.js";
 import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
 import type { Tracing } from "../tracing/tracing.js";
+import type { ApiKeyHeaders } from "./api-key-headers.js";
 import type { ClientIpOptions } from "./client-ip.js";
 
 /**
@@ -20,6 +21,11 @@ export type CheckContext = {
   clientIp: ClientIpOptions;
   /** API_KEY_HEADER, lower case: the request header that carries an API key. */
   apiKeyHeader: string;
+  /**
+   * The headers that carried an API key, which an allow asks the proxy to remove before the
+   * upstream; undefined with API_KEY_FORWARD=true (the key is forwarded).
+   */
+  apiKeyHeaders?: ApiKeyHeaders | undefined;
   logger: Logger;
   /** Called once per answered check, for metrics and logs; `requestId`: the proxy's x-request-id. */
   onDecision?(

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CheckRequest } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
+import type { RemovedHeaders } from "./api-key-headers.js";
 import type { ClientIpOptions } from "./client-ip.js";
 import type { Protocol } from "./front-end.js";
 import type { CheckResponse } from "./render.js";
@@ -29,8 +30,11 @@ export type HttpCheckFrontEnd = {
     clientIp: ClientIpOptions,
     apiKeyHeader: string,
   ): CheckRequest | CheckResponse;
-  /** The Decision as this protocol answers it: a new answer per call. */
-  render(decision: Decision, nowMs: number): CheckResponse;
+  /**
+   * The Decision as this protocol answers it: a new answer per call. `removed`: on an allow, the
+   * headers that carried an API key, for a protocol that can ask its proxy to drop them.
+   */
+  render(decision: Decision, nowMs: number, removed?: RemovedHeaders): CheckResponse;
 };
 
 /**

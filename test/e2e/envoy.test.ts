@@ -178,6 +178,57 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   );
 
   it.each(["http", "grpc"] as const)(
+    "never lets an API key reach the upstream with %s ext_authz; a Bearer token and Basic credentials pass",
+    async (mode) => {
+      const app = await recordingServer(() => ({ status: 200, body: "{}" }));
+      extra.push(app);
+      const harness =
+        mode === "http"
+          ? await startEnvoyHarness({
+              clusters: {
+                tollgate_check: tollgate.checkUrl,
+                tollgate_public: tollgate.url,
+                upstream: app.url,
+              },
+            })
+          : await startEnvoyHarness({
+              config: "envoy-grpc.yaml",
+              clusters: { tollgate_grpc: tollgate.grpcUrl, tollgate_public: tollgate.url, upstream: app.url },
+            });
+      extra.push(harness);
+      const made = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+        method: "POST",
+        headers: bearer(tollgate.adminToken),
+        body: { name: `upstream ${mode}`, tier: "pro" },
+      });
+      const { key } = made.json<{ key: string }>();
+      const address = newClientAddress();
+      const alice = await loginThrough(envoy.url, "alice", "secret", address);
+      const sent: Record<string, string>[] = [
+        { "x-api-key": key },
+        { authorization: `ApiKey ${key}` },
+        { authorization: "Basic dTpw", "x-api-key": key },
+        { ...bearer(alice.token), "x-api-key": "tg_not_the_credential" },
+      ];
+      for (const headers of sent) {
+        const res = await send(`${harness.url}/api/products`, { headers, localAddress: address });
+        expect(res.status, res.text).toBe(200);
+      }
+      const got = app.received.map((r) => [
+        r.headers["x-api-key"],
+        r.headers.authorization,
+        r.headers["x-user-tier"],
+      ]);
+      expect(got).toEqual([
+        [undefined, undefined, "pro"],
+        [undefined, undefined, "pro"],
+        [undefined, "Basic dTpw", "pro"],
+        [undefined, `Bearer ${alice.token}`, "free"],
+      ]);
+    },
+  );
+
+  it.each(["http", "grpc"] as const)(
     "runs the README walk-through with %s ext_authz: login, /me, products with limit headers, sessions, logout, 401",
     async (mode) => {
       const harness = mode === "http" ? envoy : envoyGrpc;

@@ -328,6 +328,71 @@ describe("nginx itself, against recording check, public API and upstream servers
   });
 });
 
+describe("what nginx forwards of an API key, against recording check and upstream servers", () => {
+  let check: RecordingServer;
+  let app: RecordingServer;
+  let dropping: Nginx;
+  let forwarding: Nginx;
+
+  beforeAll(async () => {
+    const ok = () => ({ status: 200, headers: { "content-type": "application/json" }, body: "{}" });
+    [check, app] = await Promise.all([recordingServer(ok), recordingServer(ok)]);
+    const ports = { checkPort: check.port, publicPort: app.port, upstreamPort: app.port };
+    [dropping, forwarding] = await Promise.all([
+      startNginx(ports),
+      startNginx({ ...ports, apiKeyForward: true }),
+    ]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([dropping?.stop(), forwarding?.stop()]);
+    await Promise.all([check?.close(), app?.close()]);
+  });
+
+  // Each client request as raw header lines: two copies of the key header must both be dropped.
+  const cases: [string, string | undefined, string | undefined][] = [
+    ["X-API-Key: tg_one\r\n", "tg_one", undefined],
+    ["X-API-Key: tg_one\r\nx-api-key: tg_two\r\n", "tg_one, tg_two", undefined],
+    ["Authorization: ApiKey tg_one\r\n", undefined, "ApiKey tg_one"],
+    ["Authorization: APIKEY tg_one\r\n", undefined, "APIKEY tg_one"],
+    ["Authorization: Basic dTpw\r\nX-API-Key: tg_one\r\n", "tg_one", "Basic dTpw"],
+    ["Authorization: Bearer a.b.c\r\n", undefined, "Bearer a.b.c"],
+  ];
+
+  it("gives the check the key but drops it before the upstream, as the key header and as ApiKey", async () => {
+    for (const [lines, key, authorization] of cases) {
+      const before = { check: check.received.length, app: app.received.length };
+      const res = await rawRequest(
+        dropping.url,
+        `GET /api/products HTTP/1.1\r\nHost: localhost\r\n${lines}Connection: close\r\n\r\n`,
+      );
+      expect(res.status, lines).toBe(200);
+      const [asked] = check.received.slice(before.check);
+      const [forwarded] = app.received.slice(before.app);
+      // nginx joins repeated headers for the check's $http_x_api_key only since 1.23; either way the check saw one.
+      expect(asked?.headers["x-api-key"] === undefined, lines).toBe(key === undefined);
+      expect(asked?.headers.authorization, lines).toBe(authorization);
+      expect(forwarded?.headers["x-api-key"], lines).toBeUndefined();
+      const kept = authorization?.toLowerCase().startsWith("apikey ") ? undefined : authorization;
+      expect(forwarded?.headers.authorization, lines).toBe(kept);
+    }
+  });
+
+  it("forwards both as sent when rendered with API_KEY_FORWARD=true", async () => {
+    for (const [lines, key, authorization] of cases) {
+      const before = app.received.length;
+      const res = await rawRequest(
+        forwarding.url,
+        `GET /api/products HTTP/1.1\r\nHost: localhost\r\n${lines}Connection: close\r\n\r\n`,
+      );
+      expect(res.status, lines).toBe(200);
+      const [forwarded] = app.received.slice(before);
+      expect(forwarded?.headers["x-api-key"] === undefined, lines).toBe(key === undefined);
+      expect(forwarded?.headers.authorization, lines).toBe(authorization);
+    }
+  });
+});
+
 describe("API keys through nginx", () => {
   it("passes X-API-Key to the check: allowed with the key's tier, refused once it is revoked", async () => {
     const admin = { ...bearer(tollgate.adminToken), "content-type": "application/json" };

@@ -19,6 +19,7 @@ export declare function prepareNginx(options: {
   publicPort: number;
   upstreamPort: number;
   apiKeyHeader?: string;
+  apiKeyForward?: boolean;
 }): Promise<{ port: number; binary: string; args: string[]; errorLog(): string }>;
 export declare function parseMonitorLine(line: string): { args: string[]; source: string } | undefined;
 export declare function monitorRedis(

@@ -135,7 +135,7 @@ export const portOpen = (port) =>
 /**
  * Renders an nginx configuration into `prefix` (nginx/nginx.conf.template, or `template`) on a free
  * port, with the prefix's temp directory: what `nginx -p prefix -c conf -g 'daemon off;'` needs.
- * `apiKeyHeader`: tollgate's API_KEY_HEADER, when not the default.
+ * `apiKeyHeader`: tollgate's API_KEY_HEADER, when not the default; `apiKeyForward`: its API_KEY_FORWARD.
  */
 export async function prepareNginx({
   prefix,
@@ -146,6 +146,7 @@ export async function prepareNginx({
   publicPort,
   upstreamPort,
   apiKeyHeader,
+  apiKeyForward,
 }) {
   mkdirSync(join(prefix, "tmp"), { recursive: true });
   const port = await freePort();
@@ -161,6 +162,7 @@ export async function prepareNginx({
       PUBLIC_ADDR: `127.0.0.1:${publicPort}`,
       UPSTREAM_ADDR: `127.0.0.1:${upstreamPort}`,
       ...(apiKeyHeader === undefined ? {} : { API_KEY_HEADER: apiKeyHeader }),
+      ...(apiKeyForward === undefined ? {} : { API_KEY_FORWARD: String(apiKeyForward) }),
     },
   });
   const errorLog = () => {

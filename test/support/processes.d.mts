@@ -79,6 +79,8 @@ export type NginxOptions = {
   name?: string;
   /** tollgate's API_KEY_HEADER, when not the default. */
   apiKeyHeader?: string;
+  /** render.mjs's API_KEY_FORWARD: true forwards an API key to the upstream. */
+  apiKeyForward?: boolean;
 };
 export type Nginx = RunningProcess & { port: number; url: string; errorLog(): string };
 export declare function startNginx(options: NginxOptions): Promise<Nginx>;

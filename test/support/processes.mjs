@@ -270,6 +270,7 @@ export async function startNginx({
   prefix: given,
   name = "nginx",
   apiKeyHeader,
+  apiKeyForward,
 }) {
   const prefix = given ?? removeOnExit(mkdtempSync(join(tmpdir(), "tollgate-nginx-")));
   const removePrefix = () => {
@@ -286,6 +287,7 @@ export async function startNginx({
     publicPort,
     upstreamPort,
     apiKeyHeader,
+    apiKeyForward,
   });
   const proc = startProcess({ name, command: binary, args, stopSignal: "SIGQUIT" });
   try {

@@ -8,6 +8,7 @@ import { decisionLabels } from "../../metrics/check-observer.js";
 import { requestIdOf } from "../../process/request-id.js";
 import { tracedCheck } from "../../tracing/check-span.js";
 import type { TraceHeaders } from "../../tracing/tracing.js";
+import type { RemovedHeaders } from "../api-key-headers.js";
 import { type ClientIpOptions, clientAddress } from "../client-ip.js";
 import type { CheckContext, Protocol } from "../front-end.js";
 import { MAX_URI, uriTooLong } from "../http-check.js";
@@ -125,7 +126,11 @@ function statusText(status: number, decision: Decision | undefined): string {
  * to `append_action`, whose default adds a second value instead of replacing the client's. Stated
  * false, every Envoy overwrites (and a denial's headers are never dropped).
  */
-export function checkAnswer(response: CheckResponse, decision: Decision | undefined): CheckAnswer {
+export function checkAnswer(
+  response: CheckResponse,
+  decision: Decision | undefined,
+  removed?: RemovedHeaders,
+): CheckAnswer {
   const meta = metadata(decision, response.status);
   if (response.status === 200) {
     const headers: string[] = [];
@@ -136,6 +141,7 @@ export function checkAnswer(response: CheckResponse, decision: Decision | undefi
       if (value === undefined || value === "") remove.push(name);
       else headers.push(name, value);
     }
+    if (removed !== undefined) remove.push(...removed.names);
     for (const name in response.headers) {
       if (!IDENTITY.has(name)) clientHeaders.push(name, response.headers[name] as string);
     }
@@ -177,7 +183,7 @@ function callerTrace(fields: CheckRequestFields, call: CallInfo): TraceHeaders {
 
 /** Authorization/Check: every proxied request's check, as the HTTP front ends make it. */
 export function authorizationCheck(context: CheckContext): GrpcMethod {
-  const { checker, clientIp, logger, onDecision, apiKeyHeader, tracing } = context;
+  const { checker, clientIp, logger, onDecision, apiKeyHeader, apiKeyHeaders, tracing } = context;
   return {
     kind: "unary",
     async handle(request, call) {
@@ -205,7 +211,8 @@ export function authorizationCheck(context: CheckContext): GrpcMethod {
         logger.error({ err: error, requestId: facts.requestId }, "check failed unexpectedly");
         decision = UNAVAILABLE;
       }
-      const answer = writeCheckResponse(checkAnswer(renderDecision(decision, Date.now()), decision));
+      const removed = decision.kind === "allow" ? apiKeyHeaders?.(facts) : undefined;
+      const answer = writeCheckResponse(checkAnswer(renderDecision(decision, Date.now()), decision, removed));
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       onDecision?.(protocol, decision, seconds, facts.ip, facts.requestId);
       return answer;
