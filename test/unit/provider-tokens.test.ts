@@ -223,6 +223,38 @@ describe("provider token verification", () => {
     }
   });
 
+  it("maps a tier claim that is a number or a boolean by its text, as Keycloak's int and boolean mappers write it", () => {
+    const tierClaim = {
+      name: "plan",
+      map: new Map([
+        ["2", "pro"],
+        ["true", "enterprise"],
+        ["basic", "free"],
+      ]),
+    };
+    const tokens = createProviderTokens({ ...settings, tierClaim }, testKeys([key]).keys);
+    const tierOf = (plan: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ plan })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf(2)).toBe("pro");
+    expect(tierOf(true)).toBe("enterprise");
+    expect(tierOf([false, 2])).toBe("pro");
+    expect(tierOf("basic")).toBe("free");
+    // No value the map knows, nor any that is no scalar: the default tier (""), as before.
+    for (const plan of [3, false, null, { plan: 2 }, [[2]], "2.0"])
+      expect(tierOf(plan), JSON.stringify(plan)).toBe("");
+  });
+
+  it("takes a number or a boolean tier claim as the tier's name without a map", () => {
+    const tokens = createProviderTokens(
+      { ...settings, tierClaim: { name: "plan", map: undefined } },
+      testKeys([key]).keys,
+    );
+    const check = verifyWith(tokens, signToken(key, claims({ plan: 2 })));
+    expect(check).toMatchObject({ ok: true, claims: { tier: "2" } });
+  });
+
   it("keeps at most JWT_PROVIDER_CACHE_SIZE verified tokens, and 4 KiB of token text per entry", () => {
     const tokens = createProviderTokens({ ...settings, cacheSize: 3 }, testKeys([key]).keys);
     const four = Array.from({ length: 4 }, () => signToken(key, claims()));
