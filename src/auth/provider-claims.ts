@@ -33,16 +33,29 @@ const AT_JWT_TYPES = new Set(["at+jwt", "application/at+jwt"]);
  */
 const NOT_ACCESS_CLAIMS = new Set(["id", "refresh", "offline", "logout", "serialized-id"]);
 
+/**
+ * A tier claim's value as text: a string as it is, a number or a boolean as JSON writes it (`2`,
+ * `true`), which providers put there as readily (Keycloak's int and boolean mappers, an Auth0 Action
+ * setting a number); anything else names no tier.
+ */
+function tierText(value: unknown): string | undefined {
+  if (typeof value === "string") return value;
+  if (typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)))
+    return String(value);
+  return undefined;
+}
+
 /** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
 export function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
   const claim = settings.tierClaim;
   if (claim === undefined) return "";
   const value = payload[claim.name];
-  const values = typeof value === "string" ? [value] : Array.isArray(value) ? value : [];
+  const values: unknown[] = Array.isArray(value) ? value : [value];
   for (const v of values) {
-    if (typeof v !== "string") continue;
-    if (claim.map === undefined) return v;
-    const mapped = claim.map.get(v);
+    const text = tierText(v);
+    if (text === undefined) continue;
+    if (claim.map === undefined) return text;
+    const mapped = claim.map.get(text);
     if (mapped !== undefined) return mapped;
   }
   // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.

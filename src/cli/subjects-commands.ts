@@ -15,11 +15,18 @@ type SubjectJson = {
 
 const SUB_ARGUMENT = ["<sub>", "the subject as the provider's token names it (its sub claim)"] as const;
 
-function subjectPath(sub: string): string {
-  // URLs resolve these as path steps (%2E too), so no request can carry them as a subject.
-  if (sub === "." || sub === "..")
-    throw new CliError(EXIT.usage, `the admin API cannot address the subject "${sub}"`);
-  return `/admin/subjects/${encodeURIComponent(sub)}`;
+/** The admin path of a subject, `rest` after it ("/blocked"). */
+function subjectPath(sub: string, rest = ""): string {
+  // fetch resolves these as path steps (%2E too), so this command cannot send them; the admin API
+  // takes them escaped from a client that sends its path as written.
+  if (sub === "." || sub === "..") {
+    const path = `/admin/subjects/${sub.replaceAll(".", "%2E")}${rest}`;
+    throw new CliError(
+      EXIT.usage,
+      `URLs resolve the subject "${sub}" as a path step, so this command cannot send it; send ${path} with curl, which keeps the path as written`,
+    );
+  }
+  return `/admin/subjects/${encodeURIComponent(sub)}${rest}`;
 }
 
 const subjectFields = (subject: SubjectJson) =>
@@ -36,11 +43,11 @@ async function setTier(ctx: Context, sub: string, tier: string | undefined): Pro
     throw new CliError(EXIT.usage, "give either a tier or --clear (back to the token's tier)");
   const client = ctx.client();
   if (tier === undefined) {
-    const answer = await client.call("DELETE", `${subjectPath(sub)}/tier`);
+    const answer = await client.call("DELETE", subjectPath(sub, "/tier"));
     report(ctx, answer, `${sub}: the token's tier applies again`);
     return;
   }
-  const answer = await client.call("PUT", `${subjectPath(sub)}/tier`, { tier });
+  const answer = await client.call("PUT", subjectPath(sub, "/tier"), { tier });
   report(ctx, answer, `${sub}: tier ${tier}, over the token's`);
 }
 
@@ -72,7 +79,7 @@ export function subjectsCommands(program: Command): void {
       .argument(...SUB_ARGUMENT)
       .action(
         action(async (ctx, sub: string) => {
-          const answer = await ctx.client().call(blocked ? "PUT" : "DELETE", `${subjectPath(sub)}/blocked`);
+          const answer = await ctx.client().call(blocked ? "PUT" : "DELETE", subjectPath(sub, "/blocked"));
           report(ctx, answer, `${sub}: ${blocked ? "blocked" : "unblocked"}`);
         }),
       );
@@ -95,7 +102,7 @@ export function subjectsCommands(program: Command): void {
     .addArgument(limitsArgument())
     .action(
       action(async (ctx, sub: string, body: Record<string, string[] | null>) => {
-        const answer = await ctx.client().call<SubjectJson>("PUT", `${subjectPath(sub)}/limits`, body);
+        const answer = await ctx.client().call<SubjectJson>("PUT", subjectPath(sub, "/limits"), body);
         report(ctx, answer, `${sub}: own limits ${ownLimitsText(answer.own_limits)}`);
       }),
     );
@@ -105,7 +112,7 @@ export function subjectsCommands(program: Command): void {
     .argument(...SUB_ARGUMENT)
     .action(
       action(async (ctx, sub: string) => {
-        const answer = await ctx.client().call("DELETE", `${subjectPath(sub)}/limits`);
+        const answer = await ctx.client().call("DELETE", subjectPath(sub, "/limits"));
         report(ctx, answer, `${sub}: own limits and windows cleared`);
       }),
     );

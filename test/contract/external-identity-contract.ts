@@ -19,6 +19,7 @@ import {
   type TestKey,
   unsigned,
 } from "../support/jwks-server.js";
+import { rawRequest } from "../support/raw-http.js";
 
 const AUDIENCE = "api://tollgate-contract";
 const KEY_SHAPE = /^tg_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
@@ -210,6 +211,26 @@ export function describeExternalIdentityContract(
         expect(JSON.parse(blocked.body).message).toBe("account disabled");
         expect((await adminCall("DELETE", path)).status).toBe(200);
         expect((await bearer(token)).status).toBe(200);
+      });
+
+      it("blocks a subject that is a URL path step ('.' or '..') sent escaped as written, as curl sends it", async () => {
+        const admin = (method: string, path: string) =>
+          rawRequest(
+            running.adminUrl,
+            `${method} ${path} HTTP/1.1\r\nHost: tollgate\r\nAuthorization: Bearer ${running.adminToken}\r\nConnection: close\r\n\r\n`,
+          );
+        for (const [sub, escaped] of [
+          ["..", "%2E%2E"],
+          [".", "%2e"],
+        ] as const) {
+          const token = signToken(rsa, claims({ sub }));
+          expect((await bearer(token)).status).toBe(200);
+          const put = await admin("PUT", `/admin/subjects/${escaped}/blocked`);
+          expect([put.status, JSON.parse(put.body)]).toEqual([200, { sub, blocked: true }]);
+          expect(JSON.parse((await bearer(token)).body).message).toBe("account disabled");
+          expect((await admin("DELETE", `/admin/subjects/${escaped}/blocked`)).status).toBe(200);
+          expect((await bearer(token)).status).toBe(200);
+        }
       });
 
       it("takes a tier and own limits set for a subject over the token's", async () => {

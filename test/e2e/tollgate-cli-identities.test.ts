@@ -344,7 +344,15 @@ describe("tollgate subjects", SLOW, () => {
       "tollgate: give either a tier or --clear (back to the token's tier)\n",
     ]);
     expect((await cli(["subjects", "tier", SUB, "pro", "--clear"])).status).toBe(2);
-    expect((await cli(["subjects", "get", ".."])).status).toBe(2);
+    // URLs resolve "." and ".." as path steps, %2E too: the command says how the admin API takes them.
+    for (const [sub, escaped] of [
+      ["..", "%2E%2E"],
+      [".", "%2E"],
+    ]) {
+      const dots = await cli(["subjects", "block", sub as string]);
+      expect(dots.status).toBe(2);
+      expect(dots.stderr).toContain(`/admin/subjects/${escaped}/blocked`);
+    }
     expect((await cli(["subjects", "block"])).status).toBe(2);
     expect((await cli(["subjects", "limits", "set", SUB, "search"])).status).toBe(2);
   });

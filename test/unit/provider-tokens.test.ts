@@ -75,6 +75,8 @@ const parts = (token: string) => {
 };
 
 const key = makeKey("k1");
+/** The order n of P-256's group: (r, s) and (r, n - s) are both valid ECDSA signatures. */
+const P256_ORDER = BigInt("0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551");
 const other = makeKey("k1");
 
 describe("provider token verification", () => {
@@ -99,6 +101,9 @@ describe("provider token verification", () => {
     ["a wrong issuer", { iss: "https://evil.example/" }, "token issuer not accepted"],
     ["a token not yet valid", { nbf: now() + 120 }, "token not yet valid"],
     ["a token without exp", { exp: undefined }, "token has no expiry"],
+    ["an exp that is a string of digits", { exp: "9999999999" }, "token has no expiry"],
+    ["an exp that is null", { exp: null }, "token has no expiry"],
+    ["an nbf that is a string", { nbf: "0" }, "token not yet valid"],
     ["a subject with a space", { sub: "a b" }, "token subject invalid"],
   ])("refuses %s, correctly signed, without verifying its signature", (_what, extra, description) => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
@@ -221,6 +226,62 @@ describe("provider token verification", () => {
         description: "token type must be at+jwt",
       });
     }
+  });
+
+  it("maps a tier claim that is a number or a boolean by its text, as Keycloak's int and boolean mappers write it", () => {
+    const tierClaim = {
+      name: "plan",
+      map: new Map([
+        ["2", "pro"],
+        ["true", "enterprise"],
+        ["basic", "free"],
+      ]),
+    };
+    const tokens = createProviderTokens({ ...settings, tierClaim }, testKeys([key]).keys);
+    const tierOf = (plan: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ plan })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf(2)).toBe("pro");
+    expect(tierOf(true)).toBe("enterprise");
+    expect(tierOf([false, 2])).toBe("pro");
+    expect(tierOf("basic")).toBe("free");
+    // No value the map knows, nor any that is no scalar: the default tier (""), as before.
+    for (const plan of [3, false, null, { plan: 2 }, [[2]], "2.0"])
+      expect(tierOf(plan), JSON.stringify(plan)).toBe("");
+  });
+
+  it("takes a number or a boolean tier claim as the tier's name without a map", () => {
+    const tokens = createProviderTokens(
+      { ...settings, tierClaim: { name: "plan", map: undefined } },
+      testKeys([key]).keys,
+    );
+    const check = verifyWith(tokens, signToken(key, claims({ plan: 2 })));
+    expect(check).toMatchObject({ ok: true, claims: { tier: "2" } });
+  });
+
+  it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    expect(verifyWith(tokens, signToken(key, claims({ iat: now() + 3600 })))).toMatchObject({ ok: true });
+  });
+
+  it("accepts an ECDSA token's second signature (r, n - s), as every JOSE verifier does: two texts, two entries at most", () => {
+    const ec = makeKey("ec-1", "ES256");
+    const tokens = createProviderTokens(settings, testKeys([ec]).keys);
+    const token = signToken(ec, claims());
+    const [input, signature] = [
+      token.slice(0, token.lastIndexOf(".")),
+      token.slice(token.lastIndexOf(".") + 1),
+    ];
+    const bytes = Buffer.from(signature, "base64url");
+    const s = BigInt(`0x${bytes.subarray(32).toString("hex")}`);
+    const flipped = Buffer.from((P256_ORDER - s).toString(16).padStart(64, "0"), "hex");
+    const twin = `${input}.${Buffer.concat([bytes.subarray(0, 32), flipped]).toString("base64url")}`;
+    expect(twin).not.toBe(token);
+    expect(verifyWith(tokens, token)).toMatchObject({ ok: true });
+    expect(verifyWith(tokens, twin)).toMatchObject({ ok: true });
+    expect(tokens.cached(token)).toMatchObject({ ok: true });
+    expect(tokens.cached(twin)).toMatchObject({ ok: true });
   });
 
   it("keeps at most JWT_PROVIDER_CACHE_SIZE verified tokens, and 4 KiB of token text per entry", () => {
