@@ -35,7 +35,10 @@ const ADDRESSES = {
 };
 const DEFAULT = parseIdentitySettings(new Reader({})).apiKeyHeader;
 
-/** Every value of a field named `exact` or `header_name` in a YAML text, with its path. */
+/**
+ * Every value of a field named `exact`, `header_name` or `regex` in a YAML text, and every item of a
+ * `request_headers_to_remove` list, with its path.
+ */
 function headerFields(text: string): string[] {
   const found: string[] = [];
   const walk = (value: unknown, path: string) => {
@@ -43,8 +46,10 @@ function headerFields(text: string): string[] {
       for (const [i, v] of value.entries()) walk(v, `${path}[${i}]`);
     } else if (typeof value === "object" && value !== null) {
       for (const [key, v] of Object.entries(value)) {
-        if ((key === "exact" || key === "header_name") && typeof v === "string")
+        if (["exact", "header_name", "regex"].includes(key) && typeof v === "string")
           found.push(`${path}.${key}=${v}`);
+        else if (key === "request_headers_to_remove" && Array.isArray(v))
+          for (const [i, item] of v.entries()) found.push(`${path}.${key}[${i}]=${String(item)}`);
         else walk(v, `${path}.${key}`);
       }
     }
@@ -61,8 +66,12 @@ describe("the API key header in the shipped configurations and docs", () => {
     expect(headerFields(read("envoy/envoy.yaml"))).toContainEqual(
       expect.stringMatching(/\.exact=x-api-key$/),
     );
-    expect(headerFields(read("envoy/envoy-ratelimit.yaml"))).toContainEqual(
-      expect.stringMatching(/\.header_name=x-api-key$/),
+    expect(headerFields(read("envoy/envoy-ratelimit.yaml"))).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/\.header_name=x-api-key$/),
+        expect.stringMatching(/\.regex=x-api-key$/),
+        expect.stringMatching(/\.request_headers_to_remove\[0\]=x-api-key$/),
+      ]),
     );
     expect(read("docs/settings.md")).toMatch(/^\| `API_KEY_HEADER` +\| `x-api-key` +\|/m);
     const identity = read("docs/identity.md");
