@@ -23,15 +23,12 @@ const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
 const apiKeyVariable = (values) => `http_${values.API_KEY_HEADER.toLowerCase().replaceAll("-", "_")}`;
 const DERIVED = {
   API_KEY_VARIABLE: { from: ["API_KEY_HEADER"], derive: apiKeyVariable },
-  // What the upstream gets for the API key header and for `Authorization: ApiKey …`: nothing (an
-  // empty value sends no header) unless API_KEY_FORWARD=true, as tollgate's setting of that name.
-  API_KEY_UPSTREAM: {
-    from: ["API_KEY_HEADER", "API_KEY_FORWARD"],
-    derive: (values) => (values.API_KEY_FORWARD === "true" ? `$${apiKeyVariable(values)}` : '""'),
-  },
-  API_KEY_AUTHORIZATION_UPSTREAM: {
+  // Before the directives that drop the API key header and `Authorization: ApiKey …` for the
+  // upstream: nothing, or, with API_KEY_FORWARD=true (as tollgate's setting of that name), a comment
+  // mark, so that nginx passes both as the client sent them.
+  API_KEY_DROP: {
     from: ["API_KEY_FORWARD"],
-    derive: (values) => (values.API_KEY_FORWARD === "true" ? "$http_authorization" : '""'),
+    derive: (values) => (values.API_KEY_FORWARD === "true" ? "# API_KEY_FORWARD=true: " : ""),
   },
 };
 const BOOLEANS = ["API_KEY_FORWARD"];

@@ -389,7 +389,8 @@ describe("what nginx forwards of an API key, against recording check and upstrea
       );
       expect(res.status, lines).toBe(200);
       const [forwarded] = app.received.slice(before);
-      expect(forwarded?.headers["x-api-key"] === undefined, lines).toBe(key === undefined);
+      // Every copy, as before the key was dropped (node:http joins them with ", ").
+      expect(forwarded?.headers["x-api-key"], lines).toBe(key);
       expect(forwarded?.headers.authorization, lines).toBe(authorization);
     }
   });

@@ -100,6 +100,21 @@ describe("the API key header in the shipped configurations and docs", () => {
     );
   });
 
+  it("renders nginx's upstream locations without the key's headers, or with API_KEY_FORWARD=true without touching them", () => {
+    const check = read("nginx/tollgate-check.conf");
+    const directives = (values: Record<string, string>) =>
+      renderTemplate(check, { ...NGINX_VALUES, ...values })
+        .split("\n")
+        .filter((line) => line.startsWith("proxy_set_header") && /x-client-key|authorization/i.test(line));
+    expect(directives({ API_KEY_HEADER: "X-Client-Key" })).toEqual([
+      'proxy_set_header X-Client-Key "";',
+      "proxy_set_header Authorization $tg_upstream_authorization;",
+    ]);
+    // A header named in proxy_set_header goes as one value (nginx 1.22: the first copy alone); one
+    // not named goes as the client sent it, every copy.
+    expect(directives({ API_KEY_HEADER: "X-Client-Key", API_KEY_FORWARD: "true" })).toEqual([]);
+  });
+
   it("renders Envoy's files with another header exactly where x-api-key stood, and nothing else changed", () => {
     for (const name of Object.keys(CONFIGS) as (keyof typeof CONFIGS)[]) {
       const before = headerFields(renderEnvoyConfig(name, ADDRESSES));
