@@ -1,6 +1,7 @@
 // The header that carries an API key (API_KEY_HEADER) is named in tollgate, in nginx's template and
 // Envoy's files, by their renderers and in the docs: all of them agree on tollgate's default, and a
-// renderer given another name puts it everywhere the default stood, and nowhere else.
+// renderer given another name puts it everywhere the default stood, and nowhere else. nginx's
+// renderer reads API_KEY_FORWARD, which says whether the upstream gets the key, as tollgate does.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -171,5 +172,36 @@ describe("the API key header in the shipped configurations and docs", () => {
     expect(parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_HEADER: "x-original-uri" }).problems).toEqual([
       "API_KEY_HEADER=x-original-uri is a header the proxy or tollgate sets itself, not one for an API key (from the environment)",
     ]);
+  });
+});
+
+describe("API_KEY_FORWARD in tollgate and nginx's renderer", () => {
+  const nginxArgs = ["/tmp/out", ...Object.entries(NGINX_VALUES).map(([k, v]) => `${k}=${v}`)];
+  const tollgateForwards = (value: string) => {
+    const reader = new Reader({ API_KEY_FORWARD: value });
+    const { forwardApiKey } = parseIdentitySettings(reader);
+    return reader.problems.length > 0 ? "refused" : String(forwardApiKey);
+  };
+  const rendererForwards = (cli: ReturnType<typeof parseNginxCli>) =>
+    cli.problems.length > 0 ? "refused" : (cli.values.API_KEY_FORWARD ?? "false");
+
+  it.each(["true", "TRUE", "True", " true ", "false", "False", "  ", "yes", "1"])(
+    "reads %j from the environment and as an argument as tollgate reads it",
+    (value) => {
+      const expected = tollgateForwards(value);
+      expect(rendererForwards(parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_FORWARD: value }))).toBe(expected);
+      // An argument with no value is refused as every other (a shell variable that was not set).
+      if (value.trim() !== "") {
+        expect(
+          rendererForwards(parseNginxCli([...nginxArgs, `API_KEY_FORWARD=${value}`], TEMPLATE, {})),
+        ).toBe(expected);
+      }
+    },
+  );
+
+  it("renders what it read: a value of another case drops or forwards as its lower case does", () => {
+    const { values } = parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_FORWARD: "TRUE" });
+    const check = renderTemplate(read("nginx/tollgate-check.conf"), { ...NGINX_VALUES, ...values });
+    expect(check).toContain('# API_KEY_FORWARD=true: proxy_set_header x-api-key "";');
   });
 });
