@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { isScalar, parseDocument, visit } from "yaml";
+import { isScalar, isSeq, parseDocument, visit } from "yaml";
 import { apiKeyHeaderProblem } from "../scripts/api-key-header.mjs";
 
 const ENVOY_DIR = fileURLToPath(new URL(".", import.meta.url));
@@ -44,8 +44,13 @@ export const ADDRESSES = {
 
 /** tollgate's API_KEY_HEADER default, the header envoy/'s files name; its rule, any case. */
 export const DEFAULT_API_KEY_HEADER = "x-api-key";
-/** The fields that name the API key header: ext_authz's allowed_headers, a rate limit descriptor's. */
-const HEADER_FIELDS = new Set(["exact", "header_name"]);
+/**
+ * The fields that name the API key header: ext_authz's allowed_headers, a rate limit descriptor's,
+ * the check's decoder_header_mutation_rules (a regular expression: a header name matches itself).
+ */
+const HEADER_FIELDS = new Set(["exact", "header_name", "regex"]);
+/** The lists that name it among others: the virtual host's request_headers_to_remove. */
+const HEADER_LISTS = new Set(["request_headers_to_remove"]);
 
 const HELP = `usage: node envoy/render.mjs OUT_DIR [--only http|grpc|ratelimit] [--check-addr HOST:PORT] ...
 
@@ -63,7 +68,8 @@ when an address a configuration needs is missing or is not HOST:PORT.
   --listen        ENVOY_LISTEN   where Envoy listens (default 0.0.0.0:10000)
   --admin         ENVOY_ADMIN    Envoy's admin interface (default 127.0.0.1:9901; it can stop Envoy)
   --api-key-header API_KEY_HEADER the header carrying an API key, as tollgate's (default x-api-key):
-                 copied into the check (envoy.yaml) and the api_key descriptor (envoy-ratelimit.yaml)
+                 copied into the check (envoy.yaml) and the api_key descriptor (envoy-ratelimit.yaml,
+                 which also keeps it from the check's removal and removes it in the router)
   --only          http, grpc or ratelimit: that configuration alone (repeatable; default all three)
 `;
 
@@ -82,12 +88,15 @@ function setSocket(doc, path, address) {
 
 /** Every field that names the API key header gets `header` (Envoy matches header names in lower case). */
 function setApiKeyHeader(doc, header) {
+  const rename = (scalar) => {
+    if (isScalar(scalar) && scalar.value === DEFAULT_API_KEY_HEADER) scalar.value = header.toLowerCase();
+  };
   visit(doc, {
     Pair(_, pair) {
-      const named = isScalar(pair.key) && HEADER_FIELDS.has(pair.key.value);
-      if (named && isScalar(pair.value) && pair.value.value === DEFAULT_API_KEY_HEADER) {
-        pair.value.value = header.toLowerCase();
-      }
+      if (!isScalar(pair.key)) return;
+      if (HEADER_FIELDS.has(pair.key.value)) rename(pair.value);
+      else if (HEADER_LISTS.has(pair.key.value) && isSeq(pair.value))
+        for (const item of pair.value.items) rename(item);
     },
   });
 }

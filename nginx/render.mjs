@@ -23,15 +23,12 @@ const PLACEHOLDER = /\{\{([A-Z_]+)\}\}/g;
 const apiKeyVariable = (values) => `http_${values.API_KEY_HEADER.toLowerCase().replaceAll("-", "_")}`;
 const DERIVED = {
   API_KEY_VARIABLE: { from: ["API_KEY_HEADER"], derive: apiKeyVariable },
-  // What the upstream gets for the API key header and for `Authorization: ApiKey …`: nothing (an
-  // empty value sends no header) unless API_KEY_FORWARD=true, as tollgate's setting of that name.
-  API_KEY_UPSTREAM: {
-    from: ["API_KEY_HEADER", "API_KEY_FORWARD"],
-    derive: (values) => (values.API_KEY_FORWARD === "true" ? `$${apiKeyVariable(values)}` : '""'),
-  },
-  API_KEY_AUTHORIZATION_UPSTREAM: {
+  // Before the directives that drop the API key header and `Authorization: ApiKey …` for the
+  // upstream: nothing, or, with API_KEY_FORWARD=true (as tollgate's setting of that name), a comment
+  // mark, so that nginx passes both as the client sent them.
+  API_KEY_DROP: {
     from: ["API_KEY_FORWARD"],
-    derive: (values) => (values.API_KEY_FORWARD === "true" ? "$http_authorization" : '""'),
+    derive: (values) => (values.API_KEY_FORWARD === "true" ? "# API_KEY_FORWARD=true: " : ""),
   },
 };
 const BOOLEANS = ["API_KEY_FORWARD"];
@@ -68,9 +65,15 @@ export function placeholders(template) {
   return [...new Set(names)];
 }
 
+/** "true" or "false" read as tollgate reads its settings (any case, spaces around ignored), or undefined. */
+function booleanValue(value) {
+  const text = value.trim().toLowerCase();
+  return text === "true" || text === "false" ? text : undefined;
+}
+
 /** Why a true/false value cannot be used, or undefined. */
 function booleanProblem(name, value) {
-  return value === "true" || value === "false" ? undefined : `${name}=${value} is not true or false`;
+  return booleanValue(value) === undefined ? `${name}=${value} is not true or false` : undefined;
 }
 
 /** Fills every {{NAME}} of `template`; throws one error naming every placeholder without a value. */
@@ -84,6 +87,7 @@ export function renderTemplate(template, values) {
     apiKeyHeaderProblem(given.API_KEY_HEADER) ??
     BOOLEANS.map((name) => booleanProblem(name, given[name])).find((p) => p !== undefined);
   if (problem !== undefined) throw new Error(`nginx template: ${problem}`);
+  for (const name of BOOLEANS) given[name] = booleanValue(given[name]);
   for (const [name, { derive }] of Object.entries(DERIVED)) given[name] = derive(given);
   return template.replace(PLACEHOLDER, (_, name) => given[name]);
 }
@@ -135,7 +139,7 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = 
       problems.push(apiKeyHeaderProblem(value));
     else if (BOOLEANS.includes(name) && booleanProblem(name, value) !== undefined)
       problems.push(booleanProblem(name, value));
-    else values[name] = value;
+    else values[name] = BOOLEANS.includes(name) ? booleanValue(value) : value;
   }
   // As envoy/render.mjs does: tollgate's own API_KEY_HEADER, when the shell that runs both has it.
   if (values.API_KEY_HEADER === undefined && !empty.has("API_KEY_HEADER") && env.API_KEY_HEADER) {
@@ -143,11 +147,13 @@ export function parseCli(args, template = readFileSync(TEMPLATE, "utf8"), env = 
     if (problem !== undefined) problems.push(`${problem} (from the environment)`);
     else if (known.includes("API_KEY_HEADER")) values.API_KEY_HEADER = env.API_KEY_HEADER;
   }
-  // And its API_KEY_FORWARD, so that nginx drops or forwards the key as tollgate tells Envoy to.
-  if (values.API_KEY_FORWARD === undefined && !empty.has("API_KEY_FORWARD") && env.API_KEY_FORWARD) {
-    const problem = booleanProblem("API_KEY_FORWARD", env.API_KEY_FORWARD);
+  // And its API_KEY_FORWARD, so that nginx drops or forwards the key as tollgate tells Envoy to:
+  // read as tollgate reads it (blank is unset, any case).
+  const forward = env.API_KEY_FORWARD?.trim();
+  if (values.API_KEY_FORWARD === undefined && !empty.has("API_KEY_FORWARD") && forward) {
+    const problem = booleanProblem("API_KEY_FORWARD", forward);
     if (problem !== undefined) problems.push(`${problem} (from the environment)`);
-    else if (known.includes("API_KEY_FORWARD")) values.API_KEY_FORWARD = env.API_KEY_FORWARD;
+    else if (known.includes("API_KEY_FORWARD")) values.API_KEY_FORWARD = booleanValue(forward);
   }
   if (empty.size > 0) problems.push(`no value after ${[...empty].map((name) => `${name}=`).join(" ")}`);
   const missing = known.filter(

@@ -13,6 +13,22 @@ export type ApiKeyHeaders = (
 
 const A = "A".charCodeAt(0);
 const a = "a".charCodeAt(0);
+const SPACE = " ".charCodeAt(0);
+const TAB = "\t".charCodeAt(0);
+const SCHEME = "apikey";
+
+/**
+ * Whether Authorization's scheme is ApiKey, any case, followed by a space or a tab: credentials.ts
+ * reads "ApiKey<tab>…" as its scheme too (a malformed key, refused unless the key header decides),
+ * and what follows is a key all the same. Only such a header is sliced: a Bearer token costs nothing.
+ */
+function apiKeyScheme(auth: string | undefined): boolean {
+  if (auth === undefined) return false;
+  const first = auth.charCodeAt(0);
+  if (first !== A && first !== a) return false;
+  const after = auth.charCodeAt(SCHEME.length);
+  return (after === SPACE || after === TAB) && auth.slice(0, SCHEME.length).toLowerCase() === SCHEME;
+}
 
 function removed(names: readonly string[]): RemovedHeaders {
   return { names, value: names.join(", ") };
@@ -20,7 +36,7 @@ function removed(names: readonly string[]): RemovedHeaders {
 
 /**
  * The API key header when it was sent (even beside a Bearer token that won over it: it is a secret
- * all the same), and Authorization when its scheme is ApiKey (read as credentials.ts reads it).
+ * all the same), and Authorization when its scheme is ApiKey (apiKeyScheme).
  * The three answers are made once: an allowed check allocates nothing here.
  */
 export function apiKeyHeaders(apiKeyHeader: string): ApiKeyHeaders {
@@ -28,10 +44,7 @@ export function apiKeyHeaders(apiKeyHeader: string): ApiKeyHeaders {
   const authorization = removed(["authorization"]);
   const both = removed([apiKeyHeader, "authorization"]);
   return (facts) => {
-    const auth = facts.authorization;
-    const first = auth === undefined ? 0 : auth.charCodeAt(0);
-    const inAuthorization =
-      (first === A || first === a) && (auth as string).slice(0, 7).toLowerCase() === "apikey ";
+    const inAuthorization = apiKeyScheme(facts.authorization);
     const inHeader = facts.apiKey !== undefined && facts.apiKey !== "";
     if (inHeader) return inAuthorization ? both : header;
     return inAuthorization ? authorization : undefined;

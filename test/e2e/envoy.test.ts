@@ -209,6 +209,8 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
         { authorization: `ApiKey ${key}` },
         { authorization: "Basic dTpw", "x-api-key": key },
         { ...bearer(alice.token), "x-api-key": "tg_not_the_credential" },
+        // The scheme then a tab: tollgate reads it as its scheme (malformed), the key header decides.
+        { authorization: `ApiKey\t${key}`, "x-api-key": key },
       ];
       for (const headers of sent) {
         const res = await send(`${harness.url}/api/products`, { headers, localAddress: address });
@@ -224,6 +226,7 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
         [undefined, undefined, "pro"],
         [undefined, "Basic dTpw", "pro"],
         [undefined, `Bearer ${alice.token}`, "free"],
+        [undefined, undefined, "pro"],
       ]);
     },
   );

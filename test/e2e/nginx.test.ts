@@ -357,6 +357,8 @@ describe("what nginx forwards of an API key, against recording check and upstrea
     ["Authorization: APIKEY tg_one\r\n", undefined, "APIKEY tg_one"],
     ["Authorization: Basic dTpw\r\nX-API-Key: tg_one\r\n", "tg_one", "Basic dTpw"],
     ["Authorization: Bearer a.b.c\r\n", undefined, "Bearer a.b.c"],
+    // The scheme then a tab, which tollgate reads as its scheme (malformed): a key all the same.
+    ["Authorization: ApiKey\ttg_one\r\nX-API-Key: tg_two\r\n", "tg_two", "ApiKey\ttg_one"],
   ];
 
   it("gives the check the key but drops it before the upstream, as the key header and as ApiKey", async () => {
@@ -373,7 +375,7 @@ describe("what nginx forwards of an API key, against recording check and upstrea
       expect(asked?.headers["x-api-key"] === undefined, lines).toBe(key === undefined);
       expect(asked?.headers.authorization, lines).toBe(authorization);
       expect(forwarded?.headers["x-api-key"], lines).toBeUndefined();
-      const kept = authorization?.toLowerCase().startsWith("apikey ") ? undefined : authorization;
+      const kept = /^apikey[ \t]/i.test(authorization ?? "") ? undefined : authorization;
       expect(forwarded?.headers.authorization, lines).toBe(kept);
     }
   });
@@ -387,7 +389,8 @@ describe("what nginx forwards of an API key, against recording check and upstrea
       );
       expect(res.status, lines).toBe(200);
       const [forwarded] = app.received.slice(before);
-      expect(forwarded?.headers["x-api-key"] === undefined, lines).toBe(key === undefined);
+      // Every copy, as before the key was dropped (node:http joins them with ", ").
+      expect(forwarded?.headers["x-api-key"], lines).toBe(key);
       expect(forwarded?.headers.authorization, lines).toBe(authorization);
     }
   });

@@ -22,6 +22,10 @@ describe("which headers carried an API key", () => {
     [{ authorization: "Bearer a.b.c", apiKey: undefined }, undefined],
     [{ authorization: "Basic dTpw", apiKey: "" }, undefined],
     [{ authorization: "ApiKeys tg_k", apiKey: undefined }, undefined],
+    // A tab after the scheme: tollgate reads it as its scheme (a malformed key), so it goes too.
+    [{ authorization: "ApiKey\ttg_k", apiKey: "tg_other" }, ["x-client-key", "authorization"]],
+    [{ authorization: "apikey\ttg_k", apiKey: undefined }, ["authorization"]],
+    [{ authorization: "ApiKey", apiKey: undefined }, undefined],
     [{ authorization: undefined, apiKey: undefined }, undefined],
   ])("%o: %o", (facts, names) => {
     const removed = of(facts);

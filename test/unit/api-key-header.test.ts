@@ -1,6 +1,7 @@
 // The header that carries an API key (API_KEY_HEADER) is named in tollgate, in nginx's template and
 // Envoy's files, by their renderers and in the docs: all of them agree on tollgate's default, and a
-// renderer given another name puts it everywhere the default stood, and nowhere else.
+// renderer given another name puts it everywhere the default stood, and nowhere else. nginx's
+// renderer reads API_KEY_FORWARD, which says whether the upstream gets the key, as tollgate does.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -35,7 +36,10 @@ const ADDRESSES = {
 };
 const DEFAULT = parseIdentitySettings(new Reader({})).apiKeyHeader;
 
-/** Every value of a field named `exact` or `header_name` in a YAML text, with its path. */
+/**
+ * Every value of a field named `exact`, `header_name` or `regex` in a YAML text, and every item of a
+ * `request_headers_to_remove` list, with its path.
+ */
 function headerFields(text: string): string[] {
   const found: string[] = [];
   const walk = (value: unknown, path: string) => {
@@ -43,8 +47,10 @@ function headerFields(text: string): string[] {
       for (const [i, v] of value.entries()) walk(v, `${path}[${i}]`);
     } else if (typeof value === "object" && value !== null) {
       for (const [key, v] of Object.entries(value)) {
-        if ((key === "exact" || key === "header_name") && typeof v === "string")
+        if (["exact", "header_name", "regex"].includes(key) && typeof v === "string")
           found.push(`${path}.${key}=${v}`);
+        else if (key === "request_headers_to_remove" && Array.isArray(v))
+          for (const [i, item] of v.entries()) found.push(`${path}.${key}[${i}]=${String(item)}`);
         else walk(v, `${path}.${key}`);
       }
     }
@@ -61,8 +67,12 @@ describe("the API key header in the shipped configurations and docs", () => {
     expect(headerFields(read("envoy/envoy.yaml"))).toContainEqual(
       expect.stringMatching(/\.exact=x-api-key$/),
     );
-    expect(headerFields(read("envoy/envoy-ratelimit.yaml"))).toContainEqual(
-      expect.stringMatching(/\.header_name=x-api-key$/),
+    expect(headerFields(read("envoy/envoy-ratelimit.yaml"))).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/\.header_name=x-api-key$/),
+        expect.stringMatching(/\.regex=x-api-key$/),
+        expect.stringMatching(/\.request_headers_to_remove\[0\]=x-api-key$/),
+      ]),
     );
     expect(read("docs/settings.md")).toMatch(/^\| `API_KEY_HEADER` +\| `x-api-key` +\|/m);
     const identity = read("docs/identity.md");
@@ -89,6 +99,21 @@ describe("the API key header in the shipped configurations and docs", () => {
     expect(() => renderTemplate(TEMPLATE, { ...NGINX_VALUES, API_KEY_HEADER: "Authorization" })).toThrow(
       /API_KEY_HEADER=Authorization is a header the proxy or tollgate sets itself/,
     );
+  });
+
+  it("renders nginx's upstream locations without the key's headers, or with API_KEY_FORWARD=true without touching them", () => {
+    const check = read("nginx/tollgate-check.conf");
+    const directives = (values: Record<string, string>) =>
+      renderTemplate(check, { ...NGINX_VALUES, ...values })
+        .split("\n")
+        .filter((line) => line.startsWith("proxy_set_header") && /x-client-key|authorization/i.test(line));
+    expect(directives({ API_KEY_HEADER: "X-Client-Key" })).toEqual([
+      'proxy_set_header X-Client-Key "";',
+      "proxy_set_header Authorization $tg_upstream_authorization;",
+    ]);
+    // A header named in proxy_set_header goes as one value (nginx 1.22: the first copy alone); one
+    // not named goes as the client sent it, every copy.
+    expect(directives({ API_KEY_HEADER: "X-Client-Key", API_KEY_FORWARD: "true" })).toEqual([]);
   });
 
   it("renders Envoy's files with another header exactly where x-api-key stood, and nothing else changed", () => {
@@ -147,5 +172,36 @@ describe("the API key header in the shipped configurations and docs", () => {
     expect(parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_HEADER: "x-original-uri" }).problems).toEqual([
       "API_KEY_HEADER=x-original-uri is a header the proxy or tollgate sets itself, not one for an API key (from the environment)",
     ]);
+  });
+});
+
+describe("API_KEY_FORWARD in tollgate and nginx's renderer", () => {
+  const nginxArgs = ["/tmp/out", ...Object.entries(NGINX_VALUES).map(([k, v]) => `${k}=${v}`)];
+  const tollgateForwards = (value: string) => {
+    const reader = new Reader({ API_KEY_FORWARD: value });
+    const { forwardApiKey } = parseIdentitySettings(reader);
+    return reader.problems.length > 0 ? "refused" : String(forwardApiKey);
+  };
+  const rendererForwards = (cli: ReturnType<typeof parseNginxCli>) =>
+    cli.problems.length > 0 ? "refused" : (cli.values.API_KEY_FORWARD ?? "false");
+
+  it.each(["true", "TRUE", "True", " true ", "false", "False", "  ", "yes", "1"])(
+    "reads %j from the environment and as an argument as tollgate reads it",
+    (value) => {
+      const expected = tollgateForwards(value);
+      expect(rendererForwards(parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_FORWARD: value }))).toBe(expected);
+      // An argument with no value is refused as every other (a shell variable that was not set).
+      if (value.trim() !== "") {
+        expect(
+          rendererForwards(parseNginxCli([...nginxArgs, `API_KEY_FORWARD=${value}`], TEMPLATE, {})),
+        ).toBe(expected);
+      }
+    },
+  );
+
+  it("renders what it read: a value of another case drops or forwards as its lower case does", () => {
+    const { values } = parseNginxCli(nginxArgs, TEMPLATE, { API_KEY_FORWARD: "TRUE" });
+    const check = renderTemplate(read("nginx/tollgate-check.conf"), { ...NGINX_VALUES, ...values });
+    expect(check).toContain('# API_KEY_FORWARD=true: proxy_set_header x-api-key "";');
   });
 });

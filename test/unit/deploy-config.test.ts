@@ -11,6 +11,7 @@ import {
   renderEnvoyConfig,
 } from "../../envoy/render.mjs";
 import { loadConfig } from "../../src/config/env.js";
+import { apiKeyHeaders } from "../../src/frontends/api-key-headers.js";
 import { loadEnvoyConfig } from "../support/envoy-config.js";
 
 type Node = Record<string, unknown>;
@@ -489,16 +490,20 @@ describe("envoy/envoy-ratelimit.yaml and envoy/ratelimit-config/", () => {
       "envoy.filters.http.ratelimit",
       "envoy.filters.http.router",
     ]);
-    // The filters around it are envoy-grpc.yaml's, the check included.
+    // The filters around it are envoy-grpc.yaml's, the check included but for the API key header it
+    // keeps for the api_key descriptor (tested below).
+    const keeping = (filter: Node | undefined) => {
+      const { decoder_header_mutation_rules: _rules, ...config } = node(filter?.typed_config);
+      return { ...filter, typed_config: config };
+    };
     for (const name of [
       "envoy.filters.http.header_mutation",
       "envoy.filters.http.ext_authz",
       "envoy.filters.http.router",
     ])
-      expect(
-        rlsEnvoy.httpFilters.find((f) => f.name === name),
-        name,
-      ).toEqual(grpcEnvoy.httpFilters.find((f) => f.name === name));
+      expect(keeping(rlsEnvoy.httpFilters.find((f) => f.name === name)), name).toEqual(
+        keeping(grpcEnvoy.httpFilters.find((f) => f.name === name)),
+      );
     for (const name of ["tollgate_grpc", "tollgate_public", "upstream"])
       expect(
         rlsEnvoy.clusters.find((c) => c.name === name),
@@ -595,6 +600,44 @@ describe("envoy/envoy-ratelimit.yaml and envoy/ratelimit-config/", () => {
     };
     walk(descriptors);
     expect([...new Set(built.flat().map((e) => e.key))].sort()).toEqual([...configKeys].sort());
+  });
+
+  it("keeps the headers an allow removes until the router when a descriptor reads them (the API key)", () => {
+    // ext_authz applies an allow's headers_to_remove before the next filter runs: a descriptor on a
+    // header tollgate names for removal would find nothing and be dropped (no limit per API key).
+    const removable = apiKeyHeaders("x-client-key")({ authorization: "ApiKey k", apiKey: "k" })?.names ?? [];
+    expect(removable).toEqual(["x-client-key", "authorization"]);
+    const bare = { host: "127.0.0.1", port: 1, ipv6: false };
+    const addresses = Object.fromEntries(
+      ["check", "grpc", "public", "upstream", "listen", "admin"].map((k) => [k, bare]),
+    ) as Record<string, Address>;
+    const shipped = { file: load("envoy/envoy-ratelimit.yaml"), header: "x-api-key" };
+    const rendered = {
+      file: parse(renderEnvoyConfig("ratelimit", addresses, "X-Client-Key")) as Node,
+      header: "x-client-key",
+    };
+    for (const { file, header } of [shipped, rendered]) {
+      const parts = envoyParts(file);
+      const named = removable.map((name) => (name === "x-client-key" ? header : name));
+      const read = parts.routes.flatMap((r) =>
+        nodes(node(r.route).rate_limits).flatMap((limit) =>
+          nodes(limit.actions).map((a) => String(node(a.request_headers).header_name ?? "")),
+        ),
+      );
+      expect(read, header).toContain(header);
+      const rules = node(parts.extAuthz.decoder_header_mutation_rules);
+      const kept = new RegExp(`^(?:${String(node(rules.disallow_expression).regex ?? "(?!)")})$`);
+      expect(rules.disallow_is_error, header).not.toBe(true);
+      const vhost = node(nodes(node(parts.hcm.route_config).virtual_hosts)[0]);
+      for (const name of named) {
+        // Kept by the check when a descriptor reads it, and then removed by the router (after the
+        // rate limit filter), so the upstream never gets it either; otherwise the check removes it.
+        expect(kept.test(name), name).toBe(read.includes(name));
+        expect(nodes(vhost.request_headers_to_remove).includes(name as never), name).toBe(
+          read.includes(name),
+        );
+      }
+    }
   });
 
   it("writes the config in envoyproxy/ratelimit's format with tollgate's additions only", () => {
