@@ -33,7 +33,22 @@ function expandIpv6(address: string): number[] | undefined {
   return [...left, ...Array(missing).fill("0"), ...right].map((g) => Number.parseInt(g, 16)).concat(tail);
 }
 
-/** Canonical form of an address; IPv6 reduced to its /subnet prefix, IPv4-mapped IPv6 to IPv4. */
+/**
+ * Whether IPv6 `groups` carry an IPv4 client in their last 32 bits: IPv4-mapped (::ffff:0:0/96, a
+ * dual-stack socket's IPv4 peer) or NAT64's well-known prefix (64:ff9b::/96, RFC 6052), which a
+ * translator in front of an IPv6-only proxy gives every IPv4 client: keyed by its /64, they would
+ * all be one client.
+ */
+function embedsIpv4(groups: readonly number[]): boolean {
+  const [a, b, c, d, e, f] = groups;
+  if (c !== 0 || d !== 0 || e !== 0) return false;
+  return (a === 0 && b === 0 && f === 0xffff) || (a === 0x64 && b === 0xff9b && f === 0);
+}
+
+/**
+ * Canonical form of an address; IPv6 reduced to its /subnet prefix, an IPv6 form of an IPv4 client
+ * (mapped, or NAT64's) to the IPv4 address.
+ */
 export function normalizeIp(raw: string, ipv6Subnet: number): string | undefined {
   let address = raw.trim();
   if (address.startsWith("["))
@@ -49,7 +64,7 @@ export function normalizeIp(raw: string, ipv6Subnet: number): string | undefined
   if (zone !== -1) address = address.slice(0, zone);
   const groups = expandIpv6(address.toLowerCase());
   if (groups === undefined || groups.length !== 8) return undefined;
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+  if (embedsIpv4(groups)) {
     const [a = 0, b = 0] = groups.slice(6);
     return `${a >> 8}.${a & 255}.${b >> 8}.${b & 255}`;
   }

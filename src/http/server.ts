@@ -5,7 +5,7 @@ import type { Duplex } from "node:stream";
 /**
  * Envoy accepts 60 KiB of request headers by default and forwards the Authorization header to the
  * check as is; node's own default (16 KiB) would answer a long token with a bodyless 431 instead of
- * tollgate's 401.
+ * tollgate's 401. nginx/'s configuration takes 60 KiB in all too, so that a check never exceeds this.
  */
 export const MAX_HEADER_BYTES = 64 * 1024;
 

@@ -100,6 +100,21 @@ describe("the per-username lockout through nginx", () => {
     expect((await login(other, PASSWORD, fresh)).status).toBe(200);
   });
 
+  it("refuses only logins of a locked name: a session opened before goes on working", async () => {
+    const username = await createUser();
+    const session = await login(username, PASSWORD, newAddress());
+    expect(session.status).toBe(200);
+    const token = session.json<{ access_token: string }>().access_token;
+    // Someone else fills the name's window from one address (its whole login limit).
+    const attacker = newAddress();
+    for (let i = 0; i < 10; i += 1) expect((await login(username, `wrong-${i}`, attacker)).status).toBe(401);
+    expect((await login(username, PASSWORD, newAddress())).status).toBe(429);
+    for (const path of ["/api/products", "/me"]) {
+      const res = await send(`${nginx.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      expect(res.status, `${path}: ${res.text}`).toBe(200);
+    }
+  });
+
   it("locks an unknown username exactly as it locks a real one", async () => {
     const real = await createUser();
     const ghost = `ghost_${randomBytes(5).toString("hex")}`;

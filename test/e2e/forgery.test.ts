@@ -275,4 +275,21 @@ describe("IPv6 clients on the check listener (the address a trusted proxy forwar
     expect(statuses).toEqual(Array(10).fill(200));
     expect(await loginCheck("nginx", "::ffff:c000:2c8")).toBe(429);
   });
+
+  // A translator (SIIT-DC, a NAT46 load balancer such as Cilium's) hands an IPv6-only proxy its
+  // IPv4 clients as 64:ff9b::<IPv4>: one /64 for every IPv4 client on the internet, so that one
+  // client's ten logins locked all of them out.
+  it.each(["nginx", "envoy"] as const)(
+    "keeps IPv4 clients that a NAT64 translator forwards (64:ff9b::/96) apart, each as its IPv4 address (%s)",
+    async (protocol) => {
+      const [client, other] =
+        protocol === "nginx" ? ["192.0.2.210", "192.0.2.211"] : ["192.0.2.220", "192.0.2.221"];
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i += 1) statuses.push(await loginCheck(protocol, `64:ff9b::${client}`));
+      for (let i = 0; i < 5; i += 1) statuses.push(await loginCheck(protocol, client));
+      expect(statuses).toEqual(Array(10).fill(200));
+      expect(await loginCheck(protocol, `64:ff9b::${client}`)).toBe(429);
+      expect(await loginCheck(protocol, `64:ff9b::${other}`)).toBe(200);
+    },
+  );
 });

@@ -219,6 +219,33 @@ describe("request targets through nginx", () => {
       expect(JSON.parse(reply.body)).toMatchObject({ error: "uri_too_long" });
     }
   });
+
+  // Each value below fits one of nginx's header buffers; together they were more than the check
+  // listener takes, and its 431 reached the client as auth_request's 503 "unavailable", uncounted.
+  it.each([
+    ["a long target and a long X-Forwarded-For", 40_000, { "X-Forwarded-For": 40_000 }],
+    ["a long token and a long API key", 0, { Authorization: 40_000, "X-Api-Key": 40_000 }],
+    ["a long target and a long tracestate", 30_000, { tracestate: 36_000 }],
+    [
+      "four headers the check reads",
+      16_000,
+      { "X-Forwarded-For": 16_000, traceparent: 16_000, tracestate: 16_000 },
+    ],
+  ])("answers %s, too large together, with 4xx JSON, never a 503", async (_, query, headers) => {
+    const lines = Object.entries(headers)
+      .map(
+        ([name, length]) => `${name}: ${name === "Authorization" ? "Bearer " : ""}${"a".repeat(length)}\r\n`,
+      )
+      .join("");
+    const reply = await rawRequest(
+      nginx.url,
+      `GET /api/search?q=${"a".repeat(query)} HTTP/1.1\r\nHost: tollgate.test\r\n${lines}Connection: close\r\n\r\n`,
+    );
+    expect(reply.status, reply.body).toBeGreaterThanOrEqual(400);
+    expect(reply.status, reply.body).toBeLessThan(500);
+    expect(JSON.parse(reply.body)).toHaveProperty("error");
+    expect(nginx.errorLog().match(/auth request unexpected status: \d+/g) ?? []).toEqual([]);
+  });
 });
 
 describe("request targets through the Envoy harness", () => {

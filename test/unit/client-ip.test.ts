@@ -30,7 +30,12 @@ describe("client address", () => {
     expect(normalizeIp("[2001:db8::1]:443", 48)).toBe("2001:db8:0:0:0:0:0:0/48");
     expect(normalizeIp("fe80::1%eth0", 64)).toBe("fe80:0:0:0:0:0:0:0/64");
     expect(normalizeIp("::ffff:192.0.2.1", 64)).toBe("192.0.2.1");
-    expect(normalizeIp("64:ff9b::192.0.2.1", 128)).toBe("64:ff9b:0:0:0:0:c000:201/128");
+    expect(normalizeIp("2001:db8::192.0.2.1", 128)).toBe("2001:db8:0:0:0:0:c000:201/128");
+    // NAT64's well-known prefix carries an IPv4 client, as a mapped address does; other /96s do not.
+    expect(normalizeIp("64:ff9b::192.0.2.1", 64)).toBe("192.0.2.1");
+    expect(normalizeIp("64:FF9B:0:0:0:0:c000:201", 128)).toBe("192.0.2.1");
+    expect(normalizeIp("64:ff9b:1::192.0.2.1", 64)).toBe("64:ff9b:1:0:0:0:0:0/64");
+    expect(normalizeIp("::192.0.2.1", 64)).toBe("0:0:0:0:0:0:0:0/64");
   });
 
   it("accepts an IPv4 address with a port and refuses anything else", () => {
