@@ -1,0 +1,87 @@
+// Where a rate limit service answer must be envoyproxy/ratelimit's to the field, for an Envoy (or a
+// client of POST /json) switched over from it: a real gRPC client against a tollgate process (dist/)
+// on a real Redis. The reference's behaviour is cited from its source at the commit that
+// docs/rls-config.md names (src/service/ratelimit.go, src/limiter/base_limiter.go, src/utils/).
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RlsClient, type RlsDescriptorInput, rlsClient } from "../support/grpc-client.js";
+import { sleep } from "../support/in-process.js";
+import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
+import { redisUrl, testPrefix } from "../support/redis.js";
+
+const CONFIG = join(ROOT, "test/fixtures/rls/e2e/reference");
+const OK = 1;
+const OVER_LIMIT = 2;
+const DAY_MS = 86_400_000;
+
+const fresh = (): string => `v-${randomBytes(5).toString("hex")}`;
+const one = (key: string, value: string, hitsAddend?: number): RlsDescriptorInput => ({
+  entries: [[key, value]],
+  ...(hitsAddend === undefined ? {} : { hits_addend: hitsAddend }),
+});
+const untilWindowEnd = (at: number, windowMs: number): number => windowMs - (at % windowMs);
+
+/** Waits until at least `marginMs` remain of the epoch-aligned window of `windowMs`. */
+async function clearOfBoundary(windowMs: number, marginMs: number): Promise<void> {
+  const left = untilWindowEnd(Date.now(), windowMs);
+  if (left < marginMs) await sleep(left + 50);
+}
+
+describe("the rate limit service answers as envoyproxy/ratelimit", () => {
+  let proc: TollgateProcess;
+  let rls: RlsClient;
+  beforeAll(async () => {
+    proc = await startTollgate({
+      REDIS_URL: redisUrl(),
+      REDIS_KEY_PREFIX: testPrefix(),
+      REDIS_TIMEOUT_MS: "2000",
+      RLS_TIMEOUT_MS: "2000",
+      RLS_CONFIG: CONFIG,
+      RLS_RESPONSE_HEADERS: "true",
+    });
+    rls = rlsClient(proc.grpcUrl);
+  }, 30_000);
+  afterAll(async () => {
+    rls.close();
+    await proc.stop("SIGKILL");
+  });
+
+  const remaining = async (descriptor: RlsDescriptorInput, requestAddend?: number) => {
+    const answer = await rls.shouldRateLimit("reference", [descriptor], requestAddend);
+    return [answer.overall_code, answer.statuses?.[0]?.limit_remaining ?? 0];
+  };
+
+  it("a descriptor's own hits_addend wins over the request's, and 0 looks without counting", async () => {
+    // utils.GetHitsAddends: a descriptor's hits_addend is used when set, "It allows to be zero";
+    // the request's applies only where a descriptor has none (and its 0 means 1).
+    await clearOfBoundary(DAY_MS, 20_000);
+    const value = fresh();
+    expect(await remaining(one("daily", value, 0))).toEqual([OK, 5]);
+    expect(await remaining(one("daily", value, 0), 3)).toEqual([OK, 5]);
+    expect(await remaining(one("daily", value, 4), 1)).toEqual([OK, 1]);
+    expect(await remaining(one("daily", value), 1)).toEqual([OK, 0]);
+    // At the limit, not past it: a look is OK with nothing left, and counts nothing.
+    expect(await remaining(one("daily", value, 0))).toEqual([OK, 0]);
+    expect(await remaining(one("daily", value, 0))).toEqual([OK, 0]);
+    expect(await remaining(one("daily", value))).toEqual([OVER_LIMIT, 0]);
+    expect(await remaining(one("daily", value, 0))).toEqual([OVER_LIMIT, 0]);
+    // POST /json reads it alike.
+    const other = fresh();
+    for (let i = 0; i < 2; i += 1) {
+      const response = await fetch(`${proc.checkUrl}/json`, {
+        method: "POST",
+        body: JSON.stringify({
+          domain: "reference",
+          descriptors: [{ entries: [{ key: "daily", value: other }], hitsAddend: 0 }],
+        }),
+      });
+      expect(response.status).toBe(200);
+      expect(
+        ((await response.json()) as { statuses: { limitRemaining: number }[] }).statuses[0],
+      ).toMatchObject({
+        limitRemaining: 5,
+      });
+    }
+  });
+});
