@@ -84,4 +84,20 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
       });
     }
   });
+
+  it("quota_mode: a quota-mode descriptor over its limit is reported OVER_LIMIT while the request passes", async () => {
+    // service.shouldRateLimitWorker leaves every status as the cache answered it; quota_mode only
+    // decides the overall code.
+    const value = fresh();
+    const both = () => rls.shouldRateLimit("reference", [one("qa", value), one("qb", value)]);
+    expect((await both()).overall_code).toBe(OK);
+    const second = await both();
+    expect(second.overall_code).toBe(OK);
+    expect(second.statuses?.map((s) => s.code)).toEqual([OVER_LIMIT, OK]);
+    // An unlimited descriptor is no quota (the reference's limit for it is nil): qa is the
+    // request's only quota-mode descriptor, and it is over.
+    const withUnlimited = await rls.shouldRateLimit("reference", [one("qa", value), one("qfree", value)]);
+    expect(withUnlimited.overall_code).toBe(OVER_LIMIT);
+    expect(withUnlimited.statuses?.map((s) => s.code)).toEqual([OVER_LIMIT, OK]);
+  });
 });

@@ -346,9 +346,9 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     const value = fresh();
     const both = () => rls.shouldRateLimit("e2e", [one("qa", value), one("qb", value)]);
     expect((await both()).overall_code).toBe(OK);
-    // qa is over, qb is not: allowed, qa reported OK.
+    // qa is over, qb is not: allowed, qa reported as counted (OVER_LIMIT), as the reference does.
     const second = await both();
-    expect(codes(second)).toEqual([OK, OK]);
+    expect(codes(second)).toEqual([OVER_LIMIT, OK]);
     expect(second.overall_code).toBe(OK);
     // Alone, qa is every quota-mode descriptor of the request: refused.
     expect((await rls.shouldRateLimit("e2e", [one("qa", value)])).overall_code).toBe(OVER_LIMIT);

@@ -18,27 +18,26 @@ export function duration(ms: number): Duration {
 }
 
 /** Per descriptor, its matched limit (undefined: none). */
-type Limits = readonly ({ limit: { quotaMode: boolean } } | undefined)[];
+type Limits = readonly ({ limit: { quotaMode: boolean; unlimited: boolean } } | undefined)[];
 
 /** The answer of `statuses` and the `limits` they were decided under, both in request order. */
 export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseHeaders: boolean): RlsAnswer {
-  // quota_mode, as the reference: its descriptors refuse only when every one of them is over.
+  // As the reference's shouldRateLimitWorker: OVER_LIMIT when a descriptor not in quota_mode is
+  // over, or when every quota-mode descriptor is (an unlimited one is none). Each status stays as
+  // counted: a quota-mode descriptor over its limit is reported OVER_LIMIT even when the call passes.
+  let over = false;
   let quota = 0;
   let quotaOver = 0;
-  for (let i = 0; i < statuses.length; i += 1) {
-    if (limits[i]?.limit.quotaMode !== true) continue;
-    quota += 1;
-    if ((statuses[i] as DescriptorStatus).code === OVER_LIMIT) quotaOver += 1;
-  }
-  if (quota > 0 && quotaOver < quota) {
-    for (let i = 0; i < statuses.length; i += 1) {
-      if (limits[i]?.limit.quotaMode === true) (statuses[i] as DescriptorStatus).code = OK;
-    }
-  }
-  let overall = OK;
   let tightest: DescriptorStatus | undefined;
-  for (const status of statuses) {
-    if (status.code === OVER_LIMIT) overall = OVER_LIMIT;
+  for (let i = 0; i < statuses.length; i += 1) {
+    const status = statuses[i] as DescriptorStatus;
+    const limit = limits[i]?.limit;
+    if (limit !== undefined && !limit.unlimited && limit.quotaMode) {
+      quota += 1;
+      if (status.code === OVER_LIMIT) quotaOver += 1;
+    } else if (status.code === OVER_LIMIT) {
+      over = true;
+    }
     // The first of the least remaining, among the descriptors that report a limit.
     if (
       status.current_limit !== undefined &&
@@ -47,6 +46,7 @@ export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseH
       tightest = status;
     }
   }
+  const overall = over || (quota > 0 && quotaOver === quota) ? OVER_LIMIT : OK;
   const response: RlsAnswer = { overall_code: overall, statuses };
   if (responseHeaders && tightest !== undefined) {
     const reset = tightest.duration_until_reset?.seconds ?? 0;
