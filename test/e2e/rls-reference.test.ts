@@ -100,4 +100,25 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
     expect(withUnlimited.overall_code).toBe(OVER_LIMIT);
     expect(withUnlimited.statuses?.map((s) => s.code)).toEqual([OVER_LIMIT, OK]);
   });
+
+  it("RateLimit-* headers name the last descriptor over its limit, else the first with the least left", async () => {
+    // service.shouldRateLimitWorker: the least limit_remaining among the statuses with a limit,
+    // but a descriptor over its limit (not in quota mode) takes the headers, the last one so.
+    await clearOfBoundary(DAY_MS, 20_000);
+    const value = fresh();
+    const call = async () => {
+      const answer = await rls.shouldRateLimit("reference", [one("two", value), one("one", value)]);
+      const headers = Object.fromEntries((answer.response_headers_to_add ?? []).map((h) => [h.key, h.value]));
+      return [
+        answer.statuses?.map((s) => s.code),
+        headers["RateLimit-Limit"],
+        headers["RateLimit-Remaining"],
+      ];
+    };
+    expect(await call()).toEqual([[OK, OK], "1", "0"]);
+    // two has 0 left and comes first, but one is over.
+    expect(await call()).toEqual([[OK, OVER_LIMIT], "1", "0"]);
+    // Both over: the last.
+    expect(await call()).toEqual([[OVER_LIMIT, OVER_LIMIT], "1", "0"]);
+  });
 });

@@ -37,8 +37,11 @@ export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseH
       if (status.code === OVER_LIMIT) quotaOver += 1;
     } else if (status.code === OVER_LIMIT) {
       over = true;
+      // The headers' descriptor: the last one over its limit (quota-mode ones aside), as the reference picks it…
+      tightest = status;
+      continue;
     }
-    // The first of the least remaining, among the descriptors that report a limit.
+    // …else the first of the least remaining, among the descriptors that report a limit.
     if (
       status.current_limit !== undefined &&
       (tightest === undefined || status.limit_remaining < tightest.limit_remaining)
