@@ -13,6 +13,7 @@ import { redisUrl, testPrefix } from "../support/redis.js";
 const CONFIG = join(ROOT, "test/fixtures/rls/e2e/reference");
 const OK = 1;
 const OVER_LIMIT = 2;
+const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 
 const fresh = (): string => `v-${randomBytes(5).toString("hex")}`;
@@ -99,6 +100,34 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
     const withUnlimited = await rls.shouldRateLimit("reference", [one("qa", value), one("qfree", value)]);
     expect(withUnlimited.overall_code).toBe(OVER_LIMIT);
     expect(withUnlimited.statuses?.map((s) => s.code)).toEqual([OVER_LIMIT, OK]);
+  });
+
+  it("duration_until_reset is whole seconds to the window's end, rounded up, as Envoy reads it", async () => {
+    // utils.CalculateReset: unit − now % unit, in whole seconds (never 0: Envoy's X-RateLimit-Reset
+    // is duration_until_reset.seconds, so a rounded-down value would say 0 while it still refuses).
+    await clearOfBoundary(MINUTE_MS, 3000);
+    const value = fresh();
+    for (let i = 0; i < 4; i += 1) {
+      const before = Date.now();
+      const answer = await rls.shouldRateLimit("reference", [one("minutely", value)]);
+      const after = Date.now();
+      expect(answer.overall_code).toBe(i < 3 ? OK : OVER_LIMIT);
+      const reset = answer.statuses?.[0]?.duration_until_reset;
+      expect(reset?.nanos).toBeUndefined();
+      expect(reset?.seconds).toBeGreaterThanOrEqual(Math.ceil(untilWindowEnd(after, MINUTE_MS) / 1000));
+      expect(reset?.seconds).toBeLessThanOrEqual(Math.ceil(untilWindowEnd(before, MINUTE_MS) / 1000));
+      const headers = Object.fromEntries((answer.response_headers_to_add ?? []).map((h) => [h.key, h.value]));
+      expect(headers["RateLimit-Reset"]).toBe(String(reset?.seconds));
+    }
+    // A look at a window nothing was counted in: still the window's end.
+    const before = Date.now();
+    const look = await rls.shouldRateLimit("reference", [one("minutely", fresh(), 0)]);
+    expect(look.statuses?.[0]?.duration_until_reset?.seconds).toBeGreaterThanOrEqual(
+      Math.ceil(untilWindowEnd(Date.now(), MINUTE_MS) / 1000),
+    );
+    expect(look.statuses?.[0]?.duration_until_reset?.seconds).toBeLessThanOrEqual(
+      Math.ceil(untilWindowEnd(before, MINUTE_MS) / 1000),
+    );
   });
 
   it("RateLimit-* headers name the last descriptor over its limit, else the first with the least left", async () => {

@@ -169,7 +169,7 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     ["minutely", MINUTE_MS, 3],
     ["weekly", WEEK_MS, 2],
   ] as const)(
-    "fixed-window (%s): duration_until_reset is the time to the epoch-aligned window's end, allowed or denied",
+    "fixed-window (%s): duration_until_reset is the time to the epoch-aligned window's end in whole seconds, rounded up, allowed or denied",
     async (key, windowMs, limit) => {
       await clearOfBoundary(windowMs, 3000);
       const value = fresh();
@@ -179,8 +179,9 @@ describe("ShouldRateLimit: the reference's semantics", () => {
         const after = Date.now();
         expect(answer.overall_code).toBe(i < limit ? OK : OVER_LIMIT);
         const reset = ms(answer.statuses?.[0]?.duration_until_reset) as number;
-        expect(reset).toBeGreaterThanOrEqual(untilWindowEnd(after, windowMs) - 20);
-        expect(reset).toBeLessThanOrEqual(untilWindowEnd(before, windowMs) + 20);
+        expect(reset % 1000).toBe(0);
+        expect(reset).toBeGreaterThanOrEqual(Math.ceil(untilWindowEnd(after, windowMs) / 1000) * 1000);
+        expect(reset).toBeLessThanOrEqual(Math.ceil(untilWindowEnd(before, windowMs) / 1000) * 1000);
       }
     },
   );

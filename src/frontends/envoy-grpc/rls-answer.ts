@@ -10,11 +10,18 @@ export const OK = 1;
 export const OVER_LIMIT = 2;
 
 /** protobuf's Duration holds at most 10,000 years. */
-const MAX_DURATION_MS = 315_576_000_000_000;
+const MAX_DURATION_SECONDS = 315_576_000_000;
 
+/**
+ * A wait in whole seconds, rounded up, as the reference's CalculateReset gives it: Envoy reads
+ * only `seconds` (its X-RateLimit-Reset), so a fraction rounded down would say 0 while a window
+ * still refuses. Whole milliseconds first, so that a quotient's float noise adds no second.
+ */
 export function duration(ms: number): Duration {
-  const whole = Number.isFinite(ms) ? Math.min(MAX_DURATION_MS, Math.max(0, Math.ceil(ms))) : MAX_DURATION_MS;
-  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+  const seconds = Number.isFinite(ms)
+    ? Math.min(MAX_DURATION_SECONDS, Math.max(0, Math.ceil(Math.round(ms) / 1000)))
+    : MAX_DURATION_SECONDS;
+  return { seconds, nanos: 0 };
 }
 
 /** Per descriptor, its matched limit (undefined: none). */
@@ -69,6 +76,11 @@ export function answerOf(statuses: DescriptorStatus[], limits: Limits, responseH
  */
 export function untilReset(window: WindowResult, rule: Rule, room: boolean, nowMs: number): number {
   if (!room) return window.retryAfterMs;
+  // A fixed window that nothing was counted in (a look, hits_addend 0) still ends where it ends,
+  // as the reference's CalculateReset says of every answer.
+  if (rule.algorithm === "fixed-window" && window.resetAtMs <= nowMs) {
+    return window.windowMs - (nowMs % window.windowMs);
+  }
   if (rule.algorithm === "gcra") return (window.used * window.windowMs) / Math.max(1, window.limit);
   const untilMs = Math.max(0, window.resetAtMs - nowMs);
   // A fixed window ends, and a log is whole again, within one window of a request it counted; the
