@@ -130,6 +130,31 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
     );
   });
 
+  it("a limit of 0 refuses with the window's reset, and POST /json leaves its 0 out as protobuf does", async () => {
+    await clearOfBoundary(MINUTE_MS, 3000);
+    const before = Date.now();
+    const answer = await rls.shouldRateLimit("reference", [one("zero", fresh())]);
+    expect(answer.overall_code).toBe(OVER_LIMIT);
+    expect(answer.statuses?.[0]?.current_limit).toEqual({ unit: 2 });
+    const seconds = answer.statuses?.[0]?.duration_until_reset?.seconds ?? 0;
+    expect(seconds).toBeGreaterThanOrEqual(Math.ceil(untilWindowEnd(Date.now(), MINUTE_MS) / 1000));
+    expect(seconds).toBeLessThanOrEqual(Math.ceil(untilWindowEnd(before, MINUTE_MS) / 1000));
+    const response = await fetch(`${proc.checkUrl}/json`, {
+      method: "POST",
+      body: JSON.stringify({
+        domain: "reference",
+        descriptors: [{ entries: [{ key: "zero", value: "x" }] }],
+      }),
+    });
+    expect(response.status).toBe(429);
+    const body = (await response.json()) as { statuses: Record<string, unknown>[] };
+    expect(body.statuses[0]).toEqual({
+      code: "OVER_LIMIT",
+      currentLimit: { unit: "MINUTE" },
+      durationUntilReset: expect.stringMatching(/^\d+s$/),
+    });
+  });
+
   it("RateLimit-* headers name the last descriptor over its limit, else the first with the least left", async () => {
     // service.shouldRateLimitWorker: the least limit_remaining among the statuses with a limit,
     // but a descriptor over its limit (not in quota mode) takes the headers, the last one so.

@@ -186,13 +186,15 @@ export function createRlsCore(context: RlsContext): RlsDecide {
       }
       status.current_limit = limit.currentLimit;
       const addend = addends[i] as number;
+      const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       if (limit.requestsPerUnit === 0) {
-        // A limit of nothing: every hit is over, as the reference answers it, without the store.
+        // A limit of nothing: every hit is over, as the reference answers it, without the store;
+        // its reset is the end of the window as the reference's always is.
         status.code = limit.shadowMode ? OK : OVER_LIMIT;
+        status.duration_until_reset = duration(windowMs - (nowMs % windowMs));
         onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
         continue;
       }
-      const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       const cached =
         addend > 0 && !limit.shadowMode
           ? denials?.lookup(matched.subject, limit.refusalKey, undefined, nowMs, windowMs)
