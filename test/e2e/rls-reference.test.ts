@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RlsClient, type RlsDescriptorInput, rlsClient } from "../support/grpc-client.js";
+import { grpcClients, type RlsClient, type RlsDescriptorInput, rlsClient } from "../support/grpc-client.js";
 import { sleep } from "../support/in-process.js";
 import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
 import { redisUrl, testPrefix } from "../support/redis.js";
@@ -13,6 +13,7 @@ import { redisUrl, testPrefix } from "../support/redis.js";
 const CONFIG = join(ROOT, "test/fixtures/rls/e2e/reference");
 const OK = 1;
 const OVER_LIMIT = 2;
+const SERVING = 1;
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 
@@ -174,5 +175,16 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
     expect(await call()).toEqual([[OK, OVER_LIMIT], "1", "0"]);
     // Both over: the last.
     expect(await call()).toEqual([[OVER_LIMIT, OVER_LIMIT], "1", "0"]);
+  });
+
+  it("is SERVING in the health service under the reference's name, ratelimit", async () => {
+    // server_impl.go: NewHealthChecker(health.NewServer(), "ratelimit", …), what an Envoy
+    // grpc_health_check or a Kubernetes gRPC probe written for the reference asks for.
+    const grpc = grpcClients(proc.grpcUrl);
+    try {
+      expect(await grpc.health("ratelimit")).toEqual({ status: SERVING });
+    } finally {
+      grpc.close();
+    }
   });
 });
