@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { grpcClients, type RlsClient, type RlsDescriptorInput, rlsClient } from "../support/grpc-client.js";
 import { sleep } from "../support/in-process.js";
 import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
+import { parsePrometheus, sampleValue } from "../support/prometheus.js";
 import { redisUrl, testPrefix } from "../support/redis.js";
 
 const CONFIG = join(ROOT, "test/fixtures/rls/e2e/reference");
@@ -175,6 +176,33 @@ describe("the rate limit service answers as envoyproxy/ratelimit", () => {
     expect(await call()).toEqual([[OK, OVER_LIMIT], "1", "0"]);
     // Both over: the last.
     expect(await call()).toEqual([[OVER_LIMIT, OVER_LIMIT], "1", "0"]);
+  });
+
+  it("counts a hit near its limit as the reference's near_limit: past 80 % of it, rounded down", async () => {
+    // base_limiter.go: nearLimitThreshold = floor(limit × 0.8); near when the count is past it.
+    // Of 5 a day: hits 1-4 within, 5 near.
+    await clearOfBoundary(DAY_MS, 20_000);
+    const hits = async () => {
+      const response = await fetch(`${proc.adminUrl}/metrics`, {
+        headers: { authorization: `Bearer ${proc.adminToken}` },
+      });
+      const samples = parsePrometheus(await response.text());
+      const of = (result: string) =>
+        sampleValue(samples, "tollgate_rls_hits_total", {
+          domain: "reference",
+          key: "reference.daily",
+          result,
+        }) ?? 0;
+      return { within: of("within"), near: of("near") };
+    };
+    const before = await hits();
+    const value = fresh();
+    for (let i = 0; i < 5; i += 1) await rls.shouldRateLimit("reference", [one("daily", value)]);
+    const after = await hits();
+    expect({ within: after.within - before.within, near: after.near - before.near }).toEqual({
+      within: 4,
+      near: 1,
+    });
   });
 
   it("is SERVING in the health service under the reference's name, ratelimit", async () => {

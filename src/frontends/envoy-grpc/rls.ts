@@ -65,7 +65,10 @@ export type RlsContext = {
   now?: () => number;
 };
 
-/** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
+/**
+ * The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO): a hit is near when the count
+ * it makes is past the share, rounded down (base_limiter.go's nearLimitThreshold).
+ */
 const NEAR_LIMIT_RATIO = 0.8;
 
 /** A decision: synchronous when nothing is counted (no limit, a cached refusal), else a promise. */
@@ -109,7 +112,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
         ? shadow
           ? "shadow"
           : "over"
-        : window.used >= NEAR_LIMIT_RATIO * window.limit
+        : window.used > Math.floor(NEAR_LIMIT_RATIO * window.limit)
           ? "near"
           : "within";
       onDescriptor?.(call.domain, matched.limit.statsKey, outcome, addend);
