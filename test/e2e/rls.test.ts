@@ -522,6 +522,7 @@ describe("without RLS_CONFIG", () => {
     const grpc = grpcClients(tollgate.grpcUrl);
     try {
       expect(await grpc.health(RLS_SERVICE)).toEqual({ code: Code.NOT_FOUND });
+      expect(await grpc.health("ratelimit")).toEqual({ code: Code.NOT_FOUND });
       const call = await rls.callError({
         domain: "e2e",
         descriptors: [{ entries: [{ key: "a", value: "b" }] }],
