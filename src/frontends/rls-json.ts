@@ -109,8 +109,11 @@ export function jsonAnswer(answer: RlsAnswer): Json {
         ? {}
         : {
             currentLimit: {
+              // proto3 JSON leaves out a field at its default (a limit of 0, as the reference's protojson).
               ...(status.current_limit.name === undefined ? {} : { name: status.current_limit.name }),
-              requestsPerUnit: status.current_limit.requests_per_unit,
+              ...(status.current_limit.requests_per_unit === 0
+                ? {}
+                : { requestsPerUnit: status.current_limit.requests_per_unit }),
               unit: UNIT_NAME.get(status.current_limit.unit) ?? "UNKNOWN",
             },
           }),

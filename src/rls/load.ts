@@ -70,8 +70,12 @@ function readFile(
     }
   }
   if (problems.length > 0) return { domain: undefined, line: 1, problems };
-  if (documents.length > 1) {
-    const second = documents[1] as Document;
+  // A document marker with nothing after it (a file ending in `---`) adds no document: the
+  // reference reads the first one and so loads such a file.
+  const [first, second] = documents.filter(
+    (d, i) => i === 0 || !(d.contents === null || (isScalar(d.contents) && d.contents.value === null)),
+  );
+  if (second !== undefined) {
     const line = second.range ? lines.linePos(second.range[0]).line : 1;
     return {
       domain: undefined,
@@ -79,7 +83,7 @@ function readFile(
       problems: [`${file}:${line}: several YAML documents: a file holds one domain (split it into files)`],
     };
   }
-  const reader = new FileReader(file, documents[0] as Document, lines, defaultAlgorithm);
+  const reader = new FileReader(file, first as Document, lines, defaultAlgorithm);
   const domain = reader.readRoot();
   // By line, so that a file's problems read top to bottom (sort is stable: same-line ones keep their order).
   const sorted = reader.problems.sort((a, b) => a.line - b.line).map((p) => p.text);

@@ -46,7 +46,7 @@ routes:
   - { method: POST, path: /auth/login, category: login, token: none }
 default: { category: general }
 `;
-// Five an hour: hits 1-3 are within, 4-5 near (past 80 %), 6 over, 7 over from the denial cache.
+// Five an hour: hits 1-4 are within, 5 near (past 80 %), 6 over, 7 over from the denial cache.
 const RLS = `
 domain: edge
 descriptors:

@@ -169,7 +169,7 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     ["minutely", MINUTE_MS, 3],
     ["weekly", WEEK_MS, 2],
   ] as const)(
-    "fixed-window (%s): duration_until_reset is the time to the epoch-aligned window's end, allowed or denied",
+    "fixed-window (%s): duration_until_reset is the time to the epoch-aligned window's end in whole seconds, rounded up, allowed or denied",
     async (key, windowMs, limit) => {
       await clearOfBoundary(windowMs, 3000);
       const value = fresh();
@@ -179,8 +179,9 @@ describe("ShouldRateLimit: the reference's semantics", () => {
         const after = Date.now();
         expect(answer.overall_code).toBe(i < limit ? OK : OVER_LIMIT);
         const reset = ms(answer.statuses?.[0]?.duration_until_reset) as number;
-        expect(reset).toBeGreaterThanOrEqual(untilWindowEnd(after, windowMs) - 20);
-        expect(reset).toBeLessThanOrEqual(untilWindowEnd(before, windowMs) + 20);
+        expect(reset % 1000).toBe(0);
+        expect(reset).toBeGreaterThanOrEqual(Math.ceil(untilWindowEnd(after, windowMs) / 1000) * 1000);
+        expect(reset).toBeLessThanOrEqual(Math.ceil(untilWindowEnd(before, windowMs) / 1000) * 1000);
       }
     },
   );
@@ -346,9 +347,9 @@ describe("ShouldRateLimit: the reference's semantics", () => {
     const value = fresh();
     const both = () => rls.shouldRateLimit("e2e", [one("qa", value), one("qb", value)]);
     expect((await both()).overall_code).toBe(OK);
-    // qa is over, qb is not: allowed, qa reported OK.
+    // qa is over, qb is not: allowed, qa reported as counted (OVER_LIMIT), as the reference does.
     const second = await both();
-    expect(codes(second)).toEqual([OK, OK]);
+    expect(codes(second)).toEqual([OVER_LIMIT, OK]);
     expect(second.overall_code).toBe(OK);
     // Alone, qa is every quota-mode descriptor of the request: refused.
     expect((await rls.shouldRateLimit("e2e", [one("qa", value)])).overall_code).toBe(OVER_LIMIT);
@@ -521,6 +522,7 @@ describe("without RLS_CONFIG", () => {
     const grpc = grpcClients(tollgate.grpcUrl);
     try {
       expect(await grpc.health(RLS_SERVICE)).toEqual({ code: Code.NOT_FOUND });
+      expect(await grpc.health("ratelimit")).toEqual({ code: Code.NOT_FOUND });
       const call = await rls.callError({
         domain: "e2e",
         descriptors: [{ entries: [{ key: "a", value: "b" }] }],

@@ -308,6 +308,19 @@ describe("a valid configuration", () => {
       rmSync(folder, { recursive: true, force: true });
     }
   });
+  it("reads a file that ends in a document marker, as yaml.v2 reads its first document", () => {
+    const folder = mkdtempSync(join(tmpdir(), "rls-marker-"));
+    try {
+      writeFileSync(
+        join(folder, "x.yaml"),
+        "---\ndomain: marked\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n---\n# nothing more\n",
+      );
+      const config = loadRlsConfig(folder, { defaultAlgorithm: "fixed-window" });
+      expect(config.domains.get("marked")?.root.nodes.map((n) => n.key)).toEqual(["a"]);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("a folder", () => {

@@ -6,8 +6,15 @@ import type { GrpcMethod } from "./grpc-protocol.js";
 import { grpcListener } from "./grpc-server.js";
 import { createHealthService } from "./health.js";
 
-/** A gRPC service: its full name (as health reports it) and its methods by full path. */
-export type GrpcService = { name: string; methods: readonly (readonly [string, GrpcMethod])[] };
+/**
+ * A gRPC service: its full name (as health reports it), other names health knows it by (those
+ * of a server it stands in for), and its methods by full path.
+ */
+export type GrpcService = {
+  name: string;
+  healthNames?: readonly string[];
+  methods: readonly (readonly [string, GrpcMethod])[];
+};
 
 export function createGrpcListener(
   address: ListenerAddress,
@@ -15,7 +22,7 @@ export function createGrpcListener(
   options: { services: readonly GrpcService[]; tls: { cert: string; key: string } | undefined },
 ): Listener {
   const health = createHealthService({
-    services: options.services.map((service) => service.name),
+    services: options.services.flatMap((service) => [service.name, ...(service.healthNames ?? [])]),
     readiness: context.readiness,
   });
   const methods = new Map<string, GrpcMethod>([

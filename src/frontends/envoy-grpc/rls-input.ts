@@ -91,9 +91,11 @@ export function rlsInput(message: DecodedRequest): RlsInput {
           ? undefined
           : { requestsPerUnit: d.limit.requests_per_unit ?? 0, unit },
     });
-    const own = numberOf(d.hits_addend?.value ?? undefined);
+    // A descriptor's own hits_addend wins whenever it is set, 0 included (a look that counts
+    // nothing), as the reference's GetHitsAddends reads it; the request's applies where it is not.
+    const own = d.hits_addend == null ? undefined : (numberOf(d.hits_addend.value) ?? 0);
     // A refund (is_negative_hits) gives nothing back here: the descriptor is looked at, not counted.
-    const addend = d.is_negative_hits === true ? 0 : own !== undefined && own > 0 ? own : requestAddend;
+    const addend = d.is_negative_hits === true ? 0 : (own ?? requestAddend);
     // More than a uint32 of hits is refused by every limit as surely as 2^32 - 1 is.
     addends.push(Math.min(addend, MAX_UINT32));
   }

@@ -30,5 +30,7 @@ export function rateLimitService(decide: RlsDecide, tracing: Tracing | undefined
       return answer instanceof Promise ? answer.then(writeRateLimitResponse) : writeRateLimitResponse(answer);
     },
   };
-  return { name: RATE_LIMIT_SERVICE, methods: [[SHOULD_RATE_LIMIT, method]] };
+  // envoyproxy/ratelimit reports its health as "ratelimit": an Envoy grpc_health_check or a
+  // Kubernetes gRPC probe written for it keeps working against tollgate.
+  return { name: RATE_LIMIT_SERVICE, healthNames: ["ratelimit"], methods: [[SHOULD_RATE_LIMIT, method]] };
 }

@@ -65,7 +65,10 @@ export type RlsContext = {
   now?: () => number;
 };
 
-/** The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO). */
+/**
+ * The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO): a hit is near when the count
+ * it makes is past the share, rounded down (base_limiter.go's nearLimitThreshold).
+ */
 const NEAR_LIMIT_RATIO = 0.8;
 
 /** A decision: synchronous when nothing is counted (no limit, a cached refusal), else a promise. */
@@ -109,7 +112,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
         ? shadow
           ? "shadow"
           : "over"
-        : window.used >= NEAR_LIMIT_RATIO * window.limit
+        : window.used > Math.floor(NEAR_LIMIT_RATIO * window.limit)
           ? "near"
           : "within";
       onDescriptor?.(call.domain, matched.limit.statsKey, outcome, addend);
@@ -186,13 +189,15 @@ export function createRlsCore(context: RlsContext): RlsDecide {
       }
       status.current_limit = limit.currentLimit;
       const addend = addends[i] as number;
+      const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       if (limit.requestsPerUnit === 0) {
-        // A limit of nothing: every hit is over, as the reference answers it, without the store.
+        // A limit of nothing: every hit is over, as the reference answers it, without the store;
+        // its reset is the end of the window as the reference's always is.
         status.code = limit.shadowMode ? OK : OVER_LIMIT;
+        status.duration_until_reset = duration(windowMs - (nowMs % windowMs));
         onDescriptor?.(domain, limit.statsKey, limit.shadowMode ? "shadow" : "over", addend);
         continue;
       }
-      const windowMs = (limit.rule.windows[0] as { windowMs: number }).windowMs;
       const cached =
         addend > 0 && !limit.shadowMode
           ? denials?.lookup(matched.subject, limit.refusalKey, undefined, nowMs, windowMs)
