@@ -134,6 +134,34 @@ describe("an invalidations subscription whose connection goes dark", () => {
   });
 });
 
+describe("a Redis connection whose replies go dark while its commands still arrive", () => {
+  it("fails the commands it carried rather than send them again on the new connection, where they would run twice", async () => {
+    const proxy = await startDarkProxy(target());
+    // Made as tollgate makes its own (no offline queue), but through the proxy.
+    const client = createRedisClient({ url: proxy.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const watchdog = watchConnections(client, WATCHDOG);
+    const plain = connectRedis();
+    const key = `test-one-way:${Math.random().toString(36).slice(2)}`;
+    try {
+      proxy.darkenReplies();
+      const writes = Array.from({ length: 5 }, () => client.incr(key));
+      const settled = await Promise.allSettled(writes);
+      // Redis ran each once, when it got it; no reply came back, so none can say it succeeded.
+      expect(await plain.get(key)).toBe("5");
+      expect(settled.map((s) => s.status)).toEqual(writes.map(() => "rejected"));
+      // The new connection serves as usual once it is up.
+      if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+      expect(await client.incr(key)).toBe(6);
+    } finally {
+      watchdog.stop();
+      plain.disconnect();
+      client.disconnect();
+      await proxy.close();
+    }
+  });
+});
+
 describe("a Redis that stalls (busy, paused) rather than going dark", () => {
   it("keeps the connection, so that the commands it carried run once when Redis resumes", async () => {
     // A Redis of its own: the pause would stall every other test file on the shared one.

@@ -10,6 +10,11 @@ export type DarkProxy = {
    * (a dropped route, a frozen host); connections made afterwards pass as usual.
    */
   darken(): void;
+  /**
+   * Every connection open now stops carrying Redis's replies back, while its commands still reach
+   * Redis (a path that fails one way): Redis runs what it is sent, the client hears nothing.
+   */
+  darkenReplies(): void;
   close(): Promise<void>;
 };
 
@@ -19,13 +24,13 @@ export async function startDarkProxy(target: { host: string; port: number }): Pr
   const server = createServer((client) => {
     accepted += 1;
     const upstream = createConnection(target);
-    const pair = { client, upstream, dark: false };
+    const pair = { client, upstream, dark: false, repliesDark: false };
     open.add(pair);
     client.on("data", (chunk) => {
       if (!pair.dark) upstream.write(chunk);
     });
     upstream.on("data", (chunk) => {
-      if (!pair.dark) client.write(chunk);
+      if (!pair.dark && !pair.repliesDark) client.write(chunk);
     });
     const end = () => {
       open.delete(pair);
@@ -44,6 +49,9 @@ export async function startDarkProxy(target: { host: string; port: number }): Pr
     accepted: () => accepted,
     darken() {
       for (const pair of open) pair.dark = true;
+    },
+    darkenReplies() {
+      for (const pair of open) pair.repliesDark = true;
     },
     async close() {
       for (const pair of open) {
