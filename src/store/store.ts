@@ -95,6 +95,24 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
   };
 }
 
+/**
+ * The APIs' limiter: a call that misses `timeoutMs` is answered 503, so it is withdrawn (see
+ * Withdrawal) should Redis run it late: a login refused 503 leaves no failed attempt against the
+ * username, as revokingLateSessions leaves no session.
+ */
+function withdrawingLate(limiter: LimiterPort, timeoutMs: number): LimiterPort {
+  return {
+    ...limiter,
+    limit(request) {
+      const withdrawal = { refused: false };
+      return withDeadline(limiter.limit({ ...request, withdrawal }), timeoutMs).catch((error: unknown) => {
+        withdrawal.refused = true;
+        throw error;
+      });
+    },
+  };
+}
+
 export function createRedisStore(options: {
   redis: RedisClient;
   prefix: string;
@@ -121,7 +139,9 @@ export function createRedisStore(options: {
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
     apiKeys: guarded(announcingApiKeys(createRedisApiKeyStore({ redis, keys }), invalidations), timeoutMs),
     subjects: guarded(announcingSubjects(createRedisSubjectStore({ redis, keys }), invalidations), timeoutMs),
-    limiter: createLimiter(guarded<LimiterPort>(announcingLimiter(limiter, invalidations), timeoutMs)),
+    limiter: createLimiter(
+      guarded(withdrawingLate(announcingLimiter(limiter, invalidations), timeoutMs), timeoutMs),
+    ),
     unguarded: { limiter },
     invalidations,
     adoptCanonicalNames: () => adoptCanonicalNames({ redis, keys, users }),

@@ -19,7 +19,7 @@ export type DarkProxy = {
 };
 
 export async function startDarkProxy(target: { host: string; port: number }): Promise<DarkProxy> {
-  const open = new Set<{ client: Socket; upstream: Socket; dark: boolean }>();
+  const open = new Set<{ client: Socket; upstream: Socket; dark: boolean; repliesDark: boolean }>();
   let accepted = 0;
   const server = createServer((client) => {
     accepted += 1;
