@@ -18,6 +18,7 @@ import {
 import { createMemoryIdentityStore } from "./memory/identity-store.js";
 import { createMemoryLimiter } from "./memory/limiter.js";
 import { createMemoryProfiles } from "./memory/profile-store.js";
+import { withBacklogBound } from "./redis/backlog.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
@@ -125,7 +126,7 @@ export function createRedisStore(options: {
   const heartbeat = options.watchdog ?? timeouts.watchdog;
   const watchdog = watchConnections(redis, heartbeat);
   const keys = createKeys(options.prefix);
-  const limiter = createLimiter(createRedisLimiter({ redis, keys }));
+  const limiter = createLimiter(withBacklogBound(redis, createRedisLimiter({ redis, keys })));
   const invalidations = createRedisInvalidations({
     redis,
     channel: `${options.prefix}invalidations`,

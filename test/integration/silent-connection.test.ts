@@ -1,9 +1,12 @@
 // A Redis connection that goes dark (no close, no reset, no answer) is dropped and made again.
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { logRule } from "../../src/ratelimit/types.js";
+import { MAX_BACKLOG } from "../../src/store/redis/backlog.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { watchConnections } from "../../src/store/redis/watchdog.js";
+import { createRedisStore } from "../../src/store/store.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { startRedisServer } from "../support/processes.mjs";
@@ -185,6 +188,39 @@ describe("a Redis that stalls (busy, paused) rather than going dark", () => {
       watchdog.stop();
       pauser.disconnect();
       client.disconnect();
+      await server.stop();
+    }
+  });
+});
+
+describe("a Redis that stops reading for good under steady checks", () => {
+  it("carries at most MAX_BACKLOG calls unanswered: the ones past it fail at once, unsent", async () => {
+    // A Redis of its own, stopped as a frozen host is: the connection stays open, nothing is read.
+    const server = await startRedisServer();
+    const client = createRedisClient({ url: server.url });
+    const store = createRedisStore({ redis: client, prefix: "tg:" });
+    const pid = server.process()?.child.pid as number;
+    const layers = [{ subject: "ip:192.0.2.90", category: "general", rule: logRule(1_000_000, 60_000) }];
+    const call = () => store.unguarded.limiter.limit({ layers });
+    try {
+      expect(await store.connected(5_000)).toBe(true);
+      // Loads the scripts, so that every later call is one command.
+      expect((await call()).kind).toBe("limited");
+      process.kill(pid, "SIGSTOP");
+      const calls = Array.from({ length: MAX_BACKLOG + 200 }, call);
+      // Every call past the bound was refused without a command; the others wait on Redis.
+      expect(client.commandQueue.length).toBeLessThanOrEqual(MAX_BACKLOG);
+      process.kill(pid, "SIGCONT");
+      const settled = await Promise.allSettled(calls);
+      const refused = settled.filter((s) => s.status === "rejected");
+      expect(refused.length).toBeGreaterThanOrEqual(200);
+      expect(new Set(refused.map((s) => (s.reason as Error).name))).toEqual(new Set(["BacklogFullError"]));
+      // Those sent ran once Redis resumed, and Redis serves new calls as before.
+      expect(settled.length - refused.length).toBeGreaterThan(MAX_BACKLOG - 10);
+      expect((await call()).kind).toBe("limited");
+    } finally {
+      process.kill(pid, "SIGCONT");
+      await store.close();
       await server.stop();
     }
   });
