@@ -1,6 +1,7 @@
 // A Redis connection that goes dark (no close, no reset, no answer) is dropped and made again.
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Decision } from "../../src/check/types.js";
 import { logRule } from "../../src/ratelimit/types.js";
 import { MAX_BACKLOG } from "../../src/store/redis/backlog.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
@@ -76,6 +77,57 @@ describe("a check path whose Redis connection goes dark", () => {
     const lines = tollgate.logWrites().filter((line) => line.includes("no answer from Redis"));
     expect(lines.length).toBeGreaterThanOrEqual(1);
     for (const line of lines) expect(line).not.toContain(token);
+  });
+});
+
+describe("a Redis whose answers come around REDIS_TIMEOUT_MS", () => {
+  it("is logged as one outage, whose end is logged once the store answered for a second", async () => {
+    const proxy = await startDarkProxy(target());
+    const client = createRedisClient({ url: proxy.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const tollgate = await startInProcess({
+      redis: client as InProcessOnRedis["redis"],
+      env: { REDIS_TIMEOUT_MS: "100", FAILURE_MODE: "open" },
+    });
+    try {
+      const token = await demoToken(tollgate.tollgate.auth, "ent_carol");
+      const check = () =>
+        tollgate.tollgate.checker({
+          method: "GET",
+          path: "/api/products",
+          authorization: `Bearer ${token}`,
+          ip: "192.0.2.10",
+        });
+      const checksFor = async (ms: number) => {
+        const until = Date.now() + ms;
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            const seen: Decision[] = [];
+            // Paced: an enterprise user's 10,000 an hour must not run out (its refusals come from the denial cache).
+            while (Date.now() < until) {
+              seen.push(await check());
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+            return seen;
+          }),
+        );
+        return answers.flat();
+      };
+      const events = (name: string) =>
+        tollgate.logWrites().filter((line) => line.includes(`"event":"${name}"`)).length;
+      proxy.slowReplies(60, 140);
+      const flapping = await checksFor(2_000);
+      // Checks missed the deadline and met it in turn: the store went down and up many times.
+      const degraded = flapping.filter((d) => d.kind === "allow" && d.degraded).length;
+      expect([degraded > 5, flapping.length - degraded > 5]).toEqual([true, true]);
+      expect([events("store_down"), events("store_recovered")]).toEqual([1, 0]);
+      proxy.slowReplies(0, 0);
+      await checksFor(1_500);
+      expect([events("store_down"), events("store_recovered")]).toEqual([1, 1]);
+    } finally {
+      await tollgate.close();
+      await proxy.close();
+    }
   });
 });
 
