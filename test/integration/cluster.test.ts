@@ -131,12 +131,13 @@ describe("tollgate on a redis cluster", () => {
         const value: unknown = Reflect.get(target, property, target);
         if (typeof value !== "function") return value;
         const bound = (value as (...args: unknown[]) => Promise<unknown>).bind(target);
-        if (property !== "callBuffer") return bound;
-        return async (...args: unknown[]) => {
-          const limit = String(args[1]).startsWith("tollgate_limit_");
-          if (limit && args.some((arg) => String(arg).includes(`{u:${who.userId}}`)))
+        if (property !== "sendCommand") return bound;
+        return async (command: { name: string; args: unknown[] }) => {
+          const [fn, ...rest] = command.args;
+          const limit = command.name === "fcall" && String(fn).startsWith("tollgate_limit_");
+          if (limit && rest.some((arg) => String(arg).includes(`{u:${who.userId}}`)))
             await new Promise((resolve) => setTimeout(resolve, 200));
-          return bound(...args);
+          return bound(command);
         };
       },
     }) as Cluster;

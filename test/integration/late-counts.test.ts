@@ -126,3 +126,38 @@ describe("a login answered 503 while Redis stalls", () => {
     expect(await failures()).toBe(1);
   });
 });
+
+describe("a check refused while Redis stalls longer than the client's own command timer", () => {
+  it("is still not counted: the limiter's calls wait for Redis's late answer, whatever that timer says", async () => {
+    // A client whose backstop timer (commandTimeout) fires long before Redis resumes.
+    const client = createRedisClient({ url: server.url, commandTimeoutMs: 200 });
+    const shortStore = createRedisStore({ redis: client, prefix: "tg:" });
+    expect(await shortStore.connected(5_000)).toBe(true);
+    const instance = await startInProcess({
+      store: shortStore,
+      demoUsers: false,
+      env: { LOG_LEVEL: "silent", FAILURE_MODE: "closed", REDIS_TIMEOUT_MS: "100" },
+    });
+    try {
+      const token = await demoToken(instance.tollgate.auth, "alice");
+      const check = () =>
+        instance.tollgate.checker({
+          method: "GET",
+          path: "/api/orders",
+          authorization: `Bearer ${token}`,
+          ip: "192.0.2.34",
+        });
+      const before = await check();
+      expect(summary(before)).toBe("allow");
+      await duringPause(800, async () => {
+        const refused = await Promise.all(Array.from({ length: 3 }, check));
+        expect(refused.map(summary)).toEqual(refused.map(() => "deny 503"));
+      });
+      const after = await check();
+      expect([summary(after), usedOf(after)]).toEqual(["allow", (usedOf(before) ?? 0) + 1]);
+    } finally {
+      await instance.close();
+      await shortStore.close();
+    }
+  });
+});
