@@ -210,11 +210,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const k = request.addend ?? 1;
     if (request.mode === "each") {
       const answers = await Promise.all(calls.map((c) => run(c, request, dry)));
-      if (!dry)
-        withdrawn(
-          request,
-          calls.map((call, i) => ({ call, answer: answers[i] as Answer })),
-        );
+      // The caller refused the request before every answer came (see run): none of them stays counted.
+      if (!dry && request.withdrawal?.refused === true)
+        for (let i = 0; i < calls.length; i += 1) release(calls[i] as Call, answers[i] as Answer, k);
       return merge(answers.map((a) => a.result));
     }
     const done: { call: Call; answer: Answer }[] = [];
@@ -236,14 +234,8 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       if (!dry) for (const d of done.slice(0, -1)) release(d.call, d.answer, k);
       if (r.kind !== "limited") return r;
     }
-    if (!dry) withdrawn(request, done);
+    if (!dry && request.withdrawal?.refused === true) for (const d of done) release(d.call, d.answer, k);
     return merge(done.map((d) => d.answer.result));
-  };
-
-  /** Takes back every call of a request whose caller refused it before the last answer came (see run). */
-  const withdrawn = (request: LimitRequest, done: readonly { call: Call; answer: Answer }[]): void => {
-    if (request.withdrawal?.refused !== true) return;
-    for (const d of done) release(d.call, d.answer, request.addend ?? 1);
   };
 
   const port: LimiterPort = {
