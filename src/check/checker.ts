@@ -9,10 +9,10 @@ import { describe, type Limiter, type LimitResult } from "../ratelimit/limiter.j
 import { IP_LAYER } from "../ratelimit/types.js";
 import { createDeadline, withDeadline as within } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
-import { decideAnonymous, decideDegraded, decideUser } from "./decide.js";
+import { decideAnonymous, decideUser } from "./decide.js";
 import type { DenialCache } from "./denial-cache.js";
 import { plan, routeStep } from "./plan.js";
-import { type Counted, limitRequest, userAnswer } from "./store-call.js";
+import { type Counted, limitRequest, userAnswer, withoutStore } from "./store-call.js";
 import type { Decision, UserAnswer } from "./types.js";
 
 export type CheckRequest = {
@@ -251,14 +251,14 @@ export function createChecker(options: CheckerOptions): Checker {
     at: { now: number; generation: number },
   ): Promise<Decision> {
     const denials = dryRun ? undefined : options.denials;
-    const { now } = at;
     let result: LimitResult;
+    const call = limitRequest(p, idleMs, dryRun);
     try {
-      result = await withDeadline(limiter.limit(limitRequest(p, idleMs, dryRun)));
+      result = await withDeadline(limiter.limit(call));
       onStoreOk();
     } catch (error) {
       onStoreError(p.kind === "user" ? "authorize" : "hit", error, request.requestId);
-      return decideDegraded(p, failureMode);
+      return withoutStore(p, failureMode, call);
     }
     let decision: Decision;
     let answer: UserAnswer | undefined;
@@ -275,7 +275,7 @@ export function createChecker(options: CheckerOptions): Checker {
       // Only a session that is gone: a disabled user's may serve again once the user is enabled.
       if (!dryRun && token?.ok === true && answer.kind === "no_session") {
         if (p.proof?.kind === "key") {
-          options.deadSessions?.add(p.proof.hash, now + DEAD_KEY_MS);
+          options.deadSessions?.add(p.proof.hash, at.now + DEAD_KEY_MS);
           // Its last use is written again by the next key that is valid under this id.
           lastUse.delete(p.subject);
         } else options.deadSessions?.add(p.sessionId, token.claims.exp * 1000);
@@ -287,8 +287,8 @@ export function createChecker(options: CheckerOptions): Checker {
         // this check's REDIS_TIMEOUT_MS: past it, the key's 401 stands uncounted.
         const step = routeStep(compiled, request.method, request.path);
         if ("done" in step) return step.done;
-        // From the check's start (`now`, read before the first call): no clock read of its own per check.
-        const left = Math.min(timeoutMs, timeoutMs - (Date.now() - now));
+        // From the check's start (`at.now`, read before the first call): no clock read of its own per check.
+        const left = Math.min(timeoutMs, timeoutMs - (Date.now() - at.now));
         if (left <= 0) return decision;
         const again = withToken(request, dryRun, compiled, step, DEAD_KEY);
         return again instanceof Promise ? within(again, left).catch(() => decision) : again;

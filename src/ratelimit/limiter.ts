@@ -51,7 +51,17 @@ export type LimitRequest = {
   mode?: "all-or-none" | "each";
   /** Decide without counting or renewing anything. */
   dryRun?: boolean;
+  /** Set by a caller that may stop waiting for the answer (see Withdrawal). */
+  withdrawal?: Withdrawal;
 };
+
+/**
+ * A caller's word on a call it stopped waiting for: `refused` once it answered the request refused
+ * (503) without the store's answer. A store that runs the call afterwards (a stalled Redis runs
+ * what it was sent once it resumes) then takes back what the call counted, since a refused request
+ * is never recorded. A request allowed without the store (degraded) passed, and stays counted.
+ */
+export type Withdrawal = { refused: boolean };
 
 /**
  * One window after the call: with the request counted when its layer counted it, otherwise as it

@@ -18,6 +18,7 @@ import {
 import { createMemoryIdentityStore } from "./memory/identity-store.js";
 import { createMemoryLimiter } from "./memory/limiter.js";
 import { createMemoryProfiles } from "./memory/profile-store.js";
+import { withBacklogBound } from "./redis/backlog.js";
 import { createRedisClient, type RedisClient } from "./redis/client.js";
 import { createRedisSessionStore, createRedisUserStore } from "./redis/identity-store.js";
 import { createRedisInvalidations } from "./redis/invalidations.js";
@@ -95,6 +96,24 @@ function revokingLateSessions(sessions: SessionStore, timeoutMs: number): Sessio
   };
 }
 
+/**
+ * The APIs' limiter: a call that misses `timeoutMs` is answered 503, so it is withdrawn (see
+ * Withdrawal) should Redis run it late: a login refused 503 leaves no failed attempt against the
+ * username, as revokingLateSessions leaves no session.
+ */
+function withdrawingLate(limiter: LimiterPort, timeoutMs: number): LimiterPort {
+  return {
+    ...limiter,
+    limit(request) {
+      const withdrawal = { refused: false };
+      return withDeadline(limiter.limit({ ...request, withdrawal }), timeoutMs).catch((error: unknown) => {
+        withdrawal.refused = true;
+        throw error;
+      });
+    },
+  };
+}
+
 export function createRedisStore(options: {
   redis: RedisClient;
   prefix: string;
@@ -107,7 +126,7 @@ export function createRedisStore(options: {
   const heartbeat = options.watchdog ?? timeouts.watchdog;
   const watchdog = watchConnections(redis, heartbeat);
   const keys = createKeys(options.prefix);
-  const limiter = createLimiter(createRedisLimiter({ redis, keys }));
+  const limiter = createLimiter(withBacklogBound(redis, createRedisLimiter({ redis, keys })));
   const invalidations = createRedisInvalidations({
     redis,
     channel: `${options.prefix}invalidations`,
@@ -121,7 +140,9 @@ export function createRedisStore(options: {
     sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
     apiKeys: guarded(announcingApiKeys(createRedisApiKeyStore({ redis, keys }), invalidations), timeoutMs),
     subjects: guarded(announcingSubjects(createRedisSubjectStore({ redis, keys }), invalidations), timeoutMs),
-    limiter: createLimiter(guarded<LimiterPort>(announcingLimiter(limiter, invalidations), timeoutMs)),
+    limiter: createLimiter(
+      guarded(withdrawingLate(announcingLimiter(limiter, invalidations), timeoutMs), timeoutMs),
+    ),
     unguarded: { limiter },
     invalidations,
     adoptCanonicalNames: () => adoptCanonicalNames({ redis, keys, users }),

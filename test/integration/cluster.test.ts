@@ -3,8 +3,9 @@
 import type { Cluster } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
+import type { Rule } from "../../src/config/rules.js";
 import { createLogger } from "../../src/process/logger.js";
-import { logRule, userSubject } from "../../src/ratelimit/types.js";
+import { IP_LAYER, logRule, userSubject } from "../../src/ratelimit/types.js";
 import type { RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
@@ -116,6 +117,49 @@ describe("tollgate on a redis cluster", () => {
     ).toMatchObject({
       used: 1,
     });
+  });
+
+  it("takes back both slots' counts of a request refused before the user's call answered", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const who = await userWithSession(store, "withdrawn");
+    // The user's limit call (its keys tagged {u:…}) reaches Redis late, as behind a stalled master;
+    // the address's call, in another slot, answers at once.
+    const late = new Proxy(cluster, {
+      get(target, property) {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== "function") return value;
+        const bound = (value as (...args: unknown[]) => Promise<unknown>).bind(target);
+        if (property !== "sendCommand") return bound;
+        return async (command: { name: string; args: unknown[] }) => {
+          const [fn, ...rest] = command.args;
+          const limit = command.name === "fcall" && String(fn).startsWith("tollgate_limit_");
+          if (limit && rest.some((arg) => String(arg).includes(`{u:${who.userId}}`)))
+            await new Promise((resolve) => setTimeout(resolve, 200));
+          return bound(command);
+        };
+      },
+    }) as Cluster;
+    const limiter = redisLimiter({ redis: late, keys });
+    const ipLayer = { category: IP_LAYER, rule: logRule(5, 60_000) };
+    const ip = { subject: "ip:198.51.100.98", ...ipLayer };
+    const rules = new Map([["free", logRule(5, 60_000)]]);
+    const withdrawal = { refused: false };
+    const answer = limiter.limit({
+      layers: [ip],
+      identity: { ...who, idleMs: 60_000, category: "general", rules },
+      withdrawal,
+    });
+    // The caller gives up and answers 503 while the user's call is on its way.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    withdrawal.refused = true;
+    expect(await answer).toMatchObject({ kind: "limited", allowed: true });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const used = async (subject: string, layer: { category: string; rule: Rule }) =>
+      (await redisLimiter({ redis: cluster, keys }).peek(subject, layer))[0]?.used;
+    expect(await used(ip.subject, ipLayer)).toBe(0);
+    expect(await used(userSubject(who.userId), { category: "general", rule: logRule(5, 60_000) })).toBe(0);
   });
 
   it("checks the session and counts the user's window when the IP layer, in its own slot, is over its shadow limit", async () => {

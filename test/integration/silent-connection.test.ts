@@ -1,9 +1,13 @@
 // A Redis connection that goes dark (no close, no reset, no answer) is dropped and made again.
 import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Decision } from "../../src/check/types.js";
+import { logRule } from "../../src/ratelimit/types.js";
+import { MAX_BACKLOG } from "../../src/store/redis/backlog.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { watchConnections } from "../../src/store/redis/watchdog.js";
+import { createRedisStore } from "../../src/store/store.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { startRedisServer } from "../support/processes.mjs";
@@ -76,6 +80,57 @@ describe("a check path whose Redis connection goes dark", () => {
   });
 });
 
+describe("a Redis whose answers come around REDIS_TIMEOUT_MS", () => {
+  it("is logged as one outage, whose end is logged once the store answered for a second", async () => {
+    const proxy = await startDarkProxy(target());
+    const client = createRedisClient({ url: proxy.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const tollgate = await startInProcess({
+      redis: client as InProcessOnRedis["redis"],
+      env: { REDIS_TIMEOUT_MS: "100", FAILURE_MODE: "open" },
+    });
+    try {
+      const token = await demoToken(tollgate.tollgate.auth, "ent_carol");
+      const check = () =>
+        tollgate.tollgate.checker({
+          method: "GET",
+          path: "/api/products",
+          authorization: `Bearer ${token}`,
+          ip: "192.0.2.10",
+        });
+      const checksFor = async (ms: number) => {
+        const until = Date.now() + ms;
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            const seen: Decision[] = [];
+            // Paced: an enterprise user's 10,000 an hour must not run out (its refusals come from the denial cache).
+            while (Date.now() < until) {
+              seen.push(await check());
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            }
+            return seen;
+          }),
+        );
+        return answers.flat();
+      };
+      const events = (name: string) =>
+        tollgate.logWrites().filter((line) => line.includes(`"event":"${name}"`)).length;
+      proxy.slowReplies(60, 140);
+      const flapping = await checksFor(2_000);
+      // Checks missed the deadline and met it in turn: the store went down and up many times.
+      const degraded = flapping.filter((d) => d.kind === "allow" && d.degraded).length;
+      expect([degraded > 5, flapping.length - degraded > 5]).toEqual([true, true]);
+      expect([events("store_down"), events("store_recovered")]).toEqual([1, 0]);
+      proxy.slowReplies(0, 0);
+      await checksFor(1_500);
+      expect([events("store_down"), events("store_recovered")]).toEqual([1, 1]);
+    } finally {
+      await tollgate.close();
+      await proxy.close();
+    }
+  });
+});
+
 describe("an invalidations subscription whose connection goes dark", () => {
   it("reports itself unhealthy, subscribes again on a new connection, and hears announcements again", async () => {
     const proxy = await startDarkProxy(target());
@@ -134,6 +189,34 @@ describe("an invalidations subscription whose connection goes dark", () => {
   });
 });
 
+describe("a Redis connection whose replies go dark while its commands still arrive", () => {
+  it("fails the commands it carried rather than send them again on the new connection, where they would run twice", async () => {
+    const proxy = await startDarkProxy(target());
+    // Made as tollgate makes its own (no offline queue), but through the proxy.
+    const client = createRedisClient({ url: proxy.url });
+    await new Promise((resolve) => client.once("ready", resolve));
+    const watchdog = watchConnections(client, WATCHDOG);
+    const plain = connectRedis();
+    const key = `test-one-way:${Math.random().toString(36).slice(2)}`;
+    try {
+      proxy.darkenReplies();
+      const writes = Array.from({ length: 5 }, () => client.incr(key));
+      const settled = await Promise.allSettled(writes);
+      // Redis ran each once, when it got it; no reply came back, so none can say it succeeded.
+      expect(await plain.get(key)).toBe("5");
+      expect(settled.map((s) => s.status)).toEqual(writes.map(() => "rejected"));
+      // The new connection serves as usual once it is up.
+      if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+      expect(await client.incr(key)).toBe(6);
+    } finally {
+      watchdog.stop();
+      plain.disconnect();
+      client.disconnect();
+      await proxy.close();
+    }
+  });
+});
+
 describe("a Redis that stalls (busy, paused) rather than going dark", () => {
   it("keeps the connection, so that the commands it carried run once when Redis resumes", async () => {
     // A Redis of its own: the pause would stall every other test file on the shared one.
@@ -157,6 +240,39 @@ describe("a Redis that stalls (busy, paused) rather than going dark", () => {
       watchdog.stop();
       pauser.disconnect();
       client.disconnect();
+      await server.stop();
+    }
+  });
+});
+
+describe("a Redis that stops reading for good under steady checks", () => {
+  it("carries at most MAX_BACKLOG calls unanswered: the ones past it fail at once, unsent", async () => {
+    // A Redis of its own, stopped as a frozen host is: the connection stays open, nothing is read.
+    const server = await startRedisServer();
+    const client = createRedisClient({ url: server.url });
+    const store = createRedisStore({ redis: client, prefix: "tg:" });
+    const pid = server.process()?.child.pid as number;
+    const layers = [{ subject: "ip:192.0.2.90", category: "general", rule: logRule(1_000_000, 60_000) }];
+    const call = () => store.unguarded.limiter.limit({ layers });
+    try {
+      expect(await store.connected(5_000)).toBe(true);
+      // Loads the scripts, so that every later call is one command.
+      expect((await call()).kind).toBe("limited");
+      process.kill(pid, "SIGSTOP");
+      const calls = Array.from({ length: MAX_BACKLOG + 200 }, call);
+      // Every call past the bound was refused without a command; the others wait on Redis.
+      expect(client.commandQueue.length).toBeLessThanOrEqual(MAX_BACKLOG);
+      process.kill(pid, "SIGCONT");
+      const settled = await Promise.allSettled(calls);
+      const refused = settled.filter((s) => s.status === "rejected");
+      expect(refused.length).toBeGreaterThanOrEqual(200);
+      expect(new Set(refused.map((s) => (s.reason as Error).name))).toEqual(new Set(["BacklogFullError"]));
+      // Those sent ran once Redis resumed, and Redis serves new calls as before.
+      expect(settled.length - refused.length).toBeGreaterThan(MAX_BACKLOG - 10);
+      expect((await call()).kind).toBe("limited");
+    } finally {
+      process.kill(pid, "SIGCONT");
+      await store.close();
       await server.stop();
     }
   });

@@ -1,4 +1,4 @@
-// A loopback TCP proxy whose open connections can go dark: kept open, nothing passes either way.
+// A loopback TCP proxy whose open connections can go dark (kept open, nothing passes either way) or slow.
 import { type AddressInfo, createConnection, createServer, type Socket } from "node:net";
 
 export type DarkProxy = {
@@ -10,22 +10,41 @@ export type DarkProxy = {
    * (a dropped route, a frozen host); connections made afterwards pass as usual.
    */
   darken(): void;
+  /**
+   * Every connection open now stops carrying Redis's replies back, while its commands still reach
+   * Redis (a path that fails one way): Redis runs what it is sent, the client hears nothing.
+   */
+  darkenReplies(): void;
+  /**
+   * Every reply (on every connection, open now or later) reaches the client between `minMs` and
+   * `maxMs` late, in order, until `slowReplies(0, 0)`: a Redis whose latency wanders.
+   */
+  slowReplies(minMs: number, maxMs: number): void;
   close(): Promise<void>;
 };
 
 export async function startDarkProxy(target: { host: string; port: number }): Promise<DarkProxy> {
-  const open = new Set<{ client: Socket; upstream: Socket; dark: boolean }>();
+  const open = new Set<{ client: Socket; upstream: Socket; dark: boolean; repliesDark: boolean }>();
   let accepted = 0;
+  const delay = { minMs: 0, maxMs: 0 };
   const server = createServer((client) => {
     accepted += 1;
     const upstream = createConnection(target);
-    const pair = { client, upstream, dark: false };
+    const pair = { client, upstream, dark: false, repliesDark: false };
     open.add(pair);
     client.on("data", (chunk) => {
       if (!pair.dark) upstream.write(chunk);
     });
+    // When the last delayed reply is due: each later one comes after it, so that order is kept.
+    let due = 0;
     upstream.on("data", (chunk) => {
-      if (!pair.dark) client.write(chunk);
+      if (pair.dark || pair.repliesDark) return;
+      if (delay.maxMs === 0 && due <= Date.now()) {
+        client.write(chunk);
+        return;
+      }
+      due = Math.max(due, Date.now() + delay.minMs + Math.random() * (delay.maxMs - delay.minMs));
+      setTimeout(() => client.write(chunk), due - Date.now());
     });
     const end = () => {
       open.delete(pair);
@@ -44,6 +63,13 @@ export async function startDarkProxy(target: { host: string; port: number }): Pr
     accepted: () => accepted,
     darken() {
       for (const pair of open) pair.dark = true;
+    },
+    darkenReplies() {
+      for (const pair of open) pair.repliesDark = true;
+    },
+    slowReplies(minMs, maxMs) {
+      delay.minMs = minMs;
+      delay.maxMs = maxMs;
     },
     async close() {
       for (const pair of open) {

@@ -47,11 +47,11 @@ const ok = (tier: string, allowed: boolean) =>
     sessionExpiresAtMs: 2e12,
   });
 
-function setup(level: "info" | "debug" = "info") {
+function setup(level: "info" | "debug" = "info", clock?: () => number) {
   const lines: Record<string, unknown>[] = [];
   const logger = createLogger(level, { write: (text: string) => void lines.push(JSON.parse(text)) });
   const metrics = createMetrics();
-  const observer = createCheckObserver({ metrics, logger, failureMode: "open" });
+  const observer = createCheckObserver({ metrics, logger, failureMode: "open", ...(clock && { clock }) });
   const value = async (name: string, labels: Record<string, string>) => {
     const metric = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === name);
     const entry = metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
@@ -134,19 +134,51 @@ describe("the check observer", () => {
   });
 
   it("tracks the store going down and coming back, logging each change once", async () => {
-    const { lines, observer, value } = setup();
+    let now = 1_000_000;
+    const { lines, observer, value } = setup("info", () => now);
     expect(await value("tollgate_store_up", {})).toBe(1);
     for (let i = 0; i < 3; i += 1) observer.storeFailed("authorize", new Error("timeout"));
     expect(await value("tollgate_store_up", {})).toBe(0);
     expect(await value("tollgate_store_errors_total", { operation: "authorize" })).toBe(3);
     expect(await value("tollgate_degraded_total", {})).toBe(3);
+    now += 2_000;
     observer.storeAnswered();
     observer.storeAnswered();
     expect(await value("tollgate_store_up", {})).toBe(1);
     expect(lines.filter((l) => l.event === "store_down")).toHaveLength(1);
-    expect(lines.filter((l) => l.event === "store_recovered")).toHaveLength(1);
+    expect(lines.filter((l) => l.event === "store_recovered")).toEqual([
+      expect.objectContaining({ downMs: 2_000, failures: 3 }),
+    ]);
     for (let i = 0; i < 10; i += 1) observer.connectionFailed(new Error("ECONNREFUSED"));
     expect(lines.filter((l) => l.event === "store_connection_error")).toHaveLength(1);
+  });
+
+  it("logs a store that fails and answers in turn as one outage, recovered once it answered for a second", async () => {
+    let now = 1_000_000;
+    const { lines, observer, value } = setup("info", () => now);
+    // Latency around REDIS_TIMEOUT_MS: every other check misses the deadline, for two seconds.
+    for (let i = 0; i < 200; i += 1) {
+      observer.storeFailed("authorize", new Error("the store did not answer within 100 ms"));
+      now += 5;
+      observer.storeAnswered();
+      now += 5;
+    }
+    // The gauge follows every call; the log does not.
+    expect(await value("tollgate_store_up", {})).toBe(1);
+    expect(lines.filter((l) => l.event === "store_down")).toHaveLength(1);
+    expect(lines.filter((l) => l.event === "store_recovered")).toHaveLength(0);
+    // 999 ms after the last failure, then 1,000.
+    now += 989;
+    observer.storeAnswered();
+    expect(lines.filter((l) => l.event === "store_recovered")).toHaveLength(0);
+    now += 1;
+    observer.storeAnswered();
+    expect(lines.filter((l) => l.event === "store_recovered")).toEqual([
+      expect.objectContaining({ failures: 200 }),
+    ]);
+    // The next failure starts another outage.
+    observer.storeFailed("hit", new Error("timeout"));
+    expect(lines.filter((l) => l.event === "store_down")).toHaveLength(2);
   });
 
   it("writes the proxy's request id on the lines of the check it belongs to", () => {

@@ -109,13 +109,18 @@ function createSentinelClient(
 export function createRedisClient(options: RedisClientOptions & { url: string }): Redis;
 export function createRedisClient(options: RedisClientOptions): RedisClient;
 export function createRedisClient(options: RedisClientOptions): RedisClient {
-  const common: Common = {
-    commandTimeout: options.commandTimeoutMs ?? 10_000,
-    maxRetriesPerRequest: 1,
-    connectTimeout: options.connectTimeoutMs ?? 1_000,
-  };
   // While disconnected, commands fail at once instead of piling up behind the outage.
   const offlineQueue = options.offlineQueue ?? false;
+  const common: Common = {
+    commandTimeout: options.commandTimeoutMs ?? 10_000,
+    // 0: the commands a lost connection carried fail with it. ioredis would otherwise send them
+    // again on the next connection, where whatever the old one had delivered runs a second time (a
+    // path dark one way, dropped by the watchdog), and the rest runs seconds after its caller gave
+    // up. Only a client with an offline queue (the tests' helpers) lets its commands wait through
+    // a reconnection.
+    maxRetriesPerRequest: offlineQueue ? 1 : 0,
+    connectTimeout: options.connectTimeoutMs ?? 1_000,
+  };
   const settings: RedisSettings =
     "url" in options
       ? {

@@ -168,21 +168,36 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       // In mode each a fixed window counts a refused hit too (limit.lua does the same).
       l.counted = counting && (l.room || (each && call.layers[i]?.rule.algorithm === "fixed-window"));
     }
-    return { result: { kind: "limited", allowed, layers, identity }, nowUs };
+    const answer: Answer = { result: { kind: "limited", allowed, layers, identity }, nowUs };
+    // The caller answered without waiting for this and refused the request: nothing of it stays.
+    if (!dry && counting && request.withdrawal?.refused === true) release(call, answer, k);
+    return answer;
+  };
+
+  /** A call's layer `i`: one of its fixed layers, or after them the user's, under the rule it was counted by. */
+  const layerAt = (call: Call, i: number, identity: IdentityResult | undefined): LimitLayer | undefined => {
+    const fixed = call.layers[i];
+    if (fixed !== undefined) return fixed;
+    const id = call.identity;
+    if (id === undefined || identity === undefined) return undefined;
+    const subject = id.kind === "profile" ? id.subject : userSubject(id.userId);
+    return { subject, category: id.category, rule: identity.rule };
   };
 
   /** Takes back a call's counted layers (fire and forget: a failed release leaves them counted, the safe side). */
   const release = (call: Call, answer: Answer, k: number): void => {
     if (answer.result.kind !== "limited") return;
-    const layers = answer.result.layers;
-    const counted = call.layers.filter((_, i) => layers[i]?.counted === true);
-    for (const l of counted) {
-      const list = [keys.record(l.subject), keys.log(l.subject, l.category)];
+    const { layers, identity } = answer.result;
+    for (let i = 0; i < layers.length; i += 1) {
+      const l = layers[i] as LayerResult;
+      const layer = l.counted ? layerAt(call, i, identity) : undefined;
+      l.counted = false;
+      if (layer === undefined) continue;
+      const list = [keys.record(layer.subject), keys.log(layer.subject, layer.category)];
       scripts
-        .callBuffer("limitRelease", list, [answer.nowUs, k, ruleText(l.rule), l.category])
+        .callBuffer("limitRelease", list, [answer.nowUs, k, ruleText(layer.rule), layer.category])
         .catch(() => undefined);
     }
-    for (const l of layers) l.counted = false;
   };
 
   /**
@@ -195,6 +210,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const k = request.addend ?? 1;
     if (request.mode === "each") {
       const answers = await Promise.all(calls.map((c) => run(c, request, dry)));
+      // The caller refused the request before every answer came (see run): none of them stays counted.
+      if (!dry && request.withdrawal?.refused === true)
+        for (let i = 0; i < calls.length; i += 1) release(calls[i] as Call, answers[i] as Answer, k);
       return merge(answers.map((a) => a.result));
     }
     const done: { call: Call; answer: Answer }[] = [];
@@ -216,6 +234,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       if (!dry) for (const d of done.slice(0, -1)) release(d.call, d.answer, k);
       if (r.kind !== "limited") return r;
     }
+    if (!dry && request.withdrawal?.refused === true) for (const d of done) release(d.call, d.answer, k);
     return merge(done.map((d) => d.answer.result));
   };
 

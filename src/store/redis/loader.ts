@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { coalescerOf } from "./coalesce.js";
 import { isCluster } from "./is-cluster.js";
-import { prebuiltFcall } from "./prebuilt-fcall.js";
+import { prebuiltFcall, untimedFcall } from "./prebuilt-fcall.js";
 import { luaConstants } from "./protocol.js";
 
 /** Every script and its number of KEYS ("varies": the caller passes them). */
@@ -107,14 +107,17 @@ function createScripts(redis: Redis | Cluster): Scripts {
     (buffers: boolean) =>
     (name: ScriptName, keys: readonly string[], args: readonly Arg[]): Promise<unknown> => {
       const fn = libraries[name].fn;
+      // The limiter's calls, which every check makes: one write per turn, and no backstop timer.
+      const hot = name === "limit" || name === "limitRelease";
       const fcall = () => {
-        const prebuilt = split ? undefined : prebuiltFcall(fn, keys, args, buffers);
+        const prebuilt = split ? undefined : prebuiltFcall(fn, keys, args, buffers, !hot);
         if (prebuilt !== undefined) return (redis as Redis).sendCommand(prebuilt) as Promise<unknown>;
+        if (hot) return redis.sendCommand(untimedFcall(fn, keys, args, buffers)) as Promise<unknown>;
         return buffers
           ? redis.callBuffer("FCALL", fn, keys.length, ...keys, ...args)
           : redis.call("FCALL", fn, keys.length, ...keys, ...args);
       };
-      if (name === "limit" || name === "limitRelease") coalesce();
+      if (hot) coalesce();
       return fcall().catch(async (error: unknown) => {
         if (!String((error as Error).message).includes("Function not found")) throw error;
         await load();
