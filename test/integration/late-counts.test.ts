@@ -55,6 +55,26 @@ async function duringPause(ms: number, run: () => Promise<void>): Promise<void> 
   await sleep(Math.max(0, until - Date.now()) + 300);
 }
 
+/**
+ * One check before a stall, `count` at once during it (each answered `during`), one after: what the
+ * window holds after it (the first and the last check count 1 each).
+ */
+async function acrossStall(
+  check: () => Decision | Promise<Decision>,
+  count: number,
+  during: string,
+): Promise<number | undefined> {
+  const before = await check();
+  expect([summary(before), usedOf(before)]).toEqual(["allow", 1]);
+  await duringPause(600, async () => {
+    const answers = await Promise.all(Array.from({ length: count }, check));
+    expect(answers.map(summary)).toEqual(answers.map(() => during));
+  });
+  const after = await check();
+  expect(summary(after)).toBe("allow");
+  return usedOf(after);
+}
+
 describe("a check answered without the store while Redis stalls", () => {
   it("in closed mode, answered 503, is not counted once Redis runs it late", async () => {
     const token = await demoToken(closed.auth, "alice");
@@ -66,27 +86,13 @@ describe("a check answered without the store while Redis stalls", () => {
         ip: "192.0.2.31",
       });
     // orders: 10 an hour for a free user, so that every count shows.
-    const before = await check();
-    expect([summary(before), usedOf(before)]).toEqual(["allow", 1]);
-    await duringPause(600, async () => {
-      const refused = await Promise.all(Array.from({ length: 5 }, check));
-      expect(refused.map(summary)).toEqual(refused.map(() => "deny 503"));
-    });
-    const after = await check();
-    expect([summary(after), usedOf(after)]).toEqual(["allow", 2]);
+    expect(await acrossStall(check, 5, "deny 503")).toBe(2);
   });
 
   it("in open mode, answered 503 on a limited route without a token (login), is not counted either", async () => {
     const check = () =>
       open.checker({ method: "POST", path: "/auth/login", authorization: undefined, ip: "192.0.2.32" });
-    const before = await check();
-    expect([summary(before), usedOf(before)]).toEqual(["allow", 1]);
-    await duringPause(600, async () => {
-      const refused = await Promise.all(Array.from({ length: 4 }, check));
-      expect(refused.map(summary)).toEqual(refused.map(() => "deny 503"));
-    });
-    const after = await check();
-    expect([summary(after), usedOf(after)]).toEqual(["allow", 2]);
+    expect(await acrossStall(check, 4, "deny 503")).toBe(2);
   });
 
   it("in open mode, allowed degraded, counts once Redis runs it: the request did pass", async () => {
@@ -98,14 +104,7 @@ describe("a check answered without the store while Redis stalls", () => {
         authorization: `Bearer ${token}`,
         ip: "192.0.2.33",
       });
-    const before = await check();
-    expect([summary(before), usedOf(before)]).toEqual(["allow", 1]);
-    await duringPause(600, async () => {
-      const passed = await Promise.all(Array.from({ length: 3 }, check));
-      expect(passed.map(summary)).toEqual(passed.map(() => "allow degraded"));
-    });
-    const after = await check();
-    expect([summary(after), usedOf(after)]).toEqual(["allow", 5]);
+    expect(await acrossStall(check, 3, "allow degraded")).toBe(5);
   });
 });
 
