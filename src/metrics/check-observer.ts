@@ -70,6 +70,7 @@ export function createCheckObserver(options: {
   metrics: Metrics;
   logger: Logger;
   failureMode: "open" | "closed";
+  /** The clock of every line it throttles and of the store outage it logs (Date.now). */
   clock?: () => number;
 }): CheckObserver {
   const { metrics, logger, failureMode } = options;
@@ -135,18 +136,21 @@ export function createCheckObserver(options: {
     logger,
     level: "warn",
     event: "store_connection_error",
+    clock,
     message: "cannot reach the store",
   });
   const logDenial = createThrottledLog({
     logger,
     level: "info",
     event: "rate_limited",
+    clock,
     message: "request denied: rate limit exceeded",
   });
   const logShadow = createThrottledLog({
     logger,
     level: "info",
     event: "shadow_denied",
+    clock,
     message: "request over a shadow-mode limit allowed (it would have been denied)",
   });
   // A tier a reload removed while users, keys or subjects still hold it: their every check is 401,
@@ -155,6 +159,7 @@ export function createCheckObserver(options: {
     logger,
     level: "warn",
     event: "tier_not_configured",
+    clock,
     message: "refused: the identity's stored tier is not in the policy (move it, or restore the tier)",
     periodMs: 60_000,
   });
@@ -162,6 +167,7 @@ export function createCheckObserver(options: {
     logger,
     level: "warn",
     event: "degraded",
+    clock,
     message: "request allowed without the store (FAILURE_MODE=open)",
   });
 

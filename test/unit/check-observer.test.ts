@@ -82,7 +82,8 @@ describe("the check observer", () => {
   });
 
   it("counts every decision and writes one throttled line per refused subject and category", async () => {
-    const { lines, observer, value } = setup();
+    // One second of the observer's clock for every decision: the wall clock could turn a second between them.
+    const { lines, observer, value } = setup("info", () => 1_700_000_000_000);
     for (let i = 0; i < 5; i += 1) observer.decided("envoy", ok("free", true), 0.001, "192.0.2.1");
     for (let i = 0; i < 20; i += 1) observer.decided("nginx", ok("free", false), 0.001, "192.0.2.1");
     observer.decided("envoy", ok("gold", false), 0.001, "192.0.2.1");
