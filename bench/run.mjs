@@ -20,6 +20,10 @@ const HELP = `usage: npm run bench -- [options]
                      that no process is measured in its first seconds under load
   --rounds N         cut each row into N slices run round-robin across the rows (default 1: one row
                      after another); steadier ratios on a machine whose speed drifts (a shared VM)
+  --pairs N          the targets that compare two rows (cached denials against allowed, denied against
+                     allowed, tracing off against the compare build) also measure them in N pairs of
+                     slices back to back, and judge by the median pair (default 6; 0: by the rows)
+  --pair-seconds S   seconds measured per slice of a pair (default 2)
   --nginx-workers N  worker_processes of both nginx (default 1)
   --tollgate FILE    tollgate's entry point (default dist/src/main.js), e.g. to compare another build
   --compare FILE     also measure the allowed and denied rows against this tollgate build in the same
@@ -57,6 +61,8 @@ function parseOptions() {
       warmup: { type: "string", default: "2" },
       rounds: { type: "string", default: "1" },
       prime: { type: "string", default: "4" },
+      pairs: { type: "string", default: "6" },
+      "pair-seconds": { type: "string", default: "2" },
       "nginx-workers": { type: "string", default: "1" },
       tollgate: { type: "string", default: "dist/src/main.js" },
       compare: { type: "string" },
@@ -92,6 +98,8 @@ function parseOptions() {
     warmup: number("warmup", 0),
     rounds: number("rounds", 1),
     prime: number("prime", 0),
+    pairs: number("pairs", 0),
+    pairSeconds: number("pair-seconds", 1),
     nginxWorkers: number("nginx-workers", 1),
     tollgateMain: values.tollgate,
     compare: values.compare,

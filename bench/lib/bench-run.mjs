@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { startAround } from "./around.mjs";
 import { verifyGrpcRow } from "./grpc.mjs";
 import { identityTargets, stormReport } from "./identity.mjs";
+import { measurePairs } from "./pairs.mjs";
 import {
   cpuTable,
   evaluateTargets,
@@ -12,6 +13,7 @@ import {
   machineLines,
   memoryTable,
   monitorTable,
+  pairedFigure,
   rowsTable,
   targetsTable,
 } from "./report.mjs";
@@ -115,6 +117,11 @@ export async function benchRun({ options, dir, resultsDir }) {
 
     const ctx = { options, redisClient: core.redisClient, tollgate: core.tollgate, redisUrl: core.redis.url };
     const rows = await runRows(specs, ctx);
+    const paired = await measurePairs(specs, ctx, {
+      pairs: options.pairs,
+      duration: options.pairSeconds,
+      warmup: Math.min(options.warmup, 0.5),
+    });
     const byId = Object.fromEntries(rows.map((row) => [row.id, row]));
     for (const row of rows) {
       if (row.ceiling === undefined || byId[row.ceiling] === undefined) continue;
@@ -125,7 +132,10 @@ export async function benchRun({ options, dir, resultsDir }) {
     const stormLines = await stormReport(core);
     if (options.only !== undefined) {
       // A few rows only (--only): their table, CPU and the storm guard; no targets, samples or JSON.
-      process.stdout.write(`${[rowsTable(rows), "", cpuTable(rows), "", ...stormLines].join("\n")}\n`);
+      const pairLines = Object.entries(paired).map(([pair, figures]) => `${pair}: ${pairedFigure(figures)}`);
+      process.stdout.write(
+        `${[rowsTable(rows), "", cpuTable(rows), "", ...pairLines, ...(pairLines.length > 0 ? [""] : []), ...stormLines].join("\n")}\n`,
+      );
       return;
     }
     process.stderr.write("bench: MONITOR samples and the memory fill …\n");
@@ -137,9 +147,9 @@ export async function benchRun({ options, dir, resultsDir }) {
     memory.unshift(...(await memoryBySubject(core.redis.url, core.redisClient)));
 
     const targets = [
-      ...evaluateTargets({ byId, monitor, memory }),
-      ...tracingTargets(byId),
-      ...identityTargets(byId),
+      ...evaluateTargets({ byId, monitor, memory, paired }),
+      ...tracingTargets(byId, paired),
+      ...identityTargets(byId, paired),
       ...rlsTargets(byId),
     ];
     const grpc = around.grpc.skipped === undefined ? {} : { skipped: around.grpc.skipped };
@@ -154,6 +164,7 @@ export async function benchRun({ options, dir, resultsDir }) {
       machine,
       policy: POLICY,
       rows,
+      paired,
       monitor,
       memory,
       targets,

@@ -5,7 +5,7 @@ import { generateKeyPairSync, randomBytes, sign } from "node:crypto";
 import { createServer } from "node:http";
 import { send } from "../../test/support/http-client.mjs";
 import { cpuSecondsOf } from "./cpu.mjs";
-import { fixed, thousands } from "./report.mjs";
+import { fixed, pairedFigure, thousands } from "./report.mjs";
 
 export const AUDIENCE = "api://tollgate-bench";
 
@@ -159,7 +159,7 @@ export async function stormReport(core) {
  * tollgate on two cores, under what a cached denial can be answered at, so its pair shows the
  * generator's limit rather than tollgate's (it is printed beside, for the record).
  */
-export function identityTargets(byId) {
+export function identityTargets(byId, paired = {}) {
   const [hs256, provider, apiKey] = ["allowed", "allowed-provider", "allowed-api-key"].map((id) => byId[id]);
   const [allowed, cached] = ["allowed-h2load", "denied-cached-h2load"].map((id) => byId[id]);
   const rate = (row, base) => row.load.rps / base.load.rps;
@@ -186,13 +186,17 @@ export function identityTargets(byId) {
       bare === undefined
         ? ""
         : `; the bare node:http server in the same run ${fixed(rate(bare, allowed), 2)}× (${thousands(bare.load.rps)} at ${cpu(bare)})`;
+    const pair = paired["denied-cached-h2load/allowed-h2load"];
+    const rows =
+      `${fixed(rate(cached, allowed), 2)}× (${thousands(cached.load.rps)} at ${cpu(cached)} vs ${thousands(allowed.load.rps)} at ${cpu(allowed)}); ` +
+      `by autocannon ${fixed(rate(acCached, acAllowed), 2)}× (${thousands(acCached.load.rps)} at ${cpu(acCached)} vs ` +
+      `${thousands(acAllowed.load.rps)} at ${cpu(acAllowed)})${bound}`;
     targets.push({
-      target: "cached denials ≥ 1.5× the allowed check's checks/s, both loaded by h2load --h1",
-      figure:
-        `${fixed(rate(cached, allowed), 2)}× (${thousands(cached.load.rps)} at ${cpu(cached)} vs ${thousands(allowed.load.rps)} at ${cpu(allowed)}); ` +
-        `by autocannon ${fixed(rate(acCached, acAllowed), 2)}× (${thousands(acCached.load.rps)} at ${cpu(acCached)} vs ` +
-        `${thousands(acAllowed.load.rps)} at ${cpu(acAllowed)})${bound}`,
-      met: rate(cached, allowed) >= 1.5,
+      target:
+        "cached denials ≥ 1.5× the allowed check's checks/s, both loaded by h2load --h1" +
+        (pair === undefined ? "" : " (judged by the pairs of slices back to back)"),
+      figure: pair === undefined ? rows : `${pairedFigure(pair)}; the rows: ${rows}`,
+      met: (pair?.median ?? rate(cached, allowed)) >= 1.5,
     });
   }
   return targets;

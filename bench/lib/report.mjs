@@ -4,6 +4,17 @@ export const fixed = (n, digits) => (Number.isFinite(n) ? n.toFixed(digits) : "�
 export const thousands = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "—");
 export const percent = (n, digits = 1) => (Number.isFinite(n) ? `${(n * 100).toFixed(digits)}%` : "—");
 
+/** A ratio measured in pairs of slices back to back (pairs.mjs), in one line; undefined when not measured. */
+export function pairedFigure(paired) {
+  if (paired === undefined) return undefined;
+  const low = Math.min(...paired.ratios);
+  const high = Math.max(...paired.ratios);
+  return (
+    `median ${paired.median.toFixed(2)}× of ${paired.ratios.length} pairs of ${paired.seconds} s slices back to back ` +
+    `(${low.toFixed(2)}–${high.toFixed(2)}; CPU per check ${paired.cpuMedian.toFixed(2)}×)`
+  );
+}
+
 export function table(header, rows) {
   const lines = [`| ${header.join(" | ")} |`, `|${header.map(() => "---").join("|")}|`];
   for (const row of rows) lines.push(`| ${row.join(" | ")} |`);
@@ -277,7 +288,7 @@ export function targetsTable(targets) {
 }
 
 /** The performance targets, each with its figure from this run. */
-export function evaluateTargets({ byId, monitor, memory }) {
+export function evaluateTargets({ byId, monitor, memory, paired = {} }) {
   const allowed = byId.allowed;
   const denied = byId.denied;
   const checkRows = [byId.allowed, byId.denied, byId.anonymous];
@@ -322,12 +333,16 @@ export function evaluateTargets({ byId, monitor, memory }) {
       met: true,
     });
   }
+  const deniedPair = paired["denied/allowed"];
+  const deniedRows =
+    `denied ${thousands(denied.load.rps)} vs allowed ${thousands(allowed.load.rps)} req/s (${percent(denied.load.rps / allowed.load.rps)}); ` +
+    `CPU per check ${fixed(denied.serverCpuUsPerRequest, 0)} vs ${fixed(allowed.serverCpuUsPerRequest, 0)} µs`;
   targets.push({
-    target: "denied checks at least as fast as allowed ones (no denial cache)",
-    figure:
-      `denied ${thousands(denied.load.rps)} vs allowed ${thousands(allowed.load.rps)} req/s (${percent(denied.load.rps / allowed.load.rps)}); ` +
-      `CPU per check ${fixed(denied.serverCpuUsPerRequest, 0)} vs ${fixed(allowed.serverCpuUsPerRequest, 0)} µs`,
-    met: denied.load.rps >= allowed.load.rps,
+    target:
+      "denied checks at least as fast as allowed ones (no denial cache)" +
+      (deniedPair === undefined ? "" : ", judged by the pairs of slices back to back"),
+    figure: deniedPair === undefined ? deniedRows : `${pairedFigure(deniedPair)}; the rows: ${deniedRows}`,
+    met: (deniedPair?.median ?? denied.load.rps / allowed.load.rps) >= 1,
   });
   const cached = byId["denied-cached"];
   targets.push({

@@ -36,7 +36,7 @@ async function counters(spec, tollgate) {
  * Measures one slice of a row: warm-up, then CONFIG RESETSTAT and the counters, then the measured run,
  * while the CPU of every process and tollgate's RSS are sampled; then the counters and Redis again.
  */
-async function measureSlice(spec, { options, redisClient, tollgate }, { duration, warmup }) {
+export async function measureSlice(spec, { options, redisClient, tollgate }, { duration, warmup }) {
   const probeMs = await speedProbe();
   // A gRPC row's answers are not h2load's to judge: one call of its own first, before every slice.
   if (spec.preflight !== undefined) await spec.preflight();
@@ -115,7 +115,7 @@ function addUp(objects) {
 }
 
 /** The CPU time of the processes that serve the row, per request (NaN without figures). */
-function serverCpuUs(spec, cpu, served) {
+export function serverCpuUs(spec, cpu, served) {
   const seconds = (spec.servers ?? []).reduce((n, name) => n + (cpu?.secondsByProcess[name] ?? 0), 0);
   return cpu === undefined || served === 0 ? Number.NaN : (seconds / served) * 1e6;
 }

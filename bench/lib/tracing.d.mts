@@ -6,4 +6,16 @@ export type TracingReportRow = {
   serverCpuUsPerRequest: number;
 };
 export type Target = { target: string; figure: string; met: boolean };
-export declare function tracingTargets(byId: Record<string, TracingReportRow>): Target[];
+/** Two rows measured in pairs of slices back to back (pairs.mjs), keyed "numerator/denominator". */
+export type Paired = {
+  numerator: string;
+  denominator: string;
+  seconds: number;
+  ratios: number[];
+  median: number;
+  cpuMedian: number;
+};
+export declare function tracingTargets(
+  byId: Record<string, TracingReportRow>,
+  paired?: Record<string, Paired>,
+): Target[];
