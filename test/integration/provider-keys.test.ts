@@ -17,7 +17,7 @@ const FAST: KeyTimings = {
   minRefreshMs: 50,
   maxRefreshMs: 60_000,
   defaultRefreshMs: 60_000,
-  unknownKidIntervalMs: 30_000,
+  missingKeyIntervalMs: 30_000,
   fetchTimeoutMs: 300,
   retryMs: [50, 200],
 };
@@ -26,6 +26,7 @@ describe("provider keys", () => {
   let idp: JwksServer | undefined;
   let t: InProcessOnRedis | undefined;
   afterEach(async () => {
+    vi.useRealTimers();
     await t?.close();
     await idp?.close();
     t = undefined;
@@ -132,19 +133,124 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("accepts the first token of a key replaced under the same kid, fetching the keys once, and refuses the old key's", async () => {
+    const k1 = makeKey("swap-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    const before = idp.jwksRequests();
+    const replaced = makeKey("swap-1");
+    idp.keys = [replaced];
+    const first = await check(token(replaced));
+    expect(first.status, first.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+    expect((await check(old)).status).toBe(401);
+    expect((await check(token(replaced))).status).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("accepts a key replaced under the same kid within one interval, even when a refresh for a missing key just ran", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("swap-2");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    // A made-up kid spends the interval's refresh just before the provider replaces its key.
+    expect((await check(token(k1, { kid: "made-up" }))).status).toBe(401);
+    const before = idp.jwksRequests();
+    const replaced = makeKey("swap-2");
+    idp.keys = [replaced];
+    const rotated = token(replaced);
+    for (const step of [0, 29_000]) {
+      vi.setSystemTime(Date.now() + step);
+      const early = await check(rotated);
+      expect(JSON.parse(early.body).message).toBe("token signature invalid");
+    }
+    expect(idp.jwksRequests()).toBe(before);
+    // The interval is over: the same token (its failure remembered) asks again, and passes.
+    vi.setSystemTime(Date.now() + 1_000);
+    const late = await check(rotated);
+    expect(late.status, late.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("asks the provider at most once per interval during a flood of forged signatures under a real kid, made-up kids sharing that refresh", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("forged-1");
+    const forger = makeKey("forged-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    await sleep(100);
+    const before = idp.jwksRequests();
+    const flood = async (make: () => string) => {
+      const answers = await Promise.all(Array.from({ length: 150 }, () => check(make())));
+      expect(answers.every((a) => a.status === 401)).toBe(true);
+    };
+    const forged = () => token(forger);
+    const madeUp = () => token(k1, { kid: randomBytes(6).toString("hex") });
+    await flood(madeUp);
+    expect(idp.jwksRequests() - before).toBe(1);
+    await flood(forged);
+    expect(idp.jwksRequests() - before).toBe(1);
+    vi.setSystemTime(Date.now() + 30_000);
+    await flood(forged);
+    expect(idp.jwksRequests() - before).toBe(2);
+    vi.setSystemTime(Date.now() + 10_000);
+    await flood(forged);
+    await flood(madeUp);
+    expect(idp.jwksRequests() - before).toBe(2);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("keeps the last good keys when the provider is down for the refresh a replaced key starts, and takes the new key once it answers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("swap-down");
+    // No retry within the test: only refreshes for missing keys fetch.
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000, retryMs: [60_000, 60_000] });
+    await t.tollgate.providerKeys?.ready();
+    const failures = () => t.logWrites().filter((l) => l.includes("provider_keys_failed")).length;
+    const replaced = makeKey("swap-down");
+    idp.keys = [replaced];
+    idp.down = true;
+    const rotated = token(replaced);
+    expect(JSON.parse((await check(rotated)).body).message).toBe("token signature invalid");
+    await vi.waitFor(() => expect(failures()).toBe(1));
+    // The old key still verifies, a token it signed never seen before included.
+    expect((await check(token(k1))).status).toBe(200);
+    expect(t.tollgate.providerKeys?.candidates("swap-down").map((k) => k.key.equals(k1.publicKey))).toEqual([
+      true,
+    ]);
+    idp.down = false;
+    vi.setSystemTime(Date.now() + 30_000);
+    const late = await check(rotated);
+    expect(late.status, late.body).toBe(200);
+    expect((await check(token(k1))).status).toBe(401);
+  });
+
   it("verifies again a token that failed once the provider publishes the key that signed it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
     const k1 = makeKey("late-1");
     const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
     await t.tollgate.providerKeys?.ready();
     const newer = makeKey("late-1");
     const early = token(newer);
-    // Retried: the failure is remembered, and still a failure.
+    const before = idp.jwksRequests();
+    // Retried: the failure is remembered, and still a failure. The first asked the provider (which
+    // did not publish the key yet), and spent the interval's refresh.
     for (let i = 0; i < 3; i += 1) {
       expect(JSON.parse((await check(early)).body).message).toBe("token signature invalid");
     }
-    // Added beside the key the kid named: nothing removed, something added.
+    expect(idp.jwksRequests()).toBe(before + 1);
+    // Added beside the key the kid named: nothing removed, something added. Another token's made-up
+    // kid, once the interval is over, is what makes tollgate look again.
     idp.keys = [k1, newer];
+    vi.setSystemTime(Date.now() + 30_000);
     expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    expect(idp.jwksRequests()).toBe(before + 2);
     const late = await check(early);
     expect(late.status, late.body).toBe(200);
     expect((await check(token(k1))).status).toBe(200);
