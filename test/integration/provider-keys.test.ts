@@ -53,11 +53,11 @@ describe("provider keys", () => {
     return signToken(key, { iss: idp?.issuer, aud: AUDIENCE, sub, exp: now + 120 }, header);
   };
   let ips = 0;
-  const check = async (tok: string) => {
+  const check = async (tok: string, target = t) => {
     ips += 1;
     const ip = ips;
     const started = performance.now();
-    const res = await fetch(`${t?.checkUrl}/ext_authz/api/products`, {
+    const res = await fetch(`${target?.checkUrl}/ext_authz/api/products`, {
       // An address per check: a flood of bad tokens would fill one address's anonymous window.
       headers: { authorization: `Bearer ${tok}`, "x-forwarded-for": `10.9.${ip >> 8}.${ip & 255}` },
     });
@@ -370,6 +370,49 @@ describe("provider keys", () => {
     idp.delayMs = 0;
     await t.tollgate.providerKeys?.ready();
     expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("holds provider tokens to JWT_CLOCK_TOLERANCE_SECONDS on exp and nbf, a cached token included", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("leeway-1");
+    idp = await startJwksServer([k1]);
+    const server = idp;
+    const tolerant = (seconds: string) =>
+      startInProcess({
+        env: {
+          LOG_LEVEL: "silent",
+          JWKS_URL: server.jwksUrl,
+          JWT_ISSUER: server.issuer,
+          JWT_AUDIENCE: AUDIENCE,
+          JWT_CLOCK_TOLERANCE_SECONDS: seconds,
+        },
+        keyTimings: FAST,
+      });
+    t = await tolerant("60");
+    const strict = await tolerant("0");
+    try {
+      await Promise.all([t.tollgate.providerKeys?.ready(), strict.tollgate.providerKeys?.ready()]);
+      const lenient = t;
+      const at = (target: InProcessOnRedis, tok: string) => check(tok, target);
+      const now = Math.floor(Date.now() / 1000);
+      const made = (extra: Record<string, unknown>) =>
+        signToken(k1, { iss: server.issuer, aud: AUDIENCE, sub: "leeway-sub", exp: now + 10, ...extra });
+      const token = made({});
+      expect((await at(lenient, token)).status).toBe(200);
+      // Not valid for 30 s more: inside 60 s of tolerance, outside none.
+      const early = made({ nbf: now + 30 });
+      expect((await at(lenient, early)).status).toBe(200);
+      expect(JSON.parse((await at(strict, early)).body).message).toBe("token not yet valid");
+      vi.setSystemTime((now + 10 + 59) * 1000);
+      expect((await at(lenient, token)).status).toBe(200);
+      expect((await at(lenient, made({ jti: "fresh" }))).status).toBe(200);
+      expect(JSON.parse((await at(strict, made({ jti: "other" }))).body).message).toBe("token expired");
+      vi.setSystemTime((now + 10 + 61) * 1000);
+      expect(JSON.parse((await at(lenient, token)).body).message).toBe("token expired");
+    } finally {
+      await strict.close();
+    }
   });
 
   it("honours Cache-Control max-age within its bounds", async () => {

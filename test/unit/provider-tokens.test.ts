@@ -33,6 +33,7 @@ const settings: ProviderSettings = {
   defaultTier: "free",
   requireAtJwt: false,
   cacheSize: 10_000,
+  clockToleranceSeconds: 5,
 };
 
 /**
