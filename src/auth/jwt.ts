@@ -29,7 +29,6 @@ export type TokenService = {
 /** Ids that tollgate issues: safe in keys, headers and logs. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_TOKEN_LENGTH = 4096;
-const CLOCK_LEEWAY_SECONDS = 5;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
@@ -66,12 +65,14 @@ export function createTokenService(settings: JwtSettings): TokenService {
       : createPrivateKey(settings.privateKey);
   if (signingKey === undefined) throw new Error(`no key to sign ${signing} tokens`);
   const allowed = new Set<string>(settings.algorithms);
+  const leeway = settings.clockToleranceSeconds;
   // The verified answer itself is kept (never changed by its readers): a check allocates nothing for it.
   const cache = new Map<string, Extract<TokenCheck, { ok: true }>>();
   const cachedCheck = (token: string): TokenCheck | undefined => {
     const cached = cache.get(token);
     if (cached === undefined) return undefined;
-    if (cached.claims.exp + CLOCK_LEEWAY_SECONDS > Date.now() / 1000) return cached;
+    // As long as verify would accept it again (JWT_CLOCK_TOLERANCE_SECONDS past exp), and no longer.
+    if (cached.claims.exp + leeway > Date.now() / 1000) return cached;
     cache.delete(token);
     return undefined;
   };
@@ -124,7 +125,7 @@ export function createTokenService(settings: JwtSettings): TokenService {
         algorithms: [algorithm as jwt.Algorithm],
         issuer: settings.issuer,
         ...(settings.audience === undefined ? {} : { audience: settings.audience }),
-        clockTolerance: CLOCK_LEEWAY_SECONDS,
+        clockTolerance: leeway,
       });
     } catch (error) {
       if (error instanceof jwt.TokenExpiredError)

@@ -6,7 +6,6 @@ import type { TokenCheck } from "./jwt.js";
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
-const LEEWAY_SECONDS = 5;
 /** A subject must fit a header: visible ASCII, as every provider's ids are. */
 const SUBJECT = /^[\x21-\x7e]{1,255}$/;
 
@@ -96,13 +95,14 @@ export function claimsProblem(
   payload: Record<string, unknown>,
 ): TokenCheck | undefined {
   const now = Date.now() / 1000;
+  const leeway = settings.clockToleranceSeconds;
   const { exp, nbf, aud } = payload;
   if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
   const audiences = Array.isArray(aud) ? aud : [aud];
   if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
   if (typeof exp !== "number") return invalid("token has no expiry");
-  if (exp + LEEWAY_SECONDS <= now) return { ok: false, reason: "expired", description: "token expired" };
-  if (nbf !== undefined && (typeof nbf !== "number" || nbf - LEEWAY_SECONDS > now)) {
+  if (exp + leeway <= now) return { ok: false, reason: "expired", description: "token expired" };
+  if (nbf !== undefined && (typeof nbf !== "number" || nbf - leeway > now)) {
     return invalid("token not yet valid");
   }
   const sub = payload[settings.subjectClaim];

@@ -1,6 +1,7 @@
 // The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
-// Cache-Control says, refreshed for an unknown `kid` at most once per interval, and kept when the
-// provider is down. Nothing here is on the check path but a map lookup.
+// Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, or a key replaced
+// under its `kid`) at most once per interval, and kept when the provider is down. Nothing here is on
+// the check path but a map lookup.
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
@@ -12,8 +13,12 @@ export type KeyTimings = {
   maxRefreshMs: number;
   /** Without a max-age. */
   defaultRefreshMs: number;
-  /** At most one refresh per this for unknown `kid`s: a flood of made-up kids is not a flood to the provider. */
-  unknownKidIntervalMs: number;
+  /**
+   * At most one refresh per this for tokens whose key is missing (unknown `kid`s, signatures a
+   * known kid's key failed), all together: a flood of made-up kids or forged signatures is not a
+   * flood to the provider.
+   */
+  missingKeyIntervalMs: number;
   /** One fetch's deadline (a slow provider). */
   fetchTimeoutMs: number;
   /** Retries after a failure: doubling from the first, up to the last. */
@@ -25,7 +30,7 @@ export const KEY_TIMINGS: KeyTimings = {
   // A key the provider withdraws (a leaked one) stays trusted until the next refresh: an hour at most.
   maxRefreshMs: 3_600_000,
   defaultRefreshMs: 600_000,
-  unknownKidIntervalMs: 30_000,
+  missingKeyIntervalMs: 30_000,
   fetchTimeoutMs: 5_000,
   retryMs: [1_000, 60_000],
 };
@@ -52,10 +57,11 @@ export type ProviderKeys = {
   /** Resolves once the first key set is loaded (never, while the provider never answers). */
   ready(): Promise<void>;
   /**
-   * An unknown kid was seen: starts a refresh unless one ran within the interval; the refresh in
-   * flight (to wait on), or undefined when none may run now.
+   * A token's key is missing (its kid is unknown, or the key of its kid failed its signature, as
+   * when the provider replaced that key under the same kid): starts a refresh unless one ran for
+   * this within the interval; the refresh in flight (to wait on), or undefined when none may run now.
    */
-  refreshForUnknownKid(): Promise<void> | undefined;
+  refreshForMissingKey(): Promise<void> | undefined;
   /** Called after each fetch, with how it changed the key set (nothing, after a failed one). */
   onFetch(listener: (outcome: FetchOutcome, change: KeySetChange) => void): void;
   start(): void;
@@ -124,7 +130,7 @@ export function createProviderKeys(
   let isLoaded = false;
   let jwksUrl = settings.source.kind === "jwks" ? settings.source.url : undefined;
   let inFlight: Promise<void> | undefined;
-  let lastUnknownRefresh = Number.NEGATIVE_INFINITY;
+  let lastMissingKeyRefresh = Number.NEGATIVE_INFINITY;
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -197,11 +203,11 @@ export function createProviderKeys(
     candidates: (kid) => (kid === undefined ? all : (keys.get(kid) ?? [])),
     loaded: () => isLoaded,
     ready: () => firstLoad,
-    refreshForUnknownKid() {
+    refreshForMissingKey() {
       if (inFlight !== undefined) return inFlight;
       const now = Date.now();
-      if (now - lastUnknownRefresh < timings.unknownKidIntervalMs) return undefined;
-      lastUnknownRefresh = now;
+      if (now - lastMissingKeyRefresh < timings.missingKeyIntervalMs) return undefined;
+      lastMissingKeyRefresh = now;
       return refresh();
     },
     onFetch(listener) {

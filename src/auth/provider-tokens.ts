@@ -45,8 +45,11 @@ const CACHE_CHARS_PER_ENTRY = 4096;
 const FAILED_SIZE = 1_000;
 const FAILED_CHARS = 4 * 1024 * 1024;
 const FAILED_TTL_MS = 60_000;
-/** How long a check with an unknown kid waits for the refresh it started (a check's whole budget is ~200 ms). */
-const UNKNOWN_KID_WAIT_MS = 100;
+/**
+ * How long a check whose key is missing (an unknown kid, or a signature its kid's key failed) waits
+ * for the refresh it started or joined (a check's whole budget is ~200 ms).
+ */
+const MISSING_KEY_WAIT_MS = 100;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
 
@@ -125,6 +128,18 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     return undefined;
   };
 
+  /**
+   * A refusal that fresh keys may lift: the refresh for a missing key is started (unless one ran
+   * within its interval) or joined, and waited for a while; then `recheck` answers. Without a
+   * refresh, the refusal stands at once.
+   */
+  const afterRefresh = (refused: TokenCheck, recheck: () => TokenCheck): TokenCheck | Promise<TokenCheck> => {
+    const refresh = keys.refreshForMissingKey();
+    if (refresh === undefined) return refused;
+    const waited = new Promise<void>((resolve) => setTimeout(resolve, MISSING_KEY_WAIT_MS).unref());
+    return Promise.race([refresh, waited]).then(recheck);
+  };
+
   const check = (
     token: string,
     header: Record<string, unknown>,
@@ -183,18 +198,24 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       // A kid that is no string names no key (RFC 7515, 4.1.4): not read as a token without one.
       const { kid } = header;
       if (kid !== undefined && typeof kid !== "string") return invalid("token key id invalid");
-      if (failedBefore(token)) return invalid("token signature invalid");
+      const verifyWith = (list: readonly ProviderKey[]) => check(token, header, payload, list, signature);
       const candidates = keys.candidates(kid);
-      if (candidates.length > 0) return check(token, header, payload, candidates, signature);
-      const refresh = keys.refreshForUnknownKid();
+      if (candidates.length > 0) {
+        const known = failedBefore(token) ? invalid("token signature invalid") : verifyWith(candidates);
+        // A token without a kid names no key to look for again: it never spends the interval's refresh.
+        if (known.ok || kid === undefined) return known;
+        return afterRefresh(known, () => {
+          // Only keys the refresh brought: a forged token costs no second check against the same key.
+          const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => c.key.equals(k.key)));
+          return fresh.length === 0 ? known : verifyWith(fresh);
+        });
+      }
       const unknown = invalid(
         keys.loaded() ? "token signing key unknown" : "the provider's keys are not loaded yet",
       );
-      if (refresh === undefined) return unknown;
-      const waited = new Promise<void>((resolve) => setTimeout(resolve, UNKNOWN_KID_WAIT_MS).unref());
-      return Promise.race([refresh, waited]).then(() => {
+      return afterRefresh(unknown, () => {
         const found = keys.candidates(kid);
-        return found.length === 0 ? unknown : check(token, header, payload, found, signature);
+        return found.length === 0 ? unknown : verifyWith(found);
       });
     },
   };

@@ -1,7 +1,12 @@
 // Typed, validated settings from the environment: the only module that reads process.env.
 import { availableParallelism } from "node:os";
 import { type Env, Reader } from "./env-reader.js";
-import { type IdentitySettings, OWN_ISSUER, parseIdentitySettings } from "./identity-settings.js";
+import {
+  type IdentitySettings,
+  OWN_ISSUER,
+  parseClockTolerance,
+  parseIdentitySettings,
+} from "./identity-settings.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
@@ -26,6 +31,8 @@ export type JwtSettings = {
   issuer: string;
   audience: string | undefined;
   ttlSeconds: number;
+  /** JWT_CLOCK_TOLERANCE_SECONDS: how far past `exp` (and before `nbf`) a token still passes, for clocks that disagree. */
+  clockToleranceSeconds: number;
 };
 
 export const RLS_ALGORITHMS = ["fixed-window", "sliding-log", "sliding-counter", "gcra"] as const;
@@ -144,7 +151,11 @@ function parseAlgorithms(reader: Reader): JwtAlgorithm[] {
 }
 
 /** With a provider configured, JWT_ISSUER and JWT_AUDIENCE are the provider's: tollgate's own tokens say OWN_ISSUER. */
-function parseJwt(reader: Reader, production: boolean, provider: boolean): JwtSettings {
+function parseJwt(
+  reader: Reader,
+  options: { production: boolean; provider: boolean; clockToleranceSeconds: number },
+): JwtSettings {
+  const { production, provider, clockToleranceSeconds } = options;
   const algorithms = parseAlgorithms(reader);
   const usesHmac = algorithms.some((a) => a.startsWith("HS"));
   const usesKeys = algorithms.some((a) => !a.startsWith("HS"));
@@ -176,6 +187,7 @@ function parseJwt(reader: Reader, production: boolean, provider: boolean): JwtSe
     issuer: provider ? OWN_ISSUER : (reader.raw("JWT_ISSUER") ?? OWN_ISSUER),
     audience: provider ? undefined : reader.raw("JWT_AUDIENCE"),
     ttlSeconds: reader.int("JWT_TTL_SECONDS", 86_400, 60, 31 * 86_400),
+    clockToleranceSeconds,
   };
 }
 
@@ -224,7 +236,9 @@ export function loadConfig(env: Env = process.env): Config {
   const checkHost = reader.host("CHECK_HOST", host);
   const admin = reader.secret("ADMIN_TOKEN", production, false);
   const metricsToken = reader.raw("METRICS_TOKEN");
-  const identity = parseIdentitySettings(reader, production);
+  // Read once: it applies to tollgate's own tokens and the provider's alike.
+  const clockToleranceSeconds = parseClockTolerance(reader);
+  const identity = parseIdentitySettings(reader, { production, clockToleranceSeconds });
   const config: Config = {
     port: reader.port("PORT", 8080),
     checkPort: reader.port("CHECK_PORT", 9191),
@@ -239,7 +253,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisTimeoutMs: reader.int("REDIS_TIMEOUT_MS", 100, 1, 60_000),
     redisKeyPrefix: prefix,
     failureMode: reader.oneOf<FailureMode>("FAILURE_MODE", ["open", "closed"], "open"),
-    jwt: parseJwt(reader, production, identity.provider !== undefined),
+    jwt: parseJwt(reader, { production, provider: identity.provider !== undefined, clockToleranceSeconds }),
     identity,
     sessionIdleTtlSeconds: reader.int("SESSION_IDLE_TTL_SECONDS", 1800, 1, 31 * 86_400),
     sessionMaxAgeSeconds: reader.int("SESSION_MAX_AGE_SECONDS", 86_400, 1, 366 * 86_400),

@@ -26,6 +26,8 @@ export type ProviderSettings = {
   requireAtJwt: boolean;
   /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept until their `exp`. */
   cacheSize: number;
+  /** JWT_CLOCK_TOLERANCE_SECONDS, as for tollgate's own tokens: leeway on `exp` and `nbf`. */
+  clockToleranceSeconds: number;
 };
 
 export type IdentitySettings = {
@@ -202,7 +204,22 @@ export function parseProviderTiers(reader: Reader): ProviderTiers | undefined {
   return { defaultTier: parseDefaultTier(reader), tierClaim: parseTierClaim(reader) };
 }
 
-export function parseIdentitySettings(reader: Reader, production = false): IdentitySettings {
+const DEFAULT_CLOCK_TOLERANCE_SECONDS = 5;
+
+/**
+ * JWT_CLOCK_TOLERANCE_SECONDS: the leeway on `exp` and `nbf` for clocks that disagree, on tollgate's
+ * own tokens and the provider's alike. Five minutes at most (Microsoft.IdentityModel's default):
+ * past that a clock is wrong rather than skewed, and every token would outlive its `exp` by as much.
+ */
+export function parseClockTolerance(reader: Reader): number {
+  return reader.int("JWT_CLOCK_TOLERANCE_SECONDS", DEFAULT_CLOCK_TOLERANCE_SECONDS, 0, 300);
+}
+
+export function parseIdentitySettings(
+  reader: Reader,
+  options: { production?: boolean; clockToleranceSeconds?: number } = {},
+): IdentitySettings {
+  const { production = false, clockToleranceSeconds = DEFAULT_CLOCK_TOLERANCE_SECONDS } = options;
   const apiKeyHeader = (reader.raw("API_KEY_HEADER") ?? "x-api-key").toLowerCase();
   if (!HEADER.test(apiKeyHeader) || apiKeyHeader === "authorization") {
     reader.problems.push(`API_KEY_HEADER: expected a header name (a-z 0-9 -) other than authorization`);
@@ -258,6 +275,7 @@ export function parseIdentitySettings(reader: Reader, production = false): Ident
       defaultTier,
       requireAtJwt,
       cacheSize,
+      clockToleranceSeconds,
     },
     apiKeyHeader,
     forwardApiKey,

@@ -67,6 +67,17 @@ describe("provider settings at start-up", () => {
     expect(typo.code).toBe(1);
     expect(typo.stderr).toContain('JWT_TIER_MAP: premium=por names "por", which is not a tier of the policy');
   });
+
+  it("refuses a clock tolerance outside 0 to 300 s, in one line naming the variable", async () => {
+    const base = { JWKS_URL: "http://127.0.0.1:1/j", JWT_ISSUER: "https://idp/", JWT_AUDIENCE: "a" };
+    const { code, stderr } = await exitOf({ ...base, JWT_CLOCK_TOLERANCE_SECONDS: "600" });
+    expect(code).toBe(1);
+    const lines = stderr.split("\n").filter((l) => l.includes("JWT_CLOCK_TOLERANCE_SECONDS"));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(
+      'JWT_CLOCK_TOLERANCE_SECONDS: expected a whole number from 0 to 300, got "600"',
+    );
+  });
 });
 
 describe("a policy reload with a provider", () => {

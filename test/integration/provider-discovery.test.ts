@@ -16,7 +16,7 @@ const FAST: KeyTimings = {
   minRefreshMs: 60_000,
   maxRefreshMs: 60_000,
   defaultRefreshMs: 60_000,
-  unknownKidIntervalMs: 30_000,
+  missingKeyIntervalMs: 30_000,
   fetchTimeoutMs: 5_000,
   retryMs: [60_000, 60_000],
 };

@@ -17,7 +17,7 @@ const FAST: KeyTimings = {
   minRefreshMs: 50,
   maxRefreshMs: 60_000,
   defaultRefreshMs: 60_000,
-  unknownKidIntervalMs: 30_000,
+  missingKeyIntervalMs: 30_000,
   fetchTimeoutMs: 300,
   retryMs: [50, 200],
 };
@@ -26,6 +26,7 @@ describe("provider keys", () => {
   let idp: JwksServer | undefined;
   let t: InProcessOnRedis | undefined;
   afterEach(async () => {
+    vi.useRealTimers();
     await t?.close();
     await idp?.close();
     t = undefined;
@@ -52,11 +53,11 @@ describe("provider keys", () => {
     return signToken(key, { iss: idp?.issuer, aud: AUDIENCE, sub, exp: now + 120 }, header);
   };
   let ips = 0;
-  const check = async (tok: string) => {
+  const check = async (tok: string, target = t) => {
     ips += 1;
     const ip = ips;
     const started = performance.now();
-    const res = await fetch(`${t?.checkUrl}/ext_authz/api/products`, {
+    const res = await fetch(`${target?.checkUrl}/ext_authz/api/products`, {
       // An address per check: a flood of bad tokens would fill one address's anonymous window.
       headers: { authorization: `Bearer ${tok}`, "x-forwarded-for": `10.9.${ip >> 8}.${ip & 255}` },
     });
@@ -132,19 +133,124 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("accepts the first token of a key replaced under the same kid, fetching the keys once, and refuses the old key's", async () => {
+    const k1 = makeKey("swap-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    const before = idp.jwksRequests();
+    const replaced = makeKey("swap-1");
+    idp.keys = [replaced];
+    const first = await check(token(replaced));
+    expect(first.status, first.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+    expect((await check(old)).status).toBe(401);
+    expect((await check(token(replaced))).status).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("accepts a key replaced under the same kid within one interval, even when a refresh for a missing key just ran", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("swap-2");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    // A made-up kid spends the interval's refresh just before the provider replaces its key.
+    expect((await check(token(k1, { kid: "made-up" }))).status).toBe(401);
+    const before = idp.jwksRequests();
+    const replaced = makeKey("swap-2");
+    idp.keys = [replaced];
+    const rotated = token(replaced);
+    for (const step of [0, 29_000]) {
+      vi.setSystemTime(Date.now() + step);
+      const early = await check(rotated);
+      expect(JSON.parse(early.body).message).toBe("token signature invalid");
+    }
+    expect(idp.jwksRequests()).toBe(before);
+    // The interval is over: the same token (its failure remembered) asks again, and passes.
+    vi.setSystemTime(Date.now() + 1_000);
+    const late = await check(rotated);
+    expect(late.status, late.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("asks the provider at most once per interval during a flood of forged signatures under a real kid, made-up kids sharing that refresh", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("forged-1");
+    const forger = makeKey("forged-1");
+    const { idp, t } = await start([k1]);
+    await t.tollgate.providerKeys?.ready();
+    await sleep(100);
+    const before = idp.jwksRequests();
+    const flood = async (make: () => string) => {
+      const answers = await Promise.all(Array.from({ length: 150 }, () => check(make())));
+      expect(answers.every((a) => a.status === 401)).toBe(true);
+    };
+    const forged = () => token(forger);
+    const madeUp = () => token(k1, { kid: randomBytes(6).toString("hex") });
+    await flood(madeUp);
+    expect(idp.jwksRequests() - before).toBe(1);
+    await flood(forged);
+    expect(idp.jwksRequests() - before).toBe(1);
+    vi.setSystemTime(Date.now() + 30_000);
+    await flood(forged);
+    expect(idp.jwksRequests() - before).toBe(2);
+    vi.setSystemTime(Date.now() + 10_000);
+    await flood(forged);
+    await flood(madeUp);
+    expect(idp.jwksRequests() - before).toBe(2);
+    expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("keeps the last good keys when the provider is down for the refresh a replaced key starts, and takes the new key once it answers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("swap-down");
+    // No retry within the test: only refreshes for missing keys fetch.
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000, retryMs: [60_000, 60_000] });
+    await t.tollgate.providerKeys?.ready();
+    const failures = () => t.logWrites().filter((l) => l.includes("provider_keys_failed")).length;
+    const replaced = makeKey("swap-down");
+    idp.keys = [replaced];
+    idp.down = true;
+    const rotated = token(replaced);
+    expect(JSON.parse((await check(rotated)).body).message).toBe("token signature invalid");
+    await vi.waitFor(() => expect(failures()).toBe(1));
+    // The old key still verifies, a token it signed never seen before included.
+    expect((await check(token(k1))).status).toBe(200);
+    expect(t.tollgate.providerKeys?.candidates("swap-down").map((k) => k.key.equals(k1.publicKey))).toEqual([
+      true,
+    ]);
+    idp.down = false;
+    vi.setSystemTime(Date.now() + 30_000);
+    const late = await check(rotated);
+    expect(late.status, late.body).toBe(200);
+    expect((await check(token(k1))).status).toBe(401);
+  });
+
   it("verifies again a token that failed once the provider publishes the key that signed it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
     const k1 = makeKey("late-1");
     const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
     await t.tollgate.providerKeys?.ready();
     const newer = makeKey("late-1");
     const early = token(newer);
-    // Retried: the failure is remembered, and still a failure.
+    const before = idp.jwksRequests();
+    // Retried: the failure is remembered, and still a failure. The first asked the provider (which
+    // did not publish the key yet), and spent the interval's refresh.
     for (let i = 0; i < 3; i += 1) {
       expect(JSON.parse((await check(early)).body).message).toBe("token signature invalid");
     }
-    // Added beside the key the kid named: nothing removed, something added.
+    expect(idp.jwksRequests()).toBe(before + 1);
+    // Added beside the key the kid named: nothing removed, something added. Another token's made-up
+    // kid, once the interval is over, is what makes tollgate look again.
     idp.keys = [k1, newer];
+    vi.setSystemTime(Date.now() + 30_000);
     expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    expect(idp.jwksRequests()).toBe(before + 2);
     const late = await check(early);
     expect(late.status, late.body).toBe(200);
     expect((await check(token(k1))).status).toBe(200);
@@ -264,6 +370,49 @@ describe("provider keys", () => {
     idp.delayMs = 0;
     await t.tollgate.providerKeys?.ready();
     expect((await check(token(k1))).status).toBe(200);
+  });
+
+  it("holds provider tokens to JWT_CLOCK_TOLERANCE_SECONDS on exp and nbf, a cached token included", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const k1 = makeKey("leeway-1");
+    idp = await startJwksServer([k1]);
+    const server = idp;
+    const tolerant = (seconds: string) =>
+      startInProcess({
+        env: {
+          LOG_LEVEL: "silent",
+          JWKS_URL: server.jwksUrl,
+          JWT_ISSUER: server.issuer,
+          JWT_AUDIENCE: AUDIENCE,
+          JWT_CLOCK_TOLERANCE_SECONDS: seconds,
+        },
+        keyTimings: FAST,
+      });
+    t = await tolerant("60");
+    const strict = await tolerant("0");
+    try {
+      await Promise.all([t.tollgate.providerKeys?.ready(), strict.tollgate.providerKeys?.ready()]);
+      const lenient = t;
+      const at = (target: InProcessOnRedis, tok: string) => check(tok, target);
+      const now = Math.floor(Date.now() / 1000);
+      const made = (extra: Record<string, unknown>) =>
+        signToken(k1, { iss: server.issuer, aud: AUDIENCE, sub: "leeway-sub", exp: now + 10, ...extra });
+      const token = made({});
+      expect((await at(lenient, token)).status).toBe(200);
+      // Not valid for 30 s more: inside 60 s of tolerance, outside none.
+      const early = made({ nbf: now + 30 });
+      expect((await at(lenient, early)).status).toBe(200);
+      expect(JSON.parse((await at(strict, early)).body).message).toBe("token not yet valid");
+      vi.setSystemTime((now + 10 + 59) * 1000);
+      expect((await at(lenient, token)).status).toBe(200);
+      expect((await at(lenient, made({ jti: "fresh" }))).status).toBe(200);
+      expect(JSON.parse((await at(strict, made({ jti: "other" }))).body).message).toBe("token expired");
+      vi.setSystemTime((now + 10 + 61) * 1000);
+      expect(JSON.parse((await at(lenient, token)).body).message).toBe("token expired");
+    } finally {
+      await strict.close();
+    }
   });
 
   it("honours Cache-Control max-age within its bounds", async () => {

@@ -505,4 +505,32 @@ describe("the verified-token cache", () => {
     vi.setSystemTime(Date.now() + 5_000);
     expectUnauthorized(await everywhere(hs, token), "past the leeway");
   });
+
+  it("holds to JWT_CLOCK_TOLERANCE_SECONDS, from the cache too: 60 s keeps a token 59 s past exp, 0 s none past it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const tolerant = (seconds: string) =>
+      startInProcess({
+        shareWith: hs,
+        env: { JWT_AUDIENCE: AUDIENCE, JWT_CLOCK_TOLERANCE_SECONDS: seconds },
+      });
+    const [lenient, strict] = await Promise.all([tolerant("60"), tolerant("0")]);
+    try {
+      const exp = nowSeconds() + 10;
+      const token = hsValid({ exp });
+      expectAllowed(await everywhere(lenient, token), "before expiry, lenient");
+      expectAllowed(await everywhere(strict, token), "before expiry, strict");
+      vi.setSystemTime((exp + 1) * 1000);
+      expectUnauthorized(await everywhere(strict, token), "1 s past exp, no tolerance, though cached");
+      vi.setSystemTime((exp + 59) * 1000);
+      expectAllowed(await everywhere(lenient, token), "59 s past exp, from the cache");
+      expectAllowed(await everywhere(lenient, hsValid({ exp, iat: exp - 30 })), "59 s past exp, never seen");
+      vi.setSystemTime((exp + 61) * 1000);
+      const late = await everywhere(lenient, token);
+      expectUnauthorized(late, "61 s past exp");
+      expect(late.envoy.json()).toMatchObject({ message: "token expired" });
+    } finally {
+      await Promise.all([lenient.close(), strict.close()]);
+    }
+  });
 });

@@ -20,6 +20,7 @@ const tokens = createTokenService({
   issuer: "tollgate",
   audience: undefined,
   ttlSeconds: 900,
+  clockToleranceSeconds: 5,
 });
 const reader = createCredentialReader({ tokens, provider: undefined });
 
@@ -143,7 +144,7 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
     candidates: () => [{ key: idpKey.publicKey, kid: idpKey.kid, alg: idpKey.alg }],
     loaded: () => true,
     ready: () => Promise.resolve(),
-    refreshForUnknownKid: () => undefined,
+    refreshForMissingKey: () => undefined,
     onFetch: () => undefined,
     start: () => undefined,
     stop: () => undefined,
@@ -159,6 +160,7 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
       defaultTier: "free",
       requireAtJwt: false,
       cacheSize: 100,
+      clockToleranceSeconds: 5,
     },
     keys,
   );
@@ -200,6 +202,7 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
       issuer: "tollgate",
       audience: undefined,
       ttlSeconds: 900,
+      clockToleranceSeconds: 5,
     });
     const read = createCredentialReader({ tokens: own, provider });
     const { token } = own.sign({ sub: "demo-alice", sid: "s1", tier: "free" });

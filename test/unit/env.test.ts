@@ -314,6 +314,27 @@ describe("settings", () => {
       'JWT_PROVIDER_REQUIRE_AT_JWT: expected one of true, false, got "yes"',
     ]);
   });
+
+  it("take the clock tolerance for tollgate's tokens and the provider's alike: 5 s by default, 0 to 300", () => {
+    const provider = {
+      JWKS_URL: "https://idp.example/jwks",
+      JWT_ISSUER: "https://idp.example/",
+      JWT_AUDIENCE: "api",
+    };
+    expect(loadConfig({}).jwt.clockToleranceSeconds).toBe(5);
+    expect(loadConfig(provider).identity.provider?.clockToleranceSeconds).toBe(5);
+    for (const seconds of [0, 30, 300]) {
+      const config = loadConfig({ ...provider, JWT_CLOCK_TOLERANCE_SECONDS: ` ${seconds} ` });
+      expect(config.jwt.clockToleranceSeconds).toBe(seconds);
+      expect(config.identity.provider?.clockToleranceSeconds).toBe(seconds);
+    }
+    // One line however many token kinds read it.
+    for (const value of ["301", "-1", "2.5", "5s", "1e2", "soon"]) {
+      expect(problems({ ...provider, JWT_CLOCK_TOLERANCE_SECONDS: value })).toEqual([
+        `JWT_CLOCK_TOLERANCE_SECONDS: expected a whole number from 0 to 300, got "${value}"`,
+      ]);
+    }
+  });
 });
 
 describe("redis settings", () => {

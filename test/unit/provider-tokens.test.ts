@@ -33,18 +33,27 @@ const settings: ProviderSettings = {
   defaultTier: "free",
   requireAtJwt: false,
   cacheSize: 10_000,
+  clockToleranceSeconds: 5,
 };
 
-/** A key set of the test's own: `set` swaps it and tells the listeners how, as a fetch would. */
-function testKeys(initial: TestKey[]) {
+/**
+ * A key set of the test's own: `set` swaps it and tells the listeners how, as a fetch would.
+ * `refresh`: what a refresh for a missing key does (none runs without it); `refreshes` counts them.
+ */
+function testKeys(initial: TestKey[], refresh?: () => Promise<void>) {
   let current = initial;
+  let refreshes = 0;
   const listeners: Parameters<ProviderKeys["onFetch"]>[0][] = [];
   const asProviderKey = (k: TestKey): ProviderKey => ({ key: k.publicKey, kid: k.kid, alg: k.alg });
   const keys: ProviderKeys = {
     candidates: (kid) => current.filter((k) => kid === undefined || k.kid === kid).map(asProviderKey),
     loaded: () => true,
     ready: () => Promise.resolve(),
-    refreshForUnknownKid: () => undefined,
+    refreshForMissingKey: () => {
+      if (refresh === undefined) return undefined;
+      refreshes += 1;
+      return refresh();
+    },
     onFetch: (listener) => {
       listeners.push(listener);
     },
@@ -55,7 +64,7 @@ function testKeys(initial: TestKey[]) {
     current = next;
     for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000, refused: [] }, change);
   };
-  return { keys, set };
+  return { keys, set, refreshes: () => refreshes };
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -154,6 +163,51 @@ describe("provider token verification", () => {
     set([key], { removed: false, added: true });
     verifyWith(tokens, forged);
     expect(verifications.count).toBe(2);
+  });
+
+  it("verifies again, against the refreshed keys, a token its kid's key failed, and never passes a forgery", async () => {
+    const forger = makeKey("k1");
+    const { keys, set, refreshes } = testKeys([key], async () => {
+      // The provider replaced k1 under the same kid.
+      set([other], { removed: true, added: true });
+    });
+    const tokens = createProviderTokens(settings, keys);
+    const rotated = signToken(other, claims());
+    const answer = tokens.verify(rotated, parts(rotated).header, parts(rotated).payload);
+    expect(answer).toBeInstanceOf(Promise);
+    expect(await answer).toMatchObject({ ok: true });
+    expect(tokens.cached(rotated)).toMatchObject({ ok: true });
+    const forged = signToken(forger, claims());
+    expect(await tokens.verify(forged, parts(forged).header, parts(forged).payload)).toMatchObject({
+      ok: false,
+      description: "token signature invalid",
+    });
+    expect(refreshes()).toBe(2);
+  });
+
+  it("costs a forged token no second verification when the refresh brought no new key under its kid", async () => {
+    const { keys } = testKeys([key], () => Promise.resolve());
+    const tokens = createProviderTokens(settings, keys);
+    const forged = signToken(other, claims());
+    for (let i = 0; i < 3; i += 1) {
+      expect(await tokens.verify(forged, parts(forged).header, parts(forged).payload)).toMatchObject({
+        ok: false,
+        description: "token signature invalid",
+      });
+    }
+    expect(verifications.count).toBe(1);
+  });
+
+  it("asks no refresh for a token without a kid that no key verifies, nor for a valid one", () => {
+    const keyless = makeKey("");
+    const { keys, refreshes } = testKeys([keyless], () => Promise.resolve());
+    const tokens = createProviderTokens(settings, keys);
+    expect(verifyWith(tokens, signToken(makeKey(""), claims(), { kid: undefined }))).toMatchObject({
+      ok: false,
+      description: "token signature invalid",
+    });
+    expect(verifyWith(tokens, signToken(keyless, claims(), { kid: undefined }))).toMatchObject({ ok: true });
+    expect(refreshes()).toBe(0);
   });
 
   it("keeps no more than 1,000 failures: the oldest costs a verification again", () => {
