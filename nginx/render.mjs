@@ -7,7 +7,7 @@ import { apiKeyHeaderProblem as headerProblem } from "../scripts/api-key-header.
 
 const NGINX_DIR = fileURLToPath(new URL(".", import.meta.url));
 const TEMPLATE = join(NGINX_DIR, "nginx.conf.template");
-export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf"];
+export const INCLUDED_FILES = ["tollgate-check.conf", "tollgate-limit-headers.conf", "tollgate-errors.conf"];
 const DEFAULTS = {
   WORKERS: "auto",
   CHECK_TIMEOUT: "1s",
@@ -41,9 +41,9 @@ export function apiKeyHeaderProblem(value) {
 
 const HELP = `usage: node nginx/render.mjs OUT_DIR NAME=VALUE ...
 
-Writes OUT_DIR/nginx.conf from nginx/nginx.conf.template, with tollgate-check.conf and
-tollgate-limit-headers.conf beside it, and prints the path of nginx.conf. Nothing is written
-when a value is missing or empty or a name is unknown.
+Writes OUT_DIR/nginx.conf from nginx/nginx.conf.template, with tollgate-check.conf,
+tollgate-limit-headers.conf and tollgate-errors.conf beside it, and prints the path of
+nginx.conf. Nothing is written when a value is missing or empty or a name is unknown.
 
   LISTEN         address nginx listens on                 e.g. 0.0.0.0:80
   CHECK_ADDR     tollgate's CHECK_PORT                    e.g. 127.0.0.1:9191

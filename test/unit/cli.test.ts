@@ -77,7 +77,7 @@ describe("node nginx/render.mjs", () => {
     const conf = readFileSync(join(dir, "nginx.conf"), "utf8");
     expect(conf).not.toMatch(/\{\{[A-Z_]+\}\}/);
     expect(conf).toContain("server 127.0.0.1:9191;");
-    for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf"])
+    for (const file of ["tollgate-check.conf", "tollgate-limit-headers.conf", "tollgate-errors.conf"])
       expect(existsSync(join(dir, file))).toBe(true);
   });
 });
