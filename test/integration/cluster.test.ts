@@ -5,6 +5,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import type { Rule } from "../../src/config/rules.js";
 import { createLogger } from "../../src/process/logger.js";
+import { Withdrawal } from "../../src/ratelimit/limiter.js";
 import { IP_LAYER, logRule, userSubject } from "../../src/ratelimit/types.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
@@ -182,7 +183,7 @@ describe("tollgate on a redis cluster", () => {
     const ipLayer = { category: IP_LAYER, rule: logRule(5, 60_000) };
     const ip = { subject: "ip:198.51.100.98", ...ipLayer };
     const rules = new Map([["free", logRule(5, 60_000)]]);
-    const withdrawal = { refused: false };
+    const withdrawal = new Withdrawal();
     const answer = limiter.limit({
       layers: [ip],
       identity: { ...who, idleMs: 60_000, category: "general", rules },
@@ -190,13 +191,52 @@ describe("tollgate on a redis cluster", () => {
     });
     // The caller gives up and answers 503 while the user's call is on its way.
     await new Promise((resolve) => setTimeout(resolve, 100));
-    withdrawal.refused = true;
+    withdrawal.refuse();
     expect(await answer).toMatchObject({ kind: "limited", allowed: true });
     await new Promise((resolve) => setTimeout(resolve, 100));
     const used = async (subject: string, layer: { category: string; rule: Rule }) =>
       (await redisLimiter({ redis: cluster, keys }).peek(subject, layer))[0]?.used;
     expect(await used(ip.subject, ipLayer)).toBe(0);
     expect(await used(userSubject(who.userId), { category: "general", rule: logRule(5, 60_000) })).toBe(0);
+  });
+
+  it("takes back the address's count of a request refused when the user's call failed", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const who = await userWithSession(store, "lost");
+    // The user's limit call fails (its master lost); the address's call, in another slot, counted.
+    const lost = new Proxy(cluster, {
+      get(target, property) {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== "function") return value;
+        const bound = (value as (...args: unknown[]) => Promise<unknown>).bind(target);
+        if (property !== "sendCommand") return bound;
+        return async (command: { name: string; args: unknown[] }) => {
+          const [fn, ...rest] = command.args;
+          const limit = command.name === "fcall" && String(fn).startsWith("tollgate_limit_");
+          if (limit && rest.some((arg) => String(arg).includes(`{u:${who.userId}}`)))
+            throw new Error("the connection to its master was lost");
+          return bound(command);
+        };
+      },
+    }) as Cluster;
+    const limiter = redisLimiter({ redis: lost, keys });
+    const ipLayer = { category: IP_LAYER, rule: logRule(5, 60_000) };
+    const ip = { subject: "ip:198.51.100.97", ...ipLayer };
+    const rules = new Map([["free", logRule(5, 60_000)]]);
+    const withdrawal = new Withdrawal();
+    await expect(
+      limiter.limit({
+        layers: [ip],
+        identity: { ...who, idleMs: 60_000, category: "general", rules },
+        withdrawal,
+      }),
+    ).rejects.toThrow("the connection to its master was lost");
+    // The caller answers 503 on the failure.
+    withdrawal.refuse();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await redisLimiter({ redis: cluster, keys }).peek(ip.subject, ipLayer))[0]?.used).toBe(0);
   });
 
   it("follows MOVED and ASK while a slot migrates, running each command once", async () => {
