@@ -1,7 +1,13 @@
 // A check's one store call (two for an API key the store does not know) as the limiter takes it,
 // and the limiter's answer as the decision reads it.
 import type { FailureMode } from "../config/env.js";
-import { describe, type LimitLayer, type LimitRequest, type LimitResult } from "../ratelimit/limiter.js";
+import {
+  describe,
+  type LimitLayer,
+  type LimitRequest,
+  type LimitResult,
+  Withdrawal,
+} from "../ratelimit/limiter.js";
 import { IP_LAYER } from "../ratelimit/types.js";
 import { decideDegraded } from "./decide.js";
 import type { Decision, Plan, UserAnswer } from "./types.js";
@@ -15,7 +21,7 @@ const NO_LAYERS: readonly LimitLayer[] = [];
  * withdrawal unless it is a dry run (which counts nothing), for withoutStore to set.
  */
 export function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest {
-  const withdrawal = dryRun ? undefined : { refused: false };
+  const withdrawal = dryRun ? undefined : new Withdrawal();
   if (p.kind === "anonymous") return { layers: p.layers, dryRun, withdrawal };
   const { ip } = p;
   return {
@@ -54,6 +60,6 @@ export function userAnswer(result: LimitResult, ipShadow: boolean): UserAnswer {
 export function withoutStore(p: Counted, failureMode: FailureMode, call: LimitRequest): Decision {
   const decision = decideDegraded(p, failureMode);
   if (call.withdrawal !== undefined && decision.kind === "deny" && decision.status === 503)
-    call.withdrawal.refused = true;
+    call.withdrawal.refuse();
   return decision;
 }

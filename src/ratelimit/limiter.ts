@@ -56,12 +56,34 @@ export type LimitRequest = {
 };
 
 /**
- * A caller's word on a call it stopped waiting for: `refused` once it answered the request refused
- * (503) without the store's answer. A store that runs the call afterwards (a stalled Redis runs
- * what it was sent once it resumes) then takes back what the call counted, since a refused request
- * is never recorded. A request allowed without the store (degraded) passed, and stays counted.
+ * A caller's word on a call it may stop waiting for: `refuse()` once it answered the request refused
+ * without the store's answer (a check's 503, a rate limit call's UNAVAILABLE). A refused request is
+ * never recorded, so what the call counted is taken back: a part of it that the store runs afterwards
+ * (a stalled Redis runs what it was sent once it resumes) as it answers, a part that had answered
+ * before (a Cluster's other slots, the other store calls of one rate limit request) at the refusal.
+ * A request allowed without the store (degraded) passed, and stays counted.
  */
-export type Withdrawal = { refused: boolean };
+export class Withdrawal {
+  #refused = false;
+  readonly #takeBacks: (() => void)[] = [];
+
+  get refused(): boolean {
+    return this.#refused;
+  }
+
+  /** The request was answered refused: what every part of the call counted is taken back. */
+  refuse(): void {
+    if (this.#refused) return;
+    this.#refused = true;
+    for (const takeBack of this.#takeBacks.splice(0)) takeBack();
+  }
+
+  /** A store's: a part of the call counted, and `takeBack` undoes it, at once if the request was refused. */
+  counted(takeBack: () => void): void {
+    if (this.#refused) takeBack();
+    else this.#takeBacks.push(takeBack);
+  }
+}
 
 /**
  * One window after the call: with the request counted when its layer counted it, otherwise as it

@@ -4,7 +4,7 @@ import { newSessionId } from "../auth/ids.js";
 import type { ApiKeyStore, SubjectStore } from "../auth/subjects.js";
 import type { NameAdoption, SessionStore, UserStore } from "../auth/types.js";
 import type { RedisSettings } from "../config/redis-settings.js";
-import { createLimiter, type Limiter, type LimiterPort } from "../ratelimit/limiter.js";
+import { createLimiter, type Limiter, type LimiterPort, Withdrawal } from "../ratelimit/limiter.js";
 import { guarded, storeTimeouts, withDeadline } from "./failure.js";
 import {
   announcingApiKeys,
@@ -105,9 +105,9 @@ function withdrawingLate(limiter: LimiterPort, timeoutMs: number): LimiterPort {
   return {
     ...limiter,
     limit(request) {
-      const withdrawal = { refused: false };
+      const withdrawal = new Withdrawal();
       return withDeadline(limiter.limit({ ...request, withdrawal }), timeoutMs).catch((error: unknown) => {
-        withdrawal.refused = true;
+        withdrawal.refuse();
         throw error;
       });
     },

@@ -1,12 +1,13 @@
 // Redis Cluster (3 masters, 3 replicas, started once per run): the identity and rate-limit contracts
 // unchanged, scripts served by whichever master owns the slot, and keys spread over every master.
 import type { Cluster } from "ioredis";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, inject, it } from "vitest";
 import { allUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import type { Rule } from "../../src/config/rules.js";
 import { createLogger } from "../../src/process/logger.js";
+import { Withdrawal } from "../../src/ratelimit/limiter.js";
 import { IP_LAYER, logRule, userSubject } from "../../src/ratelimit/types.js";
-import type { RedisClient } from "../../src/store/redis/client.js";
+import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createKeys } from "../../src/store/redis/keys.js";
 import { createRedisStore } from "../../src/store/store.js";
 import { describeExternalIdentityContract } from "../contract/external-identity-contract.js";
@@ -15,6 +16,7 @@ import { describeRateLimitContract } from "../contract/rate-limit-contract.js";
 import { fileTarget } from "../support/in-process.js";
 import { redisLimiter, userChecks } from "../support/limiters.js";
 import { connectTopology, testPrefix, userWithSession } from "../support/redis.js";
+import { redisCli } from "../support/redis-topologies.js";
 
 const cluster = connectTopology("cluster") as Cluster;
 
@@ -51,6 +53,42 @@ const failing = (redis: RedisClient, command: string): RedisClient =>
     throw new Error(`${command}: the connection to its master was lost`);
   });
 const silent = createLogger("silent");
+
+const seedsOf = (nodes: string) =>
+  nodes.split(",").map((seed) => {
+    const [host, port] = seed.split(":");
+    return { host: host as string, port: Number(port) };
+  });
+
+/** The ports of the shared cluster's masters that serve slots. */
+async function masterPorts(): Promise<number[]> {
+  const ranges = (await cluster.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+  return [...new Set(ranges.map((range) => range[2][1]))];
+}
+
+const ready = async (client: Cluster): Promise<void> => {
+  if (client.status !== "ready") await new Promise((resolve) => client.once("ready", resolve));
+};
+
+const nodeId = (port: number) => redisCli(port, "CLUSTER", "MYID");
+
+/** A slot half moved from the master on `from` to the one on `to`, as `redis-cli --cluster reshard` starts it. */
+async function startMigration(slot: string, from: number, to: number): Promise<void> {
+  await redisCli(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", await nodeId(from));
+  await redisCli(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", await nodeId(to));
+}
+
+/** The slot's keys moved (other tests' too) and the slot given to `to`, told to every master. */
+async function finishMigration(slot: string, from: number, to: number): Promise<void> {
+  for (;;) {
+    const keys = (await redisCli(from, "CLUSTER", "GETKEYSINSLOT", slot, "100")).split("\n").filter(Boolean);
+    if (keys.length === 0) break;
+    await redisCli(from, "MIGRATE", "127.0.0.1", String(to), "", "0", "5000", "KEYS", ...keys);
+  }
+  const id = await nodeId(to);
+  for (const port of [to, from, ...(await masterPorts())])
+    await redisCli(port, "CLUSTER", "SETSLOT", slot, "NODE", id);
+}
 afterAll(async () => {
   await cluster.quit();
 });
@@ -145,7 +183,7 @@ describe("tollgate on a redis cluster", () => {
     const ipLayer = { category: IP_LAYER, rule: logRule(5, 60_000) };
     const ip = { subject: "ip:198.51.100.98", ...ipLayer };
     const rules = new Map([["free", logRule(5, 60_000)]]);
-    const withdrawal = { refused: false };
+    const withdrawal = new Withdrawal();
     const answer = limiter.limit({
       layers: [ip],
       identity: { ...who, idleMs: 60_000, category: "general", rules },
@@ -153,13 +191,98 @@ describe("tollgate on a redis cluster", () => {
     });
     // The caller gives up and answers 503 while the user's call is on its way.
     await new Promise((resolve) => setTimeout(resolve, 100));
-    withdrawal.refused = true;
+    withdrawal.refuse();
     expect(await answer).toMatchObject({ kind: "limited", allowed: true });
     await new Promise((resolve) => setTimeout(resolve, 100));
     const used = async (subject: string, layer: { category: string; rule: Rule }) =>
       (await redisLimiter({ redis: cluster, keys }).peek(subject, layer))[0]?.used;
     expect(await used(ip.subject, ipLayer)).toBe(0);
     expect(await used(userSubject(who.userId), { category: "general", rule: logRule(5, 60_000) })).toBe(0);
+  });
+
+  it("takes back the address's count of a request refused when the user's call failed", async () => {
+    const prefix = testPrefix();
+    const keys = createKeys(prefix);
+    const store = createRedisStore({ redis: cluster, prefix });
+    const who = await userWithSession(store, "lost");
+    // The user's limit call fails (its master lost); the address's call, in another slot, counted.
+    const lost = new Proxy(cluster, {
+      get(target, property) {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== "function") return value;
+        const bound = (value as (...args: unknown[]) => Promise<unknown>).bind(target);
+        if (property !== "sendCommand") return bound;
+        return async (command: { name: string; args: unknown[] }) => {
+          const [fn, ...rest] = command.args;
+          const limit = command.name === "fcall" && String(fn).startsWith("tollgate_limit_");
+          if (limit && rest.some((arg) => String(arg).includes(`{u:${who.userId}}`)))
+            throw new Error("the connection to its master was lost");
+          return bound(command);
+        };
+      },
+    }) as Cluster;
+    const limiter = redisLimiter({ redis: lost, keys });
+    const ipLayer = { category: IP_LAYER, rule: logRule(5, 60_000) };
+    const ip = { subject: "ip:198.51.100.97", ...ipLayer };
+    const rules = new Map([["free", logRule(5, 60_000)]]);
+    const withdrawal = new Withdrawal();
+    await expect(
+      limiter.limit({
+        layers: [ip],
+        identity: { ...who, idleMs: 60_000, category: "general", rules },
+        withdrawal,
+      }),
+    ).rejects.toThrow("the connection to its master was lost");
+    // The caller answers 503 on the failure.
+    withdrawal.refuse();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await redisLimiter({ redis: cluster, keys }).peek(ip.subject, ipLayer))[0]?.used).toBe(0);
+  });
+
+  it("follows MOVED and ASK while a slot migrates, running each command once", async () => {
+    // A client made as tollgate makes its own (no offline queue, no resending on a lost connection).
+    const settings = {
+      topology: { kind: "cluster" as const, nodes: seedsOf(inject("clusterNodes")) },
+      username: undefined,
+      password: undefined,
+      tls: false,
+      sentinelPassword: undefined,
+    };
+    const client = createRedisClient({ settings }) as Cluster;
+    // A CLUSTER command sent while a client connects may go to a seed it is about to drop (a replica).
+    await Promise.all([cluster, client].map(ready));
+    const tag = `migrating-${Math.random().toString(36).slice(2)}`;
+    const [key, fresh] = [`test:{${tag}}:old`, `test:{${tag}}:new`];
+    const slot = String(await cluster.cluster("KEYSLOT", key));
+    const ownerOf = async () => {
+      const ranges = (await cluster.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+      return ranges.find(([from, to]) => Number(slot) >= from && Number(slot) <= to)?.[2][1] as number;
+    };
+    const source = await ownerOf();
+    const target = (await masterPorts()).find((port) => port !== source) as number;
+    try {
+      expect(await client.incr(key)).toBe(1);
+      // Half moved: the source answers ASK for a key it does not hold, the target takes it after ASKING.
+      await startMigration(slot, source, target);
+      expect(await client.incr(fresh)).toBe(1);
+      // Moved: the source answers MOVED, and the client's slot map still names it.
+      await finishMigration(slot, source, target);
+      expect(await client.incr(key)).toBe(2);
+      expect(await ownerOf()).toBe(target);
+      await startMigration(slot, target, source);
+      await finishMigration(slot, target, source);
+      expect(await client.incr(key)).toBe(3);
+      expect([await cluster.get(key), await cluster.get(fresh)]).toEqual(["3", "1"]);
+    } finally {
+      client.disconnect();
+      // Whatever happened, the slot goes back to where it was, settled.
+      const owner = await ownerOf();
+      if (owner !== source) {
+        await startMigration(slot, owner, source).catch(() => undefined);
+        await finishMigration(slot, owner, source);
+      }
+      for (const port of await masterPorts()) await redisCli(port, "CLUSTER", "SETSLOT", slot, "STABLE");
+    }
   });
 
   it("checks the session and counts the user's window when the IP layer, in its own slot, is over its shadow limit", async () => {

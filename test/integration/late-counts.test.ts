@@ -1,16 +1,24 @@
 // A check (or a login) that stopped waiting on a stalled Redis: what the call counts when Redis runs
 // it late. A request refused without the store's answer (503) is never recorded; one allowed
 // degraded passed, and counts once Redis gets to it.
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fileURLToPath } from "node:url";
+import type { Cluster, Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Tollgate } from "../../src/app.js";
 import type { Decision } from "../../src/check/types.js";
+import { GrpcError, GrpcStatus } from "../../src/frontends/envoy-grpc/grpc-protocol.js";
+import type { RlsMatch } from "../../src/frontends/envoy-grpc/rls.js";
+import { OK } from "../../src/frontends/envoy-grpc/rls-answer.js";
+import type { RlsAnswer } from "../../src/frontends/envoy-grpc/rls-codec.js";
+import { rlsRules } from "../../src/frontends/envoy-grpc/rls-rules.js";
 import { logRule, usernameSubject } from "../../src/ratelimit/types.js";
+import type { RlsState } from "../../src/rls/state.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
+import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcess, sleep, startInProcess } from "../support/in-process.js";
 import { type RedisServer, startRedisServer } from "../support/processes.mjs";
-import { connectRedis } from "../support/redis.js";
+import { connectRedis, connectTopology, testPrefix } from "../support/redis.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -159,4 +167,194 @@ describe("a check refused while Redis stalls longer than the client's own comman
       await shortStore.close();
     }
   });
+});
+
+/** The RLS configuration of these tests: one descriptor per algorithm, counted each or all or none. */
+const RLS_CONFIG = fileURLToPath(new URL("../fixtures/rls/late/", import.meta.url));
+const ALGORITHMS = ["fw", "slog", "scount", "gcra"];
+/** Every descriptor's limit there: 100 a day. */
+const LIMIT = 100;
+
+const NO_CREDENTIALS = { username: undefined, password: undefined, tls: false, sentinelPassword: undefined };
+
+type Hits = readonly (readonly [key: string, value: string, hits: number])[];
+
+/** ShouldRateLimit of `descriptors` (one entry each) as the gRPC method decides it. */
+function rlsCall(tollgate: Tollgate, domain: string, descriptors: Hits): Promise<RlsAnswer> {
+  const decide = tollgate.rls?.decide;
+  if (decide === undefined) throw new Error("no RLS_CONFIG");
+  return Promise.resolve().then(() =>
+    decide({
+      domain,
+      descriptors: descriptors.map(([key, value]) => ({ entries: [{ key, value }], limit: undefined })),
+      addends: descriptors.map(([, , hits]) => hits),
+      requestId: undefined,
+    }),
+  );
+}
+
+async function eventually<T>(probe: () => Promise<T>, ok: (value: T) => boolean, ms: number): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (ok(value) || Date.now() > until) return value;
+    await sleep(50);
+  }
+}
+
+/** What each descriptor has used, looked at with a hit of 0. */
+async function usedOfRls(tollgate: Tollgate, domain: string, descriptors: Hits): Promise<number[]> {
+  const look = await rlsCall(
+    tollgate,
+    domain,
+    descriptors.map(([key, value]) => [key, value, 0] as const),
+  );
+  return look.statuses.map((s) => LIMIT - s.limit_remaining);
+}
+
+const statusOf = (settled: PromiseSettledResult<RlsAnswer>): string =>
+  settled.status === "fulfilled"
+    ? `answered ${settled.value.overall_code}`
+    : settled.reason instanceof GrpcError && settled.reason.code === GrpcStatus.UNAVAILABLE
+      ? "UNAVAILABLE"
+      : String(settled.reason);
+
+describe("a rate limit call answered UNAVAILABLE while Redis stalls", () => {
+  let rls: InProcess;
+  beforeAll(async () => {
+    rls = await startInProcess({
+      store,
+      demoUsers: false,
+      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "100" },
+    });
+  });
+  afterAll(async () => {
+    await rls.close();
+  });
+
+  for (const domain of ["late", "late-aon"]) {
+    it(`is not counted once Redis runs it late, in any algorithm, whatever its hits (${domain})`, async () => {
+      const value = Math.random().toString(36).slice(2);
+      const each = ALGORITHMS.map((key) => [key, value, 1] as const);
+      const call = (descriptors: Hits) => rlsCall(rls.tollgate, domain, descriptors);
+      expect((await call(each)).overall_code).toBe(OK);
+      expect(await usedOfRls(rls.tollgate, domain, each)).toEqual([1, 1, 1, 1]);
+      const late: Hits[] = [
+        // One store call of 3 hits for the four.
+        each.map(([key]) => [key, value, 3] as const),
+        // Descriptors' own hits_addend: a store call per addend (all_or_none refuses them unequal).
+        ...(domain === "late" ? [each.map(([key], i) => [key, value, 2 + i] as const)] : []),
+        // A descriptor repeated: its repeat in a later store call.
+        ...(domain === "late" ? [[...each, each[0] as Hits[number]]] : []),
+      ];
+      await duringPause(600, async () => {
+        const settled = await Promise.allSettled(late.map(call));
+        expect(settled.map(statusOf)).toEqual(late.map(() => "UNAVAILABLE"));
+      });
+      // Redis ran every late call and took each back; the calls answered in time stay counted.
+      expect(await usedOfRls(rls.tollgate, domain, each)).toEqual([1, 1, 1, 1]);
+      expect((await call(each)).overall_code).toBe(OK);
+      expect(await usedOfRls(rls.tollgate, domain, each)).toEqual([2, 2, 2, 2]);
+    });
+  }
+});
+
+describe("a rate limit call answered UNAVAILABLE on a Redis Cluster, one master's answers late", () => {
+  let proxies: DarkProxy[];
+  let clusterStore: Store;
+  let rls: InProcess;
+  let slow: DarkProxy;
+  /** Per algorithm, a descriptor value counted on a master that answers in time, and one on the late one. */
+  let prompt: string[];
+  let tardy: string[];
+
+  beforeAll(async () => {
+    // A proxy in front of every node of the shared cluster, so that one master's replies can be
+    // delayed for this client alone; the client is made as tollgate makes its own.
+    const seeds = inject("clusterNodes")
+      .split(",")
+      .map((seed) => {
+        const [host, port] = seed.split(":");
+        return { host: host as string, port: Number(port) };
+      });
+    proxies = await Promise.all(seeds.map((seed) => startDarkProxy(seed)));
+    const portOf = (proxy: DarkProxy) => Number(new URL(proxy.url).port);
+    const natMap = Object.fromEntries(
+      seeds.map((seed, i) => [
+        `${seed.host}:${seed.port}`,
+        { host: "127.0.0.1", port: portOf(proxies[i] as DarkProxy) },
+      ]),
+    );
+    const nodes = proxies.map((proxy) => ({ host: "127.0.0.1", port: portOf(proxy) }));
+    const settings = { topology: { kind: "cluster" as const, nodes }, ...NO_CREDENTIALS };
+    clusterStore = createRedisStore({ redis: createRedisClient({ settings, natMap }), prefix: testPrefix() });
+    expect(await clusterStore.connected(5_000)).toBe(true);
+    rls = await startInProcess({
+      store: clusterStore,
+      demoUsers: false,
+      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "100" },
+    });
+    // Which master counts each descriptor value: its subject is its keys' hash tag.
+    const plain = connectTopology("cluster") as Cluster;
+    const ranges = (await plain.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+    const masterOf = async (subject: string) => {
+      const slot = Number(await plain.cluster("KEYSLOT", subject));
+      return ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1] as number;
+    };
+    const rules = rlsRules(() => (rls.tollgate.rls as { state: RlsState }).state.current());
+    const subjectOf = (key: string, value: string) =>
+      (rules().resolve("late", [{ entries: [{ key, value }], limit: undefined }]).limits[0] as RlsMatch)
+        .subject;
+    const [late, other] = [ranges[0]?.[2][1], ranges[1]?.[2][1]];
+    const run = Math.random().toString(36).slice(2);
+    const valueOn = async (key: string, master: number | undefined) => {
+      for (let i = 0; ; i += 1)
+        if ((await masterOf(subjectOf(key, `${run}-${i}`))) === master) return `${run}-${i}`;
+    };
+    prompt = await Promise.all(ALGORITHMS.map((key) => valueOn(key, other)));
+    tardy = await Promise.all(ALGORITHMS.map((key) => valueOn(key, late)));
+    slow = proxies[seeds.findIndex((seed) => seed.port === late)] as DarkProxy;
+    plain.disconnect();
+    // The first calls connect to the masters (and may load the scripts there): past RLS_TIMEOUT_MS.
+    const look = ALGORITHMS.flatMap((key, i) => [
+      [key, prompt[i] as string, 0] as const,
+      [key, tardy[i] as string, 0] as const,
+    ]);
+    for (let attempt = 0; ; attempt += 1) {
+      const looks = await Promise.allSettled(["late", "late-aon"].map((d) => rlsCall(rls.tollgate, d, look)));
+      if (looks.every((l) => l.status === "fulfilled") || attempt > 50) break;
+      await sleep(100);
+    }
+  });
+  afterAll(async () => {
+    await rls?.close();
+    await clusterStore?.close();
+    await Promise.all((proxies ?? []).map((p) => p.close()));
+  });
+
+  for (const domain of ["late", "late-aon"]) {
+    it(`is not counted, neither where it was answered in time nor where Redis answered late (${domain})`, async () => {
+      const hits = (n: number): Hits =>
+        ALGORITHMS.flatMap((key, i) => [
+          [key, prompt[i] as string, n] as const,
+          [key, tardy[i] as string, n] as const,
+        ]);
+      const call = (descriptors: Hits) => rlsCall(rls.tollgate, domain, descriptors);
+      expect((await call(hits(1))).overall_code).toBe(OK);
+      expect(await usedOfRls(rls.tollgate, domain, hits(1))).toEqual(hits(1).map(() => 1));
+      slow.slowReplies(400, 400);
+      try {
+        const settled = await Promise.allSettled([call(hits(3))]);
+        expect(settled.map(statusOf)).toEqual(["UNAVAILABLE"]);
+      } finally {
+        slow.slowReplies(0, 0);
+      }
+      // Every late answer came, and what it counted was taken back, with the calls answered in time.
+      const used = () => usedOfRls(rls.tollgate, domain, hits(1)).catch(() => []);
+      const ones = hits(1).map(() => 1);
+      expect(await eventually(used, (u) => u.join() === ones.join(), 3_000)).toEqual(ones);
+      expect((await call(hits(1))).overall_code).toBe(OK);
+      expect(await usedOfRls(rls.tollgate, domain, hits(1))).toEqual(hits(1).map(() => 2));
+    });
+  }
 });

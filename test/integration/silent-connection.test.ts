@@ -11,7 +11,7 @@ import { createRedisStore } from "../../src/store/store.js";
 import { type DarkProxy, startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { startRedisServer } from "../support/processes.mjs";
-import { connectRedis, redisUrl } from "../support/redis.js";
+import { connectRedis, connectTopology, redisUrl } from "../support/redis.js";
 
 const WATCHDOG = { intervalMs: 100, silenceMs: 600 };
 const target = () => {
@@ -324,6 +324,71 @@ describe("a Redis Cluster node whose connection goes dark", () => {
     } finally {
       watchdog.stop();
       cluster.disconnect();
+      await Promise.all(proxies.map((p) => p.close()));
+    }
+  });
+});
+
+describe("a Redis Cluster node connection whose replies go dark while its commands still arrive", () => {
+  it("fails the commands it carried rather than send them again on another connection, where they would run twice", async () => {
+    // A proxy in front of every node of the shared cluster; the client, made as tollgate makes its
+    // own, reaches each node through its proxy.
+    const seeds = inject("clusterNodes")
+      .split(",")
+      .map((seed) => {
+        const [host, port] = seed.split(":");
+        return { host: host as string, port: Number(port) };
+      });
+    const proxies = await Promise.all(seeds.map((seed) => startDarkProxy(seed)));
+    const natMap = Object.fromEntries(
+      seeds.map((seed, i) => [`${seed.host}:${seed.port}`, { host: "127.0.0.1", port: portOf(proxies[i]) }]),
+    );
+    const settings = {
+      topology: {
+        kind: "cluster" as const,
+        nodes: proxies.map((p) => ({ host: "127.0.0.1", port: portOf(p) })),
+      },
+      username: undefined,
+      password: undefined,
+      tls: false,
+      sentinelPassword: undefined,
+    };
+    const client = createRedisClient({ settings, natMap }) as Cluster;
+    const watchdog = watchConnections(client, WATCHDOG);
+    const plain = connectTopology("cluster") as Cluster;
+    const key = `test-one-way-cluster:{${Math.random().toString(36).slice(2)}}`;
+    try {
+      await new Promise((resolve) => client.once("ready", resolve));
+      // The first command also connects to the key's master.
+      expect(
+        await eventually(
+          () => client.incr(key).catch(() => 0),
+          (n) => n > 0,
+          5_000,
+        ),
+      ).toBe(1);
+      // Only the replies of the key's master go dark: the other masters stay as they were.
+      const slot = Number(await plain.cluster("KEYSLOT", key));
+      const ranges = (await plain.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+      const master = ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1];
+      proxies[seeds.findIndex((seed) => seed.port === master)]?.darkenReplies();
+      const writes = Array.from({ length: 5 }, () => client.incr(key));
+      const settled = await Promise.allSettled(writes);
+      // Redis ran each once, when it got it; no reply came back, so none can say it succeeded.
+      expect(await plain.get(key)).toBe("6");
+      expect(settled.map((s) => s.status)).toEqual(writes.map(() => "rejected"));
+      // A new connection to that master serves as usual.
+      expect(
+        await eventually(
+          () => client.incr(key).catch(() => 0),
+          (n) => n > 0,
+          5_000,
+        ),
+      ).toBe(7);
+    } finally {
+      watchdog.stop();
+      plain.disconnect();
+      client.disconnect();
       await Promise.all(proxies.map((p) => p.close()));
     }
   });

@@ -35,18 +35,29 @@ export async function startDarkProxy(target: { host: string; port: number }): Pr
     client.on("data", (chunk) => {
       if (!pair.dark) upstream.write(chunk);
     });
-    // When the last delayed reply is due: each later one comes after it, so that order is kept.
-    let due = 0;
-    upstream.on("data", (chunk) => {
+    // Delayed replies wait in one queue, each due no sooner than the one before it: written in
+    // order by one timer (a timer each could fire out of order when two are due at once).
+    const delayed: { chunk: Buffer; dueAt: number }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const drain = (): void => {
+      timer = undefined;
+      while (delayed.length > 0 && (delayed[0]?.dueAt as number) <= Date.now())
+        client.write(delayed.shift()?.chunk as Buffer);
+      if (delayed.length > 0) timer = setTimeout(drain, (delayed[0]?.dueAt as number) - Date.now());
+    };
+    upstream.on("data", (chunk: Buffer) => {
       if (pair.dark || pair.repliesDark) return;
-      if (delay.maxMs === 0 && due <= Date.now()) {
+      if (delay.maxMs === 0 && delayed.length === 0) {
         client.write(chunk);
         return;
       }
-      due = Math.max(due, Date.now() + delay.minMs + Math.random() * (delay.maxMs - delay.minMs));
-      setTimeout(() => client.write(chunk), due - Date.now());
+      const after = delayed.at(-1)?.dueAt ?? 0;
+      const dueAt = Date.now() + delay.minMs + Math.random() * (delay.maxMs - delay.minMs);
+      delayed.push({ chunk, dueAt: Math.max(after, dueAt) });
+      timer ??= setTimeout(drain, (delayed[0]?.dueAt as number) - Date.now());
     });
     const end = () => {
+      clearTimeout(timer);
       open.delete(pair);
       client.destroy();
       upstream.destroy();

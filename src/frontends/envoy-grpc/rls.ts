@@ -5,6 +5,7 @@
 // with a status per descriptor in request order.
 import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
+import { Withdrawal } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
 import { answerOf, duration, OK, OVER_LIMIT, untilReset } from "./rls-answer.js";
@@ -78,7 +79,8 @@ export type RlsDecide = (input: RlsInput) => RlsAnswer | Promise<RlsAnswer>;
 export function createRlsCore(context: RlsContext): RlsDecide {
   const now = context.now ?? Date.now;
   const { denials, onDescriptor, responseHeaders, durations } = context;
-  const unavailable = (error: unknown, requestId: string | undefined): GrpcError => {
+  const unavailable = (error: unknown, requestId: string | undefined, withdrawal: Withdrawal): GrpcError => {
+    withdrawal.refuse();
     context.onStoreError?.(error, requestId);
     return new GrpcError(GrpcStatus.UNAVAILABLE, "the rate-limit store is unavailable");
   };
@@ -235,11 +237,12 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     }
     const call = { domain, limits, statuses };
     const mode = allOrNone ? "all-or-none" : "each";
+    const withdrawal = new Withdrawal(); // refused when the call fails: no store call of it stays counted
     /** The store call of the descriptors at `indexes`, within the deadline. */
     const send = (indexes: number[], addend: number): Promise<LimitResult> => {
       try {
         const layers = indexes.map((index) => (limits[index] as RlsMatch).layer);
-        return context.deadline(context.limiter.limit({ layers, addend, mode }));
+        return context.deadline(context.limiter.limit({ layers, addend, mode, withdrawal }));
       } catch (error) {
         return Promise.reject(error);
       }
@@ -258,7 +261,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
         },
         (error: unknown) => {
           observe(started);
-          throw unavailable(error, requestId);
+          throw unavailable(error, requestId, withdrawal);
         },
       );
     }
@@ -266,7 +269,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
       send(indexes, addend).then(
         (answered) => apply(call, indexes, addend, answered, nowMs, generation),
         (error: unknown) => {
-          throw unavailable(error, requestId);
+          throw unavailable(error, requestId, withdrawal);
         },
       );
     const calls = [count(counted, addend0)];

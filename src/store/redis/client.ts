@@ -1,8 +1,9 @@
 // The Redis connection: fail-fast options for the check path and the Lua scripts as commands.
 import { createRequire } from "node:module";
 import type * as IORedis from "ioredis";
-import type { Cluster, Redis, RedisOptions } from "ioredis";
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from "ioredis";
 import type { HostPort, RedisSettings } from "../../config/redis-settings.js";
+import { failLostCommands } from "./lost-commands.js";
 import { watchRefusals } from "./refusals.js";
 import { followSwitchMaster } from "./switch-master.js";
 
@@ -26,6 +27,8 @@ export type RedisClientOptions = ({ url: string } | { settings: RedisSettings })
   commandTimeoutMs?: number;
   /** When false, commands fail at once while disconnected instead of waiting in a queue. */
   offlineQueue?: boolean;
+  /** A Cluster's nodes where they are reached, when not at the addresses they announce (a test's proxies). */
+  natMap?: ClusterOptions["natMap"];
 };
 
 type Common = Pick<RedisOptions, "commandTimeout" | "maxRetriesPerRequest" | "connectTimeout">;
@@ -45,10 +48,17 @@ function credentials(settings: RedisSettings): Pick<RedisOptions, "username" | "
  * A Redis Cluster client. A command for a slot whose master is unreachable is retried every
  * `retryDelayOnFailover` with a fresh slot map, so it reaches the promoted replica once the cluster
  * fails over; callers' deadlines (REDIS_TIMEOUT_MS on checks) bound how long anyone waits meanwhile.
+ * A command a lost connection had written is not (failLostCommands).
  */
-function createCluster(nodes: HostPort[], settings: RedisSettings, common: Common, offlineQueue: boolean) {
-  return new (ioredis().Cluster)(nodes, {
-    enableOfflineQueue: offlineQueue,
+function createCluster(
+  nodes: HostPort[],
+  settings: RedisSettings,
+  common: Common,
+  options: Pick<RedisClientOptions, "natMap"> & { offlineQueue: boolean },
+) {
+  const cluster = new (ioredis().Cluster)(nodes, {
+    enableOfflineQueue: options.offlineQueue,
+    ...(options.natMap === undefined ? {} : { natMap: options.natMap }),
     scaleReads: "master",
     retryDelayOnFailover: 100,
     retryDelayOnClusterDown: 100,
@@ -60,6 +70,9 @@ function createCluster(nodes: HostPort[], settings: RedisSettings, common: Commo
     clusterRetryStrategy: backoff,
     redisOptions: { ...common, ...credentials(settings) },
   });
+  // As maxRetriesPerRequest below: only the tests' helpers (an offline queue) have them sent again.
+  if (!options.offlineQueue) failLostCommands(cluster);
+  return cluster;
 }
 
 function createSentinelClient(
@@ -133,7 +146,8 @@ export function createRedisClient(options: RedisClientOptions): RedisClient {
       : options.settings;
   const { topology } = settings;
   let client: RedisClient;
-  if (topology.kind === "cluster") client = createCluster(topology.nodes, settings, common, offlineQueue);
+  if (topology.kind === "cluster")
+    client = createCluster(topology.nodes, settings, common, { offlineQueue, natMap: options.natMap });
   else if (topology.kind === "sentinel")
     client = createSentinelClient(topology, settings, common, offlineQueue);
   else {

@@ -169,8 +169,9 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       l.counted = counting && (l.room || (each && call.layers[i]?.rule.algorithm === "fixed-window"));
     }
     const answer: Answer = { result: { kind: "limited", allowed, layers, identity }, nowUs };
-    // The caller answered without waiting for this and refused the request: nothing of it stays.
-    if (!dry && counting && request.withdrawal?.refused === true) release(call, answer, k);
+    // Should the caller refuse the request without this answer (before it came, or on another
+    // part's failure), nothing of it stays.
+    if (!dry && counting) request.withdrawal?.counted(() => release(call, answer, k));
     return answer;
   };
 
@@ -184,7 +185,10 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     return { subject, category: id.category, rule: identity.rule };
   };
 
-  /** Takes back a call's counted layers (fire and forget: a failed release leaves them counted, the safe side). */
+  /**
+   * Takes back a call's counted layers, once (fire and forget: a failed release leaves them counted,
+   * the safe side).
+   */
   const release = (call: Call, answer: Answer, k: number): void => {
     if (answer.result.kind !== "limited") return;
     const { layers, identity } = answer.result;
@@ -210,14 +214,14 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
     const k = request.addend ?? 1;
     if (request.mode === "each") {
       const answers = await Promise.all(calls.map((c) => run(c, request, dry)));
-      // The caller refused the request before every answer came (see run): none of them stays counted.
-      if (!dry && request.withdrawal?.refused === true)
-        for (let i = 0; i < calls.length; i += 1) release(calls[i] as Call, answers[i] as Answer, k);
       return merge(answers.map((a) => a.result));
     }
     const done: { call: Call; answer: Answer }[] = [];
     let refused = false;
     for (const call of calls) {
+      // The caller refused the request meanwhile and reads no answer: what was counted is taken
+      // back (see run), nothing more is sent.
+      if (request.withdrawal?.refused === true) break;
       if (refused && call.identity !== undefined) {
         const layers = done.flatMap((d) =>
           d.answer.result.kind === "limited" ? d.answer.result.layers : [],
@@ -234,7 +238,6 @@ export function createRedisLimiter(options: RedisLimiterOptions): LimiterPort {
       if (!dry) for (const d of done.slice(0, -1)) release(d.call, d.answer, k);
       if (r.kind !== "limited") return r;
     }
-    if (!dry && request.withdrawal?.refused === true) for (const d of done) release(d.call, d.answer, k);
     return merge(done.map((d) => d.answer.result));
   };
 

@@ -17,6 +17,7 @@ import { luaConstants } from "./protocol.js";
 export const SCRIPTS = {
   limit: "varies",
   limitRelease: "varies",
+  windowRelease: 1,
   sessionTouch: 3,
   sessionCreate: 3,
   sessionsRevokeAll: 1,

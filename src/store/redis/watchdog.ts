@@ -60,8 +60,9 @@ const connectionsOf = (client: RedisClient): Redis[] => (isCluster(client) ? cli
  * still unanswered after `silenceMs`, a fresh connection to the same server is tried: if it answers
  * while the old one still receives nothing, the path of the old one is dark and it is dropped; if it
  * does not, Redis itself is stalled (busy, paused, overloaded) and the old connection is kept, so
- * that the commands it already carried run once, when Redis resumes, and are not sent again (ioredis
- * resends a dropped connection's unanswered commands on the next one). A reply of any kind, an
+ * that the commands it already carried run once, when Redis resumes, and are answered (a dropped
+ * connection fails them unanswered, though Redis may still run them: a withdrawn limiter call could
+ * not take back what it counted). A reply of any kind, an
  * error reply included, shows the connection alive; a PING that fails with its connection is
  * forgotten with it.
  */

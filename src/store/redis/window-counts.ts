@@ -23,6 +23,7 @@ import type { Clock } from "../../ratelimit/types.js";
 import type { RedisClient } from "./client.js";
 import { coalescerOf } from "./coalesce.js";
 import type { Keys } from "./keys.js";
+import { scriptsOf } from "./loader.js";
 
 /**
  * How long a window's key outlives the window: past it, a process whose clock is behind still finds
@@ -32,15 +33,19 @@ const MAX_MARGIN_MS = 60_000;
 /** A key's PEXPIRE that fails (a lost connection) is sent again a second later, this many times. */
 const EXPIRE_RETRIES = 5;
 
+/** What a request counts: its hits (or only a look), and the caller's withdrawal (see Withdrawal). */
+type Count = Pick<LimitRequest, "addend" | "dryRun" | "withdrawal">;
+
 type WindowCounter = {
   /** Each layer's answer, in order. */
-  layers(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]>;
+  layers(layers: readonly LimitLayer[], count: Count): Promise<LayerResult[]>;
   /** The answer of a request whose layers are all reference windows, without an identity. */
-  request(layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LimitResult>;
+  request(layers: readonly LimitLayer[], count: Count): Promise<LimitResult>;
 };
 
 export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock): WindowCounter {
   const coalesce = coalescerOf(redis);
+  const scripts = scriptsOf(redis);
   /** The key's expiry, relative (Redis's clock may differ from ours); tried again while the connection fails. */
   const expire = (key: string, untilMs: number, attempt = 0): void => {
     redis.pexpire(key, Math.max(1, untilMs - clock())).catch(() => {
@@ -50,8 +55,7 @@ export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock
   /** One layer's command sent, and its answer, as `shape` makes it, when it comes. */
   const countOne = <T>(
     layer: LimitLayer,
-    k: number,
-    dry: boolean,
+    { addend: k = 1, dryRun: dry, withdrawal }: Count,
     nowMs: number,
     shape: (result: LayerResult) => T,
   ): Promise<T> => {
@@ -67,23 +71,27 @@ export function createWindowCounter(redis: RedisClient, keys: Keys, clock: Clock
     }
     return redis.incrby(key, k).then((count) => {
       if (count === k) expire(key, startMs + windowMs + Math.min(windowMs, MAX_MARGIN_MS));
+      // Taken back should the caller refuse the request without this answer (fire and forget).
+      withdrawal?.counted(() => {
+        scripts.call("windowRelease", [key], [k]).catch(() => undefined);
+      });
       return shape(windowAnswer(layer.rule, count - k, k, nowMs, true));
     });
   };
-  const counted = (layers: readonly LimitLayer[], k: number, dry: boolean): Promise<LayerResult[]> => {
+  const counted = (layers: readonly LimitLayer[], count: Count): Promise<LayerResult[]> => {
     const nowMs = clock();
     coalesce();
     // Every command is sent before any answer is awaited: one round trip (one per slot on a cluster).
-    if (layers.length === 1) return countOne(layers[0] as LimitLayer, k, dry, nowMs, alone);
-    return Promise.all(layers.map((layer) => countOne(layer, k, dry, nowMs, same)));
+    if (layers.length === 1) return countOne(layers[0] as LimitLayer, count, nowMs, alone);
+    return Promise.all(layers.map((layer) => countOne(layer, count, nowMs, same)));
   };
   return {
     layers: counted,
-    request(layers, k, dry) {
-      if (layers.length !== 1) return counted(layers, k, dry).then(limited);
+    request(layers, count) {
+      if (layers.length !== 1) return counted(layers, count).then(limited);
       const nowMs = clock();
       coalesce();
-      return countOne(layers[0] as LimitLayer, k, dry, nowMs, limitedOne);
+      return countOne(layers[0] as LimitLayer, count, nowMs, limitedOne);
     },
   };
 }
@@ -106,7 +114,7 @@ export function withWindowCounts(port: LimiterPort, count: WindowCounter): Limit
       (yes ? apart : rest).push(l);
       return yes;
     });
-    const counted = count.layers(apart, request.addend ?? 1, request.dryRun === true);
+    const counted = count.layers(apart, request);
     const others =
       rest.length > 0 || request.identity !== undefined
         ? port.limit({ ...request, layers: rest })
@@ -128,7 +136,7 @@ export function withWindowCounts(port: LimiterPort, count: WindowCounter): Limit
       if (request.mode !== "each" || !request.layers.some(byWindow)) return port.limit(request);
       // The usual call of the rate limit service: every layer a reference window, no identity.
       if (request.identity === undefined && request.layers.every(byWindow)) {
-        return count.request(request.layers, request.addend ?? 1, request.dryRun === true);
+        return count.request(request.layers, request);
       }
       return mixed(request);
     },
