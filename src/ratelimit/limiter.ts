@@ -65,7 +65,9 @@ export type LimitRequest = {
  */
 export class Withdrawal {
   #refused = false;
-  readonly #takeBacks: (() => void)[] = [];
+  // A check's call is one part: its take-back is kept without an array; a second part's makes one.
+  #first: (() => void) | undefined;
+  #more: (() => void)[] | undefined;
 
   get refused(): boolean {
     return this.#refused;
@@ -75,13 +77,18 @@ export class Withdrawal {
   refuse(): void {
     if (this.#refused) return;
     this.#refused = true;
-    for (const takeBack of this.#takeBacks.splice(0)) takeBack();
+    const [first, more] = [this.#first, this.#more];
+    this.#first = undefined;
+    this.#more = undefined;
+    first?.();
+    for (const takeBack of more ?? []) takeBack();
   }
 
   /** A store's: a part of the call counted, and `takeBack` undoes it, at once if the request was refused. */
   counted(takeBack: () => void): void {
     if (this.#refused) takeBack();
-    else this.#takeBacks.push(takeBack);
+    else if (this.#first === undefined) this.#first = takeBack;
+    else (this.#more ??= []).push(takeBack);
   }
 }
 
