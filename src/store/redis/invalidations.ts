@@ -27,44 +27,60 @@ export function createRedisInvalidations(options: {
     },
     subscribe(listener) {
       listeners.push(listener);
+      // Untrusted until its heartbeat comes back: announcements sent before that are lost.
+      listener.health(false);
       const sub = redis.duplicate();
       subscriber = sub;
       let healthy = false;
-      let heardAt = 0;
+      let subscribed = false;
+      let subscribedAt = 0;
+      /** When the newest heartbeat heard was sent (this process's clock): a late one proves no more than none. */
+      let beatSentAt = Number.NEGATIVE_INFINITY;
       const health = (on: boolean): void => {
         if (on === healthy) return;
         healthy = on;
         listener.health(on);
       };
-      sub.on("message", (from: string, subject: string) => {
-        if (from === channel) listener.message(subject);
-        else if (from === aliveChannel) heardAt = Date.now();
+      const down = (): void => {
+        subscribed = false;
+        health(false);
+      };
+      const beat = (): void => {
+        if (subscribed) redis.publish(aliveChannel, String(performance.now())).catch(() => undefined);
+      };
+      sub.on("message", (from: string, text: string) => {
+        if (from === channel) listener.message(text);
+        else if (from === aliveChannel) {
+          beatSentAt = Math.max(beatSentAt, Number(text));
+          if (subscribed && performance.now() - beatSentAt <= heartbeat.silenceMs) health(true);
+        }
       });
       // Announcements sent while the connection is down are lost: distrust the cache until it is back.
-      sub.on("close", () => health(false));
-      sub.on("end", () => health(false));
+      sub.on("close", down);
+      sub.on("end", down);
       sub.on("error", () => undefined);
-      // Subscribed on every "ready", healthy once Redis confirms: tollgate's clients have no
-      // offline queue, so a SUBSCRIBE sent while the connection is still being made is refused at
-      // once, and ioredis would then have nothing to subscribe again after a reconnect.
+      // Subscribed on every "ready", trusted once its heartbeat comes back: tollgate's clients have
+      // no offline queue, so a SUBSCRIBE sent while the connection is still being made is refused
+      // at once, and ioredis would then have nothing to subscribe again after a reconnect. A refused
+      // SUBSCRIBE (an ACL without the channels) leaves the cache off.
       sub.on("ready", () => {
-        sub.subscribe(channel, aliveChannel).then(
-          () => {
-            heardAt = Date.now();
-            health(sub.status === "ready");
-          },
-          () => health(false),
-        );
+        sub.subscribe(channel, aliveChannel).then(() => {
+          if (sub.status !== "ready") return;
+          subscribed = true;
+          subscribedAt = performance.now();
+          beat();
+        }, down);
       });
-      // A subscription that goes quiet without closing (a dark network path) would otherwise stay
-      // "healthy" while every announcement is lost: the heartbeat proves messages still arrive.
+      // A subscription that goes quiet without closing (a dark network path), or lags, would
+      // otherwise stay trusted while announcements come late or never: a heartbeat sent less than
+      // silenceMs ago proves that they come in time.
       timer = setInterval(() => {
-        if (healthy && Date.now() - heardAt > heartbeat.silenceMs) {
-          health(false);
+        if (subscribed && performance.now() - Math.max(beatSentAt, subscribedAt) > heartbeat.silenceMs) {
+          down();
           if (isCluster(sub)) sub.disconnect(true);
           else dropConnection(sub, silenceError(heartbeat.silenceMs));
         }
-        redis.publish(aliveChannel, "").catch(() => undefined);
+        beat();
       }, heartbeat.intervalMs);
       timer.unref();
     },
