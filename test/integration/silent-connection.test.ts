@@ -139,8 +139,18 @@ describe("an invalidations subscription whose connection goes dark", () => {
     // Its heartbeat goes out on its client's connection, which goes dark too: watched as the store watches it.
     const watchdog = watchConnections(receiverClient, WATCHDOG);
     const channel = `test-dark-${Math.random().toString(36).slice(2)}`;
-    const senderBus = createRedisInvalidations({ redis: sender, channel, heartbeat: WATCHDOG });
-    const receiver = createRedisInvalidations({ redis: receiverClient, channel, heartbeat: WATCHDOG });
+    const senderBus = createRedisInvalidations({
+      redis: sender,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
     const got: string[] = [];
     const health: boolean[] = [];
     receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
@@ -151,7 +161,7 @@ describe("an invalidations subscription whose connection goes dark", () => {
         5_000,
       );
       expect(health.at(-1)).toBe(true);
-      senderBus.publish("u:1");
+      await senderBus.publish("u:1");
       await eventually(
         async () => got.length,
         (n) => n > 0,
@@ -161,7 +171,7 @@ describe("an invalidations subscription whose connection goes dark", () => {
 
       const before = health.length;
       proxy.darken();
-      senderBus.publish("u:lost");
+      await senderBus.publish("u:lost");
       // The receiver's connection never closed: its heartbeat going unheard is all there is to see.
       await eventually(
         async () => health.slice(before).includes(false),
@@ -176,7 +186,7 @@ describe("an invalidations subscription whose connection goes dark", () => {
       );
       expect(health.at(-1)).toBe(true);
       expect(got).not.toContain("u:lost");
-      senderBus.publish("u:2");
+      await senderBus.publish("u:2");
       await eventually(
         async () => got.includes("u:2"),
         (heard) => heard,
@@ -200,7 +210,12 @@ describe("an invalidations subscription that lags", () => {
     proxy.slowReplies(1_000, 1_000);
     const receiverClient = createRedisClient({ url: proxy.url });
     const channel = `test-lag-${Math.random().toString(36).slice(2)}`;
-    const receiver = createRedisInvalidations({ redis: receiverClient, channel, heartbeat: WATCHDOG });
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
     const health: boolean[] = [];
     receiver.subscribe({ message: () => undefined, health: (h) => health.push(h) });
     try {
