@@ -130,20 +130,19 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     refusedUserIds,
   });
 
-  // Refusals answered without the store; only while announcements of freed subjects arrive.
+  // Refusals answered without the store; only while announcements of freed subjects arrive. Subscribed
+  // without a cache too: the subscription hears the acknowledgements that this instance's changes wait for.
   const denials =
     config.denialCacheSize > 0 ? createDenialCache({ maxEntries: config.denialCacheSize }) : undefined;
-  if (denials !== undefined) {
-    store.invalidations.subscribe({
-      message: (subject) => denials.invalidate(subject),
-      health: (healthy) => denials.setEnabled(healthy),
-    });
-  }
+  store.invalidations.subscribe({
+    message: (subject) => denials?.invalidate(subject),
+    health: (healthy) => denials?.setEnabled(healthy),
+  });
   policy.onChange((active) => {
     metrics.policyInfo.reset();
     metrics.policyInfo.set({ version: active.version }, 1);
-    // Limits may have grown: no refusal of the old policy stands, here or on another instance.
-    store.invalidations.publish("*");
+    // Limits may have grown: no refusal of the old policy stands, here (at once) or on another instance.
+    store.invalidations.publish("*").catch(() => undefined);
   });
 
   const observer = createCheckObserver({ metrics, logger, failureMode: config.failureMode });
@@ -196,7 +195,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     metrics.rlsReloads.inc({ result: result.changed ? "changed" : "unchanged" });
     if (result.changed) {
       // Limits may have grown: no refusal of the old configuration stands, here or elsewhere.
-      store.invalidations.publish("*");
+      store.invalidations.publish("*").catch(() => undefined);
     }
     logger.info(
       { event: "rls_config_reloaded", trigger, version: result.config.version, changed: result.changed },

@@ -56,6 +56,9 @@ export async function commandCounts(redis) {
     allUsec += usecByCommand[name];
     if (SCRIPT_COMMANDS.includes(name)) scriptCalls += calls;
   }
+  // Every tollgate's invalidations heartbeat is a script call too, not a check's: it is counted by
+  // its ZREMRANGEBYSCORE, which nothing else runs (rls-report.mjs).
+  scriptCalls -= byCommand.zremrangebyscore ?? 0;
   // Commands run inside a script count in its usec and again on their own: where scripts ran, their
   // usec is the time; otherwise (INCR + PEXPIRE) the commands' own.
   const topLevelUsec = scriptCalls > 0 ? scriptUsec : allUsec;
@@ -64,10 +67,13 @@ export async function commandCounts(redis) {
 
 /**
  * Each tollgate's upkeep, once a second whatever the load and from every process on this Redis: its
- * connection watchdog's PING and its invalidations heartbeat (a PUBLISH to its own `…:alive:` channel).
+ * connection watchdog's PING and its invalidations heartbeat (an FCALL of peerBeat-1.lua; an older
+ * build's, a PUBLISH to its own `…:alive:` channel).
  */
 const isUpkeep = (name, args) =>
-  (name === "ping" && args.length === 1) || (name === "publish" && String(args[1]).includes(":alive:"));
+  (name === "ping" && args.length === 1) ||
+  (name === "publish" && String(args[1]).includes(":alive:")) ||
+  (name === "fcall" && String(args[1]).startsWith("tollgate_peerBeat_"));
 
 /**
  * Runs `work` with a MONITOR attached and counts the commands by origin: MONITOR marks the commands a
@@ -77,13 +83,17 @@ const isUpkeep = (name, args) =>
  */
 export async function monitorSample(url, work) {
   const counts = { topLevel: 0, inScript: 0, topLevelByCommand: {}, upkeepByCommand: {} };
+  // A script runs whole: the commands MONITOR shows after its call, from inside it, are its own.
+  let inUpkeep = false;
   const monitor = await monitorRedis(url, (args, source) => {
+    const name = String(args[0]).toLowerCase();
     if (source === "lua") {
-      counts.inScript += 1;
+      if (inUpkeep) counts.upkeepByCommand[name] = (counts.upkeepByCommand[name] ?? 0) + 1;
+      else counts.inScript += 1;
       return;
     }
-    const name = String(args[0]).toLowerCase();
-    if (isUpkeep(name, args)) {
+    inUpkeep = isUpkeep(name, args);
+    if (inUpkeep) {
       counts.upkeepByCommand[name] = (counts.upkeepByCommand[name] ?? 0) + 1;
       return;
     }

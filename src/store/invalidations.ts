@@ -3,6 +3,10 @@ import { type ApiKeyStore, keySubject, type SubjectStore } from "../auth/subject
 import type { SessionStore, UserStore } from "../auth/types.js";
 import type { LimiterPort } from "../ratelimit/limiter.js";
 import { userSubject } from "../ratelimit/types.js";
+import { StoreUnavailableError } from "./failure.js";
+
+/** `healthy` is false while announcements may be missed: the listener must not trust its cache. */
+export type InvalidationListener = { message(subject: string): void; health(healthy: boolean): void };
 
 /**
  * What can free a subject before its window does (an admin's reset, tier change, disable, own
@@ -10,17 +14,21 @@ import { userSubject } from "../ratelimit/types.js";
  * refusals of that subject. `"*"` drops them all.
  */
 export type Invalidations = {
-  publish(subject: string): void;
-  /** `healthy` is false while announcements may be missed: the listener must not trust its cache. */
-  subscribe(listener: { message(subject: string): void; health(healthy: boolean): void }): void;
+  /**
+   * Drops the subject's refusals here at once (before the first await), and settles once every
+   * other instance listening dropped them too, or can no longer trust them; rejects when the
+   * announcement could not be sent.
+   */
+  publish(subject: string): Promise<void>;
+  subscribe(listener: InvalidationListener): void;
   close(): Promise<void>;
 };
 
 /** One process: announcements reach its own listeners at once. */
 export function createLocalInvalidations(): Invalidations {
-  const listeners: { message(subject: string): void; health(healthy: boolean): void }[] = [];
+  const listeners: InvalidationListener[] = [];
   return {
-    publish(subject) {
+    async publish(subject) {
       for (const l of listeners) l.message(subject);
     },
     subscribe(listener) {
@@ -35,14 +43,24 @@ export function createLocalInvalidations(): Invalidations {
  * Runs a change and announces `subject` however the change ends. A change that failed may have
  * been made all the same (a key deleted before the step after it failed, a reply lost on the way
  * back): an announcement too many only costs a cached refusal, one too few leaves a refusal cached
- * for a subject that is freer (a revoked key answered 429, not 401) until its window frees.
+ * for a subject that is freer (a revoked key answered 429, not 401) until its window frees. A change
+ * that succeeded answers once every instance has heard of it, so that the next request, wherever it
+ * goes, is decided under the change; when its announcement could not be sent, it answers 503.
  */
 async function announced<T>(bus: Invalidations, subject: string, change: () => Promise<T>): Promise<T> {
+  let result: T;
   try {
-    return await change();
-  } finally {
-    bus.publish(subject);
+    result = await change();
+  } catch (error) {
+    bus.publish(subject).catch(() => undefined);
+    throw error;
   }
+  try {
+    await bus.publish(subject);
+  } catch (error) {
+    throw new StoreUnavailableError(error);
+  }
+  return result;
 }
 
 /** The user store, announcing every change of a user (tier, disabled, password, own limits, removal). */
@@ -56,7 +74,7 @@ export function announcingUsers(users: UserStore, bus: Invalidations): UserStore
 
 /**
  * The session store, announcing every revocation, so that a revoked session gets 401 rather than a
- * cached 429 on every process once the announcement arrives (on this one, at once).
+ * cached 429 on every process from the revocation's answer on.
  */
 export function announcingSessions(sessions: SessionStore, bus: Invalidations): SessionStore {
   return {
@@ -67,10 +85,14 @@ export function announcingSessions(sessions: SessionStore, bus: Invalidations): 
         created = await sessions.create(input, lifetimes);
       } catch (error) {
         // It may have run, evicting sessions, with its reply lost.
-        bus.publish(userSubject(input.userId));
+        bus.publish(userSubject(input.userId)).catch(() => undefined);
         throw error;
       }
-      if (created !== "refused" && created.evicted.length > 0) bus.publish(userSubject(input.userId));
+      // The evicted sessions' tokens are refused 401 everywhere from the login's answer on. Not a
+      // 503 when that fails: the session is made, and a cached refusal only ever refuses.
+      if (created !== "refused" && created.evicted.length > 0) {
+        await bus.publish(userSubject(input.userId)).catch(() => undefined);
+      }
       return created;
     },
     revoke: (userId, sessionId) =>
@@ -88,9 +110,8 @@ export function announcingLimiter(limiter: LimiterPort, bus: Invalidations): Lim
 }
 
 /**
- * API keys, announcing every change and deletion: a revoked key gets 401, not a cached 429, here at
- * once and on every other instance as soon as the announcement reaches it (never an allow meanwhile:
- * a cached refusal only refuses).
+ * API keys, announcing every change and deletion: a revoked key gets 401, not a cached 429, on every
+ * instance from the revocation's answer on (and never an allow: a cached refusal only refuses).
  */
 export function announcingApiKeys(keys: ApiKeyStore, bus: Invalidations): ApiKeyStore {
   return {

@@ -130,18 +130,21 @@ export function createRedisStore(options: {
   const invalidations = createRedisInvalidations({
     redis,
     channel: `${options.prefix}invalidations`,
+    peersKey: keys.invalidationPeers,
     heartbeat,
   });
   const sessions = revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs);
   const users = createRedisUserStore({ redis, keys });
   return {
     kind: "redis",
-    users: guarded(announcingUsers(users, invalidations), timeoutMs),
-    sessions: guarded(announcingSessions(sessions, invalidations), timeoutMs),
-    apiKeys: guarded(announcingApiKeys(createRedisApiKeyStore({ redis, keys }), invalidations), timeoutMs),
-    subjects: guarded(announcingSubjects(createRedisSubjectStore({ redis, keys }), invalidations), timeoutMs),
+    // Announced outside the APIs' deadline: the wait for every instance's acknowledgement has a
+    // bound of its own (see createRedisInvalidations), and a change made must not answer 503 for the wait.
+    users: announcingUsers(guarded(users, timeoutMs), invalidations),
+    sessions: announcingSessions(guarded(sessions, timeoutMs), invalidations),
+    apiKeys: announcingApiKeys(guarded(createRedisApiKeyStore({ redis, keys }), timeoutMs), invalidations),
+    subjects: announcingSubjects(guarded(createRedisSubjectStore({ redis, keys }), timeoutMs), invalidations),
     limiter: createLimiter(
-      guarded(withdrawingLate(announcingLimiter(limiter, invalidations), timeoutMs), timeoutMs),
+      announcingLimiter(guarded(withdrawingLate(limiter, timeoutMs), timeoutMs), invalidations),
     ),
     unguarded: { limiter },
     invalidations,

@@ -1,5 +1,6 @@
 // Refusals without Redis: a full window answers its 429 from memory, with no Redis command, until
 // it frees; whatever frees a subject sooner (reset, tier change, revocation) reaches every instance.
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +12,7 @@ import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { storeTimeouts } from "../../src/store/failure.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
+import { startDarkProxy } from "../support/dark-proxy.js";
 import { demoToken, type InProcessOnRedis, startInProcess } from "../support/in-process.js";
 import { monitorRedis } from "../support/local.mjs";
 import { connectRedis, isWatchdogTraffic, redisUrl } from "../support/redis.js";
@@ -77,6 +79,12 @@ async function eventually(run: () => Decision | Promise<Decision>, ok: (d: Decis
     last = await run();
   }
   return last;
+}
+
+/** The checks an instance answered from its denial cache so far (its /metrics). */
+async function cachedAnswers(instance: InProcessOnRedis): Promise<number> {
+  const text = await (await fetch(`${instance.adminUrl}/metrics`)).text();
+  return Number(/^tollgate_denial_cache_answers_total (\S+)$/m.exec(text)?.[1] ?? Number.NaN);
 }
 
 async function spendSearches(instance: InProcessOnRedis, token: string): Promise<Decision> {
@@ -312,26 +320,162 @@ describe("announcements over Redis", () => {
   });
   afterAll(() => redis.disconnect());
 
+  it("are awaited before any refusal is trusted: an instance that cannot subscribe caches none, and says it cannot announce", async () => {
+    // An ACL user without the channels: its SUBSCRIBE is refused, so it would hear no announcement.
+    const name = `tg-nochannels-${randomBytes(4).toString("hex")}`;
+    const password = randomBytes(16).toString("hex");
+    await redis.call("ACL", "SETUSER", name, "on", `>${password}`, "~*", "resetchannels", "+@all");
+    const url = new URL(redisUrl());
+    url.username = name;
+    url.password = password;
+    const deaf = await startInProcess({
+      env: { POLICY_FILE: policyFile },
+      peerOf: a,
+      redis: connectRedis(url.toString()),
+    });
+    try {
+      const user = await a.newUser("free");
+      const { access_token: token } = await a.loginOk(user.username, user.password);
+      expect(await spendSearches(deaf, token)).toMatchObject({ status: 429 });
+      const upgrade = await a.admin("PUT", `/admin/users/${user.id}/tier`, {
+        token: a.adminToken,
+        json: { tier: "pro" },
+      });
+      expect(upgrade.status).toBe(200);
+      expect(await check(deaf, token)).toMatchObject({ kind: "allow", identity: { tier: "pro" } });
+      // Its own changes cannot be announced: made, but answered 503 at once, never as if announced.
+      const started = performance.now();
+      const own = await deaf.admin("PUT", `/admin/users/${user.id}/tier`, {
+        token: deaf.adminToken,
+        json: { tier: "enterprise" },
+      });
+      expect(own.status).toBe(503);
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect((await a.store.users.get(user.id))?.tier).toBe("enterprise");
+      expect(deaf.logWrites().join("")).toContain("can't publish to the channel");
+    } finally {
+      await deaf.close();
+      await redis.call("ACL", "DELUSER", name);
+    }
+  });
+
+  it("hold a change's answer until an instance whose subscription went dark no longer trusts its refusals", async () => {
+    const url = new URL(redisUrl());
+    const proxy = await startDarkProxy({ host: url.hostname, port: Number(url.port) });
+    const watchdog = { intervalMs: 100, silenceMs: 600 };
+    const dim = await startInProcess({
+      env: { POLICY_FILE: policyFile },
+      peerOf: a,
+      redis: connectRedis(proxy.url),
+      watchdog,
+    });
+    try {
+      const user = await a.newUser("free");
+      const { access_token: token } = await a.loginOk(user.username, user.password);
+      expect(await spendSearches(dim, token)).toMatchObject({ status: 429 });
+      // Once its subscription is trusted, its next 429 is remembered, and the one after answered from memory.
+      const answered = await cachedAnswers(dim);
+      await eventually(
+        () => check(dim, token),
+        () => false,
+        300,
+      );
+      expect(await cachedAnswers(dim)).toBeGreaterThan(answered);
+      // Its client's connection, then its subscriber's: only the subscription goes dark.
+      expect(proxy.accepted()).toBe(2);
+      proxy.darkenOne(2);
+      const started = performance.now();
+      const upgrade = await a.admin("PUT", `/admin/users/${user.id}/tier`, {
+        token: a.adminToken,
+        json: { tier: "pro" },
+      });
+      expect(upgrade.status).toBe(200);
+      expect(await check(dim, token)).toMatchObject({ kind: "allow", identity: { tier: "pro" } });
+      // Held no longer than it takes the dark subscription to be distrusted.
+      expect(performance.now() - started).toBeLessThan(watchdog.silenceMs + 2 * watchdog.intervalMs + 500);
+    } finally {
+      await dim.close();
+      await proxy.close();
+    }
+  });
+
   it("reach another process's listener, and report the listener unhealthy while its connection is down", async () => {
     const channel = `test-announcements-${Math.random().toString(36).slice(2)}`;
-    const sender = createRedisInvalidations({ redis, channel, heartbeat: HEARTBEAT });
-    // The receiver's client as tollgate makes it (no offline queue), not the tests' own helper.
-    const receiverClient = createRedisClient({ url: redisUrl() });
-    const receiver = createRedisInvalidations({ redis: receiverClient, channel, heartbeat: HEARTBEAT });
+    const sender = createRedisInvalidations({
+      redis,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: HEARTBEAT,
+    });
+    // The receiver's client as tollgate makes it (no offline queue), not the tests' own helper,
+    // through a proxy that can cut its connections (not the other test files' on the same Redis).
+    const url = new URL(redisUrl());
+    const proxy = await startDarkProxy({ host: url.hostname, port: Number(url.port) });
+    const receiverClient = createRedisClient({ url: proxy.url });
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: HEARTBEAT,
+    });
     const got: string[] = [];
     const health: boolean[] = [];
     receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
     await eventuallyTrue(() => health.at(-1) === true);
-    sender.publish("u:42");
+    await sender.publish("u:42");
     await eventuallyTrue(() => got.includes("u:42"));
     // The receiver's connection is cut: it must say so, then come back by itself.
-    await redis.client("KILL", "TYPE", "pubsub");
-    await eventuallyTrue(() => health.includes(false));
+    const before = health.length;
+    proxy.cut();
+    await eventuallyTrue(() => health.slice(before).includes(false));
     await eventuallyTrue(() => health.at(-1) === true);
-    sender.publish("u:43");
+    await sender.publish("u:43");
     await eventuallyTrue(() => got.includes("u:43"));
     await receiver.close();
     receiverClient.disconnect();
+    await proxy.close();
+  });
+});
+
+describe("an announcement's wait", () => {
+  it("ends once every instance listed has dropped the subject, however late its subscription hears it, and not for one that left", async () => {
+    const channel = `test-wait-${Math.random().toString(36).slice(2)}`;
+    const peersKey = `{${channel}}:peers`;
+    const senderClient = createRedisClient({ url: redisUrl() });
+    const sender = createRedisInvalidations({ redis: senderClient, channel, peersKey, heartbeat: HEARTBEAT });
+    const url = new URL(redisUrl());
+    const proxy = await startDarkProxy({ host: url.hostname, port: Number(url.port) });
+    const receiverClient = createRedisClient({ url: proxy.url });
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey,
+      heartbeat: HEARTBEAT,
+    });
+    const got: string[] = [];
+    const healthy = { sender: false, receiver: false };
+    sender.subscribe({ message: () => undefined, health: (h) => (healthy.sender = h) });
+    receiver.subscribe({ message: (s) => got.push(s), health: (h) => (healthy.receiver = h) });
+    try {
+      await eventuallyTrue(() => healthy.sender && healthy.receiver);
+      // Everything the receiver hears comes 50 ms late: the sender's answer must not come sooner.
+      proxy.slowReplies(50, 50);
+      for (const subject of ["u:1", "k:2", "*"]) {
+        await sender.publish(subject);
+        expect(got).toContain(subject);
+      }
+      proxy.slowReplies(0, 0);
+      await receiver.close();
+      const started = performance.now();
+      await sender.publish("u:3");
+      expect(performance.now() - started).toBeLessThan(HEARTBEAT.intervalMs);
+    } finally {
+      await receiver.close();
+      await sender.close();
+      receiverClient.disconnect();
+      senderClient.disconnect();
+      await proxy.close();
+    }
   });
 });
 

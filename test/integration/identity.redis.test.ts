@@ -114,7 +114,9 @@ describe("identity on redis", () => {
     for (const key of keys) {
       if (key === `${prefix}users:exist`) continue;
       expect(key, key).toMatch(
-        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{((u|n|ip):[^{}]+|users)\\}:`),
+        new RegExp(
+          `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\{((u|n|ip):[^{}]+|users|invalidations)\\}:`,
+        ),
       );
       // Users, their name index and the user-id index live until a user is deleted.
       const permanent = /\}:(user|uid|ids)$/.test(key);

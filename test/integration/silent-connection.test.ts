@@ -136,9 +136,21 @@ describe("an invalidations subscription whose connection goes dark", () => {
     const proxy = await startDarkProxy(target());
     const sender = connectRedis();
     const receiverClient = createRedisClient({ url: proxy.url });
+    // Its heartbeat goes out on its client's connection, which goes dark too: watched as the store watches it.
+    const watchdog = watchConnections(receiverClient, WATCHDOG);
     const channel = `test-dark-${Math.random().toString(36).slice(2)}`;
-    const senderBus = createRedisInvalidations({ redis: sender, channel, heartbeat: WATCHDOG });
-    const receiver = createRedisInvalidations({ redis: receiverClient, channel, heartbeat: WATCHDOG });
+    const senderBus = createRedisInvalidations({
+      redis: sender,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
     const got: string[] = [];
     const health: boolean[] = [];
     receiver.subscribe({ message: (s) => got.push(s), health: (h) => health.push(h) });
@@ -149,7 +161,7 @@ describe("an invalidations subscription whose connection goes dark", () => {
         5_000,
       );
       expect(health.at(-1)).toBe(true);
-      senderBus.publish("u:1");
+      await senderBus.publish("u:1");
       await eventually(
         async () => got.length,
         (n) => n > 0,
@@ -157,15 +169,16 @@ describe("an invalidations subscription whose connection goes dark", () => {
       );
       expect(got).toEqual(["u:1"]);
 
+      const before = health.length;
       proxy.darken();
-      senderBus.publish("u:lost");
+      await senderBus.publish("u:lost");
       // The receiver's connection never closed: its heartbeat going unheard is all there is to see.
       await eventually(
-        async () => health.includes(false),
+        async () => health.slice(before).includes(false),
         (down) => down,
         5_000,
       );
-      expect(health.includes(false)).toBe(true);
+      expect(health.slice(before)).toContain(false);
       await eventually(
         async () => health.at(-1),
         (h) => h === true,
@@ -173,7 +186,7 @@ describe("an invalidations subscription whose connection goes dark", () => {
       );
       expect(health.at(-1)).toBe(true);
       expect(got).not.toContain("u:lost");
-      senderBus.publish("u:2");
+      await senderBus.publish("u:2");
       await eventually(
         async () => got.includes("u:2"),
         (heard) => heard,
@@ -181,9 +194,42 @@ describe("an invalidations subscription whose connection goes dark", () => {
       );
       expect(got).toContain("u:2");
     } finally {
+      watchdog.stop();
       await receiver.close();
       receiverClient.disconnect();
       sender.disconnect();
+      await proxy.close();
+    }
+  });
+});
+
+describe("an invalidations subscription that lags", () => {
+  it("is never trusted while its heartbeat comes back later than silenceMs, though it comes back", async () => {
+    const proxy = await startDarkProxy(target());
+    // Every reply a second late, announcements and heartbeats included: none is lost, all are stale.
+    proxy.slowReplies(1_000, 1_000);
+    const receiverClient = createRedisClient({ url: proxy.url });
+    const channel = `test-lag-${Math.random().toString(36).slice(2)}`;
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: WATCHDOG,
+    });
+    const health: boolean[] = [];
+    receiver.subscribe({ message: () => undefined, health: (h) => health.push(h) });
+    try {
+      // Connecting takes a few late replies; then the subscription has seconds to be trusted, or not.
+      await eventually(
+        async () => receiverClient.status,
+        (status) => status === "ready",
+        10_000,
+      );
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(health).not.toContain(true);
+    } finally {
+      await receiver.close();
+      receiverClient.disconnect();
       await proxy.close();
     }
   });

@@ -10,6 +10,10 @@ export type DarkProxy = {
    * (a dropped route, a frozen host); connections made afterwards pass as usual.
    */
   darken(): void;
+  /** As darken, for the `n`-th connection accepted alone (1 for the first), if still open. */
+  darkenOne(n: number): void;
+  /** Every connection open now is closed at once, as Redis closes a killed client's; new ones pass. */
+  cut(): void;
   /**
    * Every connection open now stops carrying Redis's replies back, while its commands still reach
    * Redis (a path that fails one way): Redis runs what it is sent, the client hears nothing.
@@ -24,13 +28,19 @@ export type DarkProxy = {
 };
 
 export async function startDarkProxy(target: { host: string; port: number }): Promise<DarkProxy> {
-  const open = new Set<{ client: Socket; upstream: Socket; dark: boolean; repliesDark: boolean }>();
+  const open = new Set<{
+    client: Socket;
+    upstream: Socket;
+    n: number;
+    dark: boolean;
+    repliesDark: boolean;
+  }>();
   let accepted = 0;
   const delay = { minMs: 0, maxMs: 0 };
   const server = createServer((client) => {
     accepted += 1;
     const upstream = createConnection(target);
-    const pair = { client, upstream, dark: false, repliesDark: false };
+    const pair = { client, upstream, n: accepted, dark: false, repliesDark: false };
     open.add(pair);
     client.on("data", (chunk) => {
       if (!pair.dark) upstream.write(chunk);
@@ -74,6 +84,15 @@ export async function startDarkProxy(target: { host: string; port: number }): Pr
     accepted: () => accepted,
     darken() {
       for (const pair of open) pair.dark = true;
+    },
+    darkenOne(n) {
+      for (const pair of open) if (pair.n === n) pair.dark = true;
+    },
+    cut() {
+      for (const pair of open) {
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
     },
     darkenReplies() {
       for (const pair of open) pair.repliesDark = true;

@@ -42,6 +42,8 @@ export type Keys = {
   jwtSecret: string;
   /** Set once the users of this store were given the canonical form of their names (adoptCanonicalNames). */
   namesMarker: string;
+  /** The instances an announcement waits for (sorted set: id → when its listing ends), see invalidations.ts. */
+  invalidationPeers: string;
 };
 
 const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
@@ -74,5 +76,6 @@ export function createKeys(prefix: string): Keys {
     usersMarker: `${prefix}users:exist`,
     jwtSecret: `${prefix}jwt:secret`,
     namesMarker: `${prefix}users:names`,
+    invalidationPeers: `${prefix}{invalidations}:peers`,
   };
 }
