@@ -88,7 +88,8 @@ export class Withdrawal {
   counted(takeBack: () => void): void {
     if (this.#refused) takeBack();
     else if (this.#first === undefined) this.#first = takeBack;
-    else (this.#more ??= []).push(takeBack);
+    else if (this.#more === undefined) this.#more = [takeBack];
+    else this.#more.push(takeBack);
   }
 }
 
