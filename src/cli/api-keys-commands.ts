@@ -21,6 +21,11 @@ const ID_ARGUMENT = ["<id>", "the key's id (api-keys list shows it), never the k
 
 /** An API key's id as the admin API answers it (the CLI reaches auth/ through the API only). */
 const KEY_ID = /^[0-9a-f]{16}$/;
+/**
+ * A whole key somewhere in the argument: its prefix and id, not a bare `tg_`, which a key's random
+ * secret holds once in about 6,000 keys (so a secret pasted alone gets the id's message, as it should).
+ */
+const PASTED_KEY = /tg_[0-9a-f]{16}_/;
 
 const keyPath = (id: string) => `/admin/api-keys/${encodeURIComponent(id)}`;
 
@@ -28,7 +33,7 @@ const keyPath = (id: string) => `/admin/api-keys/${encodeURIComponent(id)}`;
 async function findKey(ctx: Context, id: string): Promise<KeyJson> {
   // A key pasted for its id, however it was pasted (with a space before it, a header's name, an
   // `ApiKey ` scheme): refused before any message could echo it (commander's own would).
-  if (id.includes("tg_"))
+  if (PASTED_KEY.test(id))
     throw new CliError(EXIT.usage, "give the key's id (api-keys list shows it), not the key itself");
   // Nor is anything else sent that is not an id's shape: a key's secret pasted alone would go into
   // the request's path, where proxies and access logs between here and tollgate keep it.

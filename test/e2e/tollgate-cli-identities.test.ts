@@ -278,6 +278,12 @@ describe("tollgate api-keys", SLOW, () => {
       2,
       "tollgate: an API key's id is 16 hex digits (api-keys list shows it)\n",
     ]);
+    // A secret holds "tg_" by chance once in about 6,000 keys: still a secret, not a whole key.
+    const unlucky = await cli(["api-keys", "get", `Ab3tg_${"x".repeat(37)}`]);
+    expect([unlucky.status, unlucky.stderr]).toEqual([
+      2,
+      "tollgate: an API key's id is 16 hex digits (api-keys list shows it)\n",
+    ]);
     expect((await cli(["api-keys", "get", "0123456789abcdef"])).stderr).toBe(
       'tollgate: no API key with the id "0123456789abcdef"\n',
     );
