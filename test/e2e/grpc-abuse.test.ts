@@ -1,0 +1,115 @@
+// An outside attacker's frames and messages against a built tollgate's gRPC listener, each case one
+// that costs the server more than it costs the client: every one must end in a gRPC status or the
+// HTTP/2 answer the RFC names, and leave another client's call answered promptly.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { messages } from "../../src/frontends/envoy-grpc/protos.js";
+import { checkRequest } from "../support/grpc-client.js";
+import { E, F, frame, grpcHeaders, grpcMessage, headersOn, RawClient, T, u32 } from "../support/h2-raw.js";
+import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
+
+const CHECK = "/envoy.service.auth.v3.Authorization/Check";
+const HEALTH = "/grpc.health.v1.Health/Check";
+
+let tollgate: TollgateProcess;
+beforeAll(async () => {
+  tollgate = await startTollgate({
+    RLS_CONFIG: join(ROOT, "test/fixtures/rls/e2e/semantics"),
+    RLS_TIMEOUT_MS: "2000",
+  });
+});
+afterAll(async () => {
+  await tollgate?.stop();
+});
+
+const connect = () => RawClient.connect(tollgate.grpcPort);
+
+/** The time a health Check takes on a connection of its own (the event loop's delay, seen from outside). */
+async function healthMs(): Promise<number> {
+  const client = await connect();
+  try {
+    const started = performance.now();
+    client.send(
+      frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders(HEALTH)),
+      frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+    );
+    await client.waitFor((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0, 30_000);
+    return performance.now() - started;
+  } finally {
+    client.close();
+  }
+}
+
+describe("SETTINGS that change INITIAL_WINDOW_SIZE thousands of times", () => {
+  it("cost one pass over the open streams per frame, so another client's call is answered at once", async () => {
+    const client = await connect();
+    try {
+      // 1,000 streams open (requests still arriving), the most a connection may hold.
+      const open: Buffer[] = [];
+      for (let id = 1; id < 2000; id += 2) open.push(frame(T.HEADERS, F.END_HEADERS, id, grpcHeaders(CHECK)));
+      client.send(...open);
+      await client.waitFor((f) => f.type === T.WINDOW_UPDATE);
+      // A frame of the default maximum size holds 2,730 settings: each an INITIAL_WINDOW_SIZE change.
+      const entries = Math.floor(16_384 / 6);
+      const payload = Buffer.alloc(entries * 6);
+      for (let i = 0; i < entries; i += 1) {
+        payload.writeUInt16BE(4, i * 6);
+        payload.writeUInt32BE(65_535 + (i % 2), i * 6 + 2);
+      }
+      client.send(...Array.from({ length: 40 }, () => frame(T.SETTINGS, 0, 0, payload)));
+      // Measured before the fix: 20 such frames held every other call 0.7 s.
+      expect(await healthMs()).toBeLessThan(250);
+      const acks = () => client.frames.filter((f) => f.type === T.SETTINGS && f.flags & F.ACK).length;
+      await client.waitFor(() => acks() === 41);
+      expect(client.closed).toBe(false);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe("stream errors the client provokes (MadeYouReset, CVE-2025-8671)", () => {
+  it("spend the reset budget as client resets do: a flood of calls each reset by a zero WINDOW_UPDATE ends in ENHANCE_YOUR_CALM", async () => {
+    const client = await connect();
+    try {
+      const body = grpcMessage(
+        messages.CheckRequest.encode(
+          checkRequest({ method: "GET", path: "/health", source: "10.99.0.1" }),
+        ).finish(),
+      );
+      // Each call is whole (its check runs), then the client makes the server reset its stream:
+      // the stream slot is free again while the check goes on.
+      const out: Buffer[] = [];
+      for (let n = 0, id = 1; n < 1_500; n += 1, id += 2) {
+        out.push(
+          frame(T.HEADERS, F.END_HEADERS, id, grpcHeaders(CHECK)),
+          frame(T.DATA, F.END_STREAM, id, body),
+          frame(T.WINDOW_UPDATE, 0, id, u32(0)),
+        );
+      }
+      client.send(...out);
+      expect(await client.goaway()).toBe(E.ENHANCE_YOUR_CALM);
+      await client.closedBy();
+    } finally {
+      client.close();
+    }
+    expect(await healthMs()).toBeLessThan(1_000);
+  });
+
+  it("still resets a single stream error, the connection serving on", async () => {
+    const client = await connect();
+    try {
+      client.send(
+        frame(T.HEADERS, F.END_HEADERS, 1, grpcHeaders(CHECK)),
+        frame(T.WINDOW_UPDATE, 0, 1, u32(0)),
+        frame(T.HEADERS, F.END_HEADERS, 3, grpcHeaders(HEALTH)),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.alloc(0))),
+      );
+      expect(await client.reset(1)).toBe(E.PROTOCOL_ERROR);
+      await client.waitFor((f) => f.stream === 3 && (f.flags & F.END_STREAM) !== 0);
+      expect(headersOn(client, 3).at(-1)?.["grpc-status"]).toBe("0");
+    } finally {
+      client.close();
+    }
+  });
+});
