@@ -9,7 +9,10 @@ import { E, F, frame, grpcHeaders, grpcMessage, headersOn, RawClient, T, u32 } f
 import { ROOT, startTollgate, type TollgateProcess } from "../support/processes.mjs";
 
 const CHECK = "/envoy.service.auth.v3.Authorization/Check";
+const RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 const HEALTH = "/grpc.health.v1.Health/Check";
+/** google.rpc.Code */
+const INVALID_ARGUMENT = "3";
 
 let tollgate: TollgateProcess;
 beforeAll(async () => {
@@ -38,6 +41,16 @@ async function healthMs(): Promise<number> {
   } finally {
     client.close();
   }
+}
+
+/** A message sent as DATA frames of the default maximum size, the last ending the stream. */
+function dataFrames(stream: number, message: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at < message.length; at += 16_384) {
+    const end = Math.min(message.length, at + 16_384);
+    out.push(frame(T.DATA, end === message.length ? F.END_STREAM : 0, stream, message.subarray(at, end)));
+  }
+  return out;
 }
 
 describe("SETTINGS that change INITIAL_WINDOW_SIZE thousands of times", () => {
@@ -111,5 +124,77 @@ describe("stream errors the client provokes (MadeYouReset, CVE-2025-8671)", () =
     } finally {
       client.close();
     }
+  });
+});
+
+describe("a RateLimitRequest of millions of descriptors or entries", () => {
+  const DOMAIN = Buffer.from([0x0a, 3, 0x65, 0x32, 0x65]);
+  const SIZE = 4 * 1024 * 1024 - 32;
+
+  /** A varint, as protobuf writes a length. */
+  function varint(n: number): Buffer {
+    const out: number[] = [];
+    let rest = n;
+    while (rest >= 128) {
+      out.push((rest % 128) | 128);
+      rest = Math.floor(rest / 128);
+    }
+    out.push(rest);
+    return Buffer.from(out);
+  }
+
+  /**
+   * Three ShouldRateLimit calls of `message` on one connection, sent at once: the milliseconds
+   * until the last is answered, and each answer's status and message.
+   */
+  async function calls(message: Buffer) {
+    const client = await connect();
+    try {
+      const out: Buffer[] = [];
+      for (const id of [1, 3, 5]) {
+        out.push(
+          frame(T.HEADERS, F.END_HEADERS, id, grpcHeaders(RLS)),
+          ...dataFrames(id, grpcMessage(message)),
+        );
+      }
+      const started = performance.now();
+      client.send(...out);
+      for (const id of [1, 3, 5]) {
+        await client.waitFor((f) => f.stream === id && (f.flags & F.END_STREAM) !== 0, 30_000);
+      }
+      const ms = performance.now() - started;
+      const answers = [1, 3, 5].map((id) => headersOn(client, id).at(-1) ?? {});
+      return {
+        ms,
+        statuses: answers.map((a) => a["grpc-status"]),
+        messages: answers.map((a) => decodeURIComponent(a["grpc-message"] ?? "")),
+      };
+    } finally {
+      client.close();
+    }
+  }
+
+  /** The same bytes as one unknown field (15): read past at once, the time the transfer takes. */
+  const control = () =>
+    calls(Buffer.concat([DOMAIN, Buffer.from([0x7a]), varint(SIZE - 4), Buffer.alloc(SIZE - 4)]));
+
+  it("is refused INVALID_ARGUMENT at the 65th descriptor, before the rest are decoded", async () => {
+    const base = await control();
+    // Empty descriptors (field 2, length 0), two bytes each: two million of them.
+    const answer = await calls(Buffer.concat([DOMAIN, Buffer.alloc(SIZE, Buffer.from([0x12, 0x00]))]));
+    expect(answer.statuses).toEqual([INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT]);
+    expect(answer.messages[0]).toContain("at most 64 descriptors");
+    // Measured before the fix: 0.3 s of the event loop per call, and 240 MB more RSS.
+    expect(answer.ms - base.ms).toBeLessThan(300);
+  });
+
+  it("is refused INVALID_ARGUMENT at a descriptor's 33rd entry", async () => {
+    const base = await control();
+    // One descriptor (field 2) of two million empty entries (field 1).
+    const entries = Buffer.alloc(SIZE - 8, Buffer.from([0x0a, 0x00]));
+    const answer = await calls(Buffer.concat([DOMAIN, Buffer.from([0x12]), varint(entries.length), entries]));
+    expect(answer.statuses).toEqual([INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT]);
+    expect(answer.messages[0]).toContain("at most 32 entries");
+    expect(answer.ms - base.ms).toBeLessThan(300);
   });
 });
