@@ -1,6 +1,7 @@
 // An outside attacker's frames and messages against a built tollgate's gRPC listener, each case one
 // that costs the server more than it costs the client: every one must end in a gRPC status or the
 // HTTP/2 answer the RFC names, and leave another client's call answered promptly.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
@@ -197,4 +198,49 @@ describe("a RateLimitRequest of millions of descriptors or entries", () => {
     expect(answer.messages[0]).toContain("at most 32 entries");
     expect(answer.ms - base.ms).toBeLessThan(300);
   });
+});
+
+describe("request bytes held across many connections", () => {
+  const rssMiB = () =>
+    Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${tollgate.child.pid}/status`, "utf8"))?.[1]) / 1024;
+
+  it("are bounded for the whole server: past 64 MiB a stream still arriving is answered RESOURCE_EXHAUSTED, and a whole call is served", async () => {
+    const before = rssMiB();
+    const clients: RawClient[] = [];
+    try {
+      // Eight connections, each within its own 32 MiB: seven requests of almost 4 MiB, never ended.
+      const prefix = Buffer.from([0, 0, 0x40, 0, 0]);
+      const message = Buffer.concat([prefix, Buffer.alloc(4 * 1024 * 1024 - 16_384, 1)]);
+      for (let k = 0; k < 8; k += 1) {
+        const client = await connect();
+        clients.push(client);
+        const out: Buffer[] = [];
+        for (let id = 1; id <= 13; id += 2) {
+          out.push(frame(T.HEADERS, F.END_HEADERS, id, grpcHeaders(CHECK)));
+          for (let at = 0; at < message.length; at += 16_384) {
+            out.push(frame(T.DATA, 0, id, message.subarray(at, at + 16_384)));
+          }
+        }
+        // The PING's answer comes once the server has read every frame before it.
+        client.send(...out, frame(T.PING, 0, 0, Buffer.alloc(8, k)));
+      }
+      for (const client of clients) {
+        await client.waitFor((f) => f.type === T.PING && (f.flags & F.ACK) !== 0, 30_000);
+      }
+      const refused = clients.flatMap((client) =>
+        [1, 3, 5, 7, 9, 11, 13]
+          .map((id) => headersOn(client, id).at(-1)?.["grpc-message"])
+          .filter((m) => m !== undefined)
+          .map((m) => decodeURIComponent(m)),
+      );
+      // 224 MiB sent: at most 64 MiB held, the rest refused.
+      expect(refused.length).toBeGreaterThanOrEqual(40);
+      expect(new Set(refused)).toEqual(new Set(["the server holds too many request bytes at once"]));
+      expect(rssMiB() - before).toBeLessThan(150);
+      // A call whose request is whole in one read is still served meanwhile.
+      expect(await healthMs()).toBeLessThan(1_000);
+    } finally {
+      for (const client of clients) client.close();
+    }
+  }, 60_000);
 });
