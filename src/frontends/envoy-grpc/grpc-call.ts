@@ -64,10 +64,23 @@ export function createCallHandler(server: {
   streams: Set<() => void>;
   maxMessageBytes: number;
   sessionBufferBytes: number;
+  /** Request bytes the whole server may hold at once, across its connections. */
+  serverBufferBytes: number;
   observer: RpcObserver | undefined;
   onError(error: unknown, method: string, requestId: string | undefined): void;
 }): StreamHandler {
-  const { methods, clock, streams, maxMessageBytes, sessionBufferBytes, observer, onError } = server;
+  const {
+    methods,
+    clock,
+    streams,
+    maxMessageBytes,
+    sessionBufferBytes,
+    serverBufferBytes,
+    observer,
+    onError,
+  } = server;
+  /** Request bytes held across every connection: each connection's bound alone grows with their number. */
+  const total: ConnectionBudget = { buffered: 0 };
   const finish = (call: Call, status: string): void => {
     if (call.finished) return;
     call.finished = true;
@@ -75,6 +88,7 @@ export function createCallHandler(server: {
   };
   const release = (call: Call): void => {
     call.budget.buffered -= call.held;
+    total.buffered -= call.held;
     call.held = 0;
   };
   const fail = (stream: H2Stream, call: Call, error: unknown): void => {
@@ -199,12 +213,20 @@ export function createCallHandler(server: {
         return;
       }
       const { budget } = call;
-      if (budget.buffered + chunk.length > sessionBufferBytes) {
+      // A request whole in this read is answered within it: it holds nothing past the read, and is
+      // taken however much the requests still arriving hold.
+      const held = last && call.first === undefined ? 0 : chunk.length;
+      if (budget.buffered + held > sessionBufferBytes) {
         refuse(stream, call, "the connection holds too many request bytes at once");
         return;
       }
-      budget.buffered += chunk.length;
-      call.held += chunk.length;
+      if (total.buffered + held > serverBufferBytes) {
+        refuse(stream, call, "the server holds too many request bytes at once");
+        return;
+      }
+      budget.buffered += held;
+      total.buffered += held;
+      call.held += held;
       if (call.first === undefined) call.first = chunk;
       else if (call.more === undefined) call.more = [chunk];
       else call.more.push(chunk);

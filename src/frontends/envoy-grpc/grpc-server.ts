@@ -32,6 +32,11 @@ const DRAIN_GRACE_MS = 5_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** Request bytes one connection may hold at once, across its streams, before a stream is refused. */
 const SESSION_BUFFER_BYTES = 32 * 1024 * 1024;
+/**
+ * Request bytes the server may hold at once, across its connections: without it, eight connections
+ * at their own bound fill deploy/kubernetes's 256 MiB memory limit.
+ */
+const SERVER_BUFFER_BYTES = 64 * 1024 * 1024;
 /** A connection with no stream open and none begun for this long is closed (Envoy's idle timeout is shorter). */
 const SESSION_IDLE_MS = 5 * 60_000;
 /**
@@ -64,6 +69,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
     streams,
     maxMessageBytes,
     sessionBufferBytes: SESSION_BUFFER_BYTES,
+    serverBufferBytes: SERVER_BUFFER_BYTES,
     observer,
     onError,
   });

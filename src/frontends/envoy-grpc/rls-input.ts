@@ -1,7 +1,7 @@
 // A RateLimitRequest as the rate limit service reads it: the domain, each descriptor's entries,
 // its own limit and its addend, checked and bounded before anything is counted.
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
-import type { DecodedRequest } from "./rls-codec.js";
+import { type DecodedRequest, MAX_DESCRIPTORS, MAX_ENTRIES } from "./rls-codec.js";
 
 /** The units of Envoy's API, by their enum value in RateLimitResponse.RateLimit.Unit. */
 export const RLS_UNITS = {
@@ -23,12 +23,6 @@ export type RequestDescriptor = {
   limit: { requestsPerUnit: number; unit: RlsUnitName } | undefined;
 };
 
-/**
- * A request's size bounds: Envoy's route actions make a handful of descriptors of a few entries;
- * these stop one call from holding the event loop that every other call waits on.
- */
-const MAX_DESCRIPTORS = 64;
-const MAX_ENTRIES = 32;
 export const MAX_UINT32 = 4_294_967_295;
 
 function numberOf(value: number | { toNumber(): number } | undefined): number | undefined {

@@ -208,6 +208,16 @@ export class H2Connection implements Connection {
     this.closeStream(stream, false);
   }
 
+  /**
+   * A stream error the peer's frames caused (DATA after END_STREAM, a zero WINDOW_UPDATE…): it closes
+   * the stream as a client reset does while the call's work may go on, so it spends the same budget
+   * ("MadeYouReset", CVE-2025-8671).
+   */
+  streamError(stream: H2Stream, code: number): void {
+    this.spendReset();
+    this.resetStream(stream, code);
+  }
+
   resetStream(stream: H2Stream, code: number): void {
     if (stream.closed) return;
     stream.localEnded = true;

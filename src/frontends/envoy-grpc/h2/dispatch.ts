@@ -101,11 +101,11 @@ function onData(c: Connection, flags: number, id: number, buf: Buffer, start: nu
     return;
   }
   if (stream.remoteEnded) {
-    c.resetStream(stream, ErrorCode.STREAM_CLOSED);
+    c.streamError(stream, ErrorCode.STREAM_CLOSED);
     return;
   }
   if (length > stream.recvWindow) {
-    c.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
+    c.streamError(stream, ErrorCode.FLOW_CONTROL_ERROR);
     return;
   }
   stream.recvWindow -= length;

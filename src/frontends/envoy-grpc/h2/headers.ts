@@ -89,11 +89,11 @@ function complete(
   if (open !== undefined) {
     // The request's trailers: they must end the stream, and hold no pseudo-header (section 8.1).
     if (open.remoteEnded) {
-      c.resetStream(open, ErrorCode.STREAM_CLOSED);
+      c.streamError(open, ErrorCode.STREAM_CLOSED);
       return;
     }
     if (!endStream || decoded.malformed || decoded.pseudo) {
-      c.resetStream(open, ErrorCode.PROTOCOL_ERROR);
+      c.streamError(open, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     c.remoteEnd(open);

@@ -63,6 +63,8 @@ export type Connection = {
   remoteEnd(stream: H2Stream): void;
   localEnd(stream: H2Stream): void;
   resetStream(stream: H2Stream, code: number): void;
+  /** A stream error the peer caused: reset, within the reset budget (else a connection error). */
+  streamError(stream: H2Stream, code: number): void;
   noteReset(id: number): void;
   closeStream(stream: H2Stream, cancelled: boolean): void;
 };
