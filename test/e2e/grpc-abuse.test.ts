@@ -71,8 +71,9 @@ describe("SETTINGS that change INITIAL_WINDOW_SIZE thousands of times", () => {
         payload.writeUInt32BE(65_535 + (i % 2), i * 6 + 2);
       }
       client.send(...Array.from({ length: 40 }, () => frame(T.SETTINGS, 0, 0, payload)));
-      // Measured before the fix: 20 such frames held every other call 0.7 s.
-      expect(await healthMs()).toBeLessThan(250);
+      // Measured before the fix: 20 such frames held every other call 0.7 s, these 40 1.4 s. The
+      // bound leaves a loaded test machine room, and the defect none.
+      expect(await healthMs()).toBeLessThan(700);
       const acks = () => client.frames.filter((f) => f.type === T.SETTINGS && f.flags & F.ACK).length;
       await client.waitFor(() => acks() === 41);
       expect(client.closed).toBe(false);
@@ -185,8 +186,9 @@ describe("a RateLimitRequest of millions of descriptors or entries", () => {
     const answer = await calls(Buffer.concat([DOMAIN, Buffer.alloc(SIZE, Buffer.from([0x12, 0x00]))]));
     expect(answer.statuses).toEqual([INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT]);
     expect(answer.messages[0]).toContain("at most 64 descriptors");
-    // Measured before the fix: 0.3 s of the event loop per call, and 240 MB more RSS.
-    expect(answer.ms - base.ms).toBeLessThan(300);
+    // Measured before the fix: 0.3 s of the event loop per call, and 240 MB more RSS: three calls
+    // 1.1–1.3 s slower than the control. The bound leaves a loaded test machine room.
+    expect(answer.ms - base.ms).toBeLessThan(600);
   });
 
   it("is refused INVALID_ARGUMENT at a descriptor's 33rd entry", async () => {
@@ -196,7 +198,7 @@ describe("a RateLimitRequest of millions of descriptors or entries", () => {
     const answer = await calls(Buffer.concat([DOMAIN, Buffer.from([0x12]), varint(entries.length), entries]));
     expect(answer.statuses).toEqual([INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT]);
     expect(answer.messages[0]).toContain("at most 32 entries");
-    expect(answer.ms - base.ms).toBeLessThan(300);
+    expect(answer.ms - base.ms).toBeLessThan(600);
   });
 });
 
