@@ -225,7 +225,7 @@ describe("a rate limit call answered UNAVAILABLE while Redis stalls", () => {
     rls = await startInProcess({
       store,
       demoUsers: false,
-      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "100" },
+      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "250" },
     });
   });
   afterAll(async () => {
@@ -292,7 +292,7 @@ describe("a rate limit call answered UNAVAILABLE on a Redis Cluster, one master'
     rls = await startInProcess({
       store: clusterStore,
       demoUsers: false,
-      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "100" },
+      env: { LOG_LEVEL: "silent", RLS_CONFIG, RLS_TIMEOUT_MS: "250" },
     });
     // Which master counts each descriptor value: its subject is its keys' hash tag.
     const plain = connectTopology("cluster") as Cluster;
