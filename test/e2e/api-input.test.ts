@@ -1,0 +1,96 @@
+// Input an outside client can send the listeners of a real process: body media types. Each answer is
+// the documented success or a 4xx JSON error, and the logs hold no secret.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { send } from "../support/http-client.mjs";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
+
+const PASSWORD = "api-input-password-5131";
+let tollgate: TollgateProcess;
+let userId = "";
+const username = `input_${process.pid}_${Date.now()}`;
+/** Every token and key handed out here: none may appear in a log line. */
+const issued: string[] = [];
+
+beforeAll(async () => {
+  tollgate = await startTollgate({
+    REDIS_URL: inject("redisUrl"),
+    REDIS_KEY_PREFIX: `api-input-${process.pid}-${Date.now()}:`,
+  });
+  const created = await send(`${tollgate.adminUrl}/admin/users`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    body: { username, password: PASSWORD, tier: "free" },
+  });
+  expect(created.status, created.text).toBe(201);
+  userId = created.json<{ user_id: string }>().user_id;
+});
+
+afterAll(async () => {
+  await tollgate?.stop();
+});
+
+/** A login of the test's user with its body labelled `type`. */
+async function loginAs(type: string) {
+  const reply = await send(`${tollgate.url}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": type },
+    body: JSON.stringify({ username, password: PASSWORD }),
+  });
+  if (reply.status === 200) issued.push(reply.json<{ access_token: string }>().access_token);
+  return reply;
+}
+
+describe("body media types", () => {
+  it("reads a +json body as JSON, as it reads application/json with any parameters", async () => {
+    for (const type of [
+      "application/json",
+      "APPLICATION/JSON; Charset=UTF-8",
+      "application/json;",
+      "application/vnd.api+json",
+      "application/merge-patch+json; charset=utf-8",
+    ]) {
+      const reply = await loginAs(type);
+      expect([type, reply.status], reply.text).toEqual([type, 200]);
+    }
+    const tier = await send(`${tollgate.adminUrl}/admin/users/${userId}/tier`, {
+      method: "PUT",
+      headers: {
+        authorization: `Bearer ${tollgate.adminToken}`,
+        "content-type": "application/merge-patch+json",
+      },
+      body: JSON.stringify({ tier: "pro" }),
+    });
+    expect([tier.status, tier.json().tier]).toEqual([200, "pro"]);
+  });
+
+  it("refuses 415 a type that only begins like JSON, rather than calling the body it was sent missing", async () => {
+    for (const type of [
+      "application/json-seq",
+      "application/json/extra",
+      "application/json garbage",
+      "application/json, text/plain",
+      "application/+json",
+    ]) {
+      const reply = await loginAs(type);
+      expect([type, reply.status, reply.json()]).toEqual([
+        type,
+        415,
+        { error: "unsupported_media_type", message: "Send the body as application/json" },
+      ]);
+    }
+  });
+});
+
+describe("the logs", () => {
+  it("hold one JSON object a line and never the password, a token or the admin token", () => {
+    const lines = tollgate
+      .output()
+      .split("\n")
+      .filter((line) => line !== "");
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+    const secrets = [PASSWORD, tollgate.adminToken, ...issued];
+    expect(issued.length).toBeGreaterThan(4);
+    for (const secret of secrets) expect(tollgate.output()).not.toContain(secret);
+  });
+});
