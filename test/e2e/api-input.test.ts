@@ -1,8 +1,9 @@
-// Input an outside client can send the listeners of a real process: body media types. Each answer is
-// the documented success or a 4xx JSON error, and the logs hold no secret.
+// Input an outside client can send the three listeners of a real process: body media types, Expect,
+// CONNECT. Each answer is the documented success or a 4xx JSON error, and the logs hold no secret.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { send } from "../support/http-client.mjs";
 import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
+import { rawRequest } from "../support/raw-http.js";
 
 const PASSWORD = "api-input-password-5131";
 let tollgate: TollgateProcess;
@@ -81,6 +82,54 @@ describe("body media types", () => {
   });
 });
 
+describe("requests node answers by itself", () => {
+  const listeners = () => [
+    { name: "public", url: tollgate.url, path: "/auth/login" },
+    { name: "admin", url: tollgate.adminUrl, path: "/admin/users" },
+    { name: "check", url: tollgate.checkUrl, path: "/ext_authz/api/products" },
+  ];
+
+  it("answers an Expect other than 100-continue with a JSON 417, on every listener", async () => {
+    for (const { name, url, path } of listeners()) {
+      const reply = await rawRequest(
+        url,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      );
+      expect([name, reply.status], reply.raw).toEqual([name, 417]);
+      expect(reply.headers).toContainEqual(["content-type", "application/json"]);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "bad_request",
+        message: "Only Expect: 100-continue is supported",
+      });
+    }
+    // 100-continue itself still works: the interim answer, then the login's.
+    const body = JSON.stringify({ username, password: PASSWORD });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.raw).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    issued.push(/"access_token":"([^"]+)"/.exec(reply.raw)?.[1] ?? "missing");
+  });
+
+  it("answers CONNECT with a JSON 400 instead of closing the connection without a word", async () => {
+    for (const { name, url } of listeners()) {
+      const reply = await rawRequest(
+        url,
+        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+      );
+      expect([name, reply.status], reply.raw).toEqual([name, 400]);
+      expect(reply.headers).toContainEqual(["content-type", "application/json"]);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "bad_request",
+        message: "CONNECT is not served here: tollgate is not a proxy",
+      });
+    }
+    expect(tollgate.alive()).toBe(true);
+    expect((await send(`${tollgate.url}/health`)).status).toBe(200);
+  });
+});
+
 describe("the logs", () => {
   it("hold one JSON object a line and never the password, a token or the admin token", () => {
     const lines = tollgate
@@ -90,7 +139,7 @@ describe("the logs", () => {
     expect(lines.length).toBeGreaterThan(0);
     for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
     const secrets = [PASSWORD, tollgate.adminToken, ...issued];
-    expect(issued.length).toBeGreaterThan(4);
+    expect(issued.length).toBeGreaterThan(5);
     for (const secret of secrets) expect(tollgate.output()).not.toContain(secret);
   });
 });
