@@ -82,6 +82,50 @@ describe("body media types", () => {
   });
 });
 
+describe("device names and user agents", () => {
+  /** A login whose X-Device-Name and User-Agent are these bytes (latin1 text), as a client sends them. */
+  async function loginWith(device: string, agent: string): Promise<string> {
+    const body = JSON.stringify({ username, password: PASSWORD });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nX-Device-Name: ${device}\r\nUser-Agent: ${agent}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.status, reply.raw).toBe(200);
+    const { access_token: token, session_id: sid } = JSON.parse(reply.body) as {
+      access_token: string;
+      session_id: string;
+    };
+    issued.push(token);
+    return sid;
+  }
+  const utf8Bytes = (text: string) => Buffer.from(text, "utf8").toString("latin1");
+
+  it("lists a UTF-8 device name as sent, without its bidi controls, and keeps latin1 bytes that are not UTF-8", async () => {
+    const sent = [
+      // iOS names devices with a right single quotation mark, whose UTF-8 bytes hold two C1 codes.
+      { device: utf8Bytes("Anna’s iPhone"), agent: utf8Bytes("Mozilla/5.0 (Straße €)") },
+      { device: utf8Bytes("\u202eenohp\u2066x\u2028y"), agent: "curl/8" },
+      { device: "caf\xe9", agent: utf8Bytes(`${"😀".repeat(300)}`) },
+    ];
+    const sids = [];
+    for (const { device, agent } of sent) sids.push(await loginWith(device, agent));
+    const listed = await send(`${tollgate.adminUrl}/admin/users/${userId}/sessions`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    const { sessions } = listed.json<{
+      sessions: { session_id: string; device_name: string; user_agent: string }[];
+    }>();
+    const of = (sid: string) => sessions.find((s) => s.session_id === sid);
+    expect(of(sids[0] as string)).toMatchObject({
+      device_name: "Anna’s iPhone",
+      user_agent: "Mozilla/5.0 (Straße €)",
+    });
+    expect(of(sids[1] as string)).toMatchObject({ device_name: "enohpxy", user_agent: "curl/8" });
+    // Bounded in whole characters: 256 emoji, none cut in half.
+    expect(of(sids[2] as string)).toMatchObject({ device_name: "café", user_agent: "😀".repeat(256) });
+  });
+});
+
 describe("requests node answers by itself", () => {
   const listeners = () => [
     { name: "public", url: tollgate.url, path: "/auth/login" },
