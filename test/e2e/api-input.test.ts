@@ -175,6 +175,32 @@ describe("requests node answers by itself", () => {
 });
 
 describe("the logs", () => {
+  it("carry a request id without the C1 codes and line separators that would break a log line", async () => {
+    const body = JSON.stringify({ username, password: "not-the-password" });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nX-Request-Id: rid-\x85forged\x9b-\tend\xe2\x80\xa8\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.status).toBe(401);
+    await expect
+      .poll(() =>
+        tollgate
+          .output()
+          .split("\n")
+          .filter((line) => line.includes('"requestId":"rid-')),
+      )
+      .toHaveLength(1);
+    const [line = ""] = tollgate
+      .output()
+      .split("\n")
+      .filter((l) => l.includes('"requestId":"rid-'));
+    expect(JSON.parse(line).requestId).toBe("rid-forged-endâ¨");
+    // No line break of any kind inside a line: each is one JSON object, however a reader splits.
+    for (const part of tollgate.output().split(/\r\n|[\r\n\u0085\u2028\u2029]/)) {
+      if (part !== "") expect(() => JSON.parse(part), part).not.toThrow();
+    }
+  });
+
   it("hold one JSON object a line and never the password, a token or the admin token", () => {
     const lines = tollgate
       .output()
