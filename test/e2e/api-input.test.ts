@@ -126,6 +126,25 @@ describe("device names and user agents", () => {
   });
 });
 
+describe("query strings", () => {
+  it("refuses a forged or repeated cursor with 400, naming the field once", async () => {
+    const list = (query: string) =>
+      send(`${tollgate.adminUrl}/admin/users?${query}`, {
+        headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      });
+    const forged = await list("cursor=../..");
+    expect([forged.status, forged.json()]).toEqual([
+      400,
+      { error: "bad_request", message: "cursor: not a cursor from a previous page" },
+    ]);
+    const repeated = await list("cursor=a&cursor=b");
+    expect([repeated.status, repeated.json().message]).toEqual([
+      400,
+      "cursor: Invalid input: expected string, received array",
+    ]);
+  });
+});
+
 describe("requests node answers by itself", () => {
   const listeners = () => [
     { name: "public", url: tollgate.url, path: "/auth/login" },
