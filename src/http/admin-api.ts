@@ -78,7 +78,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   });
   const listSchema = z.object({
     username: z.string().min(1).max(64).optional(),
-    cursor: z.string().regex(ID_PATTERN, "cursor: not a cursor from a previous page").optional(),
+    cursor: z.string().regex(ID_PATTERN, "not a cursor from a previous page").optional(),
     limit: z.coerce.number().int().min(1).max(500).default(100),
   });
 

@@ -102,14 +102,20 @@ const bodySent = (req: Parameters<RequestHandler>[0]): boolean =>
   req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
 
 /**
+ * The media types read as JSON: application/json and the +json ones (RFC 6839), parameters aside.
+ * One list for the check below and for the parser: a type that passed the check but that the parser
+ * skipped would leave a body it was sent unread, answered "A JSON body is required".
+ */
+const JSON_TYPES = ["application/json", "application/*+json"];
+
+/**
  * POST/PUT bodies must be JSON; anything else is refused before parsing. A body with no Content-Type
  * at all is refused the same way: express.json leaves it unread, and the route's schema would then
  * blame an absent object ("received undefined") for what is the client's missing header.
  */
 const requireJson: RequestHandler = (req, _res, next) => {
   if ((req.method === "POST" || req.method === "PUT" || req.method === "PATCH") && bodySent(req)) {
-    const type = req.headers["content-type"];
-    if (type === undefined || !/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
+    if (req.headers["content-type"] === undefined || req.is(JSON_TYPES) === false) {
       return next(new HttpError("unsupported_media_type", "Send the body as application/json"));
     }
   }
@@ -139,7 +145,7 @@ const refuseReservedKeys: RequestHandler = (req, _res, next) => {
  */
 export const jsonBody: RequestHandler[] = [
   requireJson,
-  express.json({ limit: "16kb", strict: true }),
+  express.json({ limit: "16kb", strict: true, type: JSON_TYPES }),
   requireBody,
   refuseReservedKeys,
 ];

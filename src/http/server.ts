@@ -1,5 +1,11 @@
 // The node:http server under each HTTP listener: Envoy's header limit, and JSON for requests node cannot parse.
-import { createServer, type RequestListener, type Server } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { Duplex } from "node:stream";
 
 /**
@@ -47,11 +53,35 @@ function answerClientError(error: NodeJS.ErrnoException & { rawPacket?: Buffer }
   socket.destroy();
 }
 
+/**
+ * An Expect other than 100-continue: node's own answer is a 417 with no body and no Content-Type;
+ * this one says what went wrong, in JSON like every other error.
+ */
+function answerExpectation(req: IncomingMessage, res: ServerResponse): void {
+  const body = JSON.stringify({ error: "bad_request", message: "Only Expect: 100-continue is supported" });
+  res.writeHead(417, {
+    "Content-Type": "application/json",
+    "Content-Length": Buffer.byteLength(body),
+    Connection: "close",
+  });
+  res.end(req.method === "HEAD" ? undefined : body);
+}
+
+/** CONNECT: tollgate is no proxy. Without this, node closes the connection without a word. */
+function answerConnect(_req: IncomingMessage, socket: Duplex): void {
+  socket.on("error", () => socket.destroy());
+  socket.end(
+    rawJsonResponse(400, "Bad Request", "CONNECT is not served here: tollgate is not a proxy", true),
+  );
+}
+
 export function createHttpServer(listener: RequestListener): Server {
   const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, listener);
   // Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket.
   server.keepAliveTimeout = 75_000;
   server.headersTimeout = 80_000;
   server.on("clientError", answerClientError);
+  server.on("checkExpectation", answerExpectation);
+  server.on("connect", answerConnect);
   return server;
 }

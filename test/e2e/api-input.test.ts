@@ -1,0 +1,234 @@
+// Input an outside client can send the three listeners of a real process: body media types, Expect,
+// CONNECT. Each answer is the documented success or a 4xx JSON error, and the logs hold no secret.
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { send } from "../support/http-client.mjs";
+import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
+import { rawRequest } from "../support/raw-http.js";
+
+const PASSWORD = "api-input-password-5131";
+let tollgate: TollgateProcess;
+let userId = "";
+const username = `input_${process.pid}_${Date.now()}`;
+/** Every token and key handed out here: none may appear in a log line. */
+const issued: string[] = [];
+
+beforeAll(async () => {
+  tollgate = await startTollgate({
+    REDIS_URL: inject("redisUrl"),
+    REDIS_KEY_PREFIX: `api-input-${process.pid}-${Date.now()}:`,
+  });
+  const created = await send(`${tollgate.adminUrl}/admin/users`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    body: { username, password: PASSWORD, tier: "free" },
+  });
+  expect(created.status, created.text).toBe(201);
+  userId = created.json<{ user_id: string }>().user_id;
+});
+
+afterAll(async () => {
+  await tollgate?.stop();
+});
+
+/** A login of the test's user with its body labelled `type`. */
+async function loginAs(type: string) {
+  const reply = await send(`${tollgate.url}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": type },
+    body: JSON.stringify({ username, password: PASSWORD }),
+  });
+  if (reply.status === 200) issued.push(reply.json<{ access_token: string }>().access_token);
+  return reply;
+}
+
+describe("body media types", () => {
+  it("reads a +json body as JSON, as it reads application/json with any parameters", async () => {
+    for (const type of [
+      "application/json",
+      "APPLICATION/JSON; Charset=UTF-8",
+      "application/json;",
+      "application/vnd.api+json",
+      "application/merge-patch+json; charset=utf-8",
+    ]) {
+      const reply = await loginAs(type);
+      expect([type, reply.status], reply.text).toEqual([type, 200]);
+    }
+    const tier = await send(`${tollgate.adminUrl}/admin/users/${userId}/tier`, {
+      method: "PUT",
+      headers: {
+        authorization: `Bearer ${tollgate.adminToken}`,
+        "content-type": "application/merge-patch+json",
+      },
+      body: JSON.stringify({ tier: "pro" }),
+    });
+    expect([tier.status, tier.json().tier]).toEqual([200, "pro"]);
+  });
+
+  it("refuses 415 a type that only begins like JSON, rather than calling the body it was sent missing", async () => {
+    for (const type of [
+      "application/json-seq",
+      "application/json/extra",
+      "application/json garbage",
+      "application/json, text/plain",
+      "application/+json",
+    ]) {
+      const reply = await loginAs(type);
+      expect([type, reply.status, reply.json()]).toEqual([
+        type,
+        415,
+        { error: "unsupported_media_type", message: "Send the body as application/json" },
+      ]);
+    }
+  });
+});
+
+describe("device names and user agents", () => {
+  /** A login whose X-Device-Name and User-Agent are these bytes (latin1 text), as a client sends them. */
+  async function loginWith(device: string, agent: string): Promise<string> {
+    const body = JSON.stringify({ username, password: PASSWORD });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nX-Device-Name: ${device}\r\nUser-Agent: ${agent}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.status, reply.raw).toBe(200);
+    const { access_token: token, session_id: sid } = JSON.parse(reply.body) as {
+      access_token: string;
+      session_id: string;
+    };
+    issued.push(token);
+    return sid;
+  }
+  const utf8Bytes = (text: string) => Buffer.from(text, "utf8").toString("latin1");
+
+  it("lists a UTF-8 device name as sent, without its bidi controls, and keeps latin1 bytes that are not UTF-8", async () => {
+    const sent = [
+      // iOS names devices with a right single quotation mark, whose UTF-8 bytes hold two C1 codes.
+      { device: utf8Bytes("Anna’s iPhone"), agent: utf8Bytes("Mozilla/5.0 (Straße €)") },
+      { device: utf8Bytes("\u202eenohp\u2066x\u2028y"), agent: "curl/8" },
+      { device: "caf\xe9", agent: utf8Bytes(`${"😀".repeat(300)}`) },
+    ];
+    const sids = [];
+    for (const { device, agent } of sent) sids.push(await loginWith(device, agent));
+    const listed = await send(`${tollgate.adminUrl}/admin/users/${userId}/sessions`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    const { sessions } = listed.json<{
+      sessions: { session_id: string; device_name: string; user_agent: string }[];
+    }>();
+    const of = (sid: string) => sessions.find((s) => s.session_id === sid);
+    expect(of(sids[0] as string)).toMatchObject({
+      device_name: "Anna’s iPhone",
+      user_agent: "Mozilla/5.0 (Straße €)",
+    });
+    expect(of(sids[1] as string)).toMatchObject({ device_name: "enohpxy", user_agent: "curl/8" });
+    // Bounded in whole characters: 256 emoji, none cut in half.
+    expect(of(sids[2] as string)).toMatchObject({ device_name: "café", user_agent: "😀".repeat(256) });
+  });
+});
+
+describe("query strings", () => {
+  it("refuses a forged or repeated cursor with 400, naming the field once", async () => {
+    const list = (query: string) =>
+      send(`${tollgate.adminUrl}/admin/users?${query}`, {
+        headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      });
+    const forged = await list("cursor=../..");
+    expect([forged.status, forged.json()]).toEqual([
+      400,
+      { error: "bad_request", message: "cursor: not a cursor from a previous page" },
+    ]);
+    const repeated = await list("cursor=a&cursor=b");
+    expect([repeated.status, repeated.json().message]).toEqual([
+      400,
+      "cursor: Invalid input: expected string, received array",
+    ]);
+  });
+});
+
+describe("requests node answers by itself", () => {
+  const listeners = () => [
+    { name: "public", url: tollgate.url, path: "/auth/login" },
+    { name: "admin", url: tollgate.adminUrl, path: "/admin/users" },
+    { name: "check", url: tollgate.checkUrl, path: "/ext_authz/api/products" },
+  ];
+
+  it("answers an Expect other than 100-continue with a JSON 417, on every listener", async () => {
+    for (const { name, url, path } of listeners()) {
+      const reply = await rawRequest(
+        url,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+      );
+      expect([name, reply.status], reply.raw).toEqual([name, 417]);
+      expect(reply.headers).toContainEqual(["content-type", "application/json"]);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "bad_request",
+        message: "Only Expect: 100-continue is supported",
+      });
+    }
+    // 100-continue itself still works: the interim answer, then the login's.
+    const body = JSON.stringify({ username, password: PASSWORD });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.raw).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+    issued.push(/"access_token":"([^"]+)"/.exec(reply.raw)?.[1] ?? "missing");
+  });
+
+  it("answers CONNECT with a JSON 400 instead of closing the connection without a word", async () => {
+    for (const { name, url } of listeners()) {
+      const reply = await rawRequest(
+        url,
+        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+      );
+      expect([name, reply.status], reply.raw).toEqual([name, 400]);
+      expect(reply.headers).toContainEqual(["content-type", "application/json"]);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "bad_request",
+        message: "CONNECT is not served here: tollgate is not a proxy",
+      });
+    }
+    expect(tollgate.alive()).toBe(true);
+    expect((await send(`${tollgate.url}/health`)).status).toBe(200);
+  });
+});
+
+describe("the logs", () => {
+  it("carry a request id without the C1 codes and line separators that would break a log line", async () => {
+    const body = JSON.stringify({ username, password: "not-the-password" });
+    const reply = await rawRequest(
+      tollgate.url,
+      `POST /auth/login HTTP/1.1\r\nHost: x\r\nX-Request-Id: rid-\x85forged\x9b-\tend\xe2\x80\xa8\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(reply.status).toBe(401);
+    await expect
+      .poll(() =>
+        tollgate
+          .output()
+          .split("\n")
+          .filter((line) => line.includes('"requestId":"rid-')),
+      )
+      .toHaveLength(1);
+    const [line = ""] = tollgate
+      .output()
+      .split("\n")
+      .filter((l) => l.includes('"requestId":"rid-'));
+    expect(JSON.parse(line).requestId).toBe("rid-forged-endâ¨");
+    // No line break of any kind inside a line: each is one JSON object, however a reader splits.
+    for (const part of tollgate.output().split(/\r\n|[\r\n\u0085\u2028\u2029]/)) {
+      if (part !== "") expect(() => JSON.parse(part), part).not.toThrow();
+    }
+  });
+
+  it("hold one JSON object a line and never the password, a token or the admin token", () => {
+    const lines = tollgate
+      .output()
+      .split("\n")
+      .filter((line) => line !== "");
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+    const secrets = [PASSWORD, tollgate.adminToken, ...issued];
+    expect(issued.length).toBeGreaterThan(5);
+    for (const secret of secrets) expect(tollgate.output()).not.toContain(secret);
+  });
+});
