@@ -5,20 +5,13 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { login } from "../support/http-client.mjs";
 import { freePort } from "../support/local.mjs";
-import {
-  type Nginx,
-  ROOT,
-  startNginx,
-  startTollgate,
-  startUpstream,
-  type TollgateProcess,
-  type UpstreamProcess,
-} from "../support/processes.mjs";
+import { type Nginx, ROOT, startNginx } from "../support/processes.mjs";
 import { type RawReply, rawRequest } from "../support/raw-http.js";
 import { type RecordingServer, recordingServer } from "../support/recording-server.js";
-import { redisUrl, testPrefix } from "../support/redis.js";
+import { type Stack, startStack } from "../support/stack.js";
 
 const H = "Host: tollgate.test\r\nConnection: close\r\n";
 /** One byte over nginx's default client_max_body_size (1 MiB). */
@@ -40,31 +33,17 @@ const chunked = (path: string, headers: string, chunks: string) =>
   `POST ${path} HTTP/1.1\r\n${H}${headers}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}`;
 
 describe("nginx's own errors in front of tollgate and the upstream", () => {
-  let tollgate: TollgateProcess;
-  let upstream: UpstreamProcess;
+  let stack: Stack;
   let nginx: Nginx;
   let auth: string;
 
   beforeAll(async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      REDIS_KEY_PREFIX: testPrefix(),
-      LOG_LEVEL: "warn",
-      REDIS_TIMEOUT_MS: "2000",
-    };
-    [tollgate, upstream] = await Promise.all([startTollgate(env), startUpstream()]);
-    nginx = await startNginx({
-      checkPort: tollgate.checkPort,
-      publicPort: tollgate.port,
-      upstreamPort: upstream.port,
-    });
-    auth = `Authorization: Bearer ${(await login(tollgate.url, "ent_carol")).access_token}\r\n`;
+    stack = await startStack({ policy: DEFAULT_POLICY_YAML });
+    nginx = stack.nginx;
+    auth = `Authorization: Bearer ${(await login(stack.tollgate.url, "ent_carol")).access_token}\r\n`;
   });
 
-  afterAll(async () => {
-    await nginx?.stop();
-    await Promise.all([tollgate?.stop(), upstream?.stop()]);
-  });
+  afterAll(() => stack?.stop());
 
   // What nginx refuses while it reads the request, before it picks a location, and what it refuses
   // in a location before the check runs.
