@@ -651,14 +651,21 @@ describe("a store of its own", () => {
   }, 30_000);
 
   it("the denial cache: once over, OVER_LIMIT without a store call until the window frees, counted as cached", async () => {
+    const prefix = testPrefix();
     const proc = await startTollgate({
       REDIS_URL: redisServer.url,
-      REDIS_KEY_PREFIX: testPrefix(),
+      REDIS_KEY_PREFIX: prefix,
       RLS_CONFIG: join(FIXTURES, "cache"),
       RLS_TIMEOUT_MS: "2000",
     });
     const rls = rlsClient(proc.grpcUrl);
     try {
+      // The cache is trusted once the process hears its own heartbeat, which lists it among the
+      // instances in the same step (docs/check.md); a beat lost at start is sent again a second later.
+      const listed = `${prefix}{invalidations}:peers`;
+      for (const until = Date.now() + 5_000; (await redis.zcard(listed)) === 0 && Date.now() < until; )
+        await sleep(20);
+      await sleep(100);
       const value = fresh();
       const call = () => rls.shouldRateLimit("cache", [one("client", value)]);
       // Start at the beginning of a 3-second window, so that all of this fits in it.
