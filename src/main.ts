@@ -243,8 +243,9 @@ async function main(): Promise<void> {
     tracing,
   });
   // SIGHUP re-reads POLICY_FILE and RLS_CONFIG; in a worker, on every worker, as one to the primary does.
-  if (everywhere === undefined) process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
-  else {
+  if (everywhere === undefined) {
+    process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
+  } else {
     process.on("SIGHUP", () => void everywhere("signal").catch(() => undefined));
     applyReloads(reloadFromSources(tollgate.reloads, logger));
   }
