@@ -2,7 +2,7 @@
 // all of them from one reading of the files, and says which worker did not confirm.
 
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +11,7 @@ import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
 import { policyVersion } from "../../src/policy/policy-state.js";
 import { RELOAD_WAIT_MS } from "../../src/process/worker-reloads.js";
 import { rlsConfigFrom } from "../../src/rls/load.js";
+import { childrenOf } from "../support/children.js";
 import { login } from "../support/http-client.mjs";
 import { waitFor } from "../support/ports.js";
 import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
@@ -39,22 +40,6 @@ function call(
     req.on("error", reject);
     req.end();
   });
-}
-
-/** The live children of a process, from /proc (Linux): the workers of a WORKERS primary. */
-function childrenOf(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(ppid) === pid && state !== "Z") children.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return children.sort((a, b) => a - b);
 }
 
 const SOCKETS = 8;
@@ -298,5 +283,20 @@ describe("reloads under WORKERS=2 with real Redis", () => {
     expect(body.version).toBe(version);
     expect(body.workers.map((w) => w.pid).sort((a, b) => a - b)).toEqual(childrenOf(primary));
     for (const worker of body.workers) expect(worker).toMatchObject({ result: "invalid", version });
+  }, 30_000);
+  it("reloads every worker on a SIGHUP sent to one worker, as to the primary", async () => {
+    const signalled = () =>
+      tollgate
+        .output()
+        .split("\n")
+        .flatMap((line) => {
+          if (!line.includes('"trigger":"signal"') || !line.includes('"event":"policy_')) return [];
+          return [Number((JSON.parse(line) as { pid: number }).pid)];
+        });
+    const before = signalled().length;
+    const workers = childrenOf(primary);
+    process.kill(workers[0] as number, "SIGHUP");
+    await waitFor(async () => signalled().length >= before + 2, 10_000, "both workers reloading");
+    expect(new Set(signalled().slice(before))).toEqual(new Set(workers));
   }, 30_000);
 });
