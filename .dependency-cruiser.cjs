@@ -1,11 +1,11 @@
 // Dependencies point one way: frontends / http → check / auth / ratelimit / policy (logic and ports)
-// ← store (adapters), with config below everything and process/ beside it; main.ts, app.ts and
+// ← store (adapters), with config below everything and process/ beside it; main.ts, app.ts, reloads.ts and
 // listeners.ts compose; cli/ (the tollgate command) stands outside, a client of the admin API.
 // `npm run check` fails on any import these rules forbid and on any cycle.
 const FEATURES = "^src/(auth|check|ratelimit|policy|rls)/";
 const EDGE = "^src/(frontends|http)/";
 const ADAPTERS = "^src/store/(memory|redis)/|^src/store/store\\.ts$";
-const ROOT = "^src/(app|main|listeners)\\.ts$";
+const ROOT = "^src/(app|main|listeners|reloads)\\.ts$";
 module.exports = {
   forbidden: [
     { name: "no-cycles", severity: "error", from: {}, to: { circular: true } },

@@ -30,8 +30,10 @@ import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { createRlsObserver, createRpcObserver } from "./metrics/rpc-observer.js";
 import type { Policy } from "./policy/policy.js";
 import { createPolicyState, type PolicyState, type ReloadResult } from "./policy/policy-state.js";
+import type { ReloadTrigger, WorkerReload } from "./policy/reload-report.js";
 import type { Logger } from "./process/logger.js";
 import type { Readiness } from "./process/readiness.js";
+import { adminReload, createReloads, type Reloads } from "./reloads.js";
 import { createRlsState, type RlsState } from "./rls/state.js";
 import { createDeadline } from "./store/failure.js";
 import type { Store } from "./store/store.js";
@@ -49,8 +51,10 @@ export type Tollgate = {
   providerKeys: ProviderKeys | undefined;
   metrics: Metrics;
   policy: PolicyState;
-  /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint, another worker): counted and logged; RLS_CONFIG too. */
-  reloadPolicy(trigger: "admin" | "signal" | "worker"): ReloadResult;
+  /** Reloads POLICY_FILE and RLS_CONFIG (counted and logged), from the files or from a reading of them. */
+  reloads: Reloads;
+  /** Re-reads POLICY_FILE (SIGHUP, the admin endpoint): counted and logged; RLS_CONFIG too. */
+  reloadPolicy(trigger: ReloadTrigger): ReloadResult;
   /** Envoy's rate limit service, when RLS_CONFIG is set: its configuration and its decision. */
   rls: { state: RlsState; decide: RlsDecide } | undefined;
   /** Stops what runs beside the listeners (the watches on POLICY_FILE and RLS_CONFIG). */
@@ -65,8 +69,13 @@ export type TollgateOptions = {
   metrics?: Metrics;
   /** Start-up and stop phases; always ready when omitted (tests that build one in-process). */
   readiness?: Readiness;
-  /** Called after the admin endpoint reloaded the policy here (WORKERS: the other workers follow). */
-  onAdminReload?: () => void;
+  /**
+   * WORKERS: what the admin reload runs instead of a reload here: a reload on every worker, each
+   * worker's part once all confirmed or the wait ended.
+   */
+  reloadEverywhere?: (trigger: "admin") => Promise<WorkerReload[]>;
+  /** Whether this process watches POLICY_FILE and RLS_CONFIG (a worker does not: its primary does). */
+  watchFiles?: boolean;
   /** RLS_CONFIG as main.ts loaded it (start-up reports an invalid one); loaded here when omitted. */
   rls?: RlsState;
   /** The provider keys' refresh timings (tests shorten them). */
@@ -181,28 +190,6 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     (config.rls === undefined
       ? undefined
       : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm }));
-  const reloadRls = (trigger: "admin" | "signal" | "worker" | "file", result = rlsState?.reload()) => {
-    if (result === undefined) return;
-    if (!result.ok) {
-      metrics.rlsReloads.inc({ result: "invalid" });
-      logger.error(
-        { event: "rls_config_invalid", trigger, problems: result.problems, version: result.config.version },
-        "RLS_CONFIG reload refused: the configuration in force stays",
-      );
-      return;
-    }
-    if (!result.changed && trigger === "file") return;
-    metrics.rlsReloads.inc({ result: result.changed ? "changed" : "unchanged" });
-    if (result.changed) {
-      // Limits may have grown: no refusal of the old configuration stands, here or elsewhere.
-      store.invalidations.publish("*").catch(() => undefined);
-    }
-    logger.info(
-      { event: "rls_config_reloaded", trigger, version: result.config.version, changed: result.changed },
-      result.changed ? "RLS_CONFIG reloaded" : "RLS_CONFIG reloaded: unchanged",
-    );
-  };
-  rlsState?.watch((result) => reloadRls("file", result));
   const rlsDecide =
     rlsState === undefined || config.rls === undefined
       ? undefined
@@ -218,31 +205,15 @@ export function createTollgate(options: TollgateOptions): Tollgate {
           durations: metrics.checkDuration.labels("envoy-rls"),
         });
 
-  /** Counts and logs a policy reload; one the file watch found unchanged says nothing. */
-  const reportPolicy = (trigger: "admin" | "signal" | "worker" | "file", result: ReloadResult) => {
-    const { version, source } = result.active;
-    if (!result.ok) {
-      metrics.policyReloads.inc({ result: "invalid" });
-      logger.error(
-        { event: "policy_invalid", trigger, source, problems: result.problems, version },
-        "policy reload refused: the policy in force stays",
-      );
-      return;
-    }
-    if (!result.changed && trigger === "file") return;
-    metrics.policyReloads.inc({ result: result.changed ? "changed" : "unchanged" });
-    logger.info(
-      { event: "policy_reloaded", trigger, source, version, changed: result.changed },
-      result.changed ? "policy reloaded" : "policy reloaded: unchanged",
-    );
-  };
-  policy.watch((result) => reportPolicy("file", result));
-  const reloadPolicy = (trigger: "admin" | "signal" | "worker"): ReloadResult => {
-    reloadRls(trigger);
-    const result = policy.reload();
-    reportPolicy(trigger, result);
-    return result;
-  };
+  const reloads = createReloads({
+    policy,
+    rls: rlsState,
+    metrics,
+    logger,
+    onRlsChange: () => store.invalidations.publish("*").catch(() => undefined),
+  });
+  // Under WORKERS the primary watches the files and hands every worker the same reading.
+  if (options.watchFiles !== false) reloads.watch();
 
   const { readiness } = options;
   const publicApp = createPublicApi({
@@ -257,11 +228,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     store,
     lockout,
     policy,
-    reloadPolicy: () => {
-      const result = reloadPolicy("admin");
-      if (result.ok) options.onAdminReload?.();
-      return result;
-    },
+    reloadPolicy: adminReload(reloads, options.reloadEverywhere),
     checker,
     rls: () => rlsState?.current(),
     ipv6Subnet: config.ipv6Subnet,
@@ -282,7 +249,8 @@ export function createTollgate(options: TollgateOptions): Tollgate {
     providerKeys,
     metrics,
     policy,
-    reloadPolicy,
+    reloads,
+    reloadPolicy: (trigger) => reloads.reload(trigger).policy,
     rls:
       rlsState === undefined || rlsDecide === undefined ? undefined : { state: rlsState, decide: rlsDecide },
     close: () => {

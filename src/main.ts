@@ -19,14 +19,9 @@ import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./
 import { stopWithNpm } from "./process/parent-watch.js";
 import { createReadiness, type Readiness } from "./process/readiness.js";
 import { stopOnSignals } from "./process/shutdown.js";
-import {
-  isReloadMessage,
-  isWorker,
-  RELOAD_OTHERS,
-  reportListening,
-  shouldSupervise,
-  superviseWorkers,
-} from "./process/workers.js";
+import { applyReloads, askForReloads } from "./process/worker-reloads.js";
+import { isWorker, reportListening, shouldSupervise, superviseWorkers } from "./process/workers.js";
+import { logWorkerReload, readReloadSources, reloadFromSources } from "./reloads.js";
 import { RlsConfigError } from "./rls/model.js";
 import { createRlsState, type RlsState } from "./rls/state.js";
 import { storeTimeouts } from "./store/failure.js";
@@ -200,7 +195,14 @@ async function main(): Promise<void> {
   if (exposure !== undefined) logger.warn({ event: "metrics_unprotected" }, exposure);
   // WORKERS > 1: this process supervises workers, each of which runs the rest of main().
   if (shouldSupervise(config)) {
-    return superviseWorkers({ config, logger, entry: fileURLToPath(import.meta.url) });
+    return superviseWorkers({
+      config,
+      logger,
+      entry: fileURLToPath(import.meta.url),
+      readSources: () => readReloadSources(config),
+      watch: [config.policyFile, config.rls?.configPath].filter((path) => path !== undefined),
+      onReload: logWorkerReload(logger),
+    });
   }
   const tracing = await startTracing(config, logger);
   const store = createStore({
@@ -227,22 +229,26 @@ async function main(): Promise<void> {
   process.off("SIGTERM", quit).off("SIGINT", quit);
 
   const readiness = createReadiness();
+  // Under WORKERS every reload goes through the primary, which hands all workers one reading of the files.
+  const everywhere = isWorker() ? askForReloads() : undefined;
   const tollgate = createTollgate({
     config: settings,
     policy,
     store,
     logger,
     readiness,
-    // A reload through one worker's admin port reaches the others through the primary.
-    onAdminReload: () => process.send?.(RELOAD_OTHERS),
+    watchFiles: everywhere === undefined,
+    ...(everywhere === undefined ? {} : { reloadEverywhere: everywhere }),
     ...(rls === undefined ? {} : { rls }),
     tracing,
   });
-  // SIGHUP re-reads POLICY_FILE (under WORKERS the primary forwards it to every worker).
-  process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
-  process.on("message", (message: unknown) => {
-    if (isReloadMessage(message)) tollgate.reloadPolicy("worker");
-  });
+  // SIGHUP re-reads POLICY_FILE and RLS_CONFIG; in a worker, on every worker, as one to the primary does.
+  if (everywhere === undefined) {
+    process.on("SIGHUP", () => tollgate.reloadPolicy("signal"));
+  } else {
+    process.on("SIGHUP", () => void everywhere("signal").catch(() => undefined));
+    applyReloads(reloadFromSources(tollgate.reloads, logger));
+  }
   const listeners = createListeners(settings, tollgate);
   stopOnSignals({ listeners, store, logger, readiness, drainDelayMs: config.drainDelayMs, tracing });
   await Promise.all(
@@ -278,7 +284,7 @@ async function main(): Promise<void> {
       failureMode: config.failureMode,
       urls,
     },
-    // The pid to signal (kill -HUP reloads): a worker's would reload that worker alone.
+    // The pid to signal (kill -HUP reloads): the supervisor's under WORKERS, in workers_started.
     `tollgate ready${isWorker() ? "" : ` (pid ${process.pid})`}: ${where.join(", ")}`,
   );
   if (config.adminTokenGenerated) stderr.write(adminTokenNotice(config.adminToken));

@@ -11,7 +11,8 @@ import { newUsernameSchema } from "../auth/usernames.js";
 import type { Checker } from "../check/checker.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { ANONYMOUS_TIER } from "../policy/policy.js";
-import type { PolicyState, ReloadResult } from "../policy/policy-state.js";
+import type { PolicyState } from "../policy/policy-state.js";
+import type { ReloadAnswer } from "../policy/reload-report.js";
 import type { Logger } from "../process/logger.js";
 import type { Readiness } from "../process/readiness.js";
 import type { RlsConfig } from "../rls/model.js";
@@ -36,8 +37,8 @@ export type AdminApiOptions = {
   policy: PolicyState;
   /** The rate limit service's configuration in force (GET /admin/rls); undefined when RLS_CONFIG is unset. */
   rls?: () => RlsConfig | undefined;
-  /** Re-reads POLICY_FILE (counted and logged by the caller). */
-  reloadPolicy(): ReloadResult;
+  /** Re-reads POLICY_FILE and RLS_CONFIG (counted and logged by the caller; WORKERS: on every worker). */
+  reloadPolicy(): Promise<ReloadAnswer>;
   /** The check, for dry runs, with the IPv6 prefix length that real checks key clients by. */
   checker: Checker;
   ipv6Subnet: number;

@@ -5,7 +5,8 @@ import type { Checker } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import { normalizeIp } from "../frontends/client-ip.js";
 import { renderDecision } from "../frontends/render.js";
-import { type PolicyState, policyDocument, type ReloadResult } from "../policy/policy-state.js";
+import { type PolicyState, policyDocument } from "../policy/policy-state.js";
+import type { ReloadAnswer } from "../policy/reload-report.js";
 import { describeRlsConfig } from "../rls/match.js";
 import type { RlsConfig } from "../rls/model.js";
 import { HttpError, jsonBody } from "./errors.js";
@@ -59,7 +60,7 @@ export function policyRoutes(
   admin: Router,
   options: {
     policy: PolicyState;
-    reloadPolicy(): ReloadResult;
+    reloadPolicy(): Promise<ReloadAnswer>;
     checker: Checker;
     ipv6Subnet: number;
     rls: () => RlsConfig | undefined;
@@ -94,22 +95,27 @@ export function policyRoutes(
   admin.post(
     "/policy/reload",
     handle(async (_req, res) => {
-      const result = options.reloadPolicy();
-      const { version, source } = result.active;
-      if (!result.ok) {
-        throw new HttpError(
-          "invalid_policy",
-          "The policy file is invalid; the policy in force stays",
-          {},
-          { problems: result.problems, version },
-        );
+      const answer = await options.reloadPolicy();
+      switch (answer.kind) {
+        case "invalid": {
+          const { kind: _, ...details } = answer;
+          throw new HttpError(
+            "invalid_policy",
+            "The policy file is invalid; the policy in force stays",
+            {},
+            details,
+          );
+        }
+        case "incomplete": {
+          // Not "reloaded": a worker may still run another version, so that a check can land on it.
+          const { kind: _, message, ...details } = answer;
+          throw new HttpError("reload_incomplete", message, {}, details);
+        }
+        case "reloaded": {
+          const { kind: _, ...fields } = answer;
+          res.json({ message: answer.changed ? "Policy reloaded" : "Policy unchanged", ...fields });
+        }
       }
-      res.json({
-        message: result.changed ? "Policy reloaded" : "Policy unchanged",
-        changed: result.changed,
-        version,
-        source,
-      });
     }),
   );
 

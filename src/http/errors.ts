@@ -19,6 +19,7 @@ export const STATUS = {
   rate_limit_exceeded: 429,
   internal_error: 500,
   unavailable: 503,
+  reload_incomplete: 503,
 } as const;
 
 export type ErrorCode = keyof typeof STATUS;

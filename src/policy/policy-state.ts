@@ -4,7 +4,7 @@ import { type PathWatch, watchPath } from "../config/file-watch.js";
 import { limitText } from "../config/rules.js";
 import type { Rule } from "../ratelimit/types.js";
 import { type CompiledPolicy, compilePolicy } from "./compile.js";
-import { loadPolicy, type Policy, PolicyError } from "./policy.js";
+import { type Policy, PolicyError, type PolicySource, policyFromSource, readPolicySource } from "./policy.js";
 
 export type ActivePolicy = {
   policy: Policy;
@@ -22,8 +22,11 @@ export type ReloadResult =
 
 export type PolicyState = {
   current(): ActivePolicy;
-  /** Re-reads POLICY_FILE (the built-in policy when unset): a valid one replaces the policy at once, an invalid one changes nothing. */
-  reload(): ReloadResult;
+  /**
+   * Re-reads POLICY_FILE (the built-in policy when unset), or takes the text another process read
+   * from it at `readAt` (WORKERS): a valid one replaces the policy at once, an invalid one changes nothing.
+   */
+  reload(read?: { source: PolicySource; readAt: number }): ReloadResult;
   /** Called after every reload that changed the policy. */
   onChange(listener: (active: ActivePolicy) => void): void;
   /** Reloads on every change of POLICY_FILE (debounced; a ConfigMap's swap included), until `close`; nothing without one. */
@@ -74,13 +77,13 @@ export const policyVersion = (policy: Policy): string =>
     .digest("hex")
     .slice(0, 12);
 
-function activate(policy: Policy, source: string): ActivePolicy {
+function activate(policy: Policy, source: string, loadedAt = new Date()): ActivePolicy {
   return {
     policy,
     compiled: compilePolicy(policy),
     version: policyVersion(policy),
     source,
-    loadedAt: new Date(),
+    loadedAt,
   };
 }
 
@@ -100,17 +103,17 @@ export function createPolicyState(options: {
   let watcher: PathWatch | undefined;
   const state: PolicyState = {
     current: () => active,
-    reload() {
+    reload(read) {
       let policy: Policy;
       try {
-        policy = loadPolicy(options.file);
+        policy = policyFromSource(options.file, read?.source ?? readPolicySource(options.file));
       } catch (error) {
         if (error instanceof PolicyError) return { ok: false, problems: error.problems, active };
         throw error;
       }
       const unmet = options.requirements?.(policy) ?? [];
       if (unmet.length > 0) return { ok: false, problems: unmet.map((p) => `${source}: ${p}`), active };
-      const next = activate(policy, source);
+      const next = activate(policy, source, read === undefined ? undefined : new Date(read.readAt));
       if (next.version === active.version) return { ok: true, changed: false, active };
       active = next;
       for (const listener of listeners) listener(active);

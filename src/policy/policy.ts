@@ -170,16 +170,30 @@ export function parsePolicy(text: string, source: string): Policy {
   return policyFromDocument(document, source);
 }
 
+/**
+ * POLICY_FILE's text as read once, or why it could not be read: under WORKERS the supervisor reads it
+ * and every worker parses the same text, so that a file changed between two reads never leaves the
+ * workers on two policies.
+ */
+export type PolicySource = { text: string } | { unreadable: string };
+
+export function readPolicySource(file: string | undefined): PolicySource {
+  if (file === undefined) return { text: DEFAULT_POLICY_YAML };
+  try {
+    return { text: readFileSync(file, "utf8") };
+  } catch (error) {
+    return { unreadable: (error as NodeJS.ErrnoException).code ?? "error" };
+  }
+}
+
+/** The policy that a source read from POLICY_FILE (or the built-in one when unset) holds. */
+export function policyFromSource(file: string | undefined, source: PolicySource): Policy {
+  const name = file === undefined ? "built-in policy" : `POLICY_FILE ${file}`;
+  if ("unreadable" in source) throw new PolicyError(name, [`cannot read the file (${source.unreadable})`]);
+  return parsePolicy(source.text, name);
+}
+
 /** The policy from POLICY_FILE, or the built-in default. */
 export function loadPolicy(file: string | undefined): Policy {
-  if (file === undefined) return parsePolicy(DEFAULT_POLICY_YAML, "built-in policy");
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (error) {
-    throw new PolicyError(`POLICY_FILE ${file}`, [
-      `cannot read the file (${(error as NodeJS.ErrnoException).code ?? "error"})`,
-    ]);
-  }
-  return parsePolicy(text, `POLICY_FILE ${file}`);
+  return policyFromSource(file, readPolicySource(file));
 }

@@ -1,13 +1,17 @@
 // WORKERS=N: one primary process that runs N tollgate workers on the same ports (node:cluster).
 // Each worker is a whole tollgate with its own Redis connection; the primary only supervises: it
 // restarts a worker that dies (with a backoff, so a crash loop does not spin), on SIGTERM or SIGINT
-// it lets every worker drain and exits 0 once all are gone, and on SIGHUP every worker reloads its
-// policy (as after a reload through any one worker's admin port).
+// it lets every worker drain and exits 0 once all are gone, and it runs every reload of the policy
+// and RLS_CONFIG (SIGHUP, a change of the files, the admin call through any worker) on all the
+// workers at once (worker-reloads.ts).
 import cluster, { type Worker } from "node:cluster";
 import { AggregatorRegistry, type Registry } from "prom-client";
 import type { Config } from "../config/env.js";
+import { watchPath } from "../config/file-watch.js";
 import type { ListenerAddress } from "../frontends/listener.js";
+import type { ReloadTrigger, WorkerReload } from "../policy/reload-report.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
+import { createReloadRounds } from "./worker-reloads.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
 const METRICS_MESSAGE = "tollgate:metrics";
@@ -50,12 +54,6 @@ export function metricsText(registry: Registry): () => Promise<string> {
     });
 }
 
-/** The primary tells a worker to reload its policy; a worker asks the primary to tell the others. */
-const RELOAD_MESSAGE = "tollgate:reload-policy";
-export const RELOAD_OTHERS = { type: "tollgate:reload-others" } as const;
-export const isReloadMessage = (message: unknown): boolean =>
-  typeof message === "object" && message !== null && (message as { type?: unknown }).type === RELOAD_MESSAGE;
-
 /** A worker tells the primary that every one of its listeners listens, and where. */
 const LISTENING_MESSAGE = "tollgate:listening";
 type Where = Pick<ListenerAddress, "name" | "host" | "port">;
@@ -91,14 +89,31 @@ export function shouldSupervise(config: Config): boolean {
   return config.workers > 1 && cluster.isPrimary;
 }
 
-type Slot = { worker: Worker | undefined; startedAt: number; deathsInARow: number; timer?: NodeJS.Timeout };
+type Slot = {
+  worker: Worker | undefined;
+  /** Whether the worker listens on all its ports yet (it then takes reloads). */
+  listening: boolean;
+  startedAt: number;
+  deathsInARow: number;
+  timer?: NodeJS.Timeout;
+};
 
 /**
  * Runs the primary: forks `config.workers` workers and supervises them until SIGTERM/SIGINT.
  * An ADMIN_TOKEN generated for this start (unset outside production) is made once here and handed
  * to every worker. A generated JWT secret is not: workers need Redis, where they all find the same.
  */
-export function superviseWorkers(options: { config: Config; logger: Logger; entry: string }): void {
+export function superviseWorkers(options: {
+  config: Config;
+  logger: Logger;
+  entry: string;
+  /** Reads POLICY_FILE and RLS_CONFIG once for a reload that every worker then applies. */
+  readSources: () => unknown;
+  /** The files to watch (POLICY_FILE, RLS_CONFIG): a change reloads every worker. */
+  watch: readonly string[];
+  /** Each reload's parts, once complete or timed out (logged when a worker did not confirm). */
+  onReload: (trigger: ReloadTrigger, parts: WorkerReload[]) => void;
+}): void {
   const { config, logger } = options;
   const env: Record<string, string> = {};
   if (config.adminTokenGenerated) {
@@ -108,6 +123,7 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
 
   const slots: Slot[] = Array.from({ length: config.workers }, () => ({
     worker: undefined,
+    listening: false,
     startedAt: 0,
     deathsInARow: 0,
   }));
@@ -121,12 +137,7 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
   // names itself: this file's own location differs between tsc's output and the bundled main.js.
   cluster.setupPrimary({ exec: options.entry });
   const aggregator = new AggregatorRegistry();
-  const reload = (except?: Worker): void => {
-    for (const slot of slots) {
-      const w = slot.worker;
-      if (w !== undefined && w !== except && w.isConnected()) w.send({ type: RELOAD_MESSAGE });
-    }
-  };
+  const reloads = createReloadRounds({ slots, readSources: options.readSources, onRound: options.onReload });
   /** The first worker to listen on all its ports: the workers are up. */
   const started = (listeners: Where[]): void => {
     if (up) return;
@@ -143,12 +154,12 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
   };
 
   cluster.on("message", (worker, message: unknown) => {
-    if ((message as { type?: unknown } | null)?.type === RELOAD_OTHERS.type) {
-      reload(worker);
-      return;
-    }
+    if (reloads.message(worker, message)) return;
     if (isListeningMessage(message)) {
+      const slot = slots.find((s) => s.worker === worker);
+      if (slot !== undefined) slot.listening = true;
       started(message.listeners);
+      reloads.listening(worker);
       return;
     }
     if (!isMetricsMessage(message)) return;
@@ -163,6 +174,7 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
 
   const start = (slot: Slot): void => {
     slot.timer = undefined;
+    slot.listening = false;
     slot.startedAt = Date.now();
     slot.worker = cluster.fork(env);
   };
@@ -171,6 +183,7 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
     const slot = slots.find((s) => s.worker === worker);
     if (slot === undefined) return;
     slot.worker = undefined;
+    slot.listening = false;
     if (stopping) {
       if (slots.every((s) => s.worker === undefined)) {
         logger.info({ event: "stopped" }, "all workers stopped");
@@ -219,8 +232,10 @@ export function superviseWorkers(options: { config: Config; logger: Logger; entr
       { event: "policy_reload_requested", workers: config.workers },
       "SIGHUP: every worker reloads its policy",
     );
-    reload();
+    void reloads.run("signal");
   });
+  // Watched here, not by each worker: one reading of a change for all of them.
+  for (const path of options.watch) watchPath(path, () => void reloads.run("file"));
 
   for (const slot of slots) start(slot);
 }

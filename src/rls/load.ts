@@ -16,19 +16,47 @@ import { RateLimitReader } from "./rate-limit-reader.js";
 import { indexLevel, versionOf } from "./rule-ids.js";
 import type { Field } from "./yaml-reader.js";
 
-export function loadRlsConfig(path: string, options: { defaultAlgorithm: RlsAlgorithm }): RlsConfig {
+/**
+ * The files of RLS_CONFIG as read once, with the problems of reading them: under WORKERS the
+ * supervisor reads them and every worker parses the same texts, so that a change between two reads
+ * never leaves the workers on two configurations.
+ */
+export type RlsSource = {
+  files: ({ name: string; text: string } | { name: string; unreadable: string })[];
+  /** The path or a folder under it could not be listed. */
+  problems: string[];
+};
+
+export function readRlsSource(path: string): RlsSource {
   const problems: string[] = [];
-  const files = listFiles(path, problems);
-  const domains = new Map<string, { domain: RlsDomain; line: number }>();
-  for (const file of files) {
-    let text: string;
+  const files = listFiles(path, problems).map((file) => {
     try {
-      text = readFileSync(file.full, "utf8");
+      return { name: file.name, text: readFileSync(file.full, "utf8") };
     } catch (error) {
-      problems.push(`${file.name}: cannot be read (${errorCode(error)})`);
+      return { name: file.name, unreadable: errorCode(error) };
+    }
+  });
+  return { files, problems };
+}
+
+export function loadRlsConfig(path: string, options: { defaultAlgorithm: RlsAlgorithm }): RlsConfig {
+  return rlsConfigFrom(path, readRlsSource(path), options);
+}
+
+/** The configuration that the files read from RLS_CONFIG (`path`) hold; throws RlsConfigError. */
+export function rlsConfigFrom(
+  path: string,
+  source: RlsSource,
+  options: { defaultAlgorithm: RlsAlgorithm },
+): RlsConfig {
+  const problems = [...source.problems];
+  const domains = new Map<string, { domain: RlsDomain; line: number }>();
+  for (const file of source.files) {
+    if ("unreadable" in file) {
+      problems.push(`${file.name}: cannot be read (${file.unreadable})`);
       continue;
     }
-    const read = readFile(file.name, text, options.defaultAlgorithm);
+    const read = readFile(file.name, file.text, options.defaultAlgorithm);
     problems.push(...read.problems);
     if (read.domain === undefined) continue;
     const first = domains.get(read.domain.domain);
@@ -45,7 +73,7 @@ export function loadRlsConfig(path: string, options: { defaultAlgorithm: RlsAlgo
   return {
     domains: byName,
     version: versionOf(byName),
-    files: files.map((f) => f.name),
+    files: source.files.map((f) => f.name),
     defaultAlgorithm: options.defaultAlgorithm,
   };
 }

@@ -3,6 +3,7 @@
 //
 // The module's API (src/rls/):
 //   loadRlsConfig(path, { defaultAlgorithm })  → RlsConfig            (load.ts; throws RlsConfigError)
+//   readRlsSource(path) · rlsConfigFrom(path, source, …) → the same in two steps: read, then parse (load.ts)
 //   limitsFor(config, domain, descriptors)     → (RlsLimit | undefined)[] (match.ts)
 //   subjectOf(domain, descriptor, limit)       → the store subject of a matched descriptor (match.ts)
 //   describeRlsConfig(config)                  → a JSON-able view for GET /admin/rls (match.ts)

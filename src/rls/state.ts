@@ -3,7 +3,7 @@
 // A reload is atomic: a valid configuration replaces the old one whole, an invalid one changes
 // nothing and says what is wrong, file, line and field.
 import { type PathWatch, watchPath } from "../config/file-watch.js";
-import { loadRlsConfig } from "./load.js";
+import { type RlsSource, readRlsSource, rlsConfigFrom } from "./load.js";
 import type { RlsAlgorithm, RlsConfig } from "./model.js";
 import { RlsConfigError } from "./model.js";
 
@@ -13,20 +13,22 @@ export type RlsReload =
 
 export type RlsState = {
   current(): RlsConfig;
-  reload(): RlsReload;
+  /** Re-reads RLS_CONFIG, or takes the files another process read from it (WORKERS). */
+  reload(source?: RlsSource): RlsReload;
   /** Reloads on every change of a file under the path (debounced), until `close`. */
   watch(onReload: (result: RlsReload) => void): void;
   close(): void;
 };
 
 export function createRlsState(options: { path: string; defaultAlgorithm: RlsAlgorithm }): RlsState {
-  const load = () => loadRlsConfig(options.path, { defaultAlgorithm: options.defaultAlgorithm });
+  const load = (source = readRlsSource(options.path)) =>
+    rlsConfigFrom(options.path, source, { defaultAlgorithm: options.defaultAlgorithm });
   let config = load();
   let watcher: PathWatch | undefined;
 
-  const reload = (): RlsReload => {
+  const reload = (source?: RlsSource): RlsReload => {
     try {
-      const next = load();
+      const next = load(source);
       const changed = next.version !== config.version;
       if (changed) config = next;
       return { ok: true, changed, config };

@@ -2,7 +2,7 @@
 
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_POLICY_YAML } from "../../src/policy/policy.js";
 import { RESTART_FIRST_MS, RESTART_MAX_MS, restartDelayMs } from "../../src/process/workers.js";
+import { childrenOf } from "../support/children.js";
 import { login } from "../support/http-client.mjs";
 import { waitFor } from "../support/ports.js";
 import {
@@ -44,23 +45,6 @@ function fresh(
     req.on("error", reject);
     req.end(options.body);
   });
-}
-
-/** The live children of a process, from /proc (Linux). */
-function childrenOf(pid: number): number[] {
-  const children: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      // pid (comm) state ppid …: the command may hold spaces, so read after the last ')'.
-      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(ppid) === pid && state !== "Z") children.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return children.sort((a, b) => a - b);
 }
 
 const alive = (pid: number): boolean => {
