@@ -94,6 +94,29 @@ export class Withdrawal {
 }
 
 /**
+ * A caller that may leave before it reads its answer (a gRPC call past its grpc-timeout, or reset by
+ * its client): the withdrawal of the store call made for its request is kept here (`heldBy`), and
+ * refused when it leaves (`leave`). A request whose caller left counts nothing, as one answered
+ * refused without the store: the caller applied its own failure mode, not tollgate's answer.
+ */
+export type Caller = { left?: boolean; withdrawal?: { refuse(): void } | undefined };
+
+/** `withdrawal`, kept by `caller` (refused at once if the caller has left already); returned as given. */
+export function heldBy<W extends Withdrawal | undefined>(caller: Caller | undefined, withdrawal: W): W {
+  if (caller === undefined || withdrawal === undefined) return withdrawal;
+  if (caller.left === true) withdrawal.refuse();
+  else caller.withdrawal = withdrawal;
+  return withdrawal;
+}
+
+/** The caller left without its answer: what its request counted is taken back. */
+export function leave(caller: Caller): void {
+  caller.left = true;
+  caller.withdrawal?.refuse();
+  caller.withdrawal = undefined;
+}
+
+/**
  * One window after the call: with the request counted when its layer counted it, otherwise as it
  * stands; `retryAfterMs` 0 when the window had room, otherwise ms until the request would (≥ 1).
  */
