@@ -1,0 +1,162 @@
+// The gRPC server's call deadlines (grpc-timeout) and its bound on server-streaming calls, seen by
+// node:http2's client (nghttp2): a call unanswered at its deadline is answered DEADLINE_EXCEEDED and
+// left by its caller, as is one its client resets; one without grpc-timeout (or with a malformed one)
+// waits for its answer as before.
+import * as http2 from "node:http2";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { grpcMessage } from "../support/h2-raw.js";
+import { startTestServer, type TestServer } from "../support/h2-test-server.js";
+import { sleep } from "../support/in-process.js";
+
+/** google.rpc.Code */
+const Code = { OK: "0", DEADLINE_EXCEEDED: "4" };
+
+let server: TestServer;
+let session: http2.ClientHttp2Session;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  session = http2.connect(`http://127.0.0.1:${server.port}`);
+});
+
+// A Hold call a failed test left waiting must not count in the next test's held().
+afterEach(() => server.release());
+
+afterAll(async () => {
+  session?.destroy();
+  await server?.close();
+});
+
+type Answer = { status: string | undefined; message: string; ms: number };
+
+/** A unary call; resolves with its gRPC status (headers or trailers) once the stream ends. */
+function call(path: string, body: string, headers: http2.OutgoingHttpHeaders = {}): Promise<Answer> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = session.request({
+      ":method": "POST",
+      ":path": path,
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...headers,
+    });
+    let status: string | undefined;
+    const chunks: Buffer[] = [];
+    req.on("response", (h) => {
+      status ??= h["grpc-status"] as string | undefined;
+    });
+    req.on("trailers", (t) => {
+      status = t["grpc-status"] as string | undefined;
+    });
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () =>
+      resolve({
+        status,
+        message: Buffer.concat(chunks).subarray(5).toString(),
+        ms: performance.now() - started,
+      }),
+    );
+    req.on("error", reject);
+    req.end(grpcMessage(Buffer.from(body)));
+  });
+}
+
+describe("a unary call with grpc-timeout", () => {
+  it("unanswered at its deadline is answered DEADLINE_EXCEEDED then, and its caller leaves it", async () => {
+    const left = server.left();
+    const answer = await call("/t.T/Hold", "late", { "grpc-timeout": "100m" });
+    expect(answer.status).toBe(Code.DEADLINE_EXCEEDED);
+    // Far from the deadline's 100 ms only on a machine this loaded: the bound leaves it room.
+    expect(answer.ms).toBeLessThan(1_500);
+    expect(server.left()).toBe(left + 1);
+    expect(server.finished.at(-1)).toBe("DEADLINE_EXCEEDED");
+    server.release();
+  });
+
+  it("answered in time is answered as usual, and counts as its method counted", async () => {
+    const left = server.left();
+    const answer = call("/t.T/Hold", "prompt", { "grpc-timeout": "5S" });
+    await expect.poll(() => server.held()).toBe(1);
+    server.release();
+    expect(await answer).toMatchObject({ status: Code.OK, message: "prompt" });
+    await sleep(50);
+    expect(server.left()).toBe(left);
+  });
+
+  it("of a deadline already past (0) is answered DEADLINE_EXCEEDED without waiting", async () => {
+    const answer = await call("/t.T/Hold", "none", { "grpc-timeout": "0n" });
+    expect(answer.status).toBe(Code.DEADLINE_EXCEEDED);
+    server.release();
+  });
+});
+
+describe("a unary call without a usable grpc-timeout", () => {
+  for (const [name, headers] of [
+    ["without the header", {}],
+    ["with a malformed value", { "grpc-timeout": "100 ms" }],
+  ] as const) {
+    it(`${name} waits for its answer however long it takes, as before`, async () => {
+      const left = server.left();
+      const answer = call("/t.T/Hold", "slow", headers);
+      await sleep(400);
+      expect(server.held()).toBe(1);
+      server.release();
+      expect(await answer).toMatchObject({ status: Code.OK, message: "slow" });
+      expect(server.left()).toBe(left);
+    });
+  }
+
+  it("reset by its client before its answer is left by its caller", async () => {
+    const left = server.left();
+    const req = session.request({
+      ":method": "POST",
+      ":path": "/t.T/Hold",
+      "content-type": "application/grpc",
+      te: "trailers",
+    });
+    req.on("error", () => undefined);
+    req.end(grpcMessage(Buffer.from("reset")));
+    await expect.poll(() => server.held()).toBe(1);
+    req.close(http2.constants.NGHTTP2_CANCEL);
+    await expect.poll(() => server.left()).toBe(left + 1);
+    expect(server.finished.at(-1)).toBe("CANCELLED");
+    server.release();
+  });
+});
+
+describe("server-streaming calls", () => {
+  /** A Watch call: its first message's arrival, and its status when it ends. */
+  function watch(headers: http2.OutgoingHttpHeaders = {}) {
+    const req = session.request({
+      ":method": "POST",
+      ":path": "/t.T/Watch",
+      "content-type": "application/grpc",
+      te: "trailers",
+      ...headers,
+    });
+    req.on("error", () => undefined);
+    const first = new Promise<void>((resolve) => req.once("data", () => resolve()));
+    const ended = new Promise<string | undefined>((resolve) => {
+      let status: string | undefined;
+      req.on("response", (h) => {
+        status = h["grpc-status"] as string | undefined;
+      });
+      req.on("trailers", (t) => {
+        status = t["grpc-status"] as string | undefined;
+      });
+      req.on("close", () => resolve(status));
+      req.resume();
+    });
+    req.end(grpcMessage(Buffer.from("w")));
+    return { req, first, ended };
+  }
+
+  it("end with DEADLINE_EXCEEDED at their grpc-timeout", async () => {
+    const started = performance.now();
+    const w = watch({ "grpc-timeout": "300m" });
+    await w.first;
+    expect(await w.ended).toBe(Code.DEADLINE_EXCEEDED);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    await expect.poll(() => server.watches.size).toBe(0);
+  });
+});
