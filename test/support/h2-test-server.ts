@@ -23,7 +23,7 @@ export type TestServer = {
 };
 
 export async function startTestServer(
-  options: { tls?: { cert: Buffer; key: Buffer }; maxMessageBytes?: number } = {},
+  options: { tls?: { cert: Buffer; key: Buffer }; maxMessageBytes?: number; maxServerStreams?: number } = {},
 ): Promise<TestServer> {
   const waiting: (() => void)[] = [];
   const finished: string[] = [];
@@ -72,6 +72,7 @@ export async function startTestServer(
     methods,
     tls: options.tls,
     maxMessageBytes: options.maxMessageBytes,
+    maxServerStreams: options.maxServerStreams,
     observer: {
       started: () => {
         started += 1;

@@ -73,6 +73,8 @@ export function createCallHandler(server: {
   /** The server-streaming calls open, each by its `end`. */
   streams: Set<() => void>;
   maxMessageBytes: number;
+  /** Server-streaming calls (health Watch) open at once on the whole server: past it, RESOURCE_EXHAUSTED. */
+  maxServerStreams: number;
   sessionBufferBytes: number;
   /** Request bytes the whole server may hold at once, across its connections. */
   serverBufferBytes: number;
@@ -84,6 +86,7 @@ export function createCallHandler(server: {
     clock,
     streams,
     maxMessageBytes,
+    maxServerStreams,
     sessionBufferBytes,
     serverBufferBytes,
     observer,
@@ -151,6 +154,10 @@ export function createCallHandler(server: {
     const { method } = call;
     const peer = stream.connection.peer;
     if (method.kind === "server-stream") {
+      if (streams.size >= maxServerStreams) {
+        fail(stream, call, new GrpcError(GrpcStatus.RESOURCE_EXHAUSTED, "too many streaming calls are open"));
+        return;
+      }
       call.stop = serveStream(stream, method, request, {
         peer,
         finish: (status) => finish(call, status),
