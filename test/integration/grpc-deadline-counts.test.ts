@@ -1,7 +1,8 @@
 // ext_authz Check and ShouldRateLimit over real gRPC (node:http2's client) while Redis stalls: a call
 // whose grpc-timeout passes first is answered DEADLINE_EXCEEDED at that deadline, not at tollgate's
 // own (REDIS_TIMEOUT_MS, RLS_TIMEOUT_MS), and counts nothing once Redis runs it late; so does one its
-// client resets (as Envoy does at its timeout). A call without grpc-timeout behaves as before.
+// client resets (as Envoy does at its timeout). Where tollgate's own deadline comes first, or the call
+// states none, it behaves as before.
 import * as http2 from "node:http2";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
@@ -58,15 +59,19 @@ afterAll(async () => {
 
 type Answer = { status: string | undefined; ms: number };
 
-/** A gRPC call of `message` on its own stream; `reset` ms after it is sent, the client resets it. */
+/** A gRPC call of `message` on a stream of its own; `resetAfterMs` after it is sent, the client resets it. */
 function grpcCall(
   path: string,
   message: Uint8Array,
-  options: { headers?: http2.OutgoingHttpHeaders; resetAfterMs?: number } = {},
+  options: {
+    headers?: http2.OutgoingHttpHeaders;
+    resetAfterMs?: number;
+    session?: http2.ClientHttp2Session;
+  } = {},
 ): Promise<Answer> {
   const started = performance.now();
   return new Promise((resolve) => {
-    const req = session.request({
+    const req = (options.session ?? session).request({
       ":method": "POST",
       ":path": path,
       "content-type": "application/grpc",
@@ -143,6 +148,31 @@ describe("an ext_authz Check while Redis stalls", () => {
       expect(answer.status).toBeUndefined();
     });
     expect(await used()).toBe(before);
+  });
+
+  it("with a grpc-timeout longer than REDIS_TIMEOUT_MS degrades at REDIS_TIMEOUT_MS as before, and counts", async () => {
+    const quick = await startInProcess({
+      store,
+      demoUsers: false,
+      env: { LOG_LEVEL: "silent", REDIS_TIMEOUT_MS: "100", FAILURE_MODE: "open" },
+    });
+    const quickSession = http2.connect(quick.grpcUrl);
+    try {
+      const before = (await used()) ?? 0;
+      await duringStall(async () => {
+        const answer = await grpcCall(CHECK, message(), {
+          headers: { "grpc-timeout": "5S" },
+          session: quickSession,
+        });
+        expect(answer.status).toBe(Code.OK);
+        expect(answer.ms).toBeLessThan(STALL_MS - 300);
+      });
+      // Allowed degraded: Envoy got the answer and let the request pass, so it counts.
+      expect(await used()).toBe(before + 1);
+    } finally {
+      quickSession.destroy();
+      await quick.close();
+    }
   });
 
   it("without grpc-timeout waits for Redis as before, within REDIS_TIMEOUT_MS, and counts", async () => {
