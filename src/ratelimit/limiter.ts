@@ -57,11 +57,12 @@ export type LimitRequest = {
 
 /**
  * A caller's word on a call it may stop waiting for: `refuse()` once it answered the request refused
- * without the store's answer (a check's 503, a rate limit call's UNAVAILABLE). A refused request is
- * never recorded, so what the call counted is taken back: a part of it that the store runs afterwards
- * (a stalled Redis runs what it was sent once it resumes) as it answers, a part that had answered
- * before (a Cluster's other slots, the other store calls of one rate limit request) at the refusal.
- * A request allowed without the store (degraded) passed, and stays counted.
+ * without the store's answer (a check's 503, a rate limit call's UNAVAILABLE), or once the request's
+ * caller left without an answer (see Caller). A refused request is never recorded, so what the call
+ * counted is taken back: a part of it that the store runs afterwards (a stalled Redis runs what it
+ * was sent once it resumes) as it answers, a part that had answered before (a Cluster's other slots,
+ * the other store calls of one rate limit request) at the refusal. A request allowed without the
+ * store (degraded) passed, and stays counted.
  */
 export class Withdrawal {
   #refused = false;
