@@ -12,7 +12,7 @@ import { messages } from "../../src/frontends/envoy-grpc/protos.js";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { createRedisStore, type Store } from "../../src/store/store.js";
 import { checkRequest, rateLimitRequest } from "../support/grpc-client.js";
-import { grpcMessage } from "../support/h2-raw.js";
+import { h2Call } from "../support/h2-call.js";
 import { demoToken, type InProcess, sleep, startInProcess } from "../support/in-process.js";
 import { type RedisServer, startRedisServer } from "../support/processes.mjs";
 import { connectRedis } from "../support/redis.js";
@@ -57,10 +57,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-type Answer = { status: string | undefined; ms: number };
-
-/** A gRPC call of `message` on a stream of its own; `resetAfterMs` after it is sent, the client resets it. */
-function grpcCall(
+/** A gRPC call on the tollgate's session, or on `options.session`. */
+const grpcCall = (
   path: string,
   message: Uint8Array,
   options: {
@@ -68,32 +66,7 @@ function grpcCall(
     resetAfterMs?: number;
     session?: http2.ClientHttp2Session;
   } = {},
-): Promise<Answer> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = (options.session ?? session).request({
-      ":method": "POST",
-      ":path": path,
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...options.headers,
-    });
-    let status: string | undefined;
-    req.on("response", (h) => {
-      status ??= h["grpc-status"] as string | undefined;
-    });
-    req.on("trailers", (t) => {
-      status = t["grpc-status"] as string | undefined;
-    });
-    req.on("error", () => undefined);
-    req.on("close", () => resolve({ status, ms: performance.now() - started }));
-    req.resume();
-    req.end(grpcMessage(message));
-    if (options.resetAfterMs !== undefined) {
-      setTimeout(() => req.close(http2.constants.NGHTTP2_CANCEL), options.resetAfterMs);
-    }
-  });
-}
+) => h2Call(options.session ?? session, path, message, options);
 
 /** Pauses Redis's writes (every count) for STALL_MS; resolves once the pause has ended and its backlog ran. */
 async function duringStall(run: () => Promise<void>): Promise<void> {

@@ -5,6 +5,7 @@
 import * as http2 from "node:http2";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { messages } from "../../src/frontends/envoy-grpc/protos.js";
+import { h2Call } from "../support/h2-call.js";
 import { grpcMessage } from "../support/h2-raw.js";
 import { startTestServer, type TestServer } from "../support/h2-test-server.js";
 import { sleep, startInProcess } from "../support/in-process.js";
@@ -28,39 +29,11 @@ afterAll(async () => {
   await server?.close();
 });
 
-type Answer = { status: string | undefined; message: string; ms: number };
-
-/** A unary call; resolves with its gRPC status (headers or trailers) once the stream ends. */
-function call(path: string, body: string, headers: http2.OutgoingHttpHeaders = {}): Promise<Answer> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = session.request({
-      ":method": "POST",
-      ":path": path,
-      "content-type": "application/grpc",
-      te: "trailers",
-      ...headers,
-    });
-    let status: string | undefined;
-    const chunks: Buffer[] = [];
-    req.on("response", (h) => {
-      status ??= h["grpc-status"] as string | undefined;
-    });
-    req.on("trailers", (t) => {
-      status = t["grpc-status"] as string | undefined;
-    });
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () =>
-      resolve({
-        status,
-        message: Buffer.concat(chunks).subarray(5).toString(),
-        ms: performance.now() - started,
-      }),
-    );
-    req.on("error", reject);
-    req.end(grpcMessage(Buffer.from(body)));
-  });
-}
+/** A unary call of `body`; its message back as text. */
+const call = async (path: string, body: string, headers: http2.OutgoingHttpHeaders = {}) => {
+  const answer = await h2Call(session, path, Buffer.from(body), { headers });
+  return { ...answer, message: answer.message.toString() };
+};
 
 describe("a unary call with grpc-timeout", () => {
   it("unanswered at its deadline is answered DEADLINE_EXCEEDED then, and its caller leaves it", async () => {
