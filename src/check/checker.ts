@@ -5,7 +5,7 @@ import type { CredentialReader } from "../auth/credentials.js";
 import type { TokenCheck } from "../auth/jwt.js";
 import type { FailureMode } from "../config/env.js";
 import type { CompiledPolicy } from "../policy/compile.js";
-import { describe, type Limiter, type LimitResult } from "../ratelimit/limiter.js";
+import { type Caller, describe, type Limiter, type LimitResult } from "../ratelimit/limiter.js";
 import { IP_LAYER } from "../ratelimit/types.js";
 import { createDeadline, withDeadline as within } from "../store/failure.js";
 import type { DeadSessions } from "./dead-sessions.js";
@@ -24,6 +24,7 @@ export type CheckRequest = {
   ip: string;
   /** The proxy's x-request-id: every log line of the check carries it. */
   requestId?: string | undefined;
+  caller?: Caller | undefined; // a gRPC call, which may leave before its answer (see Caller)
 };
 
 export type CheckerOptions = {
@@ -63,7 +64,6 @@ const DISABLED: Decision = {
   description: "account disabled",
   tokenSent: true,
 };
-
 const DEAD_KEY: TokenCheck = { ok: false, reason: "revoked", description: "API key unknown or revoked" };
 /** An API key's last use is written at most this often per key and process, in a check's own call. */
 const LAST_USE_EVERY_MS = 60_000;
@@ -252,7 +252,7 @@ export function createChecker(options: CheckerOptions): Checker {
   ): Promise<Decision> {
     const denials = dryRun ? undefined : options.denials;
     let result: LimitResult;
-    const call = limitRequest(p, idleMs, dryRun);
+    const call = limitRequest(p, idleMs, dryRun, request.caller);
     try {
       result = await withDeadline(limiter.limit(call));
       onStoreOk();

@@ -2,7 +2,9 @@
 // and the limiter's answer as the decision reads it.
 import type { FailureMode } from "../config/env.js";
 import {
+  type Caller,
   describe,
+  heldBy,
   type LimitLayer,
   type LimitRequest,
   type LimitResult,
@@ -18,10 +20,11 @@ const NO_LAYERS: readonly LimitLayer[] = [];
 
 /**
  * The limiter's call for a plan: the anonymous layers, or the IP layer and the user's; with a
- * withdrawal unless it is a dry run (which counts nothing), for withoutStore to set.
+ * withdrawal unless it is a dry run (which counts nothing), for withoutStore to set, and kept by the
+ * caller when it may leave before its answer (a gRPC call's deadline or reset).
  */
-export function limitRequest(p: Counted, idleMs: number, dryRun: boolean): LimitRequest {
-  const withdrawal = dryRun ? undefined : new Withdrawal();
+export function limitRequest(p: Counted, idleMs: number, dryRun: boolean, caller?: Caller): LimitRequest {
+  const withdrawal = dryRun ? undefined : heldBy(caller, new Withdrawal());
   if (p.kind === "anonymous") return { layers: p.layers, dryRun, withdrawal };
   const { ip } = p;
   return {

@@ -57,11 +57,12 @@ export type LimitRequest = {
 
 /**
  * A caller's word on a call it may stop waiting for: `refuse()` once it answered the request refused
- * without the store's answer (a check's 503, a rate limit call's UNAVAILABLE). A refused request is
- * never recorded, so what the call counted is taken back: a part of it that the store runs afterwards
- * (a stalled Redis runs what it was sent once it resumes) as it answers, a part that had answered
- * before (a Cluster's other slots, the other store calls of one rate limit request) at the refusal.
- * A request allowed without the store (degraded) passed, and stays counted.
+ * without the store's answer (a check's 503, a rate limit call's UNAVAILABLE), or once the request's
+ * caller left without an answer (see Caller). A refused request is never recorded, so what the call
+ * counted is taken back: a part of it that the store runs afterwards (a stalled Redis runs what it
+ * was sent once it resumes) as it answers, a part that had answered before (a Cluster's other slots,
+ * the other store calls of one rate limit request) at the refusal. A request allowed without the
+ * store (degraded) passed, and stays counted.
  */
 export class Withdrawal {
   #refused = false;
@@ -91,6 +92,29 @@ export class Withdrawal {
     else if (this.#more === undefined) this.#more = [takeBack];
     else this.#more.push(takeBack);
   }
+}
+
+/**
+ * A caller that may leave before it reads its answer (a gRPC call past its grpc-timeout, or reset by
+ * its client): the withdrawal of the store call made for its request is kept here (`heldBy`), and
+ * refused when it leaves (`leave`). A request whose caller left counts nothing, as one answered
+ * refused without the store: the caller applied its own failure mode, not tollgate's answer.
+ */
+export type Caller = { left?: boolean; withdrawal?: { refuse(): void } | undefined };
+
+/** `withdrawal`, kept by `caller` (refused at once if the caller has left already); returned as given. */
+export function heldBy<W extends Withdrawal | undefined>(caller: Caller | undefined, withdrawal: W): W {
+  if (caller === undefined || withdrawal === undefined) return withdrawal;
+  if (caller.left === true) withdrawal.refuse();
+  else caller.withdrawal = withdrawal;
+  return withdrawal;
+}
+
+/** The caller left without its answer: what its request counted is taken back. */
+export function leave(caller: Caller): void {
+  caller.left = true;
+  caller.withdrawal?.refuse();
+  caller.withdrawal = undefined;
 }
 
 /**

@@ -1,6 +1,7 @@
 // tollgate's gRPC server in the test process, on a free loopback port, with methods made for
-// protocol tests: Echo (the request back), Probe (a header's value back), Hold (answers when told),
-// and the RPC observer's counts, so a test sees every call started and finished.
+// protocol tests: Echo (the request back), Probe (a header's value back), Hold (answers when told,
+// counting as a store's call would the calls whose caller left them), and the RPC observer's
+// counts, so a test sees every call started and finished.
 import type { AddressInfo } from "node:net";
 import type { GrpcMethod, ServerStream } from "../../src/frontends/envoy-grpc/grpc-protocol.js";
 import { createGrpcServer } from "../../src/frontends/envoy-grpc/grpc-server.js";
@@ -12,6 +13,8 @@ export type TestServer = {
   /** Resolves every Hold call waiting. */
   release(): void;
   held(): number;
+  /** Hold calls left by their caller before their answer (past their deadline, or reset). */
+  left(): number;
   /** The Watch calls open (a server-streaming method that writes its request back twice a second). */
   watches: Set<ServerStream>;
   close(): Promise<void>;
@@ -20,13 +23,14 @@ export type TestServer = {
 };
 
 export async function startTestServer(
-  options: { tls?: { cert: Buffer; key: Buffer }; maxMessageBytes?: number } = {},
+  options: { tls?: { cert: Buffer; key: Buffer }; maxMessageBytes?: number; maxServerStreams?: number } = {},
 ): Promise<TestServer> {
   const waiting: (() => void)[] = [];
   const finished: string[] = [];
   const errors: unknown[] = [];
   const watches = new Set<ServerStream>();
   let started = 0;
+  let left = 0;
   const methods = new Map<string, GrpcMethod>([
     ["/t.T/Echo", { kind: "unary", handle: (request) => request }],
     [
@@ -37,7 +41,15 @@ export async function startTestServer(
       "/t.T/Hold",
       {
         kind: "unary",
-        handle: (request) => new Promise<Uint8Array>((resolve) => waiting.push(() => resolve(request))),
+        handle(request, call) {
+          // As a method that counts on the store leaves its withdrawal with its caller.
+          call.withdrawal = {
+            refuse: () => {
+              left += 1;
+            },
+          };
+          return new Promise<Uint8Array>((resolve) => waiting.push(() => resolve(request)));
+        },
       },
     ],
     [
@@ -60,6 +72,7 @@ export async function startTestServer(
     methods,
     tls: options.tls,
     maxMessageBytes: options.maxMessageBytes,
+    maxServerStreams: options.maxServerStreams,
     observer: {
       started: () => {
         started += 1;
@@ -79,6 +92,7 @@ export async function startTestServer(
       for (const resolve of waiting.splice(0)) resolve();
     },
     held: () => waiting.length,
+    left: () => left,
     watches,
     errors,
     drain: () => close(),

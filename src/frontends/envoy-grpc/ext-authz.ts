@@ -191,6 +191,7 @@ export function authorizationCheck(context: CheckContext): GrpcMethod {
       const fields = readCheckRequest(request, apiKeyHeader);
       const facts = checkFacts(fields, call.peer, clientIp);
       if ("status" in facts) return writeCheckResponse(checkAnswer(facts, undefined));
+      facts.caller = call;
       let decision: Decision;
       try {
         decision =

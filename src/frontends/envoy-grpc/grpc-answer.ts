@@ -39,6 +39,14 @@ export function trailersOnly(connection: Connection, stream: H2Stream, code: num
   respond(connection, stream, block, true);
 }
 
+/** The trailers that end a call whose answer has begun with another status than OK. */
+export function statusTrailers(code: number, message: string): Buffer {
+  return encodeBlock([
+    ["grpc-status", String(code)],
+    ["grpc-message", statusMessage(message)],
+  ]);
+}
+
 /** An HTTP answer with no body, for a request that is not a gRPC call. */
 export function httpStatus(connection: Connection, stream: H2Stream, status: number): void {
   if (stream.closed || stream.headersSent) return;

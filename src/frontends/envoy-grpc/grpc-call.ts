@@ -1,11 +1,15 @@
 // One unary or server-streaming call on tollgate's gRPC server (grpc-server.ts): its request
 // gathered chunk by chunk within the connection's byte budget, the method run, its answer or failure
 // written, and the call counted once as finished. One handler object serves every stream of the
-// server; a call costs one small object, kept on its stream.
+// server; a call costs one small object, kept on its stream. Past its grpc-timeout, a call unanswered is
+// answered DEADLINE_EXCEEDED; then, or when its client resets it first, its caller leaves it (Caller).
 import { requestIdOf } from "../../process/request-id.js";
+import { leave } from "../../ratelimit/limiter.js";
 import type { RpcObserver } from "../front-end.js";
+import { createDeadlines, type Timed } from "./call-deadlines.js";
 import { httpStatus, trailersOnly, unaryAnswer } from "./grpc-answer.js";
 import {
+  type CallInfo,
   Framed,
   GrpcError,
   type GrpcMethod,
@@ -20,8 +24,9 @@ import type { H2Stream, StreamHandler } from "./h2/state.js";
 /** What the gRPC server counts per connection: request bytes held across its calls. */
 export type ConnectionBudget = { buffered: number };
 
-/** A call while its request arrives, kept on its stream. */
-type Call = {
+/** A call, kept on its stream; in the server's deadlines (Timed) when it states one. */
+type Call = Timed & {
+  stream: H2Stream;
   name: string;
   method: GrpcMethod;
   budget: ConnectionBudget;
@@ -38,6 +43,10 @@ type Call = {
   arrivingSince: number;
   refused: boolean;
   finished: boolean;
+  /** What the method was given of its call, once it runs: the Caller that leaves. */
+  info: CallInfo | undefined;
+  /** A server-streaming call's end with a status, once it runs. */
+  stop: ((code: number, message: string) => void) | undefined;
 };
 
 /** The second a stream's request began to arrive, while it still does; undefined otherwise. */
@@ -54,6 +63,7 @@ export function stopArriving(stream: H2Stream): void {
 
 const EMPTY = Buffer.alloc(0);
 const UNKNOWN_METHOD = "unknown";
+const DEADLINE_PASSED = "the call's deadline passed before its answer";
 
 export function createCallHandler(server: {
   methods: ReadonlyMap<string, GrpcMethod>;
@@ -63,6 +73,8 @@ export function createCallHandler(server: {
   /** The server-streaming calls open, each by its `end`. */
   streams: Set<() => void>;
   maxMessageBytes: number;
+  /** Server-streaming calls (health Watch) open at once on the whole server: past it, RESOURCE_EXHAUSTED. */
+  maxServerStreams: number;
   sessionBufferBytes: number;
   /** Request bytes the whole server may hold at once, across its connections. */
   serverBufferBytes: number;
@@ -74,6 +86,7 @@ export function createCallHandler(server: {
     clock,
     streams,
     maxMessageBytes,
+    maxServerStreams,
     sessionBufferBytes,
     serverBufferBytes,
     observer,
@@ -84,6 +97,7 @@ export function createCallHandler(server: {
   const finish = (call: Call, status: string): void => {
     if (call.finished) return;
     call.finished = true;
+    deadlines.remove(call);
     observer?.finished(call.name, status);
   };
   const release = (call: Call): void => {
@@ -102,15 +116,24 @@ export function createCallHandler(server: {
     finish(call, "INTERNAL");
     trailersOnly(stream.connection, stream, GrpcStatus.INTERNAL, "the call could not be completed");
   };
-  const refuse = (stream: H2Stream, call: Call, message: string): void => {
+  const refuse = (call: Call, message: string, code: number = GrpcStatus.RESOURCE_EXHAUSTED): void => {
+    const { stream } = call;
     call.refused = true;
     call.first = undefined;
     call.more = undefined;
     call.arrivingSince = -1;
     release(call);
-    finish(call, "RESOURCE_EXHAUSTED");
-    trailersOnly(stream.connection, stream, GrpcStatus.RESOURCE_EXHAUSTED, message);
+    finish(call, statusName(code));
+    trailersOnly(stream.connection, stream, code, message);
   };
+  /** Past its deadline, unanswered: DEADLINE_EXCEEDED, and its caller leaves (what it counted is taken back). */
+  const deadlines = createDeadlines<Call>((call) => {
+    const { stream } = call;
+    if (call.finished || stream.closed) return;
+    if (call.stop !== undefined) call.stop(GrpcStatus.DEADLINE_EXCEEDED, DEADLINE_PASSED);
+    else refuse(call, DEADLINE_PASSED, GrpcStatus.DEADLINE_EXCEEDED);
+    if (call.info !== undefined) leave(call.info);
+  });
   /** A stream that is no call of ours: answered at once, counted under "unknown". */
   const reject = (answer: () => void, status: string): void => {
     observer?.started(UNKNOWN_METHOD);
@@ -131,7 +154,11 @@ export function createCallHandler(server: {
     const { method } = call;
     const peer = stream.connection.peer;
     if (method.kind === "server-stream") {
-      serveStream(stream, method, request, {
+      if (streams.size >= maxServerStreams) {
+        fail(stream, call, new GrpcError(GrpcStatus.RESOURCE_EXHAUSTED, "too many streaming calls are open"));
+        return;
+      }
+      call.stop = serveStream(stream, method, request, {
         peer,
         finish: (status) => finish(call, status),
         onError: (error) => onError(error, call.name, requestIdOf(stream.headers["x-request-id"])),
@@ -140,8 +167,10 @@ export function createCallHandler(server: {
       return;
     }
     let message: Promise<Uint8Array | Framed> | Uint8Array | Framed;
+    const info: CallInfo = { peer, headers: stream.headers, left: false, withdrawal: undefined };
+    call.info = info;
     try {
-      message = method.handle(request, { peer, headers: stream.headers });
+      message = method.handle(request, info);
     } catch (error) {
       fail(stream, call, error);
       return;
@@ -186,6 +215,9 @@ export function createCallHandler(server: {
         return;
       }
       const call: Call = {
+        deadline: 0,
+        slot: -1,
+        stream,
         name: path.slice(1),
         method,
         budget: server.budgetOf(stream),
@@ -196,9 +228,12 @@ export function createCallHandler(server: {
         arrivingSince: clock.seconds,
         refused: false,
         finished: false,
+        info: undefined,
+        stop: undefined,
       };
       stream.call = call;
       observer?.started(call.name);
+      deadlines.add(call, headers["grpc-timeout"]);
     },
     data(stream, view, last) {
       const call = stream.call as Call | undefined;
@@ -209,7 +244,7 @@ export function createCallHandler(server: {
       const chunk = last || view.length * 2 >= view.buffer.byteLength ? view : Buffer.from(view);
       call.size += chunk.length;
       if (call.size > maxMessageBytes + PREFIX_BYTES) {
-        refuse(stream, call, `the request message is larger than ${maxMessageBytes} bytes`);
+        refuse(call, `the request message is larger than ${maxMessageBytes} bytes`);
         return;
       }
       const { budget } = call;
@@ -217,11 +252,11 @@ export function createCallHandler(server: {
       // taken however much the requests still arriving hold.
       const held = last && call.first === undefined ? 0 : chunk.length;
       if (budget.buffered + held > sessionBufferBytes) {
-        refuse(stream, call, "the connection holds too many request bytes at once");
+        refuse(call, "the connection holds too many request bytes at once");
         return;
       }
       if (total.buffered + held > serverBufferBytes) {
-        refuse(stream, call, "the server holds too many request bytes at once");
+        refuse(call, "the server holds too many request bytes at once");
         return;
       }
       budget.buffered += held;
@@ -255,6 +290,8 @@ export function createCallHandler(server: {
       if (call === undefined) return;
       call.arrivingSince = -1;
       release(call);
+      // Gone before its answer: the client no longer waits for it (Envoy resets a call at its timeout).
+      if (!call.finished && call.info !== undefined) leave(call.info);
       // Every call is counted once as finished: answered, failed, or left by its client.
       finish(call, "CANCELLED");
       streamCloses.get(stream)?.();

@@ -1,11 +1,13 @@
 // gRPC over HTTP/2 as tollgate's server speaks it ("PROTOCOL-HTTP2.md" in grpc/grpc): the status
 // codes, the 5-byte message prefix, and what a method sees of its call.
+import type { Caller } from "../../ratelimit/limiter.js";
 import type { HeaderList } from "./h2/hpack.js";
 
 /** The gRPC status codes tollgate answers with (google.rpc.Code). */
 export const GrpcStatus = {
   OK: 0,
   INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
   NOT_FOUND: 5,
   RESOURCE_EXHAUSTED: 8,
   UNIMPLEMENTED: 12,
@@ -79,8 +81,55 @@ export function statusName(code: number): string {
   return STATUS_NAMES.get(code) ?? String(code);
 }
 
-/** What a method learns of its call besides the request message. */
-export type CallInfo = {
+/** grpc-timeout's longest value: 8 digits, then the unit. */
+const MAX_TIMEOUT_DIGITS = 8;
+
+/**
+ * A grpc-timeout value (PROTOCOL-HTTP2.md: 1 to 8 ASCII digits, then H, M, S, m, u or n) in
+ * milliseconds; undefined when malformed. 0 is taken (a deadline already past), as grpc-go, grpc-js
+ * and gRPC's C core take it.
+ */
+export function grpcTimeoutMs(value: string): number | undefined {
+  const digits = value.length - 1;
+  if (digits < 1 || digits > MAX_TIMEOUT_DIGITS) return undefined;
+  let unitMs: number;
+  switch (value.charCodeAt(digits)) {
+    case 0x48: // H
+      unitMs = 3_600_000;
+      break;
+    case 0x4d: // M
+      unitMs = 60_000;
+      break;
+    case 0x53: // S
+      unitMs = 1_000;
+      break;
+    case 0x6d: // m
+      unitMs = 1;
+      break;
+    case 0x75: // u
+      unitMs = 1e-3;
+      break;
+    case 0x6e: // n
+      unitMs = 1e-6;
+      break;
+    default:
+      return undefined;
+  }
+  let count = 0;
+  for (let i = 0; i < digits; i += 1) {
+    const digit = value.charCodeAt(i) - 0x30;
+    if (digit < 0 || digit > 9) return undefined;
+    count = count * 10 + digit;
+  }
+  return count * unitMs;
+}
+
+/**
+ * What a method learns of its call besides the request message. A unary call is also its method's
+ * Caller: a method that counts on the store leaves its withdrawal there, refused when the call ends
+ * without its answer (past its grpc-timeout, or reset by the client).
+ */
+export type CallInfo = Caller & {
   /** The connection's remote address. */
   peer: string | undefined;
   /** The call's metadata (its HTTP/2 request headers, lower-case names): x-request-id, traceparent. Unary calls only. */

@@ -17,6 +17,8 @@ export type GrpcServerOptions = {
   tls?: { cert: Buffer; key: Buffer } | undefined;
   /** The largest request message taken; a larger one is answered RESOURCE_EXHAUSTED. */
   maxMessageBytes?: number;
+  /** Server-streaming calls open at once (default MAX_SERVER_STREAMS); past it, RESOURCE_EXHAUSTED. */
+  maxServerStreams?: number;
   observer?: RpcObserver | undefined;
   /** Unexpected failures inside a method (answered INTERNAL); never request contents but the call's x-request-id. */
   onError(error: unknown, method: string, requestId: string | undefined): void;
@@ -46,6 +48,13 @@ const SESSION_IDLE_MS = 5 * 60_000;
 const ANSWER_STALL_S = 60;
 /** A connection that has not sent its preface and SETTINGS this long after it opened is closed. */
 const PREFACE_TIMEOUT_S = 10;
+/**
+ * Server-streaming calls (health Watch) open at once, across connections: a Watch holds its stream
+ * and its request headers (up to 64 KiB) for as long as its client keeps it, and each connection's
+ * 1,000 streams alone bound nothing once connections multiply. A gRPC client that checks health
+ * this way opens one per connection; Envoy and Kubernetes probes call Check, which holds nothing.
+ */
+const MAX_SERVER_STREAMS = 1_000;
 
 export function createGrpcServer(options: GrpcServerOptions) {
   const { methods, observer, onError } = options;
@@ -68,6 +77,7 @@ export function createGrpcServer(options: GrpcServerOptions) {
     clock,
     streams,
     maxMessageBytes,
+    maxServerStreams: options.maxServerStreams ?? MAX_SERVER_STREAMS,
     sessionBufferBytes: SESSION_BUFFER_BYTES,
     serverBufferBytes: SERVER_BUFFER_BYTES,
     observer,

@@ -1,7 +1,7 @@
 // A server-streaming call (grpc.health.v1.Health/Watch): the answer's headers sent with the first
 // message, messages as the method writes them, OK in the trailers when it ends (or the listener
-// drains), and the method told when the client leaves first.
-import { OK_TRAILERS, RESPONSE_HEADERS, trailersOnly } from "./grpc-answer.js";
+// drains; another status when its deadline passes), and the method told when the client leaves first.
+import { OK_TRAILERS, RESPONSE_HEADERS, statusTrailers, trailersOnly } from "./grpc-answer.js";
 import { framed, GrpcError, type GrpcMethod, GrpcStatus, statusName } from "./grpc-protocol.js";
 import { respond, sendData, sendTrailers } from "./h2/send.js";
 import type { H2Stream } from "./h2/state.js";
@@ -9,6 +9,7 @@ import type { H2Stream } from "./h2/state.js";
 /** The close listener of each streaming call, by its stream: called by the call handler's close. */
 export const streamCloses = new WeakMap<H2Stream, () => void>();
 
+/** Runs the call; returns its end with a status (a deadline passed), or undefined when it ended at once. */
 export function serveStream(
   stream: H2Stream,
   method: Extract<GrpcMethod, { kind: "server-stream" }>,
@@ -22,7 +23,7 @@ export function serveStream(
     /** The calls open, each by its `end`: a drain ends them all. */
     streams: Set<() => void>;
   },
-): void {
+): ((code: number, message: string) => void) | undefined {
   const { peer, finish, onError, streams } = call;
   const { connection } = stream;
   const closeListeners: (() => void)[] = [];
@@ -37,14 +38,17 @@ export function serveStream(
   const headers = () => {
     if (!stream.headersSent) respond(connection, stream, RESPONSE_HEADERS, false);
   };
-  function end(): void {
+  const endWith = (trailers: Buffer, status: string): void => {
     if (!open) return;
-    finish("OK");
+    finish(status);
     if (!stream.closed) {
       headers();
-      sendTrailers(connection, stream, OK_TRAILERS);
+      sendTrailers(connection, stream, trailers);
     }
     closed();
+  };
+  function end(): void {
+    endWith(OK_TRAILERS, "OK");
   }
   streams.add(end);
   // The client left (cancelled its call or dropped the connection) before the server ended it.
@@ -72,9 +76,10 @@ export function serveStream(
       finish(statusName(code));
       trailersOnly(connection, stream, code, grpc ? error.message : "the call could not be completed");
       closed();
-      return;
+      return undefined;
     }
     onError(error);
     end();
   }
+  return (code, message) => endWith(statusTrailers(code, message), statusName(code));
 }

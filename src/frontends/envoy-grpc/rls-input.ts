@@ -1,5 +1,6 @@
 // A RateLimitRequest as the rate limit service reads it: the domain, each descriptor's entries,
 // its own limit and its addend, checked and bounded before anything is counted.
+import type { Caller } from "../../ratelimit/limiter.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
 import { type DecodedRequest, MAX_DESCRIPTORS, MAX_ENTRIES } from "./rls-codec.js";
 
@@ -52,6 +53,8 @@ export type RlsInput = {
   addends: number[];
   /** The call's x-request-id, for log lines; set by the transport. */
   requestId: string | undefined;
+  /** The gRPC call, which may leave before its answer (see Caller); set by the transport. */
+  caller?: Caller | undefined;
 };
 
 /** A RateLimitRequest as protobufjs decodes it (or as `POST /json` parses it), checked. */

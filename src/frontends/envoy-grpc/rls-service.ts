@@ -21,6 +21,7 @@ export function rateLimitService(decide: RlsDecide, tracing: Tracing | undefined
     handle(bytes, call) {
       const input = rlsInput(readRateLimitRequest(bytes));
       input.requestId = requestIdOf(call.headers?.["x-request-id"]);
+      input.caller = call;
       if (tracing !== undefined) {
         const caller = traceHeadersOf(call.headers);
         const span = { transport: "envoy-grpc", caller, requestId: input.requestId, domain: input.domain };

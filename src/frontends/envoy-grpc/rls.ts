@@ -5,7 +5,7 @@
 // with a status per descriptor in request order.
 import type { DenialCache } from "../../check/denial-cache.js";
 import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratelimit/limiter.js";
-import { Withdrawal } from "../../ratelimit/limiter.js";
+import { heldBy, Withdrawal } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
 import { answerOf, duration, OK, OVER_LIMIT, untilReset } from "./rls-answer.js";
@@ -156,7 +156,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
 
   /** The decision; a promise settles after observe(started), a synchronous one is observed by the caller. */
   const decide = (
-    { domain, descriptors, addends, requestId }: RlsInput,
+    { domain, descriptors, addends, requestId, caller }: RlsInput,
     started: number,
   ): RlsAnswer | Promise<RlsAnswer> => {
     const { allOrNone, limits } = context.rules().resolve(domain, descriptors);
@@ -237,7 +237,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     }
     const call = { domain, limits, statuses };
     const mode = allOrNone ? "all-or-none" : "each";
-    const withdrawal = new Withdrawal(); // refused when the call fails: no store call of it stays counted
+    const withdrawal = heldBy(caller, new Withdrawal()); // refused if the call fails or its caller leaves
     /** The store call of the descriptors at `indexes`, within the deadline. */
     const send = (indexes: number[], addend: number): Promise<LimitResult> => {
       try {
