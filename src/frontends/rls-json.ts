@@ -10,7 +10,7 @@ import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
 import type { RlsDecide } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
-import type { HttpRoute } from "./http-check.js";
+import { type HttpRoute, methodAnswer } from "./http-check.js";
 import { traceHeadersOf } from "./trace-headers.js";
 
 /** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
@@ -150,7 +150,9 @@ export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Traci
       }
       if (req.method !== "POST") {
         req.resume();
-        send(res, 405, { error: "method_not_allowed", message: "POST a RateLimitRequest as JSON" });
+        const answer = methodAnswer(req.method ?? "", "/json", ["POST"]);
+        const length = answer.status === 204 ? {} : { "content-length": Buffer.byteLength(answer.body) };
+        res.writeHead(answer.status, { ...answer.headers, ...length }).end(answer.body);
         return;
       }
       const chunks: Buffer[] = [];

@@ -20,8 +20,9 @@ import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
 import { sessionRoutes } from "./admin-sessions.js";
 import type { ApiStore } from "./api-store.js";
-import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
+import { errorHandler, HttpError, jsonBody } from "./errors.js";
 import { handle, parse, requireBearer } from "./handlers.js";
+import { unmatched } from "./methods.js";
 import { healthRoutes } from "./public-api.js";
 import { requestLogger } from "./request-log.js";
 
@@ -252,9 +253,11 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     rls: options.rls ?? (() => undefined),
   });
 
+  // Each router answers what none of its routes took: under /admin, only once the token passed.
+  admin.use(unmatched(admin));
   router.use("/admin", admin);
+  router.use(unmatched(router));
   app.use(router);
-  app.use(notFound);
   app.use(errorHandler(processLogger));
   return app;
 }

@@ -94,9 +94,6 @@ export function errorHandler(processLogger: Logger): ErrorRequestHandler {
   };
 }
 
-export const notFound: RequestHandler = (req, res) =>
-  sendError(res, new HttpError("not_found", `No route for ${req.method} ${req.path}`));
-
 /** A body was sent: RFC 9112 frames one by Transfer-Encoding or a Content-Length above 0. */
 const bodySent = (req: Parameters<RequestHandler>[0]): boolean =>
   req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;

@@ -1,5 +1,7 @@
 // Input an outside client can send the three listeners of a real process: body media types, Expect,
-// CONNECT. Each answer is the documented success or a 4xx JSON error, and the logs hold no secret.
+// CONNECT, methods a path does not serve, numbers and repeated query parameters. Each answer is the
+// documented success or a 4xx JSON error, and the logs hold no secret.
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { send } from "../support/http-client.mjs";
 import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
@@ -16,6 +18,8 @@ beforeAll(async () => {
   tollgate = await startTollgate({
     REDIS_URL: inject("redisUrl"),
     REDIS_KEY_PREFIX: `api-input-${process.pid}-${Date.now()}:`,
+    // POST /json on the check port is served only with a rate limit service configured.
+    RLS_CONFIG: fileURLToPath(new URL("../fixtures/rls/e2e/semantics", import.meta.url)),
   });
   const created = await send(`${tollgate.adminUrl}/admin/users`, {
     method: "POST",
@@ -142,6 +146,78 @@ describe("query strings", () => {
       400,
       "cursor: Invalid input: expected string, received array",
     ]);
+  });
+});
+
+describe("methods", () => {
+  /** One request as raw bytes, so that HEAD and OPTIONS are read exactly as they come back. */
+  const request = (url: string, method: string, path: string, headers = "") =>
+    rawRequest(url, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${headers}Connection: close\r\n\r\n`);
+  const admin = () => `Authorization: Bearer ${tollgate.adminToken}\r\n`;
+  const allowOf = (reply: { headers: Array<[string, string]> }) =>
+    reply.headers.find(([name]) => name === "allow")?.[1];
+
+  it("answers a served path with a method it does not serve 405, with Allow and a JSON error, on every listener", async () => {
+    const cases = [
+      { url: tollgate.url, method: "GET", path: "/auth/login", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "DELETE", path: "/auth/logout", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "PUT", path: "/auth/sessions/abc/revoke", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "POST", path: "/me", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.url, method: "POST", path: "/health", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.adminUrl, method: "PATCH", path: "/admin/users", allow: "GET, HEAD, OPTIONS, POST" },
+      {
+        url: tollgate.adminUrl,
+        method: "POST",
+        path: `/admin/users/${userId}`,
+        allow: "DELETE, GET, HEAD, OPTIONS",
+      },
+      { url: tollgate.adminUrl, method: "GET", path: "/admin/policy/reload", allow: "OPTIONS, POST" },
+      { url: tollgate.adminUrl, method: "PUT", path: "/metrics", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.checkUrl, method: "POST", path: "/health", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.checkUrl, method: "GET", path: "/json", allow: "OPTIONS, POST" },
+    ];
+    for (const { url, method, path, allow } of cases) {
+      const reply = await request(url, method, path, admin());
+      expect([method, path, reply.status, allowOf(reply)], reply.raw).toEqual([method, path, 405, allow]);
+      expect(reply.headers.find(([name]) => name === "content-type")?.[1]).toMatch(/^application\/json/);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "method_not_allowed",
+        message: `${method} is not allowed on ${path} (Allow: ${allow})`,
+      });
+    }
+  });
+
+  it("keeps 404 for a path nothing serves, and 401 before anything under /admin without the token", async () => {
+    for (const [url, path] of [
+      [tollgate.url, "/auth/nothing"],
+      [tollgate.adminUrl, "/admin/nothing"],
+      [tollgate.checkUrl, "/nothing"],
+    ] as const) {
+      const reply = await request(url, "PUT", path, admin());
+      expect([path, reply.status], reply.raw).toEqual([path, 404]);
+      expect(JSON.parse(reply.body).error).toBe("not_found");
+    }
+    const anonymous = await request(tollgate.adminUrl, "PATCH", "/admin/users");
+    expect([anonymous.status, JSON.parse(anonymous.body).error]).toEqual([401, "unauthorized"]);
+  });
+
+  it("answers OPTIONS 204 with Allow and no body, and HEAD as GET (405 without a body where GET is not served)", async () => {
+    for (const [url, path, allow] of [
+      [tollgate.url, "/auth/login", "OPTIONS, POST"],
+      [tollgate.adminUrl, "/admin/users", "GET, HEAD, OPTIONS, POST"],
+      [tollgate.checkUrl, "/health", "GET, HEAD, OPTIONS"],
+      [tollgate.checkUrl, "/json", "OPTIONS, POST"],
+    ] as const) {
+      const reply = await request(url, "OPTIONS", path, admin());
+      expect([path, reply.status, allowOf(reply), reply.body], reply.raw).toEqual([path, 204, allow, ""]);
+      expect(reply.headers.map(([name]) => name)).not.toContain("content-length");
+    }
+    for (const url of [tollgate.url, tollgate.adminUrl, tollgate.checkUrl]) {
+      const head = await request(url, "HEAD", "/health");
+      expect([head.status, head.body], head.raw).toEqual([200, ""]);
+    }
+    const head = await request(tollgate.url, "HEAD", "/auth/login");
+    expect([head.status, allowOf(head), head.body], head.raw).toEqual([405, "OPTIONS, POST", ""]);
   });
 });
 
