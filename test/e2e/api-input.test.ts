@@ -144,8 +144,166 @@ describe("query strings", () => {
     const repeated = await list("cursor=a&cursor=b");
     expect([repeated.status, repeated.json().message]).toEqual([
       400,
-      "cursor: Invalid input: expected string, received array",
+      "cursor: give this query parameter once",
     ]);
+  });
+
+  const admin = (path: string) =>
+    send(`${tollgate.adminUrl}${path}`, { headers: { authorization: `Bearer ${tollgate.adminToken}` } });
+
+  it("takes ?limit= only in decimal digits within its range, on both listings", async () => {
+    for (const [path, range] of [
+      ["/admin/users", "1 to 500"],
+      ["/admin/api-keys", "1 to 1000"],
+    ] as const) {
+      for (const limit of [
+        "0x10",
+        "1e2",
+        "%2B5",
+        "-1",
+        "010",
+        "%205",
+        "5%20",
+        "5.0",
+        "99999999999999999999",
+        "0",
+        "",
+        "Infinity",
+      ]) {
+        const reply = await admin(`${path}?limit=${limit}`);
+        expect([path, limit, reply.status, reply.json()]).toEqual([
+          path,
+          limit,
+          400,
+          {
+            error: "bad_request",
+            message: `limit: expected a whole number from ${range}, in decimal digits only`,
+          },
+        ]);
+      }
+      expect((await admin(`${path}?limit=2`)).status).toBe(200);
+    }
+  });
+
+  it("refuses a repeated or unknown query parameter naming it, and ?username= beside the paging ones", async () => {
+    for (const [query, message] of [
+      ["limit=1&limit=2", "limit: give this query parameter once"],
+      ["usernme=alice", 'unknown query parameter "usernme"'],
+      ["username=alice&username=bob", "username: give this query parameter once"],
+      [
+        "username=alice&limit=5",
+        "username: looks one user up, where cursor and limit page the list: send one or the other",
+      ],
+      [
+        "username=alice&cursor=usr_1",
+        "username: looks one user up, where cursor and limit page the list: send one or the other",
+      ],
+    ]) {
+      const reply = await admin(`/admin/users?${query}`);
+      expect([query, reply.status, reply.json()]).toEqual([query, 400, { error: "bad_request", message }]);
+    }
+    const keys = await admin("/admin/api-keys?after=a&after=b");
+    expect([keys.status, keys.json().message]).toEqual([400, "after: give this query parameter once"]);
+    // A repeated name is cut short in the message, as it came.
+    const long = await admin(`/admin/users?${"x".repeat(5000)}=1`);
+    expect([long.status, long.json().message]).toEqual([400, `unknown query parameter "${"x".repeat(64)}…"`]);
+  });
+});
+
+describe("limits in bodies", () => {
+  const put = (path: string, body: unknown) =>
+    send(`${tollgate.adminUrl}${path}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      body,
+    });
+
+  it("refuses a limit with spaces, a sign, leading zeros, an exponent or a huge count, on users, keys and subjects", async () => {
+    const created = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      body: { name: "limits", tier: "free" },
+    });
+    expect(created.status).toBe(201);
+    const { id, key } = created.json<{ id: string; key: string }>();
+    issued.push(key);
+    const paths = [
+      `/admin/users/${userId}/limits`,
+      `/admin/api-keys/${id}/limits`,
+      "/admin/subjects/someone/limits",
+    ];
+    for (const path of paths) {
+      for (const limit of [
+        " 10/1h",
+        "10/1h ",
+        "10 /1h",
+        "+10/1h",
+        "010/1h",
+        "10/01h",
+        "1e3/1h",
+        "0x10/1h",
+        "10.0/1h",
+        "99999999999999999999/1h",
+      ]) {
+        const reply = await put(path, { general: limit });
+        expect([path, limit, reply.status], reply.text).toEqual([path, limit, 400]);
+        expect(reply.json().message).toBe(
+          `general: bad limit ${JSON.stringify(limit)}: expected <count>/<duration> with a count from 1 to 1000000 and a duration from 1s to 7d in s, m, h or d, in decimal digits without sign, space or leading zero, e.g. 100/1h`,
+        );
+      }
+      // The documented forms stay: a unit alone counts one of it (docs/policy.md).
+      const ok = await put(path, { general: ["10/h", "5/1s"] });
+      expect([path, ok.status], ok.text).toEqual([path, 200]);
+    }
+    // A bad limit or an unknown category is cut short in the message, however long it came.
+    const long = await put(paths[0] as string, { general: `${"1".repeat(5000)}/1h` });
+    expect(long.json().message).toMatch(/^general: bad limit "1{39}…: expected/);
+    const category = await put(paths[0] as string, { ["c".repeat(5000)]: "10/1h" });
+    expect(category.json().message).toMatch(new RegExp(`^${"c".repeat(64)}…: not a category of tier`));
+  });
+
+  it("refuses unknown fields beside a tier or a disabled flag, rather than ignoring them", async () => {
+    const tier = await put(`/admin/users/${userId}/tier`, { tier: "pro", disabled: true });
+    expect([tier.status, tier.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'unknown key "disabled"' },
+    ]);
+    const disabled = await put(`/admin/users/${userId}/disabled`, { disabled: false, tier: "enterprise" });
+    expect([disabled.status, disabled.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'unknown key "tier"' },
+    ]);
+    const user = await send(`${tollgate.adminUrl}/admin/users/${userId}`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    expect(user.json()).toMatchObject({ disabled: false });
+    expect(user.json().tier).not.toBe("enterprise");
+  });
+});
+
+describe("POST /json's numbers", () => {
+  it("refuses 400 a uint32 past 2^32 - 1 or in a lenient string, and a unit that is none", async () => {
+    const post = (descriptor: Record<string, unknown>) =>
+      send(`${tollgate.checkUrl}/json`, {
+        method: "POST",
+        body: { domain: "e2e", descriptors: [{ entries: [{ key: "hourly", value: "x" }], ...descriptor }] },
+      });
+    for (const descriptor of [
+      { limit: { requestsPerUnit: 4294967296, unit: "HOUR" } },
+      { limit: { requestsPerUnit: "010", unit: "HOUR" } },
+      { limit: { requestsPerUnit: 5, unit: 99 } },
+      { limit: { requestsPerUnit: 5, unit: 0 } },
+      { hitsAddend: "18446744073709551616" },
+      { hitsAddend: " 1" },
+    ]) {
+      const reply = await post(descriptor);
+      expect([JSON.stringify(descriptor), reply.status], reply.text).toEqual([
+        JSON.stringify(descriptor),
+        400,
+      ]);
+      expect(reply.json().error).toBe("bad_request");
+    }
+    expect((await post({ hitsAddend: "0" })).status).toBe(200);
   });
 });
 
