@@ -211,7 +211,7 @@ describe("query strings", () => {
 });
 
 describe("limits in bodies", () => {
-  const put = (path: string, body: unknown) =>
+  const put = (path: string, body: object) =>
     send(`${tollgate.adminUrl}${path}`, {
       method: "PUT",
       headers: { authorization: `Bearer ${tollgate.adminToken}` },
@@ -278,6 +278,23 @@ describe("limits in bodies", () => {
     });
     expect(user.json()).toMatchObject({ disabled: false });
     expect(user.json().tier).not.toBe("enterprise");
+  });
+});
+
+describe("POST /admin/check", () => {
+  it("refuses a method that no request line could carry", async () => {
+    for (const method of ["GE T", "GET\r\nX: y", "GET:", ""]) {
+      const reply = await send(`${tollgate.adminUrl}/admin/check`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${tollgate.adminToken}` },
+        body: { method, path: "/api/products" },
+      });
+      expect([method, reply.status, reply.json()]).toEqual([
+        method,
+        400,
+        { error: "bad_request", message: "method: an HTTP method such as GET, of at most 16 letters" },
+      ]);
+    }
   });
 });
 
