@@ -38,9 +38,9 @@ export function parse<T>(schema: z.ZodType<T>, body: unknown, key = "key"): T {
   return result.data;
 }
 
-/** The longest part of a client's key or value that an error message repeats. */
-const SHOWN = 64;
-export const shown = (text: string): string => (text.length <= SHOWN ? text : `${text.slice(0, SHOWN)}…`);
+/** At most `max` characters of a client's key, name or path, as an error message repeats it. */
+export const shown = (text: string, max = 64): string =>
+  text.length <= max ? text : `${text.slice(0, max)}…`;
 
 /**
  * The query as `schema` reads it. A parameter given twice (`?limit=1&limit=2`) is refused naming it:

@@ -1,6 +1,7 @@
 // A request whose path is served but not for its method: 405 with Allow, or OPTIONS answered with Allow.
 import type { RequestHandler, Router } from "express";
 import { HttpError } from "./errors.js";
+import { shown } from "./handlers.js";
 
 /**
  * The methods a path is served for, as Allow lists them: HEAD wherever GET is (node:http and express
@@ -16,7 +17,6 @@ export function allowHeader(methods: Iterable<string>): string {
 
 /** The longest part of a client's path that an error message repeats. */
 const SHOWN_PATH = 200;
-const shown = (path: string) => (path.length <= SHOWN_PATH ? path : `${path.slice(0, SHOWN_PATH)}…`);
 
 /**
  * The answer to `method` on a path served for `allowed` (which does not hold it): OPTIONS gets 204
@@ -34,7 +34,7 @@ export function wrongMethod(
     allow,
     body: {
       error: "method_not_allowed",
-      message: `${method} is not allowed on ${shown(path)} (Allow: ${allow})`,
+      message: `${method} is not allowed on ${shown(path, SHOWN_PATH)} (Allow: ${allow})`,
     },
   };
 }
@@ -81,7 +81,7 @@ export function unmatched(router: Router): RequestHandler {
     const allowed = methodsAt(router, req.path, new Set());
     const where = `${req.baseUrl}${req.path}`;
     if (allowed.size === 0) {
-      throw new HttpError("not_found", `No route for ${req.method} ${shown(where)}`);
+      throw new HttpError("not_found", `No route for ${req.method} ${shown(where, SHOWN_PATH)}`);
     }
     const answer = wrongMethod(req.method, where, allowed);
     if (answer.body === undefined) {

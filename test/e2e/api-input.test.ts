@@ -372,6 +372,10 @@ describe("methods", () => {
       expect([path, reply.status], reply.raw).toEqual([path, 404]);
       expect(JSON.parse(reply.body).error).toBe("not_found");
     }
+    // However long the path, the message repeats at most 200 characters of it.
+    const long = await request(tollgate.url, "GET", `/${"a".repeat(5000)}`);
+    const message = JSON.parse(Buffer.from(long.body, "latin1").toString("utf8")).message;
+    expect([long.status, message]).toEqual([404, `No route for GET /${"a".repeat(199)}…`]);
     const anonymous = await request(tollgate.adminUrl, "PATCH", "/admin/users");
     expect([anonymous.status, JSON.parse(anonymous.body).error]).toEqual([401, "unauthorized"]);
   });
