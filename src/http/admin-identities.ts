@@ -11,8 +11,8 @@ import { windowsOrNullSchema } from "../policy/schema.js";
 import type { Logger } from "../process/logger.js";
 import { externalSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
-import { HttpError, jsonBody } from "./errors.js";
-import { handle, noStore, parse, parseQuery, shown, wholeNumberParameter } from "./handlers.js";
+import { HttpError, jsonBody, shown } from "./errors.js";
+import { handle, noStore, parse, parseQuery, wholeNumberParameter } from "./handlers.js";
 import { requestLogger } from "./request-log.js";
 
 /** The most keys one page of the listing answers (`?limit=`, `?after=` for the next). */

@@ -8,8 +8,8 @@ import { windowsOrNullSchema } from "../policy/schema.js";
 import type { Logger } from "../process/logger.js";
 import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
-import { HttpError, jsonBody } from "./errors.js";
-import { handle, parse, shown } from "./handlers.js";
+import { HttpError, jsonBody, shown } from "./errors.js";
+import { handle, parse } from "./handlers.js";
 import { requestLogger } from "./request-log.js";
 
 /** Per category: its limit or list of limits (as a policy writes them), or null to follow the tier again. */

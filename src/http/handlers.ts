@@ -4,7 +4,7 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { z } from "zod";
 import { parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { fieldPath } from "../config/problems.js";
-import { bearerChallenge, HttpError } from "./errors.js";
+import { bearerChallenge, HttpError, shown } from "./errors.js";
 
 /**
  * For an answer that carries a secret (a login's token, a new API key): no cache on the way may keep
@@ -37,10 +37,6 @@ export function parse<T>(schema: z.ZodType<T>, body: unknown, key = "key"): T {
   }
   return result.data;
 }
-
-/** At most `max` characters of a client's key, name or path, as an error message repeats it. */
-export const shown = (text: string, max = 64): string =>
-  text.length <= max ? text : `${text.slice(0, max)}…`;
 
 /**
  * The query as `schema` reads it. A parameter given twice (`?limit=1&limit=2`) is refused naming it:

@@ -1,7 +1,6 @@
 // A request whose path is served but not for its method: 405 with Allow, or OPTIONS answered with Allow.
 import type { RequestHandler, Router } from "express";
-import { HttpError } from "./errors.js";
-import { shown } from "./handlers.js";
+import { HttpError, shown } from "./errors.js";
 
 /**
  * The methods a path is served for, as Allow lists them: HEAD wherever GET is (node:http and express

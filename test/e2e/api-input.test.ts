@@ -86,6 +86,47 @@ describe("body media types", () => {
   });
 });
 
+describe("duplicate keys", () => {
+  it("refuses a body that gives one key twice, in any charset, rather than keeping the last", async () => {
+    const login = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: `{"username":"${username}","password":"wrong","password":"${PASSWORD}"}`,
+    });
+    expect([login.status, login.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'duplicate key "password": give each key once' },
+    ]);
+    const tier = await send(`${tollgate.adminUrl}/admin/users/${userId}/tier`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${tollgate.adminToken}`, "content-type": "application/json" },
+      body: '{"tier":"free","tier":"enterprise"}',
+    });
+    expect([tier.status, tier.json().message]).toEqual([400, 'duplicate key "tier": give each key once']);
+    const utf16 = (text: string) => Buffer.from(text, "utf16le");
+    const twice = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-16le" },
+      body: utf16(`{"username":"${username}","password":"wrong","\u0070assword":"${PASSWORD}"}`),
+    });
+    expect([twice.status, twice.json().message]).toEqual([
+      400,
+      'duplicate key "password": give each key once',
+    ]);
+    const once = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-16le" },
+      body: utf16(JSON.stringify({ username, password: PASSWORD })),
+    });
+    expect(once.status, once.text).toBe(200);
+    issued.push(once.json<{ access_token: string }>().access_token);
+    const user = await send(`${tollgate.adminUrl}/admin/users/${userId}`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    expect(user.json().tier).not.toBe("enterprise");
+  });
+});
+
 describe("device names and user agents", () => {
   /** A login whose X-Device-Name and User-Agent are these bytes (latin1 text), as a client sends them. */
   async function loginWith(device: string, agent: string): Promise<string> {
