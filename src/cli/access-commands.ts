@@ -1,6 +1,6 @@
 // tollgate sessions list|revoke and limits get|set|reset: a user's sessions and rate limits.
 import { Argument, type Command, InvalidArgumentError } from "commander";
-import { durationText } from "../config/rules.js";
+import { durationText, LIMIT_FORM, parseLimit } from "../config/rules.js";
 import { action, type Context, findUser, report, USER_ARGUMENT } from "./context.js";
 import { fields, json, print, table } from "./output.js";
 
@@ -36,7 +36,13 @@ function limitAssignment(value: string, previous: Record<string, string[] | null
     throw new InvalidArgumentError(
       "write CATEGORY=LIMIT[,LIMIT…] (e.g. search=10/1s,500/1h) or CATEGORY=tier",
     );
-  return { ...previous, [category]: limits === "tier" ? null : limits.split(",").map((l) => l.trim()) };
+  if (limits === "tier") return { ...previous, [category]: null };
+  // Spaces around the commas belong to the list ("10/1s, 500/1h" in quotes); each limit is then read
+  // as the admin API reads it, so that a typo fails here, naming it, before any call is made.
+  const list = limits.split(",").map((l) => l.trim());
+  const bad = list.find((l) => parseLimit(l) === undefined);
+  if (bad !== undefined) throw new InvalidArgumentError(`bad limit "${bad}": expected ${LIMIT_FORM}`);
+  return { ...previous, [category]: list };
 }
 
 /** The admin API's own limits as `limits set` takes them: `search=10/1s,500/1h general=5000/1h`, or "none". */

@@ -1,6 +1,7 @@
 // tollgate users create|get|list|tier|password|disable|enable|delete, and lockout clear.
 import { createInterface } from "node:readline/promises";
 import { type Command, InvalidArgumentError } from "commander";
+import { parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { action, type Context, findUser, report, USER_ARGUMENT, type UserJson } from "./context.js";
 import { CliError, EXIT } from "./exit.js";
 import { fields, json, print, table } from "./output.js";
@@ -19,10 +20,10 @@ const userRows = (users: readonly UserJson[]) =>
     users.map((u) => [u.user_id, u.username, u.tier, u.disabled, u.source, u.created_at]),
   );
 
+/** The admin API's ?limit=, read as it reads it: "0x10", "1e2" or " 5" fail here, not a page later. */
 function pageSize(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 500)
-    throw new InvalidArgumentError("a whole number from 1 to 500");
+  const n = parseWholeNumber(value, 1, 500);
+  if (n === undefined) throw new InvalidArgumentError(wholeNumberRange(1, 500));
   return n;
 }
 

@@ -1,4 +1,6 @@
 // The policy's vocabulary of limits: algorithms, windows, rules, layers. The limiter counts by them.
+import { parseWholeNumber } from "./numbers.js";
+
 export const ALGORITHMS = ["sliding-log", "sliding-counter", "gcra", "fixed-window"] as const;
 /**
  * `sliding-log`: an exact log of request times. `sliding-counter`: two fixed-window counters
@@ -36,14 +38,23 @@ const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 /** The largest count a window may have. */
 export const MAX_COUNT = 1_000_000;
 const MAX_WINDOW_MS = 7 * UNIT_MS.d;
+const LIMIT = /^([0-9]+)\/([0-9]+)?([smhd])$/;
+/** What parseLimit takes, as a message says it. */
+export const LIMIT_FORM = `<count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, in decimal digits without sign, space or leading zero, e.g. 100/1h`;
 
-/** Parses "<count>/<duration>", for example "100/1h" or "10/15m"; "100/h" is "100/1h". */
+/**
+ * Parses "<count>/<duration>", for example "100/1h" or "10/15m"; "100/h" is "100/1h" (docs/policy.md).
+ * One grammar for the policy file, LOGIN_LOCKOUT, the admin API's own limits and the CLI: the numbers
+ * in plain decimal digits (no sign, no leading zero) and nothing around them, not even a space.
+ */
 export function parseLimit(text: string): Window | undefined {
-  const match = /^(\d{1,7})\/(\d{1,6})?([smhd])$/.exec(text.trim());
+  const match = LIMIT.exec(text);
   if (match === null) return undefined;
-  const limit = Number(match[1]);
-  const windowMs = Number(match[2] ?? 1) * UNIT_MS[match[3] as keyof typeof UNIT_MS];
-  if (limit < 1 || limit > MAX_COUNT || windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
+  const limit = parseWholeNumber(match[1] as string, 1, MAX_COUNT);
+  const units = match[2] === undefined ? 1 : parseWholeNumber(match[2], 1, MAX_WINDOW_MS / 1000);
+  if (limit === undefined || units === undefined) return undefined;
+  const windowMs = units * UNIT_MS[match[3] as keyof typeof UNIT_MS];
+  if (windowMs < 1000 || windowMs > MAX_WINDOW_MS) return undefined;
   return { limit, windowMs };
 }
 

@@ -14,6 +14,7 @@ import {
   type HttpRoute,
   jsonAnswer,
   matchesPath,
+  methodAnswer,
   type PathMatcher,
 } from "./http-check.js";
 import type { Listener, ListenerAddress } from "./listener.js";
@@ -21,6 +22,9 @@ import type { CheckResponse } from "./render.js";
 import { traceHeadersOf } from "./trace-headers.js";
 
 type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd | HttpRoute };
+
+/** The listener's own liveness probe, for GET and HEAD (with or without a query, as the APIs take it). */
+const HEALTH: PathMatcher = { path: "/health", subpaths: false };
 
 /** The table of request targets: every path of every front end, in the order they are given. */
 function routeTable(frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[]): readonly Route[] {
@@ -39,7 +43,8 @@ function findRoute(routes: readonly Route[], url: string): Route | undefined {
 function send(res: ServerResponse, response: CheckResponse): void {
   // A known length (not chunked): nginx reuses an auth_request connection only when it can tell the
   // body is complete, and without it opens a new TCP connection for every check.
-  response.headers["content-length"] = String(Buffer.byteLength(response.body));
+  // (No length at all on a 204, which has no body: RFC 9110 section 8.6.)
+  if (response.status !== 204) response.headers["content-length"] = String(Buffer.byteLength(response.body));
   res.writeHead(response.status, response.headers);
   if (response.body === "") {
     res.end();
@@ -145,10 +150,12 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
     // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
     req.resume();
     if (route === undefined) {
-      if (url === "/health" && req.method === "GET") {
+      if (!matchesPath(url, HEALTH)) {
+        send(res, jsonAnswer(404, "not_found", elsewhere));
+      } else if (req.method === "GET" || req.method === "HEAD") {
         send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
       } else {
-        send(res, jsonAnswer(404, "not_found", elsewhere));
+        send(res, methodAnswer(req.method ?? "", "/health", ["GET"]));
       }
       return;
     }

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CheckRequest } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
+import { wrongMethod } from "../http/methods.js";
 import type { RemovedHeaders } from "./api-key-headers.js";
 import type { ClientIpOptions } from "./client-ip.js";
 import type { Protocol } from "./front-end.js";
@@ -69,6 +70,19 @@ export function jsonAnswer(status: number, error: string, message: string): Chec
     status,
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ error, message }),
+  };
+}
+
+/** 405 with Allow, or 204 with Allow for OPTIONS, as the public and admin APIs answer a method a path does not serve. */
+export function methodAnswer(method: string, path: string, allowed: readonly string[]): CheckResponse {
+  const answer = wrongMethod(method, path, allowed);
+  return {
+    status: answer.status,
+    headers: {
+      allow: answer.allow,
+      ...(answer.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: answer.body === undefined ? "" : JSON.stringify(answer.body),
   };
 }
 

@@ -3,14 +3,15 @@
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isWholeNumberText, parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { requestIdOf } from "../process/request-id.js";
 import { tracedRls } from "../tracing/check-span.js";
 import type { Tracing } from "../tracing/tracing.js";
 import { GrpcError, GrpcStatus } from "./envoy-grpc/grpc-protocol.js";
 import type { RlsDecide } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
-import { RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
-import type { HttpRoute } from "./http-check.js";
+import { MAX_UINT32, RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
+import { type HttpRoute, methodAnswer } from "./http-check.js";
 import { traceHeadersOf } from "./trace-headers.js";
 
 /** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
@@ -26,15 +27,44 @@ const UNIT_NAME = new Map<number, string>(
 
 type Json = Record<string, unknown>;
 
+const UINT32 = wholeNumberRange(0, MAX_UINT32);
+const UINT64 = `a whole number from 0 to 18446744073709551615, in decimal digits only`;
+
 /** A field in protobuf's JSON mapping: lowerCamelCase, or the proto's own name (both are accepted). */
 function field(object: Json, camel: string, snake: string): unknown {
   return object[camel] ?? object[snake];
 }
 
-function count(value: unknown): number | undefined {
-  const n = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
-  return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : undefined;
+/**
+ * A uint32 as protobuf's JSON mapping writes it: a whole JSON number, or a string of decimal digits
+ * (config/numbers.ts: no sign, space or leading zero). Past 2^32 - 1 it is no uint32: refused.
+ */
+function uint32(value: unknown): number | undefined {
+  if (typeof value === "string") return parseWholeNumber(value, 0, MAX_UINT32);
+  return typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= MAX_UINT32
+    ? value
+    : undefined;
 }
+
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/**
+ * A descriptor's hits_addend, a UInt64Value: as a uint32 but up to 2^64 - 1, and taken as at most
+ * 2^32 - 1 (rlsInput: more hits than that are refused by every limit as surely).
+ */
+function uint64(value: unknown): number | undefined {
+  if (typeof value === "string") {
+    if (!isWholeNumberText(value) || value.length > 20 || BigInt(value) > MAX_UINT64) return undefined;
+    return Math.min(Number(value), MAX_UINT32);
+  }
+  return typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= Number(MAX_UINT64)
+    ? Math.min(value, MAX_UINT32)
+    : undefined;
+}
+
+/** A unit by its enum name (`MINUTE`) or number (2); undefined for any other, UNKNOWN (0) included. */
+const unitOf = (unit: unknown): number | undefined =>
+  typeof unit === "number" ? (UNIT_NAME.has(unit) ? unit : undefined) : UNIT_VALUE.get(String(unit));
 
 /** The request as the core reads it, or a message saying what is wrong with it. */
 export function jsonRequest(body: unknown): RlsInput | string {
@@ -63,16 +93,16 @@ export function jsonRequest(body: unknown): RlsInput | string {
     let override: DecodedDescriptor["limit"];
     if (limit !== undefined && limit !== null) {
       const unit = field(limit, "unit", "unit");
-      const unitValue = typeof unit === "number" ? unit : UNIT_VALUE.get(String(unit));
-      const perUnit = count(field(limit, "requestsPerUnit", "requests_per_unit"));
+      const unitValue = unitOf(unit);
+      const perUnit = uint32(field(limit, "requestsPerUnit", "requests_per_unit"));
       if (unitValue === undefined || perUnit === undefined) {
-        return `descriptors[${i}].limit needs requestsPerUnit and a unit (SECOND … YEAR)`;
+        return `descriptors[${i}].limit needs requestsPerUnit (${UINT32}) and a unit (SECOND … YEAR, WEEK)`;
       }
       override = { requests_per_unit: perUnit, unit: unitValue };
     }
     const addend = field(d, "hitsAddend", "hits_addend");
-    if (addend !== undefined && addend !== null && count(addend) === undefined) {
-      return `descriptors[${i}].hitsAddend must be a whole number`;
+    if (addend !== undefined && addend !== null && uint64(addend) === undefined) {
+      return `descriptors[${i}].hitsAddend must be ${UINT64}`;
     }
     const negative = field(d, "isNegativeHits", "is_negative_hits");
     if (negative !== undefined && typeof negative !== "boolean") {
@@ -81,17 +111,17 @@ export function jsonRequest(body: unknown): RlsInput | string {
     decoded.push({
       entries: pairs,
       limit: override ?? null,
-      hits_addend: addend === undefined || addend === null ? null : { value: count(addend) ?? 0 },
+      hits_addend: addend === undefined || addend === null ? null : { value: uint64(addend) ?? 0 },
       is_negative_hits: negative === true,
     });
   }
   const addend = field(request, "hitsAddend", "hits_addend");
-  if (addend !== undefined && count(addend) === undefined) return "hitsAddend must be a whole number";
+  if (addend !== undefined && uint32(addend) === undefined) return `hitsAddend must be ${UINT32}`;
   try {
     return rlsInput({
       domain: typeof request.domain === "string" ? request.domain : "",
       descriptors: decoded,
-      hits_addend: count(addend) ?? 0,
+      hits_addend: uint32(addend) ?? 0,
     });
   } catch (error) {
     if (error instanceof GrpcError) return error.message;
@@ -150,7 +180,9 @@ export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Traci
       }
       if (req.method !== "POST") {
         req.resume();
-        send(res, 405, { error: "method_not_allowed", message: "POST a RateLimitRequest as JSON" });
+        const answer = methodAnswer(req.method ?? "", "/json", ["POST"]);
+        const length = answer.status === 204 ? {} : { "content-length": Buffer.byteLength(answer.body) };
+        res.writeHead(answer.status, { ...answer.headers, ...length }).end(answer.body);
         return;
       }
       const chunks: Buffer[] = [];

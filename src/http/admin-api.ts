@@ -21,8 +21,9 @@ import { limitsRoutes } from "./admin-limits.js";
 import { policyRoutes } from "./admin-policy.js";
 import { sessionRoutes } from "./admin-sessions.js";
 import type { ApiStore } from "./api-store.js";
-import { errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
-import { handle, parse, requireBearer } from "./handlers.js";
+import { errorHandler, HttpError, jsonBody } from "./errors.js";
+import { handle, parse, parseQuery, requireBearer, wholeNumberParameter } from "./handlers.js";
+import { unmatched } from "./methods.js";
 import { healthRoutes } from "./public-api.js";
 import { requestLogger } from "./request-log.js";
 
@@ -77,10 +78,11 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     password: passwordSchema,
     tier: tierSchema,
   });
-  const listSchema = z.object({
+  // Strict: a misspelt ?username= must not answer the first page of every user instead.
+  const listSchema = z.strictObject({
     username: z.string().min(1).max(64).optional(),
     cursor: z.string().regex(ID_PATTERN, "not a cursor from a previous page").optional(),
-    limit: z.coerce.number().int().min(1).max(500).default(100),
+    limit: wholeNumberParameter(1, 500, 100),
   });
 
   const app = express();
@@ -131,7 +133,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
   admin.get(
     "/users",
     handle(async (req, res) => {
-      const { username, cursor, limit } = parse(listSchema, req.query);
+      const { username, cursor, limit } = parseQuery(listSchema, req.query);
+      if (username !== undefined && (req.query.cursor !== undefined || req.query.limit !== undefined)) {
+        throw new HttpError(
+          "bad_request",
+          "username: looks one user up, where cursor and limit page the list: send one or the other",
+        );
+      }
       if (username !== undefined) {
         const user = await store.users.findByUsername(username);
         if (user === undefined) throw new HttpError("not_found", "No such user");
@@ -194,7 +202,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     ...jsonBody,
     handle(async (req, res) => {
       const logger = requestLogger(processLogger, req);
-      const { tier } = parse(z.object({ tier: tierSchema }), req.body);
+      const { tier } = parse(z.strictObject({ tier: tierSchema }), req.body);
       const user = await userOf(req);
       await store.users.update(user.id, { tier });
       metrics.authEvents.inc({ event: "tier_changed" });
@@ -208,7 +216,7 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     ...jsonBody,
     handle(async (req, res) => {
       const logger = requestLogger(processLogger, req);
-      const { disabled } = parse(z.object({ disabled: z.boolean() }), req.body);
+      const { disabled } = parse(z.strictObject({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
       await store.users.update(user.id, { disabled });
       // Disabling also ends every session, so re-enabling never brings an old token back.
@@ -253,9 +261,11 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
     rls: options.rls ?? (() => undefined),
   });
 
+  // Each router answers what none of its routes took: under /admin, only once the token passed.
+  admin.use(unmatched(admin));
   router.use("/admin", admin);
+  router.use(unmatched(router));
   app.use(router);
-  app.use(notFound);
   app.use(errorHandler(processLogger));
   return app;
 }

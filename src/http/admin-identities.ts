@@ -11,8 +11,8 @@ import { windowsOrNullSchema } from "../policy/schema.js";
 import type { Logger } from "../process/logger.js";
 import { externalSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
-import { HttpError, jsonBody } from "./errors.js";
-import { handle, noStore, parse } from "./handlers.js";
+import { HttpError, jsonBody, shown } from "./errors.js";
+import { handle, noStore, parse, parseQuery, wholeNumberParameter } from "./handlers.js";
 import { requestLogger } from "./request-log.js";
 
 /** The most keys one page of the listing answers (`?limit=`, `?after=` for the next). */
@@ -59,7 +59,10 @@ export function identityRoutes(
       const known = policy.current().policy.categories;
       for (const category of Object.keys(body)) {
         if (!known.includes(category))
-          ctx.addIssue({ code: "custom", message: `${category}: not a category (${known.join(", ")})` });
+          ctx.addIssue({
+            code: "custom",
+            message: `${shown(category)}: not a category (${known.join(", ")})`,
+          });
       }
     });
   const createSchema = z.strictObject({
@@ -122,13 +125,13 @@ export function identityRoutes(
     }),
   );
   const pageSchema = z.strictObject({
-    limit: z.coerce.number().int().min(1).max(MAX_LISTED).default(MAX_LISTED),
+    limit: wholeNumberParameter(1, MAX_LISTED, MAX_LISTED),
     after: z.string().regex(KEY_ID, "not an API key id").optional(),
   });
   admin.get(
     "/api-keys",
     handle(async (req, res) => {
-      const { limit, after } = parse(pageSchema, req.query);
+      const { limit, after } = parseQuery(pageSchema, req.query);
       // `next` comes from the ids the store read, not the keys it found: a short page may have more after it.
       const page = await store.apiKeys.list(limit, after);
       res.json({ api_keys: page.keys.map(keyJson), total: page.keys.length, next: page.next ?? null });

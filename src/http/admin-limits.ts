@@ -8,7 +8,7 @@ import { windowsOrNullSchema } from "../policy/schema.js";
 import type { Logger } from "../process/logger.js";
 import { type Rule, userSubject, type Window } from "../ratelimit/types.js";
 import type { ApiStore } from "./api-store.js";
-import { HttpError, jsonBody } from "./errors.js";
+import { HttpError, jsonBody, shown } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 import { requestLogger } from "./request-log.js";
 
@@ -69,7 +69,10 @@ export function limitsRoutes(
       for (const category of Object.keys(body)) {
         if (categories?.has(category) !== true) {
           const known = [...(categories?.keys() ?? [])].join(", ");
-          throw new HttpError("bad_request", `${category}: not a category of tier ${user.tier} (${known})`);
+          throw new HttpError(
+            "bad_request",
+            `${shown(category)}: not a category of tier ${user.tier} (${known})`,
+          );
         }
       }
       if (!(await store.users.update(user.id, { limits: body })))

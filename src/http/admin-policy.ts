@@ -12,8 +12,11 @@ import type { RlsConfig } from "../rls/model.js";
 import { HttpError, jsonBody } from "./errors.js";
 import { handle, parse } from "./handlers.js";
 
+/** An HTTP method as a request line carries it: a token (RFC 9110 section 5.6.2), no space or colon. */
+const METHOD = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,16}$/;
+
 const checkSchema = z.strictObject({
-  method: z.string().min(1).max(16),
+  method: z.string().regex(METHOD, "an HTTP method such as GET, of at most 16 letters"),
   path: z.string().min(1).max(8192),
   authorization: z.string().max(65_536).optional(),
   ip: z.string().max(64).optional(),

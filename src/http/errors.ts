@@ -3,6 +3,7 @@ import express, { type ErrorRequestHandler, type RequestHandler, type Response }
 import { reservedKeyProblems } from "../policy/reserved-keys.js";
 import type { Logger } from "../process/logger.js";
 import { StoreUnavailableError } from "../store/failure.js";
+import { bodyText, duplicateKey } from "./duplicate-keys.js";
 import { requestLogger } from "./request-log.js";
 
 export const STATUS = {
@@ -44,6 +45,10 @@ export class HttpError extends Error {
 }
 
 export const errorBody = (code: ErrorCode, message: string) => ({ error: code, message });
+
+/** At most `max` characters of a client's key, name or path, as an error message repeats it. */
+export const shown = (text: string, max = 64): string =>
+  text.length <= max ? text : `${text.slice(0, max)}…`;
 
 /** RFC 6750 challenge; no `error` attribute when the request carried no token. */
 export function bearerChallenge(description: string | undefined): string {
@@ -95,9 +100,6 @@ export function errorHandler(processLogger: Logger): ErrorRequestHandler {
   };
 }
 
-export const notFound: RequestHandler = (req, res) =>
-  sendError(res, new HttpError("not_found", `No route for ${req.method} ${req.path}`));
-
 /** A body was sent: RFC 9112 frames one by Transfer-Encoding or a Content-Length above 0. */
 const bodySent = (req: Parameters<RequestHandler>[0]): boolean =>
   req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
@@ -140,13 +142,26 @@ const refuseReservedKeys: RequestHandler = (req, _res, next) => {
 };
 
 /**
+ * A key written twice in one object is refused before parsing: JSON.parse would keep the last
+ * without a word (`{"tier":"free","tier":"enterprise"}`), where another reader of the same bytes may
+ * take the first. A body that is not JSON, or not in its charset, is left to the parser to report.
+ */
+function refuseDuplicateKeys(_req: unknown, _res: unknown, buf: Buffer, charset: string): void {
+  const text = bodyText(buf, charset);
+  const key = text === undefined ? undefined : duplicateKey(text);
+  if (key !== undefined) {
+    throw new HttpError("bad_request", `duplicate key ${JSON.stringify(shown(key))}: give each key once`);
+  }
+}
+
+/**
  * For the routes that read a body, and only those: a JSON object or array (`strict`) of at most
- * 16 kB, without reserved keys. A route that reads none (logout, a revocation, a reload) answers
+ * 16 kB, without duplicate or reserved keys. A route that reads none (logout, a revocation, a reload) answers
  * whatever a client sends along, as it ignores it.
  */
 export const jsonBody: RequestHandler[] = [
   requireJson,
-  express.json({ limit: "16kb", strict: true, type: JSON_TYPES }),
+  express.json({ limit: "16kb", strict: true, type: JSON_TYPES, verify: refuseDuplicateKeys }),
   requireBody,
   refuseReservedKeys,
 ];

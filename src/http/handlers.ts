@@ -1,9 +1,10 @@
 // What the public and admin APIs share: async handlers, body validation with the field named, bearer tokens.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
-import type { z } from "zod";
+import { z } from "zod";
+import { parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { fieldPath } from "../config/problems.js";
-import { bearerChallenge, HttpError } from "./errors.js";
+import { bearerChallenge, HttpError, shown } from "./errors.js";
 
 /**
  * For an answer that carries a secret (a login's token, a new API key): no cache on the way may keep
@@ -18,16 +19,50 @@ export const handle =
   (req, res, next: NextFunction) =>
     fn(req, res).catch(next);
 
-/** The body (or query) as `schema` reads it, or 400 naming the field of the first problem. */
-export function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+/**
+ * The body (or query) as `schema` reads it, or 400 naming the field of the first problem. A client's
+ * keys are repeated in the message only so far (a 16 kB key would make a 16 kB message).
+ */
+export function parse<T>(schema: z.ZodType<T>, body: unknown, key = "key"): T {
   const result = schema.safeParse(body);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const where = issue?.path.length ? `${fieldPath(issue.path)}: ` : "";
+    const path = (issue?.path ?? []).map((p) => (typeof p === "string" ? shown(p) : p));
+    const where = path.length > 0 ? `${fieldPath(path)}: ` : "";
+    if (issue?.code === "unrecognized_keys") {
+      const keys = issue.keys.map((k) => JSON.stringify(shown(k))).join(", ");
+      throw new HttpError("bad_request", `${where}unknown ${key}${issue.keys.length > 1 ? "s" : ""} ${keys}`);
+    }
     throw new HttpError("bad_request", `${where}${issue?.message ?? "invalid body"}`);
   }
   return result.data;
 }
+
+/**
+ * The query as `schema` reads it. A parameter given twice (`?limit=1&limit=2`) is refused naming it:
+ * which of the two a reader would take is a guess, and node's parser makes a list of them.
+ */
+export function parseQuery<T>(schema: z.ZodType<T>, query: Record<string, unknown>): T {
+  for (const [name, value] of Object.entries(query)) {
+    if (typeof value !== "string") {
+      throw new HttpError("bad_request", `${shown(name)}: give this query parameter once`);
+    }
+  }
+  return parse(schema, query, "query parameter");
+}
+
+/** A query parameter that is a whole number from `min` to `max` (config/numbers.ts), `fallback` when absent. */
+export const wholeNumberParameter = (min: number, max: number, fallback: number) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx): number => {
+      if (text === undefined) return fallback;
+      const value = parseWholeNumber(text, min, max);
+      if (value !== undefined) return value;
+      ctx.addIssue({ code: "custom", message: `expected ${wholeNumberRange(min, max)}` });
+      return z.NEVER;
+    });
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;

@@ -8,8 +8,9 @@ import { type ClientIpOptions, clientIp } from "../frontends/client-ip.js";
 import type { Logger } from "../process/logger.js";
 import { createReadiness, type Readiness } from "../process/readiness.js";
 import type { ApiStore } from "./api-store.js";
-import { bearerChallenge, errorHandler, HttpError, jsonBody, notFound } from "./errors.js";
+import { bearerChallenge, errorHandler, HttpError, jsonBody } from "./errors.js";
 import { bearerToken, handle, noStore } from "./handlers.js";
+import { unmatched } from "./methods.js";
 import { requestLogger } from "./request-log.js";
 import { cleanText } from "./sanitize.js";
 
@@ -219,8 +220,8 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
     }),
   );
 
+  router.use(unmatched(router));
   app.use(router);
-  app.use(notFound);
   app.use(errorHandler(logger));
   return app;
 }

@@ -4,7 +4,7 @@ import {
   ALGORITHMS,
   durationText,
   IP_LAYER,
-  MAX_COUNT,
+  LIMIT_FORM,
   MAX_WINDOWS,
   parseLimit,
   type Window,
@@ -18,7 +18,13 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /** Keys of a tier that are settings, not categories. */
 export const TIER_SETTINGS = ["algorithm", "mode"];
 
-const BAD_LIMIT = `expected <count>/<duration> with a count from 1 to ${MAX_COUNT} and a duration from 1s to 7d in s, m, h or d, e.g. 100/1h`;
+const BAD_LIMIT = `expected ${LIMIT_FORM}`;
+
+/** A bad limit as a message repeats it: at most 40 characters of it (an admin API body may hold 16 kB). */
+function shownLimit(item: unknown): string {
+  const text = JSON.stringify(item) ?? String(item);
+  return text.length <= 40 ? text : `${text.slice(0, 40)}…`;
+}
 
 type Issues = { addIssue(issue: { code: "custom"; message: string; path?: PropertyKey[] }): void };
 
@@ -37,7 +43,7 @@ function readWindows(value: unknown, ctx: Issues, path: PropertyKey[]): Window[]
       ctx.addIssue({
         code: "custom",
         path: where,
-        message: `bad limit ${JSON.stringify(item)}: ${BAD_LIMIT}`,
+        message: `bad limit ${shownLimit(item)}: ${BAD_LIMIT}`,
       });
     else windows.push(limit);
   });

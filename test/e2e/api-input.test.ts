@@ -1,5 +1,7 @@
 // Input an outside client can send the three listeners of a real process: body media types, Expect,
-// CONNECT. Each answer is the documented success or a 4xx JSON error, and the logs hold no secret.
+// CONNECT, methods a path does not serve, numbers and repeated query parameters. Each answer is the
+// documented success or a 4xx JSON error, and the logs hold no secret.
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { send } from "../support/http-client.mjs";
 import { startTollgate, type TollgateProcess } from "../support/processes.mjs";
@@ -16,6 +18,8 @@ beforeAll(async () => {
   tollgate = await startTollgate({
     REDIS_URL: inject("redisUrl"),
     REDIS_KEY_PREFIX: `api-input-${process.pid}-${Date.now()}:`,
+    // POST /json on the check port is served only with a rate limit service configured.
+    RLS_CONFIG: fileURLToPath(new URL("../fixtures/rls/e2e/semantics", import.meta.url)),
   });
   const created = await send(`${tollgate.adminUrl}/admin/users`, {
     method: "POST",
@@ -82,6 +86,47 @@ describe("body media types", () => {
   });
 });
 
+describe("duplicate keys", () => {
+  it("refuses a body that gives one key twice, in any charset, rather than keeping the last", async () => {
+    const login = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: `{"username":"${username}","password":"wrong","password":"${PASSWORD}"}`,
+    });
+    expect([login.status, login.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'duplicate key "password": give each key once' },
+    ]);
+    const tier = await send(`${tollgate.adminUrl}/admin/users/${userId}/tier`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${tollgate.adminToken}`, "content-type": "application/json" },
+      body: '{"tier":"free","tier":"enterprise"}',
+    });
+    expect([tier.status, tier.json().message]).toEqual([400, 'duplicate key "tier": give each key once']);
+    const utf16 = (text: string) => Buffer.from(text, "utf16le");
+    const twice = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-16le" },
+      body: utf16(`{"username":"${username}","password":"wrong","\u0070assword":"${PASSWORD}"}`),
+    });
+    expect([twice.status, twice.json().message]).toEqual([
+      400,
+      'duplicate key "password": give each key once',
+    ]);
+    const once = await send(`${tollgate.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json; charset=utf-16le" },
+      body: utf16(JSON.stringify({ username, password: PASSWORD })),
+    });
+    expect(once.status, once.text).toBe(200);
+    issued.push(once.json<{ access_token: string }>().access_token);
+    const user = await send(`${tollgate.adminUrl}/admin/users/${userId}`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    expect(user.json().tier).not.toBe("enterprise");
+  });
+});
+
 describe("device names and user agents", () => {
   /** A login whose X-Device-Name and User-Agent are these bytes (latin1 text), as a client sends them. */
   async function loginWith(device: string, agent: string): Promise<string> {
@@ -140,8 +185,259 @@ describe("query strings", () => {
     const repeated = await list("cursor=a&cursor=b");
     expect([repeated.status, repeated.json().message]).toEqual([
       400,
-      "cursor: Invalid input: expected string, received array",
+      "cursor: give this query parameter once",
     ]);
+  });
+
+  const admin = (path: string) =>
+    send(`${tollgate.adminUrl}${path}`, { headers: { authorization: `Bearer ${tollgate.adminToken}` } });
+
+  it("takes ?limit= only in decimal digits within its range, on both listings", async () => {
+    for (const [path, range] of [
+      ["/admin/users", "1 to 500"],
+      ["/admin/api-keys", "1 to 1000"],
+    ] as const) {
+      for (const limit of [
+        "0x10",
+        "1e2",
+        "%2B5",
+        "-1",
+        "010",
+        "%205",
+        "5%20",
+        "5.0",
+        "99999999999999999999",
+        "0",
+        "",
+        "Infinity",
+      ]) {
+        const reply = await admin(`${path}?limit=${limit}`);
+        expect([path, limit, reply.status, reply.json()]).toEqual([
+          path,
+          limit,
+          400,
+          {
+            error: "bad_request",
+            message: `limit: expected a whole number from ${range}, in decimal digits only`,
+          },
+        ]);
+      }
+      expect((await admin(`${path}?limit=2`)).status).toBe(200);
+    }
+  });
+
+  it("refuses a repeated or unknown query parameter naming it, and ?username= beside the paging ones", async () => {
+    for (const [query, message] of [
+      ["limit=1&limit=2", "limit: give this query parameter once"],
+      ["usernme=alice", 'unknown query parameter "usernme"'],
+      ["username=alice&username=bob", "username: give this query parameter once"],
+      [
+        "username=alice&limit=5",
+        "username: looks one user up, where cursor and limit page the list: send one or the other",
+      ],
+      [
+        "username=alice&cursor=usr_1",
+        "username: looks one user up, where cursor and limit page the list: send one or the other",
+      ],
+    ]) {
+      const reply = await admin(`/admin/users?${query}`);
+      expect([query, reply.status, reply.json()]).toEqual([query, 400, { error: "bad_request", message }]);
+    }
+    const keys = await admin("/admin/api-keys?after=a&after=b");
+    expect([keys.status, keys.json().message]).toEqual([400, "after: give this query parameter once"]);
+    // A repeated name is cut short in the message, as it came.
+    const long = await admin(`/admin/users?${"x".repeat(5000)}=1`);
+    expect([long.status, long.json().message]).toEqual([400, `unknown query parameter "${"x".repeat(64)}…"`]);
+  });
+});
+
+describe("limits in bodies", () => {
+  const put = (path: string, body: object) =>
+    send(`${tollgate.adminUrl}${path}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      body,
+    });
+
+  it("refuses a limit with spaces, a sign, leading zeros, an exponent or a huge count, on users, keys and subjects", async () => {
+    const created = await send(`${tollgate.adminUrl}/admin/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+      body: { name: "limits", tier: "free" },
+    });
+    expect(created.status).toBe(201);
+    const { id, key } = created.json<{ id: string; key: string }>();
+    issued.push(key);
+    const paths = [
+      `/admin/users/${userId}/limits`,
+      `/admin/api-keys/${id}/limits`,
+      "/admin/subjects/someone/limits",
+    ];
+    for (const path of paths) {
+      for (const limit of [
+        " 10/1h",
+        "10/1h ",
+        "10 /1h",
+        "+10/1h",
+        "010/1h",
+        "10/01h",
+        "1e3/1h",
+        "0x10/1h",
+        "10.0/1h",
+        "99999999999999999999/1h",
+      ]) {
+        const reply = await put(path, { general: limit });
+        expect([path, limit, reply.status], reply.text).toEqual([path, limit, 400]);
+        expect(reply.json().message).toBe(
+          `general: bad limit ${JSON.stringify(limit)}: expected <count>/<duration> with a count from 1 to 1000000 and a duration from 1s to 7d in s, m, h or d, in decimal digits without sign, space or leading zero, e.g. 100/1h`,
+        );
+      }
+      // The documented forms stay: a unit alone counts one of it (docs/policy.md).
+      const ok = await put(path, { general: ["10/h", "5/1s"] });
+      expect([path, ok.status], ok.text).toEqual([path, 200]);
+    }
+    // A bad limit or an unknown category is cut short in the message, however long it came.
+    const long = await put(paths[0] as string, { general: `${"1".repeat(5000)}/1h` });
+    expect(long.json().message).toMatch(/^general: bad limit "1{39}…: expected/);
+    const category = await put(paths[0] as string, { ["c".repeat(5000)]: "10/1h" });
+    expect(category.json().message).toMatch(new RegExp(`^${"c".repeat(64)}…: not a category of tier`));
+  });
+
+  it("refuses unknown fields beside a tier or a disabled flag, rather than ignoring them", async () => {
+    const tier = await put(`/admin/users/${userId}/tier`, { tier: "pro", disabled: true });
+    expect([tier.status, tier.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'unknown key "disabled"' },
+    ]);
+    const disabled = await put(`/admin/users/${userId}/disabled`, { disabled: false, tier: "enterprise" });
+    expect([disabled.status, disabled.json()]).toEqual([
+      400,
+      { error: "bad_request", message: 'unknown key "tier"' },
+    ]);
+    const user = await send(`${tollgate.adminUrl}/admin/users/${userId}`, {
+      headers: { authorization: `Bearer ${tollgate.adminToken}` },
+    });
+    expect(user.json()).toMatchObject({ disabled: false });
+    expect(user.json().tier).not.toBe("enterprise");
+  });
+});
+
+describe("POST /admin/check", () => {
+  it("refuses a method that no request line could carry", async () => {
+    for (const method of ["GE T", "GET\r\nX: y", "GET:", ""]) {
+      const reply = await send(`${tollgate.adminUrl}/admin/check`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${tollgate.adminToken}` },
+        body: { method, path: "/api/products" },
+      });
+      expect([method, reply.status, reply.json()]).toEqual([
+        method,
+        400,
+        { error: "bad_request", message: "method: an HTTP method such as GET, of at most 16 letters" },
+      ]);
+    }
+  });
+});
+
+describe("POST /json's numbers", () => {
+  it("refuses 400 a uint32 past 2^32 - 1 or in a lenient string, and a unit that is none", async () => {
+    const post = (descriptor: Record<string, unknown>) =>
+      send(`${tollgate.checkUrl}/json`, {
+        method: "POST",
+        body: { domain: "e2e", descriptors: [{ entries: [{ key: "hourly", value: "x" }], ...descriptor }] },
+      });
+    for (const descriptor of [
+      { limit: { requestsPerUnit: 4294967296, unit: "HOUR" } },
+      { limit: { requestsPerUnit: "010", unit: "HOUR" } },
+      { limit: { requestsPerUnit: 5, unit: 99 } },
+      { limit: { requestsPerUnit: 5, unit: 0 } },
+      { hitsAddend: "18446744073709551616" },
+      { hitsAddend: " 1" },
+    ]) {
+      const reply = await post(descriptor);
+      expect([JSON.stringify(descriptor), reply.status], reply.text).toEqual([
+        JSON.stringify(descriptor),
+        400,
+      ]);
+      expect(reply.json().error).toBe("bad_request");
+    }
+    expect((await post({ hitsAddend: "0" })).status).toBe(200);
+  });
+});
+
+describe("methods", () => {
+  /** One request as raw bytes, so that HEAD and OPTIONS are read exactly as they come back. */
+  const request = (url: string, method: string, path: string, headers = "") =>
+    rawRequest(url, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${headers}Connection: close\r\n\r\n`);
+  const admin = () => `Authorization: Bearer ${tollgate.adminToken}\r\n`;
+  const allowOf = (reply: { headers: Array<[string, string]> }) =>
+    reply.headers.find(([name]) => name === "allow")?.[1];
+
+  it("answers a served path with a method it does not serve 405, with Allow and a JSON error, on every listener", async () => {
+    const cases = [
+      { url: tollgate.url, method: "GET", path: "/auth/login", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "DELETE", path: "/auth/logout", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "PUT", path: "/auth/sessions/abc/revoke", allow: "OPTIONS, POST" },
+      { url: tollgate.url, method: "POST", path: "/me", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.url, method: "POST", path: "/health", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.adminUrl, method: "PATCH", path: "/admin/users", allow: "GET, HEAD, OPTIONS, POST" },
+      {
+        url: tollgate.adminUrl,
+        method: "POST",
+        path: `/admin/users/${userId}`,
+        allow: "DELETE, GET, HEAD, OPTIONS",
+      },
+      { url: tollgate.adminUrl, method: "GET", path: "/admin/policy/reload", allow: "OPTIONS, POST" },
+      { url: tollgate.adminUrl, method: "PUT", path: "/metrics", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.checkUrl, method: "POST", path: "/health", allow: "GET, HEAD, OPTIONS" },
+      { url: tollgate.checkUrl, method: "GET", path: "/json", allow: "OPTIONS, POST" },
+    ];
+    for (const { url, method, path, allow } of cases) {
+      const reply = await request(url, method, path, admin());
+      expect([method, path, reply.status, allowOf(reply)], reply.raw).toEqual([method, path, 405, allow]);
+      expect(reply.headers.find(([name]) => name === "content-type")?.[1]).toMatch(/^application\/json/);
+      expect(JSON.parse(reply.body)).toEqual({
+        error: "method_not_allowed",
+        message: `${method} is not allowed on ${path} (Allow: ${allow})`,
+      });
+    }
+  });
+
+  it("keeps 404 for a path nothing serves, and 401 before anything under /admin without the token", async () => {
+    for (const [url, path] of [
+      [tollgate.url, "/auth/nothing"],
+      [tollgate.adminUrl, "/admin/nothing"],
+      [tollgate.checkUrl, "/nothing"],
+    ] as const) {
+      const reply = await request(url, "PUT", path, admin());
+      expect([path, reply.status], reply.raw).toEqual([path, 404]);
+      expect(JSON.parse(reply.body).error).toBe("not_found");
+    }
+    // However long the path, the message repeats at most 200 characters of it.
+    const long = await request(tollgate.url, "GET", `/${"a".repeat(5000)}`);
+    const message = JSON.parse(Buffer.from(long.body, "latin1").toString("utf8")).message;
+    expect([long.status, message]).toEqual([404, `No route for GET /${"a".repeat(199)}…`]);
+    const anonymous = await request(tollgate.adminUrl, "PATCH", "/admin/users");
+    expect([anonymous.status, JSON.parse(anonymous.body).error]).toEqual([401, "unauthorized"]);
+  });
+
+  it("answers OPTIONS 204 with Allow and no body, and HEAD as GET (405 without a body where GET is not served)", async () => {
+    for (const [url, path, allow] of [
+      [tollgate.url, "/auth/login", "OPTIONS, POST"],
+      [tollgate.adminUrl, "/admin/users", "GET, HEAD, OPTIONS, POST"],
+      [tollgate.checkUrl, "/health", "GET, HEAD, OPTIONS"],
+      [tollgate.checkUrl, "/json", "OPTIONS, POST"],
+    ] as const) {
+      const reply = await request(url, "OPTIONS", path, admin());
+      expect([path, reply.status, allowOf(reply), reply.body], reply.raw).toEqual([path, 204, allow, ""]);
+      expect(reply.headers.map(([name]) => name)).not.toContain("content-length");
+    }
+    for (const url of [tollgate.url, tollgate.adminUrl, tollgate.checkUrl]) {
+      const head = await request(url, "HEAD", "/health");
+      expect([head.status, head.body], head.raw).toEqual([200, ""]);
+    }
+    const head = await request(tollgate.url, "HEAD", "/auth/login");
+    expect([head.status, allowOf(head), head.body], head.raw).toEqual([405, "OPTIONS, POST", ""]);
   });
 });
 

@@ -341,6 +341,18 @@ describe("tollgate users, lockout, sessions and limits", SLOW, () => {
     expect(bad.stderr).toMatch(/^tollgate: nope: not a category of tier free/);
     const usage = await cli(["limits", "set", "alice", "search"]);
     expect(usage.status).toBe(2);
+    // Each limit is read as the admin API reads it, before any call: spaces around commas are the list's.
+    for (const limit of ["search=5/1m,010/1h", "search=+5/1m", "search=5/1m/1h", "search=1e3/1h"]) {
+      const refused = await cli(["limits", "set", "alice", limit]);
+      expect([limit, refused.status], refused.stderr).toEqual([limit, 2]);
+      expect(refused.stderr).toMatch(/bad limit "[^"]+": expected <count>\/<duration> with a count from 1/);
+    }
+    const spaced = await cli(["limits", "set", "alice", "search=5/1m, 50/1h"]);
+    // (The other categories' own limits follow in the store's order.)
+    expect([spaced.status, spaced.stdout], spaced.stderr).toEqual([
+      0,
+      expect.stringContaining("search=5/1m,50/1h"),
+    ]);
     expect((await cli(["limits", "reset", "alice"])).status).toBe(0);
     const after = jsonOf<{ limits: Record<string, { source: string }> }>(
       await cli(["limits", "get", "alice", "--json"]),
@@ -441,6 +453,12 @@ describe("exit codes and errors", SLOW, () => {
     ]);
     expect((await cli(["users", "frobnicate"])).status).toBe(2);
     expect((await cli(["users", "list", "--limit", "0"])).status).toBe(2);
+    // --limit is read as the admin API reads ?limit=: no hex, exponent, sign or leading zero.
+    for (const limit of ["0x10", "1e2", "+5", "010", "5.0", "99999999999999999999"]) {
+      const run = await cli(["users", "list", "--limit", limit]);
+      expect([limit, run.status, run.stdout], run.stderr).toEqual([limit, 2, ""]);
+      expect(run.stderr).toContain("a whole number from 1 to 500, in decimal digits only");
+    }
     expect((await cli(["users"])).status).toBe(2);
     expect((await cli([])).status).toBe(2);
     const notUrl = await cli(["users", "list", "--url", "nowhere"]);

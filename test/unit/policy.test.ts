@@ -225,4 +225,36 @@ describe("limits", () => {
       expect(parseLimit(bad), bad).toBeUndefined();
     }
   });
+
+  it("refuse the lenient forms of their numbers: spaces, signs, leading zeros, exponents, hex, huge counts", () => {
+    for (const bad of [
+      " 10/1h",
+      "10/1h ",
+      "10 /1h",
+      "10/ 1h",
+      "10/1 h",
+      "\t10/1h\n",
+      "+10/1h",
+      "10/+1h",
+      "010/1h",
+      "10/01h",
+      "00/1h",
+      "1e3/1h",
+      "0x10/1h",
+      "10.0/1h",
+      "10/1.0h",
+      "１０/1h",
+      "9999999999999999999999/1h",
+      "10/9999999999999999999999s",
+      "1000001/1h",
+      "10/604801s",
+      "10/1H",
+    ]) {
+      expect(parseLimit(bad), JSON.stringify(bad)).toBeUndefined();
+    }
+    // The edges that stay: the largest count, the longest window, and a unit alone (docs/policy.md).
+    expect(parseLimit("1000000/604800s")).toEqual({ limit: 1_000_000, windowMs: 604_800_000 });
+    expect(parseLimit("10/7d")).toEqual({ limit: 10, windowMs: 604_800_000 });
+    expect(parseLimit("10/d")).toEqual({ limit: 10, windowMs: 86_400_000 });
+  });
 });
