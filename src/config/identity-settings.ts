@@ -24,7 +24,7 @@ export type ProviderSettings = {
   defaultTier: string;
   /** JWT_PROVIDER_REQUIRE_AT_JWT: only tokens whose header `typ` is RFC 9068's at+jwt. */
   requireAtJwt: boolean;
-  /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept until their `exp`. */
+  /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept while the verifier accepts them. */
   cacheSize: number;
   /** JWT_CLOCK_TOLERANCE_SECONDS, as for tollgate's own tokens: leeway on `exp` and `nbf`. */
   clockToleranceSeconds: number;

@@ -3,7 +3,7 @@
 
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { createCredentialReader, MAX_PROVIDER_TOKEN_LENGTH } from "../../src/auth/credentials.js";
 import { createTokenService } from "../../src/auth/jwt.js";
@@ -11,7 +11,7 @@ import type { ProviderKeys } from "../../src/auth/provider-keys.js";
 import { createProviderTokens } from "../../src/auth/provider-tokens.js";
 import { makeKey, signToken } from "../support/jwks-server.js";
 
-const tokens = createTokenService({
+const OWN: Parameters<typeof createTokenService>[0] = {
   algorithms: ["HS256"],
   secret: "x".repeat(40),
   secretGenerated: false,
@@ -21,7 +21,8 @@ const tokens = createTokenService({
   audience: undefined,
   ttlSeconds: 900,
   clockToleranceSeconds: 5,
-});
+};
+const tokens = createTokenService(OWN);
 const reader = createCredentialReader({ tokens, provider: undefined });
 
 setFlagsFromString("--expose-gc");
@@ -213,5 +214,29 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
       ok: false,
       description: "token signature or claims invalid",
     });
+  });
+});
+
+describe("tollgate's own verified-token cache", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("keeps a token exactly while the verifier accepts it, JWT_CLOCK_TOLERANCE_SECONDS past exp included", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(1_900_000_000_500);
+    const { token } = tokens.sign({ sub: "demo-alice", sid: "s1", tier: "free" });
+    expect(tokens.verify(token)).toMatchObject({ ok: true });
+    const exp = JSON.parse(Buffer.from(token.split(".")[1] as string, "base64url").toString()).exp as number;
+    /** What a verifier that never saw the token answers now. */
+    const verifier = () => createTokenService(OWN).verify(token);
+    for (const [at, accepted] of [
+      [(exp + 5) * 1000 - 1, true],
+      [(exp + 5) * 1000, false],
+    ] as const) {
+      vi.setSystemTime(at);
+      expect(tokens.cached(token)?.ok === true, `cache at exp + ${at / 1000 - exp} s`).toBe(accepted);
+      expect(verifier().ok, `verifier at exp + ${at / 1000 - exp} s`).toBe(accepted);
+    }
   });
 });

@@ -363,6 +363,63 @@ describe("provider token verification", () => {
     expect(tokens.cached(longest)).toMatchObject({ ok: true });
   });
 
+  it("keeps a verified token exactly while the verifier accepts it: JWT_CLOCK_TOLERANCE_SECONDS past exp, from the cache", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = 1_900_000_000_000;
+    vi.setSystemTime(start);
+    const exp = start / 1000 + 60;
+    const { keys } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    const token = signToken(key, claims({ exp }));
+    expect(verifyWith(tokens, token)).toMatchObject({ ok: true });
+    /** What a verifier that never saw the token answers now. */
+    const verifier = () => verifyWith(createProviderTokens(settings, keys), token);
+    // Past exp, inside the 5 s leeway: the verifier accepts, and the cache answers without a check.
+    for (const at of [exp * 1000, (exp + 5) * 1000 - 1]) {
+      vi.setSystemTime(at);
+      verifications.count = 0;
+      expect(tokens.cached(token), `at exp + ${at / 1000 - exp} s`).toMatchObject({ ok: true });
+      expect(verifications.count).toBe(0);
+      expect(verifier()).toMatchObject({ ok: true });
+    }
+    // At exp + leeway both refuse, and after it.
+    for (const at of [(exp + 5) * 1000, (exp + 6) * 1000]) {
+      vi.setSystemTime(at);
+      expect(tokens.cached(token), `at exp + ${at / 1000 - exp} s`).toBeUndefined();
+      expect(verifier()).toMatchObject({ ok: false, description: "token expired" });
+    }
+  });
+
+  it("refuses from the cache, as the verifier does, a token whose nbf is ahead again once the clock is set back", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = 1_900_000_000_000;
+    vi.setSystemTime(start);
+    const { keys } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    // Not valid for 3 s more: inside the 5 s leeway.
+    const token = signToken(key, claims({ nbf: start / 1000 + 3, exp: start / 1000 + 300 }));
+    expect(verifyWith(tokens, token)).toMatchObject({ ok: true });
+    vi.setSystemTime(start - 10_000);
+    expect(tokens.cached(token)).toBeUndefined();
+    expect(verifyWith(createProviderTokens(settings, keys), token)).toMatchObject({
+      ok: false,
+      description: "token not yet valid",
+    });
+    // The clock back where it was: the token was kept, and answers from the cache again.
+    vi.setSystemTime(start);
+    verifications.count = 0;
+    expect(tokens.cached(token)).toMatchObject({ ok: true });
+    expect(verifications.count).toBe(0);
+  });
+
+  it("answers a cache hit with the answer it kept, building nothing", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    const token = signToken(key, claims());
+    const verified = verifyWith(tokens, token);
+    expect(tokens.cached(token)).toBe(verified);
+    expect(tokens.cached(token)).toBe(tokens.cached(token));
+  });
+
   it("says a token of a provider's algorithm whose iss differs from JWT_ISSUER has a wrong issuer, and what differs", () => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(tokens.foreignIssuer({ alg: "RS256" }, ISSUER.slice(0, -1))).toMatchObject({
