@@ -1,7 +1,7 @@
 // The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
-// Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, or a key replaced
-// under its `kid`) at most once per interval, and kept when the provider is down. Nothing here is on
-// the check path but a map lookup.
+// Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, a key replaced
+// under its `kid`, or the only key for tokens without one) at most once per interval, and kept when
+// the provider is down. Nothing here is on the check path but a map lookup.
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
@@ -15,8 +15,8 @@ export type KeyTimings = {
   defaultRefreshMs: number;
   /**
    * At most one refresh per this for tokens whose key is missing (unknown `kid`s, signatures a
-   * known kid's key failed), all together: a flood of made-up kids or forged signatures is not a
-   * flood to the provider.
+   * known kid's keys failed, or every key, for a token without a kid), all together: a flood of
+   * made-up kids or forged signatures is not a flood to the provider.
    */
   missingKeyIntervalMs: number;
   /** One fetch's deadline (a slow provider). */
@@ -57,9 +57,10 @@ export type ProviderKeys = {
   /** Resolves once the first key set is loaded (never, while the provider never answers). */
   ready(): Promise<void>;
   /**
-   * A token's key is missing (its kid is unknown, or the key of its kid failed its signature, as
-   * when the provider replaced that key under the same kid): starts a refresh unless one ran for
-   * this within the interval; the refresh in flight (to wait on), or undefined when none may run now.
+   * A token's key is missing (its kid is unknown, or the keys it may mean failed its signature, as
+   * when the provider replaced a key under the same kid, or its only key for tokens without one):
+   * starts a refresh unless one ran for this within the interval; the refresh in flight (to wait
+   * on), or undefined when none may run now.
    */
   refreshForMissingKey(): Promise<void> | undefined;
   /** Called after each fetch, with how it changed the key set (nothing, after a failed one). */

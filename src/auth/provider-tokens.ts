@@ -46,8 +46,8 @@ const FAILED_SIZE = 1_000;
 const FAILED_CHARS = 4 * 1024 * 1024;
 const FAILED_TTL_MS = 60_000;
 /**
- * How long a check whose key is missing (an unknown kid, or a signature its kid's key failed) waits
- * for the refresh it started or joined (a check's whole budget is ~200 ms).
+ * How long a check whose key is missing (an unknown kid, or a signature the keys it may mean
+ * failed) waits for the refresh it started or joined (a check's whole budget is ~200 ms).
  */
 const MISSING_KEY_WAIT_MS = 100;
 
@@ -214,8 +214,9 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       const candidates = keys.candidates(kid);
       if (candidates.length > 0) {
         const known = failedBefore(token) ? invalid("token signature invalid") : verifyWith(candidates);
-        // A token without a kid names no key to look for again: it never spends the interval's refresh.
-        if (known.ok || kid === undefined) return known;
+        if (known.ok) return known;
+        // A token without a kid fails every key when the provider replaced its only one: it waits for
+        // the same refresh, under the same interval, as a kid whose key failed.
         return afterRefresh(known, () => {
           // Only keys the refresh brought: a forged token costs no second check against the same key.
           const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => c.key.equals(k.key)));

@@ -198,16 +198,40 @@ describe("provider token verification", () => {
     expect(verifications.count).toBe(1);
   });
 
-  it("asks no refresh for a token without a kid that no key verifies, nor for a valid one", () => {
+  it("verifies again, against the keys a refresh brought, a token without a kid that every key failed", async () => {
     const keyless = makeKey("");
-    const { keys, refreshes } = testKeys([keyless], () => Promise.resolve());
-    const tokens = createProviderTokens(settings, keys);
-    expect(verifyWith(tokens, signToken(makeKey(""), claims(), { kid: undefined }))).toMatchObject({
-      ok: false,
-      description: "token signature invalid",
+    const replacement = makeKey("");
+    const { keys, set, refreshes } = testKeys([keyless], async () => {
+      // The provider replaced its only key, a key without a kid.
+      set([replacement], { removed: true, added: true });
     });
-    expect(verifyWith(tokens, signToken(keyless, claims(), { kid: undefined }))).toMatchObject({ ok: true });
-    expect(refreshes()).toBe(0);
+    const tokens = createProviderTokens(settings, keys);
+    const rotated = signToken(replacement, claims(), { kid: undefined });
+    const answer = tokens.verify(rotated, parts(rotated).header, parts(rotated).payload);
+    expect(answer).toBeInstanceOf(Promise);
+    expect(await answer).toMatchObject({ ok: true });
+    expect(refreshes()).toBe(1);
+    // A valid token asks nothing.
+    expect(verifyWith(tokens, signToken(replacement, claims(), { kid: undefined }))).toMatchObject({
+      ok: true,
+    });
+    expect(refreshes()).toBe(1);
+  });
+
+  it("costs a forged token without a kid no second verification when the refresh brought no new key", async () => {
+    const keyless = makeKey("");
+    const { keys, refreshes } = testKeys([keyless, makeKey("k2")], () => Promise.resolve());
+    const tokens = createProviderTokens(settings, keys);
+    const forged = signToken(makeKey(""), claims(), { kid: undefined });
+    for (let i = 0; i < 3; i += 1) {
+      expect(await tokens.verify(forged, parts(forged).header, parts(forged).payload)).toMatchObject({
+        ok: false,
+        description: "token signature invalid",
+      });
+    }
+    // Both keys tried once, then the failure remembered: the refreshes brought nothing to try.
+    expect(verifications.count).toBe(2);
+    expect(refreshes()).toBe(3);
   });
 
   it("keeps no more than 1,000 failures: the oldest costs a verification again", () => {
