@@ -4,6 +4,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createProviderKeys,
@@ -234,5 +235,46 @@ describe("a provider's answers", () => {
     expect(endless.written()).toBeLessThan(16 << 20);
     const b = firstFetch({ kind: "jwks", url: `${endless.base}/declared` });
     expect(await b.outcome).toMatchObject({ ok: false });
+  });
+
+  it("stops reading a compressed key set once it inflates past 1 MB, however small it came", async () => {
+    const bomb = gzipSync(Buffer.alloc(16 << 20, 0x20));
+    expect(bomb.length).toBeLessThan(64 * 1024);
+    const idp = await provider({
+      "/jwks": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+        res.on("error", () => undefined);
+        res.end(bomb);
+      },
+    });
+    expect(await firstFetch({ kind: "jwks", url: `${idp.base}/jwks` }).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${idp.base}/jwks: answered more than 1048576 bytes`,
+    });
+  });
+
+  it("cuts off a discovery document that stalls, or is too large, as it does a key set", async () => {
+    const idp = await provider({
+      "/.well-known/openid-configuration": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write('{"issuer": "');
+      },
+    });
+    const quick = { ...FAST, fetchTimeoutMs: 300 };
+    expect(await firstFetch({ kind: "oidc", issuerUrl: idp.base }, quick).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${idp.base}/.well-known/openid-configuration: timed out after 300 ms`,
+    });
+    const large = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: `${base}/jwks`, padding: " ".repeat(1 << 20) })(base, res),
+    });
+    expect(await firstFetch({ kind: "oidc", issuerUrl: large.base }).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${large.base}/.well-known/openid-configuration: answered more than 1048576 bytes`,
+    });
   });
 });

@@ -9,7 +9,7 @@ import { createCredentialReader, MAX_PROVIDER_TOKEN_LENGTH } from "../../src/aut
 import { createTokenService } from "../../src/auth/jwt.js";
 import type { ProviderKeys } from "../../src/auth/provider-keys.js";
 import { createProviderTokens } from "../../src/auth/provider-tokens.js";
-import { makeKey, signToken } from "../support/jwks-server.js";
+import { makeKey, publicPem, signHs256, signToken } from "../support/jwks-server.js";
 
 const OWN: Parameters<typeof createTokenService>[0] = {
   algorithms: ["HS256"],
@@ -190,6 +190,40 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
       ok: false,
       description: "token issuer not accepted",
     });
+  });
+
+  it("never verifies a token with the other path's key: tollgate's secret never passes a provider token, nor a provider key tollgate's", () => {
+    const read = createCredentialReader({ tokens, provider });
+    const bearer = (token: string) => read(`Bearer ${token}`, undefined);
+    const own = {
+      sub: "demo-alice",
+      sid: "s1",
+      tier: "enterprise",
+      exp: Math.floor(Date.now() / 1000) + 300,
+    };
+    // HS256 with tollgate's own secret: a valid own token with iss tollgate, nothing with the provider's.
+    const secret = OWN.secret as string;
+    expect(bearer(signHs256(secret, { ...own, iss: "tollgate" }))).toMatchObject({ ok: true });
+    const asProvider = signHs256(secret, { ...claims(ISSUER), ...own, iss: ISSUER });
+    expect(bearer(asProvider)).toMatchObject({ ok: false, description: "algorithm not allowed" });
+    // The provider's key: a valid provider token with its iss, nothing with tollgate's.
+    expect(bearer(signToken(idpKey, { ...claims(ISSUER), ...own, iss: ISSUER }))).toMatchObject({ ok: true });
+    const asOwn = signToken(idpKey, { ...claims("tollgate"), ...own });
+    expect(bearer(asOwn)).toMatchObject({ ok: false, description: "algorithm not allowed" });
+    // The provider's public key as an HMAC secret, under either iss; an iss naming both.
+    for (const iss of [ISSUER, "tollgate"]) {
+      expect(bearer(signHs256(publicPem(idpKey), { ...claims(iss), ...own, iss }, idpKey.kid))).toMatchObject(
+        {
+          ok: false,
+        },
+      );
+    }
+    const both = signHs256(secret, { ...claims(ISSUER), ...own, iss: ["tollgate", ISSUER] });
+    expect(bearer(both)).toMatchObject({ ok: false });
+    for (const token of [asProvider, asOwn, both]) {
+      expect(provider.cached(token)).toBeUndefined();
+      expect(tokens.cached(token)).toBeUndefined();
+    }
   });
 
   it("leaves tollgate's own tokens to its verifier, RS256 ones included, and an HS256 token of any iss", () => {

@@ -338,6 +338,21 @@ describe("provider token verification", () => {
     expect(check).toMatchObject({ ok: true, claims: { tier: "2" } });
   });
 
+  it("reads a tier claim that is a list by its first value that names a tier, and one that is an object as none", () => {
+    const tokens = createProviderTokens(
+      { ...settings, tierClaim: { name: "plan", map: undefined } },
+      testKeys([key]).keys,
+    );
+    const tierOf = (plan: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ plan })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf([{ tier: "enterprise" }, null, "pro", "enterprise"])).toBe("pro");
+    for (const plan of [{ tier: "enterprise" }, { toString: "enterprise" }, [], [["pro"]], null]) {
+      expect(tierOf(plan), JSON.stringify(plan)).toBe("");
+    }
+  });
+
   it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims({ iat: now() + 3600 })))).toMatchObject({ ok: true });
