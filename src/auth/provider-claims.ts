@@ -1,5 +1,5 @@
 // What a provider token states, read before its key is looked up or its signature verified: its
-// types (an access token, not an ID or logout token), iss, aud, exp, nbf and subject, each check free
+// types (an access token, not an ID or logout token), iss, aud, exp, nbf, iat and subject, each check free
 // of cost; and the tier it names.
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { TokenCheck } from "./jwt.js";
@@ -118,6 +118,10 @@ export function claimsProblem(
   const span = acceptedSpan(settings, payload);
   if (span.until <= now) return { ok: false, reason: "expired", description: "token expired" };
   if (span.from > now) return invalid("token not yet valid");
+  // Its value is not compared (RFC 7519 makes iat information only), but it is a NumericDate, as
+  // jsonwebtoken (tollgate's own tokens), jose and PyJWT insist too.
+  if (payload.iat !== undefined && typeof payload.iat !== "number")
+    return invalid("token issue time invalid");
   const sub = payload[settings.subjectClaim];
   if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
   return undefined;

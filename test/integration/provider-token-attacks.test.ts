@@ -403,6 +403,16 @@ describe("a provider token's claims", () => {
     }
   });
 
+  it("refuses an iat that is no number, as tollgate's own verifier does, and takes one ahead of the clock", async () => {
+    for (const iat of ["1700000000", null, true, [now()], {}]) {
+      expect(await check(signToken(good, claims({ iat }))), JSON.stringify(iat)).toEqual({
+        status: 401,
+        message: "token issue time invalid",
+      });
+    }
+    expect(await check(signToken(good, claims({ iat: now() + 3_600 })))).toMatchObject({ status: 200 });
+  });
+
   it("answers a token near the length bound whose header or claims are huge or nested deep, and refuses one past it", async () => {
     // Nested 5,500 deep: written as text, as JSON.stringify would overflow the stack on it.
     const deepClaims = `${JSON.stringify(claims()).slice(0, -1)},"nested":${"[".repeat(5_500)}${"]".repeat(5_500)}}`;

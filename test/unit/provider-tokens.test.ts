@@ -114,6 +114,7 @@ describe("provider token verification", () => {
     ["an exp that is null", { exp: null }, "token has no expiry"],
     ["an nbf that is a string", { nbf: "0" }, "token not yet valid"],
     ["a subject with a space", { sub: "a b" }, "token subject invalid"],
+    ["an iat that is a string of digits", { iat: "1700000000" }, "token issue time invalid"],
   ])("refuses %s, correctly signed, without verifying its signature", (_what, extra, description) => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims(extra)))).toMatchObject({ ok: false, description });
