@@ -2,6 +2,7 @@
 // Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, a key replaced
 // under its `kid`, or the only key for tokens without one) at most once per interval, and kept when
 // the provider is down. Nothing here is on the check path but a map lookup.
+import { isLoopbackHost } from "../config/hosts.js";
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
@@ -77,13 +78,27 @@ function shownIssuer(issuerUrl: string): string {
   return /[?#]/.test(issuerUrl) ? shownUrl(issuerUrl) : issuerUrl;
 }
 
+type OidcSource = Extract<ProviderSettings["source"], { kind: "oidc" }>;
+
+/**
+ * Whether a discovery document may send tollgate to a plain-http jwks_uri: only when the issuer
+ * itself is plain http (a test, a local provider, a sidecar), and then on a loopback host unless
+ * the settings allow http on any (outside production, or JWT_PROVIDER_ALLOW_HTTP=true): a sidecar
+ * on 127.0.0.1 in production must not name keys on another host over plain http.
+ */
+function httpAllowed(source: OidcSource, jwksUri: URL): boolean {
+  if (new URL(source.issuerUrl).protocol !== "http:") return false;
+  return source.httpAnyHost || isLoopbackHost(jwksUri.hostname.replace(/^\[|\]$/g, ""));
+}
+
 /**
  * The JWKS address a discovery document names, checked: the document must name the configured
  * issuer, exactly (OpenID Connect Discovery 1.0, section 4.3: a trailing slash counts), and its keys
- * must come over https unless the issuer itself is plain http (a test or a local provider), so that
- * a document cannot send tollgate to keys of anyone's choosing (a data: URL, another scheme).
+ * must come over https unless httpAllowed says otherwise, so that a document cannot send tollgate to
+ * keys of anyone's choosing (a data: URL, another scheme, plain http across the network).
  */
-function jwksUriOf(body: unknown, issuerUrl: string): string {
+function jwksUriOf(body: unknown, source: OidcSource): string {
+  const { issuerUrl } = source;
   const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
   if (typeof doc.issuer !== "string") {
     throw new Error(
@@ -103,13 +118,17 @@ function jwksUriOf(body: unknown, issuerUrl: string): string {
   } catch {
     throw new Error("the discovery document's jwks_uri is not a URL");
   }
-  const allowed = new URL(issuerUrl).protocol === "http:" ? ["https:", "http:"] : ["https:"];
-  if (!allowed.includes(parsed.protocol)) {
-    throw new Error(
-      `the discovery document's jwks_uri must be ${allowed.join(" or ")}, not ${parsed.protocol}`,
-    );
+  if (parsed.protocol === "https:" || (parsed.protocol === "http:" && httpAllowed(source, parsed))) {
+    return uri;
   }
-  return uri;
+  if (parsed.protocol !== "http:") {
+    throw new Error(`the discovery document's jwks_uri must be https, not ${parsed.protocol}`);
+  }
+  throw new Error(
+    new URL(issuerUrl).protocol === "http:"
+      ? "the discovery document's jwks_uri must be https, or http on a loopback host, in production (or JWT_PROVIDER_ALLOW_HTTP=true where the network protects the link)"
+      : "the discovery document's jwks_uri must be https, as OIDC_ISSUER is",
+  );
 }
 
 /** Whether a key of `from` is not in `to` under its kid. */
@@ -157,7 +176,7 @@ export function createProviderKeys(
     if (source.kind === "oidc") {
       const discovery = `${source.issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
       const { body } = await getJson(discovery, timings.fetchTimeoutMs);
-      jwksUrl = readOf(discovery, () => jwksUriOf(body, source.issuerUrl));
+      jwksUrl = readOf(discovery, () => jwksUriOf(body, source));
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
