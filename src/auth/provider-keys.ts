@@ -180,7 +180,7 @@ export function createProviderKeys(
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
-    const { keys: next, refused } = readOf(url, () => readJwks(body));
+    const { keys: next, all: distinct, refused } = readOf(url, () => readJwks(body));
     if (next.size === 0) {
       const why = refused.map((r) => `kid ${JSON.stringify(r.kid)}: ${r.reason}`).join("; ");
       throw new Error(
@@ -190,7 +190,7 @@ export function createProviderKeys(
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
-    all = [...next.values()].flat();
+    all = distinct;
     isLoaded = true;
     failures = 0;
     markReady();
