@@ -43,6 +43,12 @@ function unsafe(jwk: Record<string, unknown>, key: KeyObject): string | undefine
   return undefined;
 }
 
+/**
+ * Whether two entries are one key to the verifier: the same numbers for the same alg (a key
+ * published for another alg verifies other tokens).
+ */
+export const sameKey = (a: ProviderKey, b: ProviderKey): boolean => a.alg === b.alg && a.key.equals(b.key);
+
 /** A key's public numbers and the alg it is published for: the same key listed twice is one key. */
 const fingerprint = (key: KeyObject, alg: string | undefined): string =>
   JSON.stringify([alg ?? null, key.export({ format: "jwk" })]);

@@ -10,7 +10,7 @@ import {
 import { externalSubject, PROVIDER_PREFIX } from "../ratelimit/types.js";
 import { type Claims, signatureOf, type TokenCheck } from "./jwt.js";
 import { type AcceptedSpan, acceptedSpan, claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
-import type { ProviderKey } from "./provider-jwks.js";
+import { type ProviderKey, sameKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
 import { createTokenCache } from "./token-cache.js";
 
@@ -219,7 +219,7 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
         // the same refresh, under the same interval, as a kid whose key failed.
         return afterRefresh(known, () => {
           // Only keys the refresh brought: a forged token costs no second check against the same key.
-          const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => c.key.equals(k.key)));
+          const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => sameKey(c, k)));
           return fresh.length === 0 ? known : verifyWith(fresh);
         });
       }

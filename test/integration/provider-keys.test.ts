@@ -133,6 +133,19 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("forgets the tokens a key verified when the provider publishes it for another alg under the same kid", async () => {
+    const k1 = makeKey("realg-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    // The same numbers, now for PS256 only: the verifier refuses the RS256 token, so must the cache.
+    idp.keys = [{ ...k1, alg: "PS256" }];
+    expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    expect(JSON.parse((await check(old)).body).message).toBe("token signature invalid");
+    expect((await check(token({ ...k1, alg: "PS256" }))).status).toBe(200);
+  });
+
   it("accepts the first token of a key replaced under the same kid, fetching the keys once, and refuses the old key's", async () => {
     const k1 = makeKey("swap-1");
     const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
