@@ -1,5 +1,5 @@
 // What a provider token states, read before its key is looked up or its signature verified: its
-// types (an access token, not an ID or logout token), iss, aud, exp, nbf and subject, each check free
+// types (an access token, not an ID or logout token), iss, aud, exp, nbf, iat and subject, each check free
 // of cost; and the tier it names.
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { TokenCheck } from "./jwt.js";
@@ -62,6 +62,20 @@ export function tierOf(settings: ProviderSettings, payload: Record<string, unkno
 }
 
 /**
+ * When a token is accepted, in Unix seconds: from its nbf (when it has one) less the leeway, until
+ * its exp plus the leeway, that instant excluded. The verifier and the cache of verified tokens both
+ * read it, so that neither accepts a token the other would refuse. exp and nbf are numbers here
+ * (claimsProblem checks them first).
+ */
+export type AcceptedSpan = { from: number; until: number };
+
+export function acceptedSpan(settings: ProviderSettings, payload: Record<string, unknown>): AcceptedSpan {
+  const leeway = settings.clockToleranceSeconds;
+  const { exp, nbf } = payload as { exp: number; nbf?: number };
+  return { from: nbf === undefined ? Number.NEGATIVE_INFINITY : nbf - leeway, until: exp + leeway };
+}
+
+/**
  * Whether the token says it is something else than an access token (RFC 8725, section 3.11): an ID
  * token accepted as one would let any client's login pass as a call to the API whenever JWT_AUDIENCE
  * is a client's id. A token without a header `typ` passes (it is optional, and some providers leave
@@ -95,16 +109,19 @@ export function claimsProblem(
   payload: Record<string, unknown>,
 ): TokenCheck | undefined {
   const now = Date.now() / 1000;
-  const leeway = settings.clockToleranceSeconds;
   const { exp, nbf, aud } = payload;
   if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
   const audiences = Array.isArray(aud) ? aud : [aud];
   if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
   if (typeof exp !== "number") return invalid("token has no expiry");
-  if (exp + leeway <= now) return { ok: false, reason: "expired", description: "token expired" };
-  if (nbf !== undefined && (typeof nbf !== "number" || nbf - leeway > now)) {
-    return invalid("token not yet valid");
-  }
+  if (nbf !== undefined && typeof nbf !== "number") return invalid("token not yet valid");
+  const span = acceptedSpan(settings, payload);
+  if (span.until <= now) return { ok: false, reason: "expired", description: "token expired" };
+  if (span.from > now) return invalid("token not yet valid");
+  // Its value is not compared (RFC 7519 makes iat information only), but it is a NumericDate, as
+  // jsonwebtoken (tollgate's own tokens), jose and PyJWT insist too.
+  if (payload.iat !== undefined && typeof payload.iat !== "number")
+    return invalid("token issue time invalid");
   const sub = payload[settings.subjectClaim];
   if (typeof sub !== "string" || !SUBJECT.test(sub)) return invalid("token subject invalid");
   return undefined;

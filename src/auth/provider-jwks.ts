@@ -44,12 +44,28 @@ function unsafe(jwk: Record<string, unknown>, key: KeyObject): string | undefine
 }
 
 /**
- * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
- * other uses, symmetric or unreadable ones are skipped, unsafe ones refused and listed.
+ * Whether two entries are one key to the verifier: the same numbers for the same alg (a key
+ * published for another alg verifies other tokens).
  */
-export function readJwks(body: unknown): { keys: KeySet; refused: RefusedKey[] } {
+export const sameKey = (a: ProviderKey, b: ProviderKey): boolean => a.alg === b.alg && a.key.equals(b.key);
+
+/** A key's public numbers and the alg it is published for: the same key listed twice is one key. */
+const fingerprint = (key: KeyObject, alg: string | undefined): string =>
+  JSON.stringify([alg ?? null, key.export({ format: "jwk" })]);
+
+/**
+ * The signature keys of a JWKS document, every one kept, several under one kid included; keys of
+ * other uses, symmetric or unreadable ones are skipped, unsafe ones refused and listed. A key listed
+ * again under the same kid (and alg) is kept once, and `all` (the keys a token without a kid is
+ * tried against) holds each key once whatever its kids: a forged token costs one verification per
+ * distinct key, not per line of the JWKS.
+ */
+export function readJwks(body: unknown): { keys: KeySet; all: ProviderKey[]; refused: RefusedKey[] } {
   const keys: KeySet = new Map();
+  const all: ProviderKey[] = [];
   const refused: RefusedKey[] = [];
+  const distinct = new Set<string>();
+  const distinctByKid = new Set<string>();
   const list = (body as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(list)) throw new Error("the JWKS has no keys array");
   for (const jwk of list as Record<string, unknown>[]) {
@@ -69,9 +85,16 @@ export function readJwks(body: unknown): { keys: KeySet; refused: RefusedKey[] }
       continue;
     }
     const entry = { key, kid, alg: typeof jwk.alg === "string" ? jwk.alg : undefined };
+    const print = fingerprint(key, entry.alg);
+    const printByKid = JSON.stringify([kid, print]);
+    if (distinctByKid.has(printByKid)) continue;
+    distinctByKid.add(printByKid);
     const same = keys.get(kid);
     if (same === undefined) keys.set(kid, [entry]);
     else same.push(entry);
+    if (distinct.has(print)) continue;
+    distinct.add(print);
+    all.push(entry);
   }
-  return { keys, refused };
+  return { keys, all, refused };
 }

@@ -1,11 +1,12 @@
 // The identity provider's signing keys (a JWKS): fetched at start, refreshed in the background as its
-// Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, or a key replaced
-// under its `kid`) at most once per interval, and kept when the provider is down. Nothing here is on
-// the check path but a map lookup.
+// Cache-Control says, refreshed for a token whose key is missing (an unknown `kid`, a key replaced
+// under its `kid`, or the only key for tokens without one) at most once per interval, and kept when
+// the provider is down. Nothing here is on the check path but a map lookup.
 import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
+import { jwksUriOf, shownIssuer } from "./provider-discovery.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
-import { type KeySet, type ProviderKey, type RefusedKey, readJwks } from "./provider-jwks.js";
+import { type KeySet, type ProviderKey, type RefusedKey, readJwks, sameKey } from "./provider-jwks.js";
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -15,8 +16,8 @@ export type KeyTimings = {
   defaultRefreshMs: number;
   /**
    * At most one refresh per this for tokens whose key is missing (unknown `kid`s, signatures a
-   * known kid's key failed), all together: a flood of made-up kids or forged signatures is not a
-   * flood to the provider.
+   * known kid's keys failed, or every key, for a token without a kid), all together: a flood of
+   * made-up kids or forged signatures is not a flood to the provider.
    */
   missingKeyIntervalMs: number;
   /** One fetch's deadline (a slow provider). */
@@ -40,9 +41,9 @@ export type FetchOutcome =
   | { ok: false; error: string; attempt: number };
 
 /**
- * How a fetch changed the key set. `removed`: a kid known before is gone or names another key now
- * (tokens it verified are suspect). `added`: a kid is new or names another key now (a token that
- * failed before may verify now).
+ * How a fetch changed the key set. `removed`: a kid known before is gone or names another key now,
+ * or the same key for another alg (tokens it verified are suspect). `added`: a kid is new or names
+ * another key now, or the same for another alg (a token that failed before may verify now).
  */
 export type KeySetChange = { removed: boolean; added: boolean };
 
@@ -57,9 +58,10 @@ export type ProviderKeys = {
   /** Resolves once the first key set is loaded (never, while the provider never answers). */
   ready(): Promise<void>;
   /**
-   * A token's key is missing (its kid is unknown, or the key of its kid failed its signature, as
-   * when the provider replaced that key under the same kid): starts a refresh unless one ran for
-   * this within the interval; the refresh in flight (to wait on), or undefined when none may run now.
+   * A token's key is missing (its kid is unknown, or the keys it may mean failed its signature, as
+   * when the provider replaced a key under the same kid, or its only key for tokens without one):
+   * starts a refresh unless one ran for this within the interval; the refresh in flight (to wait
+   * on), or undefined when none may run now.
    */
   refreshForMissingKey(): Promise<void> | undefined;
   /** Called after each fetch, with how it changed the key set (nothing, after a failed one). */
@@ -68,54 +70,11 @@ export type ProviderKeys = {
   stop(): void;
 };
 
-/**
- * OIDC_ISSUER as an error shows it: as written, so that a trailing slash shows, unless it carries a
- * query or fragment (no issuer does, and one might hold a key).
- */
-function shownIssuer(issuerUrl: string): string {
-  return /[?#]/.test(issuerUrl) ? shownUrl(issuerUrl) : issuerUrl;
-}
-
-/**
- * The JWKS address a discovery document names, checked: the document must name the configured
- * issuer, exactly (OpenID Connect Discovery 1.0, section 4.3: a trailing slash counts), and its keys
- * must come over https unless the issuer itself is plain http (a test or a local provider), so that
- * a document cannot send tollgate to keys of anyone's choosing (a data: URL, another scheme).
- */
-function jwksUriOf(body: unknown, issuerUrl: string): string {
-  const doc = (body ?? {}) as { issuer?: unknown; jwks_uri?: unknown };
-  if (typeof doc.issuer !== "string") {
-    throw new Error(
-      `the discovery document names no issuer (OIDC_ISSUER is ${JSON.stringify(shownIssuer(issuerUrl))})`,
-    );
-  }
-  if (doc.issuer !== issuerUrl) {
-    throw new Error(
-      `the discovery document names the issuer ${JSON.stringify(doc.issuer).slice(0, 200)}, not OIDC_ISSUER ${JSON.stringify(shownIssuer(issuerUrl))}; they must match exactly (a trailing slash counts)`,
-    );
-  }
-  const uri = doc.jwks_uri;
-  if (typeof uri !== "string") throw new Error("the discovery document has no jwks_uri");
-  let parsed: URL;
-  try {
-    parsed = new URL(uri);
-  } catch {
-    throw new Error("the discovery document's jwks_uri is not a URL");
-  }
-  const allowed = new URL(issuerUrl).protocol === "http:" ? ["https:", "http:"] : ["https:"];
-  if (!allowed.includes(parsed.protocol)) {
-    throw new Error(
-      `the discovery document's jwks_uri must be ${allowed.join(" or ")}, not ${parsed.protocol}`,
-    );
-  }
-  return uri;
-}
-
-/** Whether a key of `from` is not in `to` under its kid. */
+/** Whether a key of `from` is not in `to` under its kid, for the same alg. */
 function missingFrom(from: KeySet, to: KeySet): boolean {
   return [...from].some(([kid, list]) => {
     const others = to.get(kid) ?? [];
-    return list.some((entry) => !others.some((other) => other.key.equals(entry.key)));
+    return list.some((entry) => !others.some((other) => sameKey(other, entry)));
   });
 }
 
@@ -156,11 +115,11 @@ export function createProviderKeys(
     if (source.kind === "oidc") {
       const discovery = `${source.issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
       const { body } = await getJson(discovery, timings.fetchTimeoutMs);
-      jwksUrl = readOf(discovery, () => jwksUriOf(body, source.issuerUrl));
+      jwksUrl = readOf(discovery, () => jwksUriOf(body, source));
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
-    const { keys: next, refused } = readOf(url, () => readJwks(body));
+    const { keys: next, all: distinct, refused } = readOf(url, () => readJwks(body));
     if (next.size === 0) {
       const why = refused.map((r) => `kid ${JSON.stringify(r.kid)}: ${r.reason}`).join("; ");
       throw new Error(
@@ -170,7 +129,7 @@ export function createProviderKeys(
     // A kid gone, or one whose key changed (a compromised key replaced under the same kid).
     const change = { removed: missingFrom(keys, next), added: missingFrom(next, keys) };
     keys = next;
-    all = [...next.values()].flat();
+    all = distinct;
     isLoaded = true;
     failures = 0;
     markReady();

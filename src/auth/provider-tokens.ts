@@ -1,6 +1,6 @@
 // Tokens of the identity provider: verified with node:crypto against the provider's public keys
-// (JWKS), only with the asymmetric algorithms allowed, then kept until their `exp` so that a busy
-// client costs one signature check per token rather than per request.
+// (JWKS), only with the asymmetric algorithms allowed, then kept for as long as the verifier would
+// accept them again, so that a busy client costs one signature check per token rather than per request.
 import { constants, verify as cryptoVerify, type KeyObject } from "node:crypto";
 import {
   PROVIDER_ALGORITHMS,
@@ -9,8 +9,8 @@ import {
 } from "../config/identity-settings.js";
 import { externalSubject, PROVIDER_PREFIX } from "../ratelimit/types.js";
 import { type Claims, signatureOf, type TokenCheck } from "./jwt.js";
-import { claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
-import type { ProviderKey } from "./provider-jwks.js";
+import { type AcceptedSpan, acceptedSpan, claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
+import { type ProviderKey, sameKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
 import { createTokenCache } from "./token-cache.js";
 
@@ -46,12 +46,18 @@ const FAILED_SIZE = 1_000;
 const FAILED_CHARS = 4 * 1024 * 1024;
 const FAILED_TTL_MS = 60_000;
 /**
- * How long a check whose key is missing (an unknown kid, or a signature its kid's key failed) waits
- * for the refresh it started or joined (a check's whole budget is ~200 ms).
+ * How long a check whose key is missing (an unknown kid, or a signature the keys it may mean
+ * failed) waits for the refresh it started or joined (a check's whole budget is ~200 ms).
  */
 const MISSING_KEY_WAIT_MS = 100;
 
 const invalid = (description: string): TokenCheck => ({ ok: false, reason: "invalid", description });
+
+/**
+ * A verified token's answer, kept whole (never changed by its readers: a hit allocates nothing), with
+ * the span in which the verifier accepts the token.
+ */
+type Verified = { check: Extract<TokenCheck, { ok: true }>; span: AcceptedSpan };
 
 const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /** How node:crypto checks each algorithm's signature. */
@@ -97,7 +103,7 @@ function signatureValid(
 export function createProviderTokens(settings: ProviderSettings, keys: ProviderKeys): ProviderTokens {
   const allowed = new Set<string>(settings.algorithms);
   const issuerWithoutSlash = settings.issuer.replace(/\/+$/, "");
-  const cache = createTokenCache<Claims>({
+  const cache = createTokenCache<Verified>({
     maxEntries: settings.cacheSize,
     // Never under one token of the longest accepted (16,000 characters): a small cache still keeps one.
     maxChars: Math.max(settings.cacheSize, 4) * CACHE_CHARS_PER_ENTRY,
@@ -120,12 +126,17 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
   };
 
   const cached = (token: string): TokenCheck | undefined => {
-    const claims = cache.get(token);
-    if (claims === undefined) return undefined;
-    // Never past its exp: the leeway is for clocks that disagree at verification, not for a cache.
-    if (claims.exp * 1000 > Date.now()) return { ok: true, claims };
-    cache.delete(token);
-    return undefined;
+    const entry = cache.get(token);
+    if (entry === undefined) return undefined;
+    // Exactly as long as the verifier would accept the token (JWT_CLOCK_TOLERANCE_SECONDS past exp):
+    // a hit there never costs a signature check, and past it the token is refused. Before nbf (a
+    // clock set back), the verifier refuses it too.
+    const now = Date.now() / 1000;
+    if (entry.span.until <= now) {
+      cache.delete(token);
+      return undefined;
+    }
+    return entry.span.from > now ? undefined : entry.check;
   };
 
   /**
@@ -169,8 +180,9 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       exp,
       external: { kind: "provider", subject: externalSubject(sub) },
     };
-    cache.set(token, claims);
-    return { ok: true, claims };
+    const verified = { ok: true as const, claims };
+    cache.set(token, { check: verified, span: acceptedSpan(settings, payload) });
+    return verified;
   };
 
   return {
@@ -202,11 +214,12 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
       const candidates = keys.candidates(kid);
       if (candidates.length > 0) {
         const known = failedBefore(token) ? invalid("token signature invalid") : verifyWith(candidates);
-        // A token without a kid names no key to look for again: it never spends the interval's refresh.
-        if (known.ok || kid === undefined) return known;
+        if (known.ok) return known;
+        // A token without a kid fails every key when the provider replaced its only one: it waits for
+        // the same refresh, under the same interval, as a kid whose key failed.
         return afterRefresh(known, () => {
           // Only keys the refresh brought: a forged token costs no second check against the same key.
-          const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => c.key.equals(k.key)));
+          const fresh = keys.candidates(kid).filter((k) => !candidates.some((c) => sameKey(c, k)));
           return fresh.length === 0 ? known : verifyWith(fresh);
         });
       }

@@ -10,8 +10,12 @@ export type ProviderAlgorithm = (typeof PROVIDER_ALGORITHMS)[number];
 export const OWN_ISSUER = "tollgate";
 
 export type ProviderSettings = {
-  /** Where the keys are found: an OIDC discovery document's jwks_uri, or a JWKS URL given directly. */
-  source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string };
+  /**
+   * Where the keys are found: an OIDC discovery document's jwks_uri, or a JWKS URL given directly.
+   * `httpAnyHost`: a plain-http jwks_uri may name any host (outside production, or with
+   * JWT_PROVIDER_ALLOW_HTTP=true); otherwise only a loopback one, as OIDC_ISSUER itself.
+   */
+  source: { kind: "oidc"; issuerUrl: string; httpAnyHost: boolean } | { kind: "jwks"; url: string };
   /** `iss` and `aud` every provider token must carry. */
   issuer: string;
   audience: string;
@@ -24,7 +28,7 @@ export type ProviderSettings = {
   defaultTier: string;
   /** JWT_PROVIDER_REQUIRE_AT_JWT: only tokens whose header `typ` is RFC 9068's at+jwt. */
   requireAtJwt: boolean;
-  /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept until their `exp`. */
+  /** JWT_PROVIDER_CACHE_SIZE: verified tokens kept while the verifier accepts them. */
   cacheSize: number;
   /** JWT_CLOCK_TOLERANCE_SECONDS, as for tollgate's own tokens: leeway on `exp` and `nbf`. */
   clockToleranceSeconds: number;
@@ -134,15 +138,15 @@ function parseProviderAlgorithms(reader: Reader): ProviderAlgorithm[] {
  * In production a provider's keys come over https: one plain-http fetch answered by someone else
  * would give tollgate their keys, and so any identity and tier. A loopback address (a sidecar) is
  * exempt, and JWT_PROVIDER_ALLOW_HTTP=true accepts a link the network already protects (a mesh
- * with mTLS, a cluster-internal provider).
+ * with mTLS, a cluster-internal provider). Whether plain http may name any host, the answer.
  */
 function requireHttps(
   reader: Reader,
   production: boolean,
   names: readonly ("OIDC_ISSUER" | "JWKS_URL")[],
-): void {
+): boolean {
   const allow = reader.oneOf("JWT_PROVIDER_ALLOW_HTTP", ["true", "false"], "false") === "true";
-  if (!production || allow) return;
+  if (!production || allow) return true;
   for (const name of names) {
     const value = reader.raw(name);
     if (value === undefined) continue;
@@ -158,6 +162,7 @@ function requireHttps(
       );
     }
   }
+  return false;
 }
 
 /** The provider settings that name tiers of the policy. */
@@ -229,7 +234,7 @@ export function parseIdentitySettings(
   const forwardApiKey = reader.oneOf("API_KEY_FORWARD", ["true", "false"], "false") === "true";
   const issuerUrl = url(reader, "OIDC_ISSUER");
   const jwksUrl = url(reader, "JWKS_URL");
-  requireHttps(reader, production, ["OIDC_ISSUER", "JWKS_URL"]);
+  const httpAnyHost = requireHttps(reader, production, ["OIDC_ISSUER", "JWKS_URL"]);
   const tierClaim = parseTierClaim(reader);
   const algorithms = parseProviderAlgorithms(reader);
   const defaultTier = parseDefaultTier(reader);
@@ -257,7 +262,7 @@ export function parseIdentitySettings(
   }
   const source =
     issuerUrl !== undefined
-      ? { kind: "oidc" as const, issuerUrl }
+      ? { kind: "oidc" as const, issuerUrl, httpAnyHost }
       : jwksUrl !== undefined
         ? { kind: "jwks" as const, url: jwksUrl }
         : undefined;

@@ -4,6 +4,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createProviderKeys,
@@ -58,10 +59,14 @@ async function provider(
 
 /** The first fetch's outcome of a key set read from `source`. */
 function firstFetch(
-  source: { kind: "oidc"; issuerUrl: string } | { kind: "jwks"; url: string },
+  source: { kind: "oidc"; issuerUrl: string; httpAnyHost?: boolean } | { kind: "jwks"; url: string },
   timings: KeyTimings = FAST,
 ) {
-  const keys = createProviderKeys({ source }, timings);
+  // Outside production by default, as the tests' other providers run.
+  const keys = createProviderKeys(
+    { source: source.kind === "oidc" ? { httpAnyHost: true, ...source } : source },
+    timings,
+  );
   stops.push(() => keys.stop());
   const outcome = new Promise<FetchOutcome>((resolve) => keys.onFetch((o) => resolve(o)));
   keys.start();
@@ -104,6 +109,39 @@ describe("a provider's answers", () => {
     const b = firstFetch({ kind: "oidc", issuerUrl: data.base });
     expect(await b.outcome).toMatchObject({ ok: false });
     expect(b.keys.loaded()).toBe(false);
+  });
+
+  it("refuses in production a plain-http jwks_uri off loopback, though OIDC_ISSUER is plain http on loopback (a sidecar)", async () => {
+    // Never fetched: refused before any request, whatever the name would resolve to.
+    const elsewhere = "http://keys.idp.example:8080/jwks";
+    const idp = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: elsewhere })(base, res),
+    });
+    const refused = firstFetch({ kind: "oidc", issuerUrl: idp.base, httpAnyHost: false });
+    expect(await refused.outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${idp.base}/.well-known/openid-configuration: the discovery document's jwks_uri must be https, or http on a loopback host, in production (or JWT_PROVIDER_ALLOW_HTTP=true where the network protects the link)`,
+    });
+    // Allowed (outside production, or JWT_PROVIDER_ALLOW_HTTP=true): fetched, and failing only there.
+    const allowed = firstFetch({ kind: "oidc", issuerUrl: idp.base, httpAnyHost: true });
+    const outcome = await allowed.outcome;
+    expect(outcome.ok).toBe(false);
+    expect((outcome as { error: string }).error).toMatch(/^http:\/\/keys\.idp\.example:8080\/jwks: /);
+  });
+
+  it("takes in production a plain-http jwks_uri on loopback beside a loopback OIDC_ISSUER", async () => {
+    const idp = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: `${base}/jwks` })(base, res),
+      "/jwks": json(jwks()),
+    });
+    expect(await firstFetch({ kind: "oidc", issuerUrl: idp.base, httpAnyHost: false }).outcome).toMatchObject(
+      {
+        ok: true,
+      },
+    );
   });
 
   it("refuses a discovery document without an issuer, and one whose issuer differs by a trailing slash, naming both", async () => {
@@ -234,5 +272,46 @@ describe("a provider's answers", () => {
     expect(endless.written()).toBeLessThan(16 << 20);
     const b = firstFetch({ kind: "jwks", url: `${endless.base}/declared` });
     expect(await b.outcome).toMatchObject({ ok: false });
+  });
+
+  it("stops reading a compressed key set once it inflates past 1 MB, however small it came", async () => {
+    const bomb = gzipSync(Buffer.alloc(16 << 20, 0x20));
+    expect(bomb.length).toBeLessThan(64 * 1024);
+    const idp = await provider({
+      "/jwks": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+        res.on("error", () => undefined);
+        res.end(bomb);
+      },
+    });
+    expect(await firstFetch({ kind: "jwks", url: `${idp.base}/jwks` }).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${idp.base}/jwks: answered more than 1048576 bytes`,
+    });
+  });
+
+  it("cuts off a discovery document that stalls, or is too large, as it does a key set", async () => {
+    const idp = await provider({
+      "/.well-known/openid-configuration": (_, res) => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write('{"issuer": "');
+      },
+    });
+    const quick = { ...FAST, fetchTimeoutMs: 300 };
+    expect(await firstFetch({ kind: "oidc", issuerUrl: idp.base }, quick).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${idp.base}/.well-known/openid-configuration: timed out after 300 ms`,
+    });
+    const large = await provider({
+      "/.well-known/openid-configuration": (base, res) =>
+        json({ issuer: base, jwks_uri: `${base}/jwks`, padding: " ".repeat(1 << 20) })(base, res),
+    });
+    expect(await firstFetch({ kind: "oidc", issuerUrl: large.base }).outcome).toEqual({
+      ok: false,
+      attempt: 1,
+      error: `${large.base}/.well-known/openid-configuration: answered more than 1048576 bytes`,
+    });
   });
 });

@@ -133,6 +133,19 @@ describe("provider keys", () => {
     expect((await check(old)).status).toBe(401);
   });
 
+  it("forgets the tokens a key verified when the provider publishes it for another alg under the same kid", async () => {
+    const k1 = makeKey("realg-1");
+    const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(k1);
+    expect((await check(old)).status).toBe(200);
+    // The same numbers, now for PS256 only: the verifier refuses the RS256 token, so must the cache.
+    idp.keys = [{ ...k1, alg: "PS256" }];
+    expect((await check(token(k1, { kid: "not-there" }))).status).toBe(401);
+    expect(JSON.parse((await check(old)).body).message).toBe("token signature invalid");
+    expect((await check(token({ ...k1, alg: "PS256" }))).status).toBe(200);
+  });
+
   it("accepts the first token of a key replaced under the same kid, fetching the keys once, and refuses the old key's", async () => {
     const k1 = makeKey("swap-1");
     const { idp, t } = await start([k1], { ...FAST, minRefreshMs: 60_000 });
@@ -269,7 +282,7 @@ describe("provider keys", () => {
     expect((await check(token(rsa, { alg: "ES256" }))).status).toBe(401);
   });
 
-  it("keeps every key without a kid, and verifies a token without one against them, asking the provider nothing", async () => {
+  it("keeps every key without a kid, and verifies a token without one against them, asking the provider nothing while one verifies", async () => {
     const first = makeKey("");
     const second = makeKey("", "ES256");
     const third = makeKey("");
@@ -283,9 +296,39 @@ describe("provider keys", () => {
       const answer = await check(token(key, { kid: undefined }));
       expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
     }
+    expect(idp.jwksRequests()).toBe(before);
+    // A token no key verifies asks once whether the provider has a key it signed with.
     const stranger = await check(token(makeKey(""), { kid: undefined }));
     expect(JSON.parse(stranger.body).message).toBe("token signature invalid");
-    expect(idp.jwksRequests()).toBe(before);
+    expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  it("accepts the first token without a kid of a provider that replaced its only key, within the interval unknown kids share", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now());
+    const only = makeKey("");
+    const { idp, t } = await start([only], { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    const old = token(only, { kid: undefined });
+    expect((await check(old)).status).toBe(200);
+    const before = idp.jwksRequests();
+    const replaced = makeKey("");
+    idp.keys = [replaced];
+    // Before: 401 until the scheduled refresh, up to an hour later.
+    const first = await check(token(replaced, { kid: undefined }));
+    expect(first.status, first.body).toBe(200);
+    expect(idp.jwksRequests()).toBe(before + 1);
+    expect((await check(old)).status).toBe(401);
+    // The interval's refresh is spent: forged tokens without a kid, and made-up kids, ask nothing more.
+    const forger = makeKey("");
+    for (let i = 0; i < 20; i += 1) {
+      expect((await check(token(forger, { kid: undefined }))).status).toBe(401);
+      expect((await check(token(replaced, { kid: randomBytes(6).toString("hex") }))).status).toBe(401);
+    }
+    expect(idp.jwksRequests()).toBe(before + 1);
+    vi.setSystemTime(Date.now() + 30_000);
+    expect((await check(token(forger, { kid: undefined }))).status).toBe(401);
+    expect(idp.jwksRequests()).toBe(before + 2);
   });
 
   it("answers a route without limits before reading the token: a made-up kid there asks the provider nothing", async () => {

@@ -1,7 +1,15 @@
 // Provider tokens an attacker shapes, and keys a JWKS should never have given: a signature
 // re-encoded, a header naming keys of its own, RSA keys too weak to trust, a private key published.
 // Against the tests' own identity provider (node:http, keys of node:crypto) and a tollgate on Redis.
-import { createHash, generateKeyPairSync, sign } from "node:crypto";
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  sign,
+  verify,
+} from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +21,7 @@ import {
   startJwksServer,
   type TestKey,
 } from "../support/jwks-server.js";
+import { selfSignedCert } from "../support/self-signed.js";
 
 const AUDIENCE = "api://attacks";
 const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64url");
@@ -39,11 +48,24 @@ const leaked = makeKey("leaked");
 const encryptOnly = makeKey("encrypt-only");
 /** The good key's modulus with e=1: any "signature" equal to the padded hash verifies. */
 const E_ONE = "e-one";
+/** Published with `use: "enc"`: Keycloak's encryption keys are so. */
+const encUse = makeKey("enc-use");
+/** An RSA key published for PS256 only: a token saying RS256 must not be verified with it. */
+const psOnly = makeKey("ps-only");
+/** A P-384 key, published without an alg and again labelled ES256: it verifies no ES256 token. */
+const p384 = makeKey("p384", "ES384");
+/** Two different RSA keys under one kid: each verifies its own tokens. */
+const [twinA, twinB] = [makeKey("twin"), makeKey("twin")];
 
 beforeAll(async () => {
   good = makeKey("good");
-  idp = await startJwksServer([good, weak]);
+  idp = await startJwksServer([good, weak, twinA, twinB]);
+  const publicJwk = (key: TestKey) => key.publicKey.export({ format: "jwk" }) as object;
   idp.rawKeys = [
+    { ...publicJwk(encUse), kid: encUse.kid, alg: "RS256", use: "enc" },
+    { ...publicJwk(psOnly), kid: psOnly.kid, alg: "PS256", use: "sig" },
+    { ...publicJwk(p384), kid: p384.kid, use: "sig" },
+    { ...publicJwk(p384), kid: "p384-as-es256", alg: "ES256", use: "sig" },
     { ...(leaked.privateKey.export({ format: "jwk" }) as object), kid: leaked.kid, alg: "RS256", use: "sig" },
     {
       ...(encryptOnly.publicKey.export({ format: "jwk" }) as object),
@@ -195,6 +217,24 @@ describe("a provider token's header", () => {
     expect(attackerRequests).toBe(0);
   });
 
+  it("never takes a key from an x5c chain in the header: the attacker's own certificate verifies nothing", async () => {
+    const files = selfSignedCert("tollgate-x5c-");
+    const der = (pem: string) => pem.replace(/-----[^-]+-----|\s/g, "");
+    const privateKey = createPrivateKey(readFileSync(files.key));
+    const attackerKey: TestKey = {
+      kid: "attacker",
+      alg: "ES256",
+      privateKey,
+      publicKey: createPublicKey(privateKey),
+    };
+    const x5c = [der(readFileSync(files.cert, "utf8"))];
+    for (const header of [{ x5c }, { x5c, kid: undefined }, { x5c, kid: "good" }]) {
+      const answer = await check(signToken(attackerKey, claims(), header));
+      expect(answer.status, JSON.stringify(Object.keys(header))).toBe(401);
+    }
+    expect(attackerRequests).toBe(0);
+  });
+
   it("refuses a header with crit, whatever it names (RFC 7515: an extension not understood)", async () => {
     for (const header of [{ crit: ["exp"], exp: now() + 60 }, { crit: ["b64"], b64: false }, { crit: [] }]) {
       const answer = await check(signToken(good, claims(), header));
@@ -207,6 +247,51 @@ describe("a provider token's header", () => {
 });
 
 describe("keys of the JWKS that verify nothing", () => {
+  it("passes over a key published with use enc", async () => {
+    expect(await check(signToken(encUse, claims()))).toEqual({
+      status: 401,
+      message: "token signing key unknown",
+    });
+  });
+
+  it("never verifies with a key whose alg is not the token's: an RS256 token against a PS256 key", async () => {
+    const token = signToken(psOnly, claims());
+    // The signature is good for the key's numbers: refused only for the alg the JWK names.
+    const input = token.slice(0, token.lastIndexOf("."));
+    const signature = Buffer.from(token.slice(token.lastIndexOf(".") + 1), "base64url");
+    expect(verify("sha256", Buffer.from(input), psOnly.publicKey, signature)).toBe(true);
+    expect(await check(token)).toEqual({ status: 401, message: "token signature invalid" });
+    // The same key, under PS256 as the JWK says, verifies.
+    expect((await check(signToken({ ...psOnly, alg: "PS256" }, claims()))).status).toBe(200);
+  });
+
+  it("never verifies an ES256 token with a P-384 key, with or without an alg in its JWK", async () => {
+    for (const kid of [p384.kid, "p384-as-es256"]) {
+      const input = `${b64({ alg: "ES256", typ: "JWT", kid })}.${b64(claims())}`;
+      const signature = sign("sha256", Buffer.from(input), {
+        key: p384.privateKey,
+        dsaEncoding: "ieee-p1363",
+      });
+      // node:crypto itself takes a SHA-256 signature of a P-384 key.
+      expect(
+        verify("sha256", Buffer.from(input), { key: p384.publicKey, dsaEncoding: "ieee-p1363" }, signature),
+      ).toBe(true);
+      expect(await check(`${input}.${signature.toString("base64url")}`), kid).toEqual({
+        status: 401,
+        message: "token signature invalid",
+      });
+    }
+  });
+
+  it("keeps two keys published under one kid, each verifying its own tokens and no forgery", async () => {
+    expect((await check(signToken(twinA, claims()))).status).toBe(200);
+    expect((await check(signToken(twinB, claims()))).status).toBe(200);
+    expect(await check(signToken(makeKey("twin"), claims()))).toEqual({
+      status: 401,
+      message: "token signature invalid",
+    });
+  });
+
   it("refuses an RSA key under 2048 bits: a token it signed is not accepted", async () => {
     expect(await check(signToken(weak, claims()))).toEqual({
       status: 401,
@@ -267,6 +352,88 @@ describe("keys of the JWKS that verify nothing", () => {
     ]) {
       expect(text).not.toContain((secret as string).slice(0, 40));
     }
+  });
+});
+
+describe("a provider token's claims", () => {
+  it("takes an aud list that holds JWT_AUDIENCE among others, and refuses lists and values that do not", async () => {
+    expect((await check(signToken(good, claims({ aud: ["api://other", AUDIENCE] })))).status).toBe(200);
+    for (const aud of [[], ["api://other"], [[AUDIENCE]], { [AUDIENCE]: true }, null, `${AUDIENCE} `]) {
+      expect(await check(signToken(good, claims({ aud }))), JSON.stringify(aud)).toEqual({
+        status: 401,
+        message: "token audience not accepted",
+      });
+    }
+  });
+
+  it("refuses an iss that differs from JWT_ISSUER in any character, a slash or a space included", async () => {
+    for (const iss of [
+      idp.issuer.slice(0, -1),
+      `${idp.issuer}/`,
+      `${idp.issuer} `,
+      idp.issuer.toUpperCase(),
+    ]) {
+      const answer = await check(signToken(good, claims({ iss })));
+      expect(answer.status, iss).toBe(401);
+      expect(answer.message, iss).toMatch(/^token issuer not accepted/);
+    }
+  });
+
+  it("refuses a subject that is no string: a number, an object, a list, null, a boolean", async () => {
+    for (const sub of [12345, { id: "x" }, ["x"], null, true]) {
+      expect(await check(signToken(good, claims({ sub }))), JSON.stringify(sub)).toEqual({
+        status: 401,
+        message: "token subject invalid",
+      });
+    }
+  });
+
+  it("refuses an exp or nbf that is no number", async () => {
+    for (const exp of ["9999999999", true, [now() + 300], { at: now() + 300 }, null]) {
+      expect(await check(signToken(good, claims({ exp }))), JSON.stringify(exp)).toEqual({
+        status: 401,
+        message: "token has no expiry",
+      });
+    }
+    for (const nbf of ["0", false, [0], {}, null]) {
+      expect(await check(signToken(good, claims({ nbf }))), JSON.stringify(nbf)).toEqual({
+        status: 401,
+        message: "token not yet valid",
+      });
+    }
+  });
+
+  it("refuses an iat that is no number, as tollgate's own verifier does, and takes one ahead of the clock", async () => {
+    for (const iat of ["1700000000", null, true, [now()], {}]) {
+      expect(await check(signToken(good, claims({ iat }))), JSON.stringify(iat)).toEqual({
+        status: 401,
+        message: "token issue time invalid",
+      });
+    }
+    expect(await check(signToken(good, claims({ iat: now() + 3_600 })))).toMatchObject({ status: 200 });
+  });
+
+  it("answers a token near the length bound whose header or claims are huge or nested deep, and refuses one past it", async () => {
+    // Nested 5,500 deep: written as text, as JSON.stringify would overflow the stack on it.
+    const deepClaims = `${JSON.stringify(claims()).slice(0, -1)},"nested":${"[".repeat(5_500)}${"]".repeat(5_500)}}`;
+    const tokens = [
+      signToken(good, claims(), { junk: "j".repeat(11_000) }),
+      signedAs(
+        `${b64({ alg: "RS256", typ: "JWT", kid: "good" })}.${Buffer.from(deepClaims).toString("base64url")}`,
+      ),
+      signToken(
+        good,
+        claims({ many: Object.fromEntries(Array.from({ length: 900 }, (_, i) => [`c${i}`, i])) }),
+      ),
+    ];
+    for (const token of tokens) {
+      expect(token.length).toBeLessThanOrEqual(16_000);
+      expect((await check(token)).status).toBe(200);
+    }
+    expect(await check(signToken(good, claims({ pad: "p".repeat(12_000) })))).toEqual({
+      status: 401,
+      message: "token too long",
+    });
   });
 });
 

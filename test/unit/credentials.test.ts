@@ -3,15 +3,15 @@
 
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { createCredentialReader, MAX_PROVIDER_TOKEN_LENGTH } from "../../src/auth/credentials.js";
 import { createTokenService } from "../../src/auth/jwt.js";
 import type { ProviderKeys } from "../../src/auth/provider-keys.js";
 import { createProviderTokens } from "../../src/auth/provider-tokens.js";
-import { makeKey, signToken } from "../support/jwks-server.js";
+import { makeKey, publicPem, signHs256, signToken } from "../support/jwks-server.js";
 
-const tokens = createTokenService({
+const OWN: Parameters<typeof createTokenService>[0] = {
   algorithms: ["HS256"],
   secret: "x".repeat(40),
   secretGenerated: false,
@@ -21,7 +21,8 @@ const tokens = createTokenService({
   audience: undefined,
   ttlSeconds: 900,
   clockToleranceSeconds: 5,
-});
+};
+const tokens = createTokenService(OWN);
 const reader = createCredentialReader({ tokens, provider: undefined });
 
 setFlagsFromString("--expose-gc");
@@ -191,6 +192,40 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
     });
   });
 
+  it("never verifies a token with the other path's key: tollgate's secret never passes a provider token, nor a provider key tollgate's", () => {
+    const read = createCredentialReader({ tokens, provider });
+    const bearer = (token: string) => read(`Bearer ${token}`, undefined);
+    const own = {
+      sub: "demo-alice",
+      sid: "s1",
+      tier: "enterprise",
+      exp: Math.floor(Date.now() / 1000) + 300,
+    };
+    // HS256 with tollgate's own secret: a valid own token with iss tollgate, nothing with the provider's.
+    const secret = OWN.secret as string;
+    expect(bearer(signHs256(secret, { ...own, iss: "tollgate" }))).toMatchObject({ ok: true });
+    const asProvider = signHs256(secret, { ...claims(ISSUER), ...own, iss: ISSUER });
+    expect(bearer(asProvider)).toMatchObject({ ok: false, description: "algorithm not allowed" });
+    // The provider's key: a valid provider token with its iss, nothing with tollgate's.
+    expect(bearer(signToken(idpKey, { ...claims(ISSUER), ...own, iss: ISSUER }))).toMatchObject({ ok: true });
+    const asOwn = signToken(idpKey, { ...claims("tollgate"), ...own });
+    expect(bearer(asOwn)).toMatchObject({ ok: false, description: "algorithm not allowed" });
+    // The provider's public key as an HMAC secret, under either iss; an iss naming both.
+    for (const iss of [ISSUER, "tollgate"]) {
+      expect(bearer(signHs256(publicPem(idpKey), { ...claims(iss), ...own, iss }, idpKey.kid))).toMatchObject(
+        {
+          ok: false,
+        },
+      );
+    }
+    const both = signHs256(secret, { ...claims(ISSUER), ...own, iss: ["tollgate", ISSUER] });
+    expect(bearer(both)).toMatchObject({ ok: false });
+    for (const token of [asProvider, asOwn, both]) {
+      expect(provider.cached(token)).toBeUndefined();
+      expect(tokens.cached(token)).toBeUndefined();
+    }
+  });
+
   it("leaves tollgate's own tokens to its verifier, RS256 ones included, and an HS256 token of any iss", () => {
     const { privateKey, publicKey } = makeKey("own", "RS256");
     const own = createTokenService({
@@ -213,5 +248,29 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
       ok: false,
       description: "token signature or claims invalid",
     });
+  });
+});
+
+describe("tollgate's own verified-token cache", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("keeps a token exactly while the verifier accepts it, JWT_CLOCK_TOLERANCE_SECONDS past exp included", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(1_900_000_000_500);
+    const { token } = tokens.sign({ sub: "demo-alice", sid: "s1", tier: "free" });
+    expect(tokens.verify(token)).toMatchObject({ ok: true });
+    const exp = JSON.parse(Buffer.from(token.split(".")[1] as string, "base64url").toString()).exp as number;
+    /** What a verifier that never saw the token answers now. */
+    const verifier = () => createTokenService(OWN).verify(token);
+    for (const [at, accepted] of [
+      [(exp + 5) * 1000 - 1, true],
+      [(exp + 5) * 1000, false],
+    ] as const) {
+      vi.setSystemTime(at);
+      expect(tokens.cached(token)?.ok === true, `cache at exp + ${at / 1000 - exp} s`).toBe(accepted);
+      expect(verifier().ok, `verifier at exp + ${at / 1000 - exp} s`).toBe(accepted);
+    }
   });
 });

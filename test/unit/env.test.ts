@@ -315,6 +315,27 @@ describe("settings", () => {
     ]);
   });
 
+  it("let a discovery document name a plain-http jwks_uri on any host outside production or with JWT_PROVIDER_ALLOW_HTTP only", () => {
+    const oidc = {
+      OIDC_ISSUER: "http://127.0.0.1:8180/realms/acme",
+      JWT_ISSUER: "https://idp/",
+      JWT_AUDIENCE: "a",
+    };
+    const production = {
+      ...oidc,
+      NODE_ENV: "production",
+      JWT_SECRET: randomBytes(32).toString("hex"),
+      ADMIN_TOKEN: randomBytes(32).toString("hex"),
+    };
+    const anyHost = (env: Record<string, string>) => {
+      const source = loadConfig(env).identity.provider?.source;
+      return source?.kind === "oidc" ? source.httpAnyHost : undefined;
+    };
+    expect(anyHost(oidc)).toBe(true);
+    expect(anyHost(production)).toBe(false);
+    expect(anyHost({ ...production, JWT_PROVIDER_ALLOW_HTTP: "true" })).toBe(true);
+  });
+
   it("take the clock tolerance for tollgate's tokens and the provider's alike: 5 s by default, 0 to 300", () => {
     const provider = {
       JWKS_URL: "https://idp.example/jwks",

@@ -114,6 +114,7 @@ describe("provider token verification", () => {
     ["an exp that is null", { exp: null }, "token has no expiry"],
     ["an nbf that is a string", { nbf: "0" }, "token not yet valid"],
     ["a subject with a space", { sub: "a b" }, "token subject invalid"],
+    ["an iat that is a string of digits", { iat: "1700000000" }, "token issue time invalid"],
   ])("refuses %s, correctly signed, without verifying its signature", (_what, extra, description) => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims(extra)))).toMatchObject({ ok: false, description });
@@ -198,16 +199,40 @@ describe("provider token verification", () => {
     expect(verifications.count).toBe(1);
   });
 
-  it("asks no refresh for a token without a kid that no key verifies, nor for a valid one", () => {
+  it("verifies again, against the keys a refresh brought, a token without a kid that every key failed", async () => {
     const keyless = makeKey("");
-    const { keys, refreshes } = testKeys([keyless], () => Promise.resolve());
-    const tokens = createProviderTokens(settings, keys);
-    expect(verifyWith(tokens, signToken(makeKey(""), claims(), { kid: undefined }))).toMatchObject({
-      ok: false,
-      description: "token signature invalid",
+    const replacement = makeKey("");
+    const { keys, set, refreshes } = testKeys([keyless], async () => {
+      // The provider replaced its only key, a key without a kid.
+      set([replacement], { removed: true, added: true });
     });
-    expect(verifyWith(tokens, signToken(keyless, claims(), { kid: undefined }))).toMatchObject({ ok: true });
-    expect(refreshes()).toBe(0);
+    const tokens = createProviderTokens(settings, keys);
+    const rotated = signToken(replacement, claims(), { kid: undefined });
+    const answer = tokens.verify(rotated, parts(rotated).header, parts(rotated).payload);
+    expect(answer).toBeInstanceOf(Promise);
+    expect(await answer).toMatchObject({ ok: true });
+    expect(refreshes()).toBe(1);
+    // A valid token asks nothing.
+    expect(verifyWith(tokens, signToken(replacement, claims(), { kid: undefined }))).toMatchObject({
+      ok: true,
+    });
+    expect(refreshes()).toBe(1);
+  });
+
+  it("costs a forged token without a kid no second verification when the refresh brought no new key", async () => {
+    const keyless = makeKey("");
+    const { keys, refreshes } = testKeys([keyless, makeKey("k2")], () => Promise.resolve());
+    const tokens = createProviderTokens(settings, keys);
+    const forged = signToken(makeKey(""), claims(), { kid: undefined });
+    for (let i = 0; i < 3; i += 1) {
+      expect(await tokens.verify(forged, parts(forged).header, parts(forged).payload)).toMatchObject({
+        ok: false,
+        description: "token signature invalid",
+      });
+    }
+    // Both keys tried once, then the failure remembered: the refreshes brought nothing to try.
+    expect(verifications.count).toBe(2);
+    expect(refreshes()).toBe(3);
   });
 
   it("keeps no more than 1,000 failures: the oldest costs a verification again", () => {
@@ -314,6 +339,21 @@ describe("provider token verification", () => {
     expect(check).toMatchObject({ ok: true, claims: { tier: "2" } });
   });
 
+  it("reads a tier claim that is a list by its first value that names a tier, and one that is an object as none", () => {
+    const tokens = createProviderTokens(
+      { ...settings, tierClaim: { name: "plan", map: undefined } },
+      testKeys([key]).keys,
+    );
+    const tierOf = (plan: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ plan })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf([{ tier: "enterprise" }, null, "pro", "enterprise"])).toBe("pro");
+    for (const plan of [{ tier: "enterprise" }, { toString: "enterprise" }, [], [["pro"]], null]) {
+      expect(tierOf(plan), JSON.stringify(plan)).toBe("");
+    }
+  });
+
   it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims({ iat: now() + 3600 })))).toMatchObject({ ok: true });
@@ -361,6 +401,63 @@ describe("provider token verification", () => {
     expect(longest.length).toBeLessThanOrEqual(16_000);
     verifyWith(tokens, longest);
     expect(tokens.cached(longest)).toMatchObject({ ok: true });
+  });
+
+  it("keeps a verified token exactly while the verifier accepts it: JWT_CLOCK_TOLERANCE_SECONDS past exp, from the cache", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = 1_900_000_000_000;
+    vi.setSystemTime(start);
+    const exp = start / 1000 + 60;
+    const { keys } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    const token = signToken(key, claims({ exp }));
+    expect(verifyWith(tokens, token)).toMatchObject({ ok: true });
+    /** What a verifier that never saw the token answers now. */
+    const verifier = () => verifyWith(createProviderTokens(settings, keys), token);
+    // Past exp, inside the 5 s leeway: the verifier accepts, and the cache answers without a check.
+    for (const at of [exp * 1000, (exp + 5) * 1000 - 1]) {
+      vi.setSystemTime(at);
+      verifications.count = 0;
+      expect(tokens.cached(token), `at exp + ${at / 1000 - exp} s`).toMatchObject({ ok: true });
+      expect(verifications.count).toBe(0);
+      expect(verifier()).toMatchObject({ ok: true });
+    }
+    // At exp + leeway both refuse, and after it.
+    for (const at of [(exp + 5) * 1000, (exp + 6) * 1000]) {
+      vi.setSystemTime(at);
+      expect(tokens.cached(token), `at exp + ${at / 1000 - exp} s`).toBeUndefined();
+      expect(verifier()).toMatchObject({ ok: false, description: "token expired" });
+    }
+  });
+
+  it("refuses from the cache, as the verifier does, a token whose nbf is ahead again once the clock is set back", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = 1_900_000_000_000;
+    vi.setSystemTime(start);
+    const { keys } = testKeys([key]);
+    const tokens = createProviderTokens(settings, keys);
+    // Not valid for 3 s more: inside the 5 s leeway.
+    const token = signToken(key, claims({ nbf: start / 1000 + 3, exp: start / 1000 + 300 }));
+    expect(verifyWith(tokens, token)).toMatchObject({ ok: true });
+    vi.setSystemTime(start - 10_000);
+    expect(tokens.cached(token)).toBeUndefined();
+    expect(verifyWith(createProviderTokens(settings, keys), token)).toMatchObject({
+      ok: false,
+      description: "token not yet valid",
+    });
+    // The clock back where it was: the token was kept, and answers from the cache again.
+    vi.setSystemTime(start);
+    verifications.count = 0;
+    expect(tokens.cached(token)).toMatchObject({ ok: true });
+    expect(verifications.count).toBe(0);
+  });
+
+  it("answers a cache hit with the answer it kept, building nothing", () => {
+    const tokens = createProviderTokens(settings, testKeys([key]).keys);
+    const token = signToken(key, claims());
+    const verified = verifyWith(tokens, token);
+    expect(tokens.cached(token)).toBe(verified);
+    expect(tokens.cached(token)).toBe(tokens.cached(token));
   });
 
   it("says a token of a provider's algorithm whose iss differs from JWT_ISSUER has a wrong issuer, and what differs", () => {
