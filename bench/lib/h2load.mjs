@@ -69,8 +69,14 @@ export function parseH2loadLog(text) {
   return { latencies: latencies.subarray(0, count), statuses, unanswered };
 }
 
-/** The headers of a gRPC call (h2load sends its body with -d, as a POST). */
-export const GRPC_HEADERS = { "content-type": "application/grpc", te: "trailers" };
+/**
+ * The headers of an ext_authz call (h2load sends its body with -d, as a POST) as Envoy sends them:
+ * with its default `timeout` (200 ms) as grpc-timeout, so that the rows pay for the deadline that
+ * every call of Envoy's carries.
+ */
+export const GRPC_HEADERS = { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "200m" };
+/** The headers of a rate limit call as Envoy's ratelimit filter sends them: its default `timeout`, 20 ms. */
+export const RLS_HEADERS = { ...GRPC_HEADERS, "grpc-timeout": "20m" };
 
 /**
  * load.mjs's measure() by h2load: its warm-up run, then `between`, then the measured run with its
