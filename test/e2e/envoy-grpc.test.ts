@@ -224,6 +224,21 @@ describe("the gRPC Check on one tollgate", () => {
     expect(JSON.parse(answer.denied_response?.body ?? "")).toMatchObject({ error: "bad_request" });
   });
 
+  it.each(["http://tollgate.test/api/search?q=lamp", "api/search", "*"])(
+    "refuses a target that is not a plain path (%s), never charging it as another route",
+    async (path) => {
+      const { access_token: token } = await tollgate.loginOk("alice", "secret");
+      const answer = await grpc.check({
+        path,
+        headers: { authorization: `Bearer ${token}` },
+        source: nextAddress(),
+      });
+      expect(answer.status?.code).toBe(Code.INVALID_ARGUMENT);
+      expect(answer.denied_response?.status?.code).toBe(400);
+      expect(JSON.parse(answer.denied_response?.body ?? "")).toMatchObject({ error: "bad_request" });
+    },
+  );
+
   it("answers a target longer than 8192 bytes with a 414", async () => {
     const answer = await grpc.check({ path: `/api/products?q=${"a".repeat(9000)}`, source: nextAddress() });
     expect(answer.status?.code).toBe(Code.INVALID_ARGUMENT);

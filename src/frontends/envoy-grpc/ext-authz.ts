@@ -64,7 +64,10 @@ export function checkFacts(
   if (path.length > MAX_URI) return uriTooLong();
   return {
     method,
-    path: path.startsWith("/") ? path : `/${path}`,
+    // As sent: a path that is not origin-form (`http://host/api/search`, `*`) is refused by the
+    // check, where a "/" put in front would make it a general route that an upstream reading the
+    // absolute form (Node, express) serves as /api/search.
+    path,
     authorization: fields.authorization,
     apiKey: fields.apiKey,
     requestId: requestIdOf(fields.requestId),
