@@ -1,6 +1,6 @@
 // A JWKS document read as the keys it gives to verify signatures: keys of other uses are passed over,
-// and keys no verifier should trust (weak RSA, a private key made public) are refused, by kid and
-// reason, never with their numbers.
+// and keys no verifier should trust (weak RSA, an exponent that makes each check costly, a private
+// key made public) are refused, by kid and reason, never with their numbers.
 import { createPublicKey, type JsonWebKey, type KeyObject } from "node:crypto";
 
 export type ProviderKey = { key: KeyObject; kid: string; alg: string | undefined };
@@ -13,6 +13,13 @@ export type RefusedKey = { kid: string; reason: string };
 
 /** RFC 7518, section 3.3: RS* and PS* keys of 2048 bits or more. Under it, a key can be factored. */
 const MIN_RSA_BITS = 2048;
+/**
+ * The largest RSA public exponent kept: 2^32 − 1, what a 32-bit field holds (Windows CryptoAPI's
+ * RSAPUBKEY; Go's crypto/rsa stops at 2^31 − 1). Each verification costs as many multiplications as
+ * e has bits, and OpenSSL bounds e only on keys over 3072 bits: a 2048-bit e would make every check
+ * of a token naming the key cost milliseconds. Providers publish 65537.
+ */
+const MAX_RSA_EXPONENT = 2n ** 32n - 1n;
 /**
  * Members only a private JWK has (RFC 7518, section 6): a JWKS that holds one has published the key
  * that signs, and anyone who read it can sign tokens too.
@@ -40,6 +47,7 @@ function unsafe(jwk: Record<string, unknown>, key: KeyObject): string | undefine
   if (modulusLength < MIN_RSA_BITS) return `an RSA key of ${modulusLength} bits (${MIN_RSA_BITS} at least)`;
   // e=1 makes any padded hash its own signature; an even e is no RSA key.
   if (publicExponent < 3n || publicExponent % 2n === 0n) return "an RSA key whose public exponent is unsafe";
+  if (publicExponent > MAX_RSA_EXPONENT) return "an RSA key whose public exponent is over 2^32 - 1";
   return undefined;
 }
 
