@@ -59,7 +59,8 @@ export type KeySetChange = { removed: boolean; added: boolean };
 export type ProviderKeys = {
   /**
    * The keys a token's header may mean: those of its `kid`, or every key for a token without one
-   * (RFC 7515 leaves the choice to the verifier). Empty when none is known.
+   * (RFC 7515 leaves the choice to the verifier; it tries the first MAX_TRIED_WITHOUT_KID that fit
+   * the token's alg). Empty when none is known.
    */
   candidates(kid: string | undefined): readonly ProviderKey[];
   /** Whether a key set was loaded once. */

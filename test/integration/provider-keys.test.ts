@@ -1,5 +1,6 @@
 // The identity provider's keys as tollgate keeps them, against the tests' own JWKS server: rotation,
-// unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow.
+// unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow, a
+// JWKS of more keys than the bounds (100 kept, 10 tried for a token without a kid).
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { KeyTimings } from "../../src/auth/provider-keys.js";
