@@ -6,7 +6,16 @@ import type { ProviderSettings } from "../config/identity-settings.js";
 import type { Logger } from "../process/logger.js";
 import { jwksUriOf, shownIssuer } from "./provider-discovery.js";
 import { getJson, readOf, shownUrl } from "./provider-fetch.js";
-import { type KeySet, type ProviderKey, type RefusedKey, readJwks, sameKey } from "./provider-jwks.js";
+import {
+  type KeySet,
+  MAX_KEYS,
+  MAX_TRIED_WITHOUT_KID,
+  type PastBounds,
+  type ProviderKey,
+  type RefusedKey,
+  readJwks,
+  sameKey,
+} from "./provider-jwks.js";
 
 export type KeyTimings = {
   /** Bounds of a refresh interval, whatever Cache-Control's max-age says. */
@@ -37,7 +46,7 @@ export const KEY_TIMINGS: KeyTimings = {
 };
 
 export type FetchOutcome =
-  | { ok: true; keys: number; refreshInMs: number; refused: RefusedKey[] }
+  | { ok: true; keys: number; refreshInMs: number; refused: RefusedKey[]; past: PastBounds }
   | { ok: false; error: string; attempt: number };
 
 /**
@@ -50,7 +59,8 @@ export type KeySetChange = { removed: boolean; added: boolean };
 export type ProviderKeys = {
   /**
    * The keys a token's header may mean: those of its `kid`, or every key for a token without one
-   * (RFC 7515 leaves the choice to the verifier). Empty when none is known.
+   * (RFC 7515 leaves the choice to the verifier; it tries the first MAX_TRIED_WITHOUT_KID that fit
+   * the token's alg). Empty when none is known.
    */
   candidates(kid: string | undefined): readonly ProviderKey[];
   /** Whether a key set was loaded once. */
@@ -119,7 +129,7 @@ export function createProviderKeys(
     }
     const url = jwksUrl as string;
     const { body, maxAge } = await getJson(url, timings.fetchTimeoutMs);
-    const { keys: next, all: distinct, refused } = readOf(url, () => readJwks(body));
+    const { keys: next, all: distinct, refused, past } = readOf(url, () => readJwks(body));
     if (next.size === 0) {
       const why = refused.map((r) => `kid ${JSON.stringify(r.kid)}: ${r.reason}`).join("; ");
       throw new Error(
@@ -137,7 +147,7 @@ export function createProviderKeys(
     const refreshInMs = Math.min(timings.maxRefreshMs, Math.max(timings.minRefreshMs, wanted));
     schedule(refreshInMs);
     // Told at once, with the keys swapped: no check runs between the two on what they replaced.
-    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs, refused }, change);
+    for (const l of listeners) l({ ok: true, keys: sizeOf(next), refreshInMs, refused, past }, change);
   };
 
   const refresh = (): Promise<void> => {
@@ -205,11 +215,29 @@ function warnIssuerMismatch(settings: Pick<ProviderSettings, "source" | "issuer"
   );
 }
 
+/**
+ * A warning per fetch whose JWKS went past a bound: keys not read, or keys that tokens without a kid
+ * of an allowed alg are not tried against. Rare (providers publish 2 to 10 keys), and each refresh
+ * says it again, as the provider may have trimmed its JWKS since.
+ */
+function warnPastBounds(past: PastBounds, algorithms: readonly string[], logger: Logger): void {
+  const untried = past.untried.filter(({ alg }) => algorithms.includes(alg));
+  if (past.notRead === 0 && untried.length === 0) return;
+  logger.warn(
+    {
+      event: "provider_keys_past_bounds",
+      notRead: past.notRead,
+      untriedWithoutKid: Object.fromEntries(untried.map(({ alg, keys }) => [alg, keys])),
+    },
+    `the JWKS holds more keys than tollgate uses: its entries after the first ${MAX_KEYS} keys kept are not read, and a token without a kid is tried against the first ${MAX_TRIED_WITHOUT_KID} keys that fit its alg only`,
+  );
+}
+
 /** A log line per fetch of the key set: loaded, or failed (and what that leaves in use); the issuers' mismatch at once. */
 export function logKeyFetches(
   keys: ProviderKeys,
   logger: Logger,
-  settings: Pick<ProviderSettings, "source" | "issuer">,
+  settings: Pick<ProviderSettings, "source" | "issuer" | "algorithms">,
 ): void {
   warnIssuerMismatch(settings, logger);
   // The keys refused by the last fetch that loaded: told again only when they change, not each refresh.
@@ -226,6 +254,7 @@ export function logKeyFetches(
         }
         refusedBefore = refused;
       }
+      warnPastBounds(outcome.past, settings.algorithms, logger);
       logger.info(
         {
           event: "provider_keys",

@@ -1,7 +1,7 @@
 // Tokens of the identity provider: verified with node:crypto against the provider's public keys
 // (JWKS), only with the asymmetric algorithms allowed, then kept for as long as the verifier would
 // accept them again, so that a busy client costs one signature check per token rather than per request.
-import { constants, verify as cryptoVerify, type KeyObject } from "node:crypto";
+import { constants, verify as cryptoVerify } from "node:crypto";
 import {
   PROVIDER_ALGORITHMS,
   type ProviderAlgorithm,
@@ -10,7 +10,7 @@ import {
 import { externalSubject, PROVIDER_PREFIX } from "../ratelimit/types.js";
 import { type Claims, signatureOf, type TokenCheck } from "./jwt.js";
 import { type AcceptedSpan, acceptedSpan, claimsProblem, tierOf, typeProblem } from "./provider-claims.js";
-import { type ProviderKey, sameKey } from "./provider-jwks.js";
+import { fits, MAX_TRIED_WITHOUT_KID, type ProviderKey, sameKey } from "./provider-jwks.js";
 import type { ProviderKeys } from "./provider-keys.js";
 import { createTokenCache } from "./token-cache.js";
 
@@ -61,25 +61,15 @@ type Verified = { check: Extract<TokenCheck, { ok: true }>; span: AcceptedSpan }
 
 const ASYMMETRIC = new Set<unknown>(PROVIDER_ALGORITHMS);
 /** How node:crypto checks each algorithm's signature. */
-const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true; types: string[] }> =
-  {
-    RS256: { hash: "sha256", types: ["rsa"] },
-    RS384: { hash: "sha384", types: ["rsa"] },
-    RS512: { hash: "sha512", types: ["rsa"] },
-    PS256: { hash: "sha256", pss: true, types: ["rsa", "rsa-pss"] },
-    ES256: { hash: "sha256", ieee: true, types: ["ec:prime256v1"] },
-    ES384: { hash: "sha384", ieee: true, types: ["ec:secp384r1"] },
-    EdDSA: { hash: null, types: ["ed25519", "ed448"] },
-  };
-
-function keyType(key: KeyObject): string {
-  const type = key.asymmetricKeyType ?? "";
-  return type === "ec" ? `ec:${key.asymmetricKeyDetails?.namedCurve ?? ""}` : type;
-}
-
-/** A key is used only with the algorithm it was published for, and only with its own key type (and curve). */
-const fits = (algorithm: ProviderAlgorithm, key: ProviderKey): boolean =>
-  (key.alg === undefined || key.alg === algorithm) && SCHEMES[algorithm].types.includes(keyType(key.key));
+const SCHEMES: Record<ProviderAlgorithm, { hash: string | null; pss?: true; ieee?: true }> = {
+  RS256: { hash: "sha256" },
+  RS384: { hash: "sha384" },
+  RS512: { hash: "sha512" },
+  PS256: { hash: "sha256", pss: true },
+  ES256: { hash: "sha256", ieee: true },
+  ES384: { hash: "sha384", ieee: true },
+  EdDSA: { hash: null },
+};
 
 function signatureValid(
   algorithm: ProviderAlgorithm,
@@ -159,9 +149,10 @@ export function createProviderTokens(settings: ProviderSettings, keys: ProviderK
     signature: Buffer,
   ): TokenCheck => {
     const algorithm = header.alg as ProviderAlgorithm;
-    // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key, and a token
-    // without a kid may be any key's.
-    const usable = candidates.filter((key) => fits(algorithm, key));
+    // Every key that fits, in the JWKS's order: one kid may name an RSA and an EC key. A token
+    // without a kid may be any key's: only the first few are tried, so a forged one costs few checks.
+    const fitting = candidates.filter((key) => fits(algorithm, key));
+    const usable = header.kid === undefined ? fitting.slice(0, MAX_TRIED_WITHOUT_KID) : fitting;
     const data = Buffer.from(token.slice(0, token.lastIndexOf(".")), "latin1");
     if (!usable.some((key) => signatureValid(algorithm, key, data, signature))) {
       if (usable.length > 0) failed.set(token, Date.now() + FAILED_TTL_MS);

@@ -218,10 +218,23 @@ describe("a provider's answers", () => {
       res.end(JSON.stringify(jwks()));
     };
     const idp = await provider({ "/day": withMaxAge(86_400), "/ten-minutes": withMaxAge(600) });
+    const nothingPast = { notRead: 0, untried: [] };
     const day = firstFetch({ kind: "jwks", url: `${idp.base}/day` }, KEY_TIMINGS);
-    expect(await day.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 3_600_000, refused: [] });
+    expect(await day.outcome).toEqual({
+      ok: true,
+      keys: 1,
+      refreshInMs: 3_600_000,
+      refused: [],
+      past: nothingPast,
+    });
     const short = firstFetch({ kind: "jwks", url: `${idp.base}/ten-minutes` }, KEY_TIMINGS);
-    expect(await short.outcome).toEqual({ ok: true, keys: 1, refreshInMs: 600_000, refused: [] });
+    expect(await short.outcome).toEqual({
+      ok: true,
+      keys: 1,
+      refreshInMs: 600_000,
+      refused: [],
+      past: nothingPast,
+    });
   });
 
   it("loads no key set whose every signature key is unsafe, and says which and why, without their numbers", async () => {

@@ -1,5 +1,6 @@
 // The identity provider's keys as tollgate keeps them, against the tests' own JWKS server: rotation,
-// unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow.
+// unknown kids (one refresh per interval, whatever the flood), a provider that is down or slow, a
+// JWKS of more keys than the bounds (100 kept, 10 tried for a token without a kid).
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { KeyTimings } from "../../src/auth/provider-keys.js";
@@ -301,6 +302,46 @@ describe("provider keys", () => {
     const stranger = await check(token(makeKey(""), { kid: undefined }));
     expect(JSON.parse(stranger.body).message).toBe("token signature invalid");
     expect(idp.jwksRequests()).toBe(before + 1);
+  });
+
+  const pastBounds = (target: InProcessOnRedis) =>
+    target
+      .logWrites()
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.event === "provider_keys_past_bounds");
+
+  it("keeps the first 100 keys of a JWKS: a key listed after them verifies nothing, and each refresh says so once", async () => {
+    const listed = Array.from({ length: 103 }, (_, i) => makeKey(`many-${i}`, "ES256"));
+    const { idp, t } = await start(listed, { ...FAST, minRefreshMs: 60_000 });
+    await t.tollgate.providerKeys?.ready();
+    for (const key of [listed[0], listed[99]] as TestKey[]) {
+      const answer = await check(token(key));
+      expect(answer.status, answer.body).toBe(200);
+    }
+    // Its kid is unknown: it asks the provider once, which lists it past the bound again.
+    const past = await check(token(listed[100] as TestKey));
+    expect(past.status).toBe(401);
+    expect(JSON.parse(past.body).message).toBe("token signing key unknown");
+    await vi.waitFor(() => expect(pastBounds(t)).toHaveLength(idp.jwksRequests()));
+    expect(idp.jwksRequests()).toBe(2);
+    expect(pastBounds(t)[0]).toMatchObject({ level: "warn", notRead: 3, untriedWithoutKid: { ES256: 90 } });
+  });
+
+  it("tries a token without a kid against the first 10 keys that fit its alg, and verifies one with a kid against any", async () => {
+    const rsa = makeKey("");
+    const ec = Array.from({ length: 12 }, () => makeKey("", "ES256"));
+    const named = makeKey("named", "ES256");
+    const { t } = await start([...ec, rsa, named]);
+    await t.tollgate.providerKeys?.ready();
+    for (const key of [ec[0], ec[9], rsa] as TestKey[]) {
+      const answer = await check(token(key, { kid: undefined }));
+      expect(answer.status, `${key.alg}: ${answer.body}`).toBe(200);
+    }
+    const eleventh = await check(token(ec[10] as TestKey, { kid: undefined }));
+    expect(eleventh.status).toBe(401);
+    expect(JSON.parse(eleventh.body).message).toBe("token signature invalid");
+    expect((await check(token(named))).status).toBe(200);
+    expect(pastBounds(t)[0]).toMatchObject({ notRead: 0, untriedWithoutKid: { ES256: 3 } });
   });
 
   it("accepts the first token without a kid of a provider that replaced its only key, within the interval unknown kids share", async () => {

@@ -48,6 +48,8 @@ const leaked = makeKey("leaked");
 const encryptOnly = makeKey("encrypt-only");
 /** The good key's modulus with e=1: any "signature" equal to the padded hash verifies. */
 const E_ONE = "e-one";
+/** The good key's modulus with an odd e of 2048 bits: each verification with it would cost milliseconds. */
+const E_HUGE = "e-huge";
 /** Published with `use: "enc"`: Keycloak's encryption keys are so. */
 const encUse = makeKey("enc-use");
 /** An RSA key published for PS256 only: a token saying RS256 must not be verified with it. */
@@ -76,6 +78,13 @@ beforeAll(async () => {
       ...(good.publicKey.export({ format: "jwk" }) as object),
       e: "AQ",
       kid: E_ONE,
+      alg: "RS256",
+      use: "sig",
+    },
+    {
+      ...(good.publicKey.export({ format: "jwk" }) as object),
+      e: Buffer.from(`8${"0".repeat(510)}1`, "hex").toString("base64url"),
+      kid: E_HUGE,
       alg: "RS256",
       use: "sig",
     },
@@ -319,6 +328,14 @@ describe("keys of the JWKS that verify nothing", () => {
     });
   });
 
+  it("refuses an RSA key whose public exponent is over 2^32 - 1: a token naming it costs no verification", async () => {
+    // Were the key kept, this token would be checked against it (and fail, costing milliseconds).
+    expect(await check(signToken(good, claims(), { kid: E_HUGE }))).toEqual({
+      status: 401,
+      message: "token signing key unknown",
+    });
+  });
+
   it("refuses a key published with its private members: whoever read the JWKS can sign", async () => {
     expect(await check(signToken(leaked, claims()))).toEqual({
       status: 401,
@@ -339,6 +356,7 @@ describe("keys of the JWKS that verify nothing", () => {
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((line) => line.event === "provider_key_refused");
     expect(refused.map((line) => [line.level, line.kid]).sort()).toEqual([
+      ["warn", E_HUGE],
       ["warn", E_ONE],
       ["warn", "leaked"],
       ["warn", "weak-1024"],

@@ -62,7 +62,11 @@ function testKeys(initial: TestKey[], refresh?: () => Promise<void>) {
   };
   const set = (next: TestKey[], change: { removed: boolean; added: boolean }) => {
     current = next;
-    for (const l of listeners) l({ ok: true, keys: next.length, refreshInMs: 60_000, refused: [] }, change);
+    for (const l of listeners)
+      l(
+        { ok: true, keys: next.length, refreshInMs: 60_000, refused: [], past: { notRead: 0, untried: [] } },
+        change,
+      );
   };
   return { keys, set, refreshes: () => refreshes };
 }
@@ -233,6 +237,23 @@ describe("provider token verification", () => {
     // Both keys tried once, then the failure remembered: the refreshes brought nothing to try.
     expect(verifications.count).toBe(2);
     expect(refreshes()).toBe(3);
+  });
+
+  it("tries a token without a kid against the first 10 keys that fit its alg, in the JWKS's order", () => {
+    // An RSA key first: it fits no ES256 token and takes no place among the 10.
+    const listed = [makeKey("rsa"), ...Array.from({ length: 12 }, (_, i) => makeKey(`ec-${i}`, "ES256"))];
+    const tokens = createProviderTokens(settings, testKeys(listed).keys);
+    const kidless = (signer: TestKey) => signToken(signer, claims(), { kid: undefined });
+    expect(verifyWith(tokens, kidless(listed[10] as TestKey))).toMatchObject({ ok: true });
+    expect(verifyWith(tokens, kidless(listed[11] as TestKey))).toMatchObject({
+      ok: false,
+      description: "token signature invalid",
+    });
+    verifications.count = 0;
+    expect(verifyWith(tokens, kidless(makeKey("", "ES256")))).toMatchObject({ ok: false });
+    expect(verifications.count).toBe(10);
+    // A kid names its key wherever the JWKS lists it.
+    expect(verifyWith(tokens, signToken(listed[12] as TestKey, claims()))).toMatchObject({ ok: true });
   });
 
   it("keeps no more than 1,000 failures: the oldest costs a verification again", () => {
