@@ -14,7 +14,7 @@ const RESPONSE_FIELDS = [
 ] as const;
 export const RESPONSE_HEADERS = encodeBlock(RESPONSE_FIELDS);
 export const OK_TRAILERS = encodeBlock([["grpc-status", "0"]]);
-/** RFC 9110 §15.5.6: a 405 names the methods the resource allows; a gRPC call is a POST. */
+/** RFC 9110 (405 Method Not Allowed): the answer names the methods allowed; a gRPC call is a POST. */
 const METHOD_NOT_ALLOWED = encodeBlock([
   [":status", "405"],
   ["allow", "POST"],
