@@ -12,18 +12,23 @@ import { type Config, ConfigError, loadConfig } from "./config/env.js";
 import { metricsExposureWarning } from "./config/hosts.js";
 import { providerTierProblems } from "./config/identity-settings.js";
 import { createListeners } from "./listeners.js";
-import { loadPolicy, type Policy, PolicyError } from "./policy/policy.js";
+import { PolicyError } from "./policy/policy.js";
 import { keepCompiledCode } from "./process/hot-code.js";
 import { listenProblem } from "./process/listen-problem.js";
 import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./process/logger.js";
 import { stopWithNpm } from "./process/parent-watch.js";
 import { createReadiness, type Readiness } from "./process/readiness.js";
 import { stopOnSignals } from "./process/shutdown.js";
-import { applyReloads, askForReloads } from "./process/worker-reloads.js";
+import { applyReloads, askForReloads, logHandedOver, startSources } from "./process/worker-reloads.js";
 import { isWorker, reportListening, shouldSupervise, superviseWorkers } from "./process/workers.js";
-import { logWorkerReload, readReloadSources, reloadFromSources } from "./reloads.js";
+import {
+  logWorkerReload,
+  type ReloadSources,
+  readReloadSources,
+  reloadFromSources,
+  startupStates,
+} from "./reloads.js";
 import { RlsConfigError } from "./rls/model.js";
-import { createRlsState, type RlsState } from "./rls/state.js";
 import { storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
 import type { Tracing } from "./tracing/tracing.js";
@@ -52,19 +57,15 @@ function loadEnvFile(): void {
   }
 }
 
-function startupSettings(): { config: Config; policy: Policy; rls: RlsState | undefined } {
+function startupSettings(handed: ReloadSources | undefined) {
   try {
     const config = loadConfig(process.env);
-    const rls =
-      config.rls === undefined
-        ? undefined
-        : createRlsState({ path: config.rls.configPath, defaultAlgorithm: config.rls.defaultAlgorithm });
-    const policy = loadPolicy(config.policyFile);
+    const { policy, rls, sources } = startupStates(config, handed);
     const provider = config.identity.provider;
     // The same check refuses a reload (src/app.ts), so a policy that reloaded also starts.
     const unmet = provider === undefined ? [] : providerTierProblems(provider, policy.tiers.keys());
     if (unmet.length > 0) fail(unmet);
-    return { config, policy, rls };
+    return { config, policy, rls, sources };
   } catch (error) {
     if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {
       fail(error.problems);
@@ -173,12 +174,15 @@ async function main(): Promise<void> {
   if (args.length > 0)
     fail([`unknown argument ${JSON.stringify(args[0])}; settings come from the environment (--help)`]);
   loadEnvFile();
-  const { config, policy, rls } = startupSettings();
+  // WORKERS: a worker that replaces a dead one starts on what the others run (the files may hold a refused edit).
+  const handed = await startSources<ReloadSources>();
+  const { config, policy, rls, sources } = startupSettings(handed);
   const { logger } = await createProcessLogger({
     level: config.logLevel,
     format: config.logFormat,
     isTTY: isatty(1),
   });
+  if (handed !== undefined) logHandedOver(logger, policy, rls);
   // Read (and validated) once, before anything listens, so a bad file stops start-up with its own message.
   const entries =
     config.usersFile === undefined
@@ -200,6 +204,7 @@ async function main(): Promise<void> {
       logger,
       entry: fileURLToPath(import.meta.url),
       readSources: () => readReloadSources(config),
+      inForce: sources,
       watch: [config.policyFile, config.rls?.configPath].filter((path) => path !== undefined),
       onReload: logWorkerReload(logger),
     });

@@ -2,7 +2,7 @@
 // admin call: from this process alone, or (WORKERS) from every worker, as worker-reloads.ts runs them.
 import type { Config } from "./config/env.js";
 import type { Metrics } from "./metrics/metrics.js";
-import { type PolicySource, readPolicySource } from "./policy/policy.js";
+import { type PolicySource, policyFromSource, readPolicySource } from "./policy/policy.js";
 import type { PolicyState, ReloadResult } from "./policy/policy-state.js";
 import {
   outcomeOf,
@@ -14,7 +14,7 @@ import {
 } from "./policy/reload-report.js";
 import type { Logger } from "./process/logger.js";
 import { type RlsSource, readRlsSource } from "./rls/load.js";
-import type { RlsReload, RlsState } from "./rls/state.js";
+import { createRlsState, type RlsReload, type RlsState } from "./rls/state.js";
 
 /** POLICY_FILE and RLS_CONFIG as one reading found them (WORKERS: the primary's, for every worker). */
 export type ReloadSources = { policy: PolicySource; rls?: RlsSource; readAt: number };
@@ -25,6 +25,23 @@ export function readReloadSources(config: Config): ReloadSources {
     ...(config.rls === undefined ? {} : { rls: readRlsSource(config.rls.configPath) }),
     readAt: Date.now(),
   };
+}
+
+/**
+ * The policy and RLS_CONFIG to start on, from the files or from `handed`: under WORKERS, a worker that
+ * replaces one that died gets the texts the others run. Throws PolicyError or RlsConfigError.
+ */
+export function startupStates(config: Config, handed: ReloadSources | undefined) {
+  const sources = handed ?? readReloadSources(config);
+  const rls =
+    config.rls === undefined
+      ? undefined
+      : createRlsState({
+          path: config.rls.configPath,
+          defaultAlgorithm: config.rls.defaultAlgorithm,
+          source: sources.rls,
+        });
+  return { sources, rls, policy: policyFromSource(config.policyFile, sources.policy) };
 }
 
 export type Reloads = {

@@ -4,9 +4,14 @@
 // between two reads never leaves two workers on two versions; the reloads reach each worker in
 // the order the primary sent them, so each ends on the same last one. A worker that starts during a
 // reload, or after one whose wait it missed, gets it once it listens. The answer waits for every
-// worker, at most RELOAD_WAIT_MS.
-import type { Worker } from "node:cluster";
+// worker, at most RELOAD_WAIT_MS. A worker restarted after a death starts on the texts the workers
+// last took, not on the files: those may hold an edit that every worker refused.
+import cluster, { type Worker } from "node:cluster";
+import type { Policy } from "../policy/policy.js";
+import { policyVersion } from "../policy/policy-state.js";
 import type { ReloadOutcome, ReloadTrigger, WorkerReload } from "../policy/reload-report.js";
+import type { RlsState } from "../rls/state.js";
+import type { Logger } from "./logger.js";
 
 /** How long a reload waits for every worker's confirmation: a reload takes milliseconds, a restarting worker a second or two. */
 export const RELOAD_WAIT_MS = 5_000;
@@ -17,23 +22,33 @@ const APPLY = "tollgate:reload-apply";
 const APPLIED = "tollgate:reload-applied";
 const REQUEST = "tollgate:reload-request";
 const DONE = "tollgate:reload-done";
+const START = "tollgate:start-sources";
 
 type Apply = { type: typeof APPLY; round: number; trigger: ReloadTrigger; sources: unknown };
 /** No outcome: the worker's reload failed (it logged why). */
 type Applied = { type: typeof APPLIED; round: number; outcome?: ReloadOutcome };
 type Request = { type: typeof REQUEST; id: number; trigger: "admin" | "signal" };
 type Done = { type: typeof DONE; id: number; parts: WorkerReload[] };
+/** A worker's question before it reads anything, and the answer: texts for a restarted worker only. */
+type Start = { type: typeof START; sources?: Sources };
+
+/** One reading of the files as this module needs to know it (reloads.ts has the whole type). */
+export type Sources = { policy: unknown; rls?: unknown; readAt: number };
 
 const typeOf = (message: unknown): unknown =>
   typeof message === "object" && message !== null ? (message as { type?: unknown }).type : undefined;
 
-/** What the primary knows of a worker slot: its worker, and whether that worker listens yet. */
-export type ReloadSlot = { readonly worker: Worker | undefined; readonly listening: boolean };
+/** What the primary knows of a worker slot: its worker, whether it listens yet, and whether it replaced one that died. */
+export type ReloadSlot = {
+  readonly worker: Worker | undefined;
+  readonly listening: boolean;
+  readonly restarted: boolean;
+};
 
 type Round = {
   trigger: "signal" | "file" | "admin";
   requester: Worker | undefined;
-  sources: unknown;
+  sources: Sources;
   sent: Set<Worker>;
   parts: (WorkerReload | undefined)[];
   finish(): void;
@@ -51,7 +66,9 @@ export type ReloadRounds = {
 /** In the primary: runs the reloads over the worker slots (the supervisor's own array, read live). */
 export function createReloadRounds(options: {
   slots: readonly ReloadSlot[];
-  readSources: () => unknown;
+  readSources: () => Sources;
+  /** The texts the primary read as it started, which the first workers run too. */
+  inForce: Sources;
   /** Called once a reload has every worker's part, or has waited RELOAD_WAIT_MS. */
   onRound: (trigger: ReloadTrigger, parts: WorkerReload[]) => void;
   waitMs?: number;
@@ -61,6 +78,19 @@ export function createReloadRounds(options: {
   /** The newest reload, kept once it has answered: a worker that listens only later must end on it too. */
   let latest: { id: number; round: Round } | undefined;
   let nextRound = 0;
+  /** The texts a restarted worker starts on: of each file, the newest reading that a worker took. */
+  let inForce = options.inForce;
+  const tookRound = { policy: -1, rls: -1 };
+  const took = (id: number, sources: Sources, outcome: ReloadOutcome): void => {
+    if (outcome.policy.result !== "invalid" && id > tookRound.policy) {
+      tookRound.policy = id;
+      inForce = { ...inForce, policy: sources.policy, readAt: sources.readAt };
+    }
+    if (outcome.rls !== undefined && outcome.rls.result !== "invalid" && id > tookRound.rls) {
+      tookRound.rls = id;
+      inForce = { ...inForce, rls: sources.rls };
+    }
+  };
   const pidOf = (worker: Worker | undefined): number | null => worker?.process.pid ?? null;
 
   const send = (id: number, round: Round, worker: Worker): void => {
@@ -100,6 +130,10 @@ export function createReloadRounds(options: {
     });
 
   const applied = (worker: Worker, message: Applied): void => {
+    // The newest reload counts even once answered: a worker that listened late took it then.
+    const known = rounds.get(message.round) ?? (latest?.id === message.round ? latest.round : undefined);
+    if (known !== undefined && message.outcome !== undefined)
+      took(message.round, known.sources, message.outcome);
     const round = rounds.get(message.round);
     const slot = slots.findIndex((s) => s.worker === worker);
     if (round === undefined || slot < 0) return;
@@ -124,6 +158,12 @@ export function createReloadRounds(options: {
     },
     message(worker, message) {
       const type = typeOf(message);
+      if (type === START) {
+        const restarted = slots.find((s) => s.worker === worker)?.restarted === true;
+        if (worker.isConnected())
+          worker.send({ type: START, ...(restarted ? { sources: inForce } : {}) } satisfies Start);
+        return true;
+      }
       if (type === APPLIED) {
         applied(worker, message as Applied);
         return true;
@@ -136,6 +176,40 @@ export function createReloadRounds(options: {
       return true;
     },
   };
+}
+
+/**
+ * In a worker, before it reads the files: the texts to start on, from the primary. A restarted worker
+ * gets those the other workers run; a first start gets none and reads the files, as does a worker
+ * whose primary did not answer in time, and a process alone.
+ */
+export function startSources<T extends Sources>(): Promise<T | undefined> {
+  if (!cluster.isWorker) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const answer = (message: unknown): void => {
+      if (typeOf(message) === START) done((message as Start).sources as T | undefined);
+    };
+    const timer = setTimeout(() => done(undefined), ANSWER_WAIT_MS);
+    const done = (sources: T | undefined): void => {
+      clearTimeout(timer);
+      process.off("message", answer);
+      resolve(sources);
+    };
+    process.on("message", answer);
+    process.send?.({ type: START } satisfies Start);
+  });
+}
+
+/** In a restarted worker: says that it started on the versions the primary handed it, not on the files. */
+export function logHandedOver(logger: Logger, policy: Policy, rls: RlsState | undefined): void {
+  logger.info(
+    {
+      event: "worker_started_in_force",
+      version: policyVersion(policy),
+      ...(rls === undefined ? {} : { rlsVersion: rls.current().version }),
+    },
+    "restarted worker: on the policy and RLS_CONFIG the other workers run, not on the files as they are now",
+  );
 }
 
 /**

@@ -11,7 +11,7 @@ import { watchPath } from "../config/file-watch.js";
 import type { ListenerAddress } from "../frontends/listener.js";
 import type { ReloadTrigger, WorkerReload } from "../policy/reload-report.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
-import { createReloadRounds } from "./worker-reloads.js";
+import { createReloadRounds, type Sources } from "./worker-reloads.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
 const METRICS_MESSAGE = "tollgate:metrics";
@@ -93,6 +93,8 @@ type Slot = {
   worker: Worker | undefined;
   /** Whether the worker listens on all its ports yet (it then takes reloads). */
   listening: boolean;
+  /** Whether the worker replaced one that died: it starts on the texts in force, not on the files. */
+  restarted: boolean;
   startedAt: number;
   deathsInARow: number;
   timer?: NodeJS.Timeout;
@@ -108,7 +110,9 @@ export function superviseWorkers(options: {
   logger: Logger;
   entry: string;
   /** Reads POLICY_FILE and RLS_CONFIG once for a reload that every worker then applies. */
-  readSources: () => unknown;
+  readSources: () => Sources;
+  /** The texts of POLICY_FILE and RLS_CONFIG that the primary started on: a worker restarted before any reload starts on them. */
+  inForce: Sources;
   /** The files to watch (POLICY_FILE, RLS_CONFIG): a change reloads every worker. */
   watch: readonly string[];
   /** Each reload's parts, once complete or timed out (logged when a worker did not confirm). */
@@ -124,6 +128,7 @@ export function superviseWorkers(options: {
   const slots: Slot[] = Array.from({ length: config.workers }, () => ({
     worker: undefined,
     listening: false,
+    restarted: false,
     startedAt: 0,
     deathsInARow: 0,
   }));
@@ -137,7 +142,12 @@ export function superviseWorkers(options: {
   // names itself: this file's own location differs between tsc's output and the bundled main.js.
   cluster.setupPrimary({ exec: options.entry });
   const aggregator = new AggregatorRegistry();
-  const reloads = createReloadRounds({ slots, readSources: options.readSources, onRound: options.onReload });
+  const reloads = createReloadRounds({
+    slots,
+    readSources: options.readSources,
+    inForce: options.inForce,
+    onRound: options.onReload,
+  });
   /** The first worker to listen on all its ports: the workers are up. */
   const started = (listeners: Where[]): void => {
     if (up) return;
@@ -172,9 +182,10 @@ export function superviseWorkers(options: {
     );
   });
 
-  const start = (slot: Slot): void => {
+  const start = (slot: Slot, restarted: boolean): void => {
     slot.timer = undefined;
     slot.listening = false;
+    slot.restarted = restarted;
     slot.startedAt = Date.now();
     slot.worker = cluster.fork(env);
   };
@@ -205,7 +216,7 @@ export function superviseWorkers(options: {
       { event: "worker_died", workerPid: worker.process.pid, code, signal, restartInMs: delayMs },
       "a worker died; starting another",
     );
-    slot.timer = setTimeout(() => start(slot), delayMs);
+    slot.timer = setTimeout(() => start(slot, true), delayMs);
   });
 
   const stop = (signal: string): void => {
@@ -237,5 +248,5 @@ export function superviseWorkers(options: {
   // Watched here, not by each worker: one reading of a change for all of them.
   for (const path of options.watch) watchPath(path, () => void reloads.run("file"));
 
-  for (const slot of slots) start(slot);
+  for (const slot of slots) start(slot, false);
 }

@@ -20,10 +20,15 @@ export type RlsState = {
   close(): void;
 };
 
-export function createRlsState(options: { path: string; defaultAlgorithm: RlsAlgorithm }): RlsState {
+export function createRlsState(options: {
+  path: string;
+  defaultAlgorithm: RlsAlgorithm;
+  /** The files to start on, read elsewhere (WORKERS: a restarted worker gets the others'); else read here. */
+  source?: RlsSource | undefined;
+}): RlsState {
   const load = (source = readRlsSource(options.path)) =>
     rlsConfigFrom(options.path, source, { defaultAlgorithm: options.defaultAlgorithm });
-  let config = load();
+  let config = load(options.source);
   let watcher: PathWatch | undefined;
 
   const reload = (source?: RlsSource): RlsReload => {

@@ -1,5 +1,6 @@
 // WORKERS=2 on a real Redis: POST /admin/policy/reload answers once every worker runs the reload,
-// all of them from one reading of the files, and says which worker did not confirm.
+// all of them from one reading of the files, and says which worker did not confirm; a worker that
+// replaces a dead one starts on what the others run, whatever the files hold by then.
 
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -299,4 +300,56 @@ describe("reloads under WORKERS=2 with real Redis", () => {
     await waitFor(async () => signalled().length >= before + 2, 10_000, "both workers reloading");
     expect(new Set(signalled().slice(before))).toEqual(new Set(workers));
   }, 30_000);
+
+  it("starts a worker that replaces a dead one on the policy the others run while the file on disk is broken", async () => {
+    const expected = versionsOf(4000, 40);
+    writeFileSync(policyFile, policyYaml(4000));
+    writeFileSync(rlsFile, rlsYaml(40));
+    expect((await reload()).status).toBe(200);
+    writeFileSync(policyFile, "tiers: [");
+    writeFileSync(rlsFile, "domain: [");
+    const refused = await reload();
+    expect(refused.status, refused.body).toBe(422);
+    const [victim, other] = childrenOf(primary) as [number, number];
+    process.kill(victim, "SIGKILL");
+    const readyPids = () =>
+      tollgate
+        .output()
+        .split("\n")
+        .flatMap((l) => (l.includes('"event":"ready"') ? [(JSON.parse(l) as { pid: number }).pid] : []));
+    let replacement = 0;
+    await waitFor(
+      async () => {
+        replacement = childrenOf(primary).find((pid) => pid !== other && pid !== victim) ?? 0;
+        return replacement !== 0 && readyPids().includes(replacement);
+      },
+      20_000,
+      "a replacement worker ready",
+    );
+    const handed = tollgate
+      .output()
+      .split("\n")
+      .find((l) => l.includes('"event":"worker_started_in_force"') && l.includes(`"pid":${replacement}`));
+    expect(handed).toContain(`"version":"${expected.policy}"`);
+    expect(handed).toContain(`"rlsVersion":"${expected.rls}"`);
+    await openPools();
+    expect(await limitsSeen()).toEqual(new Set(["200 4000"]));
+    expect(await versionsSeen()).toEqual({
+      policy: new Set([expected.policy]),
+      rls: new Set([expected.rls]),
+    });
+    // A valid file later reaches the replacement as it reaches the other worker.
+    const later = versionsOf(5000, 50);
+    writeFileSync(policyFile, policyYaml(5000));
+    writeFileSync(rlsFile, rlsYaml(50));
+    const answer = await reload();
+    expect(answer.status, answer.body).toBe(200);
+    const workers = (JSON.parse(answer.body) as { workers: { pid: number; version: string }[] }).workers;
+    expect(Object.fromEntries(workers.map((w) => [w.pid, w.version]))).toEqual({
+      [other]: later.policy,
+      [replacement]: later.policy,
+    });
+    expect(await limitsSeen()).toEqual(new Set(["200 5000"]));
+    expect(await versionsSeen()).toEqual({ policy: new Set([later.policy]), rls: new Set([later.rls]) });
+  }, 60_000);
 });

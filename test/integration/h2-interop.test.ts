@@ -149,7 +149,7 @@ describe("node:http2's client (nghttp2)", () => {
     }
   });
 
-  it("answers 405 to a GET and 415 to a POST that is not gRPC, UNIMPLEMENTED to an unknown method", async () => {
+  it("answers 405 with Allow: POST to a GET and 415 to a POST that is not gRPC, UNIMPLEMENTED to an unknown method", async () => {
     const session = http2.connect(url);
     try {
       const status = (headers: http2.OutgoingHttpHeaders) =>
@@ -159,10 +159,14 @@ describe("node:http2's client (nghttp2)", () => {
           req.on("error", reject);
           req.end();
         });
-      expect((await status({ ":method": "GET", ":path": "/" }))[":status"]).toBe(405);
-      expect(
-        (await status({ ":method": "POST", ":path": "/", "content-type": "text/plain" }))[":status"],
-      ).toBe(415);
+      for (const method of ["GET", "PUT", "DELETE"]) {
+        const refused = await status({ ":method": method, ":path": "/", "content-type": "application/grpc" });
+        expect(refused[":status"]).toBe(405);
+        expect(refused.allow).toBe("POST");
+      }
+      const notGrpc = await status({ ":method": "POST", ":path": "/", "content-type": "text/plain" });
+      expect(notGrpc[":status"]).toBe(415);
+      expect(notGrpc.allow).toBeUndefined();
       expect((await call(session, "/t.T/Nope", Buffer.alloc(0))).status).toBe("12");
     } finally {
       session.close();

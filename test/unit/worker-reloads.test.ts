@@ -29,6 +29,8 @@ function standIn(pid: number) {
 const took = (version: string, result: "changed" | "unchanged" = "changed"): ReloadOutcome => ({
   policy: { result, version, source: "POLICY_FILE p.yaml" },
 });
+/** One reading of the files, told apart by `n`. */
+const reading = (n: number) => ({ policy: `policy ${n}`, rls: `rls ${n}`, readAt: n });
 const applied = (round: number, outcome?: ReloadOutcome) => ({
   type: "tollgate:reload-applied",
   round,
@@ -40,23 +42,24 @@ describe("the primary's reloads", () => {
     const a = standIn(11);
     const b = standIn(12);
     const slots = [
-      { worker: a.worker, listening: true },
-      { worker: b.worker, listening: true },
+      { worker: a.worker, listening: true, restarted: false },
+      { worker: b.worker, listening: true, restarted: false },
     ];
     let reads = 0;
     const rounds = createReloadRounds({
       slots,
-      readSources: () => ({ reading: ++reads }),
+      readSources: () => reading(++reads),
+      inForce: reading(0),
       onRound: () => undefined,
     });
     const answered = rounds.run("admin", a.worker);
     expect(reads).toBe(1);
     expect(a.sent).toEqual([
-      { type: "tollgate:reload-apply", round: 0, trigger: "admin", sources: { reading: 1 } },
+      { type: "tollgate:reload-apply", round: 0, trigger: "admin", sources: reading(1) },
     ]);
     // The other worker follows the admin call: same reading, its own trigger.
     expect(b.sent).toEqual([
-      { type: "tollgate:reload-apply", round: 0, trigger: "worker", sources: { reading: 1 } },
+      { type: "tollgate:reload-apply", round: 0, trigger: "worker", sources: reading(1) },
     ]);
     rounds.message(a.worker, applied(0, took("v2")));
     let done = false;
@@ -77,15 +80,16 @@ describe("the primary's reloads", () => {
     const b = standIn(22);
     const c = standIn(23);
     const slots = [
-      { worker: a.worker, listening: true },
-      { worker: b.worker, listening: true },
-      { worker: c.worker, listening: true },
-      { worker: undefined, listening: false },
+      { worker: a.worker, listening: true, restarted: false },
+      { worker: b.worker, listening: true, restarted: false },
+      { worker: c.worker, listening: true, restarted: false },
+      { worker: undefined, listening: false, restarted: true },
     ];
     const logged: WorkerReload[][] = [];
     const rounds = createReloadRounds({
       slots,
-      readSources: () => "files",
+      readSources: () => reading(1),
+      inForce: reading(0),
       onRound: (_trigger, parts) => logged.push(parts),
       waitMs: 50,
     });
@@ -105,14 +109,15 @@ describe("the primary's reloads", () => {
   it("gives a worker that listens only later every reload it missed, in order, then the latest once more after it answered", async () => {
     const a = standIn(31);
     const late = standIn(32);
-    const slots: { worker: Worker | undefined; listening: boolean }[] = [
-      { worker: a.worker, listening: true },
-      { worker: late.worker, listening: false },
+    const slots: { worker: Worker | undefined; listening: boolean; restarted: boolean }[] = [
+      { worker: a.worker, listening: true, restarted: false },
+      { worker: late.worker, listening: false, restarted: false },
     ];
     let reads = 0;
     const rounds = createReloadRounds({
       slots,
-      readSources: () => ++reads,
+      readSources: () => reading(++reads),
+      inForce: reading(0),
       onRound: () => undefined,
       waitMs: 1_000,
     });
@@ -122,8 +127,8 @@ describe("the primary's reloads", () => {
     (slots[1] as { listening: boolean }).listening = true;
     rounds.listening(late.worker);
     expect(late.sent.map((m) => [m.round, m.sources])).toEqual([
-      [0, 1],
-      [1, 2],
+      [0, reading(1)],
+      [1, reading(2)],
     ]);
     for (const round of [0, 1]) {
       rounds.message(a.worker, applied(round, took(`v${round}`)));
@@ -133,9 +138,44 @@ describe("the primary's reloads", () => {
     // A replacement that starts after the reload answered: it read the files as it started, maybe
     // before that reload read them, so it gets that reading as well.
     const replacement = standIn(33);
-    slots[1] = { worker: replacement.worker, listening: true };
+    slots[1] = { worker: replacement.worker, listening: true, restarted: true };
     rounds.listening(replacement.worker);
-    expect(replacement.sent.map((m) => [m.round, m.sources])).toEqual([[1, 2]]);
+    expect(replacement.sent.map((m) => [m.round, m.sources])).toEqual([[1, reading(2)]]);
+  });
+
+  it("hands a restarted worker, of each file, the last reading a worker took, and a first start nothing", async () => {
+    const a = standIn(41);
+    const replacement = standIn(42);
+    const slots = [
+      { worker: a.worker, listening: true, restarted: false },
+      { worker: replacement.worker, listening: false, restarted: true },
+    ];
+    let reads = 0;
+    const rounds = createReloadRounds({
+      slots,
+      readSources: () => reading(++reads),
+      inForce: reading(0),
+      onRound: () => undefined,
+      waitMs: 50,
+    });
+    const start = { type: "tollgate:start-sources" };
+    // Before any reload: the primary's own reading at start-up.
+    rounds.message(replacement.worker, start);
+    expect(replacement.sent.pop()).toEqual({ ...start, sources: reading(0) });
+    // The policy of the first reload taken, its RLS_CONFIG refused; then a policy refused.
+    const first = rounds.run("file");
+    rounds.message(a.worker, applied(0, { ...took("v1"), rls: { result: "invalid", version: "r0" } }));
+    await first;
+    const second = rounds.run("file");
+    rounds.message(a.worker, applied(1, { policy: { result: "invalid", version: "v1", source: "p" } }));
+    await second;
+    rounds.message(a.worker, start);
+    expect(a.sent.pop()).toEqual(start);
+    rounds.message(replacement.worker, start);
+    expect(replacement.sent.pop()).toEqual({
+      ...start,
+      sources: { ...reading(0), policy: "policy 1", readAt: 1 },
+    });
   });
 });
 

@@ -14,6 +14,12 @@ const RESPONSE_FIELDS = [
 ] as const;
 export const RESPONSE_HEADERS = encodeBlock(RESPONSE_FIELDS);
 export const OK_TRAILERS = encodeBlock([["grpc-status", "0"]]);
+/** RFC 9110 (405 Method Not Allowed): the answer names the methods allowed; a gRPC call is a POST. */
+const METHOD_NOT_ALLOWED = encodeBlock([
+  [":status", "405"],
+  ["allow", "POST"],
+]);
+const UNSUPPORTED_MEDIA_TYPE = encodeBlock([[":status", "415"]]);
 /** A grpc-message longer than this is cut: it is a human's hint, and must fit one HEADERS frame. */
 const MAX_MESSAGE_CHARS = 1024;
 
@@ -47,10 +53,10 @@ export function statusTrailers(code: number, message: string): Buffer {
   ]);
 }
 
-/** An HTTP answer with no body, for a request that is not a gRPC call. */
-export function httpStatus(connection: Connection, stream: H2Stream, status: number): void {
+/** The HTTP answer, with no body, to a request that is not a gRPC call: 405 to a method other than POST, else 415. */
+export function notGrpc(connection: Connection, stream: H2Stream, method: string | undefined): void {
   if (stream.closed || stream.headersSent) return;
-  respond(connection, stream, encodeBlock([[":status", String(status)]]), true);
+  respond(connection, stream, method === "POST" ? UNSUPPORTED_MEDIA_TYPE : METHOD_NOT_ALLOWED, true);
 }
 
 /** A unary call's answer: its message, then OK in the trailers. */

@@ -7,7 +7,7 @@ import { requestIdOf } from "../../process/request-id.js";
 import { leave } from "../../ratelimit/limiter.js";
 import type { RpcObserver } from "../front-end.js";
 import { createDeadlines, type Timed } from "./call-deadlines.js";
-import { httpStatus, trailersOnly, unaryAnswer } from "./grpc-answer.js";
+import { notGrpc, trailersOnly, unaryAnswer } from "./grpc-answer.js";
 import {
   type CallInfo,
   Framed,
@@ -205,7 +205,7 @@ export function createCallHandler(server: {
       const contentType = headers["content-type"] ?? "";
       if (headers[":method"] !== "POST" || !contentType.startsWith("application/grpc")) {
         // Not a gRPC call at all: an HTTP answer, as gRPC servers give one.
-        reject(() => httpStatus(connection, stream, headers[":method"] !== "POST" ? 405 : 415), "NOT_GRPC");
+        reject(() => notGrpc(connection, stream, headers[":method"]), "NOT_GRPC");
         return;
       }
       const method = methods.get(path);
