@@ -12,6 +12,7 @@ import { policyVersion } from "../policy/policy-state.js";
 import type { ReloadOutcome, ReloadTrigger, WorkerReload } from "../policy/reload-report.js";
 import type { RlsState } from "../rls/state.js";
 import type { Logger } from "./logger.js";
+import { primaryCalls } from "./primary-calls.js";
 
 /** How long a reload waits for every worker's confirmation: a reload takes milliseconds, a restarting worker a second or two. */
 export const RELOAD_WAIT_MS = 5_000;
@@ -217,25 +218,9 @@ export function logHandedOver(logger: Logger, policy: Policy, rls: RlsState | un
  * worker) and resolves with each worker's part once all confirmed or the wait ended.
  */
 export function askForReloads(): (trigger: "admin" | "signal") => Promise<WorkerReload[]> {
-  const waiting = new Map<number, (parts: WorkerReload[]) => void>();
-  let nextId = 0;
-  process.on("message", (message: unknown) => {
-    if (typeOf(message) === DONE) waiting.get((message as Done).id)?.((message as Done).parts);
-  });
-  return (trigger) =>
-    new Promise((resolve, reject) => {
-      const id = nextId++;
-      const timer = setTimeout(() => {
-        waiting.delete(id);
-        reject(new Error("no answer from the supervisor in time"));
-      }, ANSWER_WAIT_MS);
-      waiting.set(id, (parts) => {
-        clearTimeout(timer);
-        waiting.delete(id);
-        resolve(parts);
-      });
-      process.send?.({ type: REQUEST, id, trigger } satisfies Request);
-    });
+  const isDone = (message: unknown): message is Done => typeOf(message) === DONE;
+  const ask = primaryCalls(isDone, ANSWER_WAIT_MS, "no answer from the supervisor in time");
+  return async (trigger) => (await ask((id) => ({ type: REQUEST, id, trigger }) satisfies Request)).parts;
 }
 
 /**

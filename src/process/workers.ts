@@ -11,6 +11,7 @@ import { watchPath } from "../config/file-watch.js";
 import type { ListenerAddress } from "../frontends/listener.js";
 import type { ReloadTrigger, WorkerReload } from "../policy/reload-report.js";
 import { adminTokenNotice, fdWriter, type Logger } from "./logger.js";
+import { primaryCalls } from "./primary-calls.js";
 import { createReloadRounds, type Sources } from "./worker-reloads.js";
 
 /** A worker asks the primary for the whole cluster's metrics text with this IPC message type. */
@@ -32,26 +33,12 @@ export function metricsText(registry: Registry): () => Promise<string> {
   // Constructing it installs this worker's answer to the primary's requests for its figures.
   new AggregatorRegistry();
   AggregatorRegistry.setRegistries([registry]);
-  const waiting = new Map<number, (reply: MetricsMessage) => void>();
-  let nextId = 0;
-  process.on("message", (message: unknown) => {
-    if (isMetricsMessage(message)) waiting.get(message.id)?.(message);
-  });
-  return () =>
-    new Promise<string>((resolve, reject) => {
-      const id = nextId++;
-      const timer = setTimeout(() => {
-        waiting.delete(id);
-        reject(new Error("no metrics from the primary in time"));
-      }, METRICS_WAIT_MS);
-      waiting.set(id, (reply) => {
-        clearTimeout(timer);
-        waiting.delete(id);
-        if (reply.text !== undefined) resolve(reply.text);
-        else reject(new Error(`cluster metrics: ${reply.error ?? "no answer"}`));
-      });
-      process.send?.({ type: METRICS_MESSAGE, id } satisfies MetricsMessage);
-    });
+  const ask = primaryCalls(isMetricsMessage, METRICS_WAIT_MS, "no metrics from the primary in time");
+  return async () => {
+    const reply = await ask((id) => ({ type: METRICS_MESSAGE, id }) satisfies MetricsMessage);
+    if (reply.text !== undefined) return reply.text;
+    throw new Error(`cluster metrics: ${reply.error ?? "no answer"}`);
+  };
 }
 
 /** A worker tells the primary that every one of its listeners listens, and where. */
