@@ -9,6 +9,17 @@ import { policyCommands } from "./policy-commands.js";
 import { subjectsCommands } from "./subjects-commands.js";
 import { usersCommands } from "./users-commands.js";
 
+/**
+ * A run of 32 or more characters that a key's secret or a token is made of: commander repeats what it
+ * could not parse ("unknown option '-zj52…'", when a pasted secret begins with "-"), and no option or
+ * command name is that long.
+ */
+const SECRET_LIKE = /[A-Za-z0-9_.~+/=-]{32,}/g;
+
+/** A usage error as commander words it, with anything that could be a secret left out. */
+const withoutSecrets = (message: string): string =>
+  message.replace(SECRET_LIKE, (run) => `(${run.length} characters, not shown)`);
+
 const EPILOG = `
 Exit codes: 0 ok; 1 invalid file, denied check or request refused by the admin API;
 2 bad usage; 3 admin API unreachable, admin token refused or server failure.
@@ -24,6 +35,8 @@ export function buildProgram(version: string): Command {
     .option("--admin-token <token>", "the admin bearer token (prefer ADMIN_TOKEN: arguments show in ps)")
     .option("--json", "print JSON for scripts instead of tables")
     .showHelpAfterError("(run with --help for usage)")
+    // Set before the commands are added: each inherits it.
+    .configureOutput({ outputError: (message, write) => write(withoutSecrets(message)) })
     .configureHelp({ showGlobalOptions: true })
     .addHelpText("afterAll", EPILOG)
     // Usage errors exit 2; commander's default is 1, which the CLI keeps for failed validations.
