@@ -75,8 +75,6 @@ export function parseH2loadLog(text) {
  * every call of Envoy's carries.
  */
 export const GRPC_HEADERS = { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "200m" };
-/** The headers of a rate limit call as Envoy's ratelimit filter sends them: its default `timeout`, 20 ms. */
-export const RLS_HEADERS = { ...GRPC_HEADERS, "grpc-timeout": "20m" };
 
 /**
  * load.mjs's measure() by h2load: its warm-up run, then `between`, then the measured run with its

@@ -10,7 +10,7 @@ import { messages } from "../../dist/src/frontends/envoy-grpc/protos.js";
 import { ROOT } from "../../test/support/processes.mjs";
 import { REAPED } from "./cpu.mjs";
 import { grpcCall, writeBody } from "./grpc.mjs";
-import { RLS_HEADERS } from "./h2load.mjs";
+import { GRPC_HEADERS } from "./h2load.mjs";
 import { benchTollgate } from "./services.mjs";
 
 export const SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -144,7 +144,7 @@ export function rlsRows(core, { grpc, rls }) {
       servers: [RLS_TOLLGATE],
       ceiling: "grpc-ceiling",
       h2load: { binary, bodyFile },
-      headers: RLS_HEADERS,
+      headers: GRPC_HEADERS,
       grpc: {
         requestBytes: rls.requestBytes[body],
         streams,
