@@ -398,9 +398,12 @@ describe("request ids in log lines", () => {
       headers: { authorization, "x-request-id": "req-log-envoy" },
     });
     const client = authorizationClient(traced.grpcUrl);
-    const request = checkRequest({ path: "/api/products", headers: { authorization } });
-    // attributes.request.http.id: what Envoy sets from its x-request-id.
-    (request.attributes.request.http as Record<string, unknown>).id = "req-log-grpc";
+    const request = checkRequest({
+      path: "/api/products",
+      headers: { authorization, "x-request-id": "req-log-grpc" },
+    });
+    // attributes.request.http.id: Envoy's stream id, which no other log or header carries.
+    (request.attributes.request.http as Record<string, unknown>).id = "9263104775808817302";
     await new Promise<void>((resolve, reject) =>
       client.Check(request, { deadline: Date.now() + 10_000 }, (error) =>
         error === null ? resolve() : reject(error),

@@ -95,6 +95,9 @@ function headerOption(buffer: Buffer) {
 
 const IP = { trustedProxyHops: 1, ipv6Subnet: 64 };
 
+/** attributes.request.http.id as Envoy fills it: `std::to_string(streamId())`, a random uint64. */
+const STREAM_ID = "9263104775808817302";
+
 function envoyCheckRequest(options: {
   method?: string;
   path?: string;
@@ -103,7 +106,7 @@ function envoyCheckRequest(options: {
   source?: string;
 }): Uint8Array {
   const http = [
-    text(1, "req-1"), // id
+    text(1, STREAM_ID), // id: Envoy's stream id, never its x-request-id
     ...(options.method === undefined ? [] : [text(2, options.method)]),
     ...Object.entries(options.headers ?? {}).map(([k, v]) => mapEntry(3, k, v)),
     ...(options.path === undefined ? [] : [text(4, options.path)]),
@@ -155,12 +158,12 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
       path: "/api/orders?x=1",
       authorization: "Bearer abc",
       ip: "203.0.113.77",
-      // attributes.request.http.id: Envoy's x-request-id, for the check's log lines.
-      requestId: "req-1",
+      // No x-request-id among the headers (an allowed_headers list without it): the stream id.
+      requestId: STREAM_ID,
     });
   });
 
-  it("reads the trace context and the request id from the headers (attributes.request.http.id first)", () => {
+  it("reads the trace context and the request id from the headers, not Envoy's stream id", () => {
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const fields = decode(
       envoyCheckRequest({
@@ -169,7 +172,9 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
         headers: { traceparent, tracestate: "v=1", "x-request-id": "from-the-header" },
       }),
     );
-    expect(fields).toMatchObject({ traceparent, tracestate: "v=1", requestId: "req-1" });
+    // attributes.request.http.id is Envoy's stream id: the x-request-id that Envoy's access log and
+    // the upstream see is the header's.
+    expect(fields).toMatchObject({ traceparent, tracestate: "v=1", requestId: "from-the-header" });
     const rawOnly = decode(
       envoyCheckRequest({
         method: "GET",
@@ -180,7 +185,7 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
         ],
       }),
     );
-    expect(rawOnly).toMatchObject({ traceparent, requestId: "req-1" });
+    expect(rawOnly).toMatchObject({ traceparent, requestId: "raw-id" });
   });
 
   it("keys an IPv6 source by its /64 and an IPv4-mapped one as IPv4", () => {
@@ -216,7 +221,7 @@ describe("a CheckRequest written with Envoy's field numbers", () => {
       path: "/x",
       authorization: "Bearer raw",
       ip: "192.0.2.2",
-      requestId: "req-1",
+      requestId: STREAM_ID,
     });
   });
 
@@ -463,14 +468,16 @@ function expected(r: Generated) {
   };
   // A trace header is one value: of raw repeats, the last is kept.
   const rawLast = (name: string) => (r.raw ?? []).filter(([key]) => key === name).at(-1)?.[1];
+  const rawFirst = (name: string) => (r.raw ?? []).find(([key]) => key === name)?.[1];
   return {
     method: r.method ?? "",
     path: r.path ?? "",
     authorization: r.headers.authorization ?? raw("authorization"),
     forwardedFor: r.headers["x-forwarded-for"] ?? raw("x-forwarded-for"),
     source: r.source === "" ? undefined : r.source,
-    // attributes.request.http.id, always "x" here, wins over any x-request-id header.
-    requestId: "x",
+    // The x-request-id header (the map's, else the first raw one); attributes.request.http.id,
+    // always "x" here, only without it.
+    requestId: r.headers["x-request-id"] ?? rawFirst("x-request-id") ?? "x",
     traceparent: r.headers.traceparent ?? rawLast("traceparent"),
     tracestate: r.headers.tracestate ?? rawLast("tracestate"),
   };

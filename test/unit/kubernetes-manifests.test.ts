@@ -369,6 +369,55 @@ describe("deploy/kubernetes/examples", () => {
     expect(nodes(nodes(policy.rules)[0]?.to)[0]).toEqual({ operation: { notPaths: ["/health", "/ready"] } });
   });
 
+  it("declares the HTTP check as Istio's envoyExtAuthzHttp provider with envoy/envoy.yaml's lists", () => {
+    const block = /```yaml\n(meshConfig:\n(?:(?!```)[\s\S])*envoyExtAuthzHttp:(?:(?!```)[\s\S])*)```/.exec(
+      read("docs/istio.md"),
+    )?.[1];
+    const provider = node(
+      node(nodes(node(node(parseAllDocuments(block ?? "")[0]?.toJS()).meshConfig).extensionProviders)[0])
+        .envoyExtAuthzHttp,
+    );
+    const check = serviceNamed("tollgate-check");
+    expect(provider).toMatchObject({
+      service: `${String(node(check.metadata).name)}.${namespace}.svc.cluster.local`,
+      port: Number(node(nodes(node(check.spec).ports)[0]).port),
+      failOpen: false,
+      statusOnError: "503",
+    });
+    // envoy/envoy.yaml's ext_authz filter, whose settings Istio's fields become.
+    const filter = node(
+      parseAllDocuments(read("envoy/envoy.yaml"))[0]
+        ?.toJS()
+        .static_resources.listeners[0].filter_chains[0].filters[0].typed_config.http_filters.find(
+          (f: Node) => f.name === "envoy.filters.http.ext_authz",
+        ).typed_config,
+    );
+    const service = node(filter.http_service);
+    // Istio writes "name*" as a prefix match and anything else as an exact one.
+    const istio = (list: Node) =>
+      nodes(list.patterns)
+        .map((p) => (p.prefix === undefined ? String(p.exact) : `${String(p.prefix)}*`))
+        .sort();
+    const response = node(service.authorization_response);
+    expect(provider.pathPrefix).toBe(service.path_prefix);
+    expect([...nodes(provider.headersToUpstreamOnAllow)].sort()).toEqual(
+      istio(node(response.allowed_upstream_headers)),
+    );
+    expect([...nodes(provider.headersToDownstreamOnDeny)].sort()).toEqual(
+      istio(node(response.allowed_client_headers)),
+    );
+    expect([...nodes(provider.headersToDownstreamOnAllow)].sort()).toEqual(
+      istio(node(response.allowed_client_headers_on_success)),
+    );
+    expect(provider.includeAdditionalHeadersInCheck).toEqual(
+      Object.fromEntries(
+        nodes(node(service.authorization_request).headers_to_add).map((h) => [h.key, h.value]),
+      ),
+    );
+    const allowed = istio(node(filter.allowed_headers));
+    for (const name of nodes(provider.includeRequestHeadersInCheck)) expect(allowed).toContain(name);
+  });
+
   it("points Envoy's rate limit filter at tollgate's gRPC Service through Istio's cluster for it", () => {
     const filter = patchValue("tollgate-ratelimit");
     expect(filter.name).toBe("envoy.filters.http.ratelimit");

@@ -18,7 +18,10 @@ export type CheckRequestFields = {
   forwardedFor: string | undefined;
   /** attributes.source.address.socket_address.address */
   source: string | undefined;
-  /** attributes.request.http.id: Envoy's x-request-id of the proxied request. */
+  /**
+   * The proxied request's x-request-id (the id Envoy's access log and the upstream see); without
+   * that header, attributes.request.http.id, which Envoy fills with its stream id, not x-request-id.
+   */
   requestId: string | undefined;
   /** W3C Trace Context headers of the proxied request (for a span when tracing is on). */
   traceparent: string | undefined;
@@ -144,13 +147,15 @@ function readHttp(r: Reader, out: CheckRequestFields, apiKeyHeader: string): voi
     traceparent: undefined,
     tracestate: undefined,
   };
+  let streamId: string | undefined;
   while (r.at < r.end) {
     const key = r.varint();
     switch (key) {
       case (1 << 3) + BYTES: {
-        // HttpRequest.id = 1: Envoy's x-request-id, which it also forwards as a header.
+        // HttpRequest.id = 1: Envoy's stream id (a decimal number, check_request_utils.cc), which
+        // appears in no header: only a CheckRequest without x-request-id (allowed_headers) uses it.
         const s = r.span();
-        if (r.at > s) out.requestId = text(buf, s, r.at);
+        if (r.at > s) streamId = text(buf, s, r.at);
         break;
       }
       case (2 << 3) + BYTES: {
@@ -195,7 +200,7 @@ function readHttp(r: Reader, out: CheckRequestFields, apiKeyHeader: string): voi
   out.forwardedFor ??= raw.forwardedFor;
   out.traceparent ??= raw.traceparent;
   out.tracestate ??= raw.tracestate;
-  out.requestId ??= raw.requestId;
+  out.requestId ??= raw.requestId ?? streamId;
 }
 
 /**
@@ -254,7 +259,7 @@ function readHeader(
       else raw.forwardedFor = merged(raw.forwardedFor, v);
       break;
     case REQUEST_ID:
-      // The headers' copy, for a CheckRequest without attributes.request.http.id (which wins).
+      // One id: of raw repeats, the first.
       (raw ?? out).requestId ??= v;
       break;
     case TRACEPARENT:
