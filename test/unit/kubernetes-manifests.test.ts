@@ -12,6 +12,7 @@ import { parsePolicy } from "../../src/policy/policy.js";
 import { loadRlsConfig } from "../../src/rls/load.js";
 import { limitsFor } from "../../src/rls/match.js";
 import { schemaProblems, typeProblems } from "../support/kubernetes-schemas.js";
+import { rules } from "../support/observability.js";
 
 type Node = Record<string, unknown>;
 const node = (value: unknown): Node => (value ?? {}) as Node;
@@ -337,6 +338,17 @@ describe("the PodDisruptionBudget, the HorizontalPodAutoscaler, the NetworkPolic
     const credentials = node(node(endpoint.authorization).credentials);
     const metricsToken = node(node(env.find((e) => e.name === "METRICS_TOKEN")?.valueFrom).secretKeyRef);
     expect(credentials).toEqual({ name: metricsToken.name, key: metricsToken.key });
+  });
+
+  it("names the scrape job as the alerts select it, not after the Service (the operator's default)", () => {
+    const monitor = node(find("ServiceMonitor").spec);
+    const admin = serviceNamed("tollgate-admin");
+    // The job the operator gives the targets: the value of the Service's jobLabel label, else its name.
+    const labels = node(node(admin.metadata).labels);
+    const job = String(labels[String(monitor.jobLabel)] ?? node(admin.metadata).name);
+    const down = rules().find((r) => r.alert === "TollgateDown")?.expr ?? "";
+    expect(down).toMatch(/job="[^"]+"/);
+    expect(down).toContain(`job="${job}"`);
   });
 });
 
