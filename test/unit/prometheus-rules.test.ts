@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
+import { createMetrics } from "../../src/metrics/metrics.js";
 import { findBinary } from "../support/binaries.js";
 import { RULES_DIR, ruleFiles, rules, ruleTestFiles } from "../support/observability.js";
 import { ROOT } from "../support/processes.mjs";
@@ -204,6 +205,28 @@ describe("prometheus/rules", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  // histogram_quantile is exact at a bucket bound and interpolates between two: a threshold between
+  // bounds would fire on a p99 well under it (anything past the lower bound can read as past it).
+  it("sets each latency alert's threshold on a bucket bound of tollgate_check_duration_seconds", async () => {
+    const metrics = createMetrics();
+    metrics.checkDuration.labels("envoy").observe(0.001);
+    const text = await metrics.registry.metrics();
+    const bounds = [...text.matchAll(/^tollgate_check_duration_seconds_bucket\{le="([^"]+)"/gm)].map((m) =>
+      Number(m[1]),
+    );
+    const latency = rules().filter(
+      (r) => r.alert !== undefined && r.expr.includes("tollgate_check_duration"),
+    );
+    expect(latency.map((r) => r.alert).sort()).toEqual([
+      "TollgateCheckLatencyNearTimeout",
+      "TollgateRlsLatencyNearTimeout",
+    ]);
+    for (const rule of latency) {
+      const threshold = Number(/>\s*([0-9.]+)$/.exec(rule.expr)?.[1]);
+      expect(bounds, `${rule.alert}: ${threshold}`).toContain(threshold);
+    }
+  });
 
   it("finds promtool", () => {
     expect(execFileSync(promtool(), ["--version"], { encoding: "utf8" })).toMatch(/promtool, version/);
