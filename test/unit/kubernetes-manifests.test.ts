@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { loadConfig } from "../../src/config/env.js";
-import { parsePolicy } from "../../src/policy/policy.js";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import { policyVersion } from "../../src/policy/policy-state.js";
 import { loadRlsConfig } from "../../src/rls/load.js";
 import { limitsFor } from "../../src/rls/match.js";
 import { schemaProblems, typeProblems } from "../support/kubernetes-schemas.js";
@@ -241,6 +242,13 @@ describe("the ConfigMaps", () => {
     const data = node(find("ConfigMap", "tollgate-policy").data);
     for (const [name, text] of Object.entries(data))
       expect(() => parsePolicy(String(text), name)).not.toThrow();
+  });
+
+  it("hold the built-in policy, as its comment says, by meaning (the version a reload reports)", () => {
+    const text = String(node(find("ConfigMap", "tollgate-policy").data)["policy.yaml"]);
+    expect(policyVersion(parsePolicy(text, "policy.yaml"))).toBe(
+      policyVersion(parsePolicy(DEFAULT_POLICY_YAML, "built-in policy")),
+    );
   });
 
   it("hold an RLS configuration tollgate loads, with a limit for every descriptor the EnvoyFilter builds", () => {
