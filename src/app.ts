@@ -201,6 +201,7 @@ export function createTollgate(options: TollgateOptions): Tollgate {
           responseHeaders: config.rls.responseHeaders,
           onDescriptor: createRlsObserver(metrics),
           onStoreError: (error, requestId) => observer.storeFailed("hit", error, requestId),
+          onStoreOk: () => observer.storeAnswered(),
           // One label value of the check histogram: Envoy's RLS timeout (20 ms) beside ext_authz's.
           durations: metrics.checkDuration.labels("envoy-rls"),
         });

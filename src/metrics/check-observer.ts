@@ -14,9 +14,9 @@ export type CheckObserver = {
    * the front end that answered ("envoy", "nginx"), so it stays bounded.
    */
   decided(protocol: string, decision: Decision, seconds: number, ip: string, requestId?: string): void;
-  /** A store call of a check failed: the check degraded. */
+  /** A store call of a check or of the rate limit service failed or missed its deadline. */
   storeFailed(operation: "authorize" | "hit", error: unknown, requestId?: string): void;
-  /** A store call of a check succeeded. */
+  /** A store call of a check or of the rate limit service succeeded: the store is up again. */
   storeAnswered(): void;
   /** The store's connection failed (ioredis's "error", a cluster's "node error"). */
   connectionFailed(error: Error): void;
@@ -197,6 +197,7 @@ export function createCheckObserver(options: {
           retryAfterSeconds: Math.max(1, Math.ceil(limit.retryAfterMs / 1000)),
         }));
       } else if (decision.kind === "allow" && decision.degraded) {
+        metrics.degraded.inc();
         const userId = decision.identity?.userId;
         logDegraded("degraded", () => ({
           requestId,
@@ -210,8 +211,9 @@ export function createCheckObserver(options: {
     },
 
     storeFailed(operation, error, requestId) {
+      // Not tollgate_degraded_total: a failed call may end in a 503 or a 401, or in no check at all
+      // (the rate limit service); decided() counts the allows that were made without the store.
       metrics.storeErrors.inc({ operation });
-      if (failureMode === "open") metrics.degraded.inc();
       if (storeUp) {
         storeUp = false;
         metrics.storeUp.set(0);

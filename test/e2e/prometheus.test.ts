@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rlsClient } from "../support/grpc-client.js";
+import { grpcClients, rlsClient } from "../support/grpc-client.js";
 import { login, send } from "../support/http-client.mjs";
 import {
   dashboard,
@@ -23,6 +23,7 @@ import {
   startTollgate,
   type TollgateProcess,
 } from "../support/processes.mjs";
+import { parsePrometheus } from "../support/prometheus.js";
 import { type PrometheusServer, startPrometheus } from "../support/prometheus-server.js";
 
 /** The scrape job's name: the one the compose stack uses, and TollgateDown's selector. */
@@ -89,8 +90,15 @@ async function logins(): Promise<string> {
   return alice.access_token;
 }
 
-/** Checks allowed and denied over Envoy's HTTP check and nginx's, one 429 from the denial cache. */
+/** Checks allowed and denied over Envoy's HTTP and gRPC checks and nginx's, one 429 from the denial cache. */
 async function checks(token: string): Promise<void> {
+  const grpc = grpcClients(tollgate.grpcUrl);
+  try {
+    const answer = await grpc.check({ path: "/api/products", headers: { authorization: `Bearer ${token}` } });
+    expect(answer.status?.code ?? 0).toBe(0); // OK: allowed
+  } finally {
+    grpc.close();
+  }
   expect(await envoyChecks("/api/products", 2, token)).toEqual([200, 200]);
   expect(await envoyChecks("/api/products", 1)).toEqual([401]);
   // search: 2 an hour for free; the second 429 comes from the denial cache.
@@ -242,6 +250,36 @@ describe("grafana/tollgate.json and prometheus/rules/ on a real Prometheus scrap
     );
     expect(queries.length).toBeGreaterThan(20);
     expect(await withoutData(queries)).toEqual([]);
+  });
+
+  // A query returns data as long as one value of its regex, or any series present at 0 from the
+  // start, answers: a misspelt label value would go unseen above. Each matcher, each value of an
+  // alternation, is checked here against what tollgate serves once the load has made every kind.
+  it("exports every metric, label and label value that a panel, a recording rule or an alert selects", async () => {
+    const samples = parsePrometheus(await (await fetch(`${tollgate.adminUrl}/metrics`)).text());
+    const exprs = [...panelQueries(dashboard()).map((q) => q.expr), ...rules().map((r) => r.expr)];
+    const selectors = [...new Set(exprs.flatMap((expr) => vectorSelectors(expr)))];
+    const missing: string[] = [];
+    let checked = 0;
+    for (const selector of selectors) {
+      const [name = "", matchers = ""] = selector.split("{");
+      // Recorded series are checked through their rules' expressions; up is Prometheus's own.
+      if (name.includes(":") || name === "up") continue;
+      const own = samples.filter((s) => s.name === name);
+      if (own.length === 0) missing.push(selector);
+      for (const [, label = "", op = "", value = ""] of matchers.matchAll(
+        /(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"/g,
+      )) {
+        // job and instance are the scrape's; every other matcher names tollgate's labels and values.
+        if (label === "job" || label === "instance") continue;
+        for (const one of op.endsWith("~") ? value.split("|") : [value]) {
+          checked += 1;
+          if (!own.some((s) => s.labels[label] === one)) missing.push(`${selector}: no ${label}="${one}"`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(10);
+    expect(missing).toEqual([]);
   });
 
   it("returns data for every recording rule", async () => {

@@ -650,6 +650,48 @@ describe("a store of its own", () => {
     }
   }, 30_000);
 
+  // A deployment that uses only Envoy's rate limit filter has no check to report the store back:
+  // the calls themselves must, or TollgateStoreDown fires on for good after the first outage.
+  it("a store outage seen only by rate limit calls: tollgate_store_up goes to 0 and back to 1, and no check counts as degraded", async () => {
+    const proc = await startTollgate({
+      REDIS_URL: redisServer.url,
+      REDIS_KEY_PREFIX: testPrefix(),
+      RLS_CONFIG: SEMANTICS,
+      RLS_TIMEOUT_MS: "50",
+      FAILURE_MODE: "open",
+    });
+    const rls = rlsClient(proc.grpcUrl);
+    const gauges = async () => {
+      const samples = await metricsOf(proc.adminUrl);
+      return {
+        up: sampleValue(samples, "tollgate_store_up"),
+        errors: sampleValue(samples, "tollgate_store_errors_total", { operation: "hit" }),
+        degraded: sampleValue(samples, "tollgate_degraded_total"),
+      };
+    };
+    try {
+      expect((await rls.shouldRateLimit("e2e", [one("hourly", fresh())])).overall_code).toBe(OK);
+      const pausedAt = performance.now();
+      expect(await redis.call("CLIENT", "PAUSE", "1000", "ALL")).toBe("OK");
+      const failed = await rls.callError({
+        domain: "e2e",
+        descriptors: [{ entries: [{ key: "hourly", value: fresh() }] }],
+      });
+      expect(failed.code).toBe(Code.UNAVAILABLE);
+      // Down, and nothing was allowed without the store: the call failed, whatever FAILURE_MODE says.
+      expect(await gauges()).toEqual({ up: 0, errors: 1, degraded: 0 });
+      // Past the pause, and past the second without a failure that store_recovered waits for.
+      await sleep(Math.max(0, pausedAt + 1000 + 300 - performance.now()));
+      expect((await rls.shouldRateLimit("e2e", [one("hourly", fresh())])).overall_code).toBe(OK);
+      expect(await gauges()).toEqual({ up: 1, errors: 1, degraded: 0 });
+      expect(proc.output()).toContain('"event":"store_recovered"');
+    } finally {
+      await redis.call("CLIENT", "UNPAUSE").catch(() => undefined);
+      rls.close();
+      await proc.stop("SIGKILL");
+    }
+  }, 30_000);
+
   it("the denial cache: once over, OVER_LIMIT without a store call until the window frees, counted as cached", async () => {
     const prefix = testPrefix();
     const proc = await startTollgate({

@@ -141,7 +141,6 @@ describe("the check observer", () => {
     for (let i = 0; i < 3; i += 1) observer.storeFailed("authorize", new Error("timeout"));
     expect(await value("tollgate_store_up", {})).toBe(0);
     expect(await value("tollgate_store_errors_total", { operation: "authorize" })).toBe(3);
-    expect(await value("tollgate_degraded_total", {})).toBe(3);
     now += 2_000;
     observer.storeAnswered();
     observer.storeAnswered();
@@ -152,6 +151,23 @@ describe("the check observer", () => {
     ]);
     for (let i = 0; i < 10; i += 1) observer.connectionFailed(new Error("ECONNREFUSED"));
     expect(lines.filter((l) => l.event === "store_connection_error")).toHaveLength(1);
+  });
+
+  it("counts in tollgate_degraded_total the checks allowed without the store, not the failed calls", async () => {
+    const { observer, value } = setup();
+    // Under FAILURE_MODE=open a failed call may still end in a 503 (a login route, an API key) or a
+    // 401, or in no check at all (the rate limit service): only a degraded allow lets a request by.
+    for (let i = 0; i < 4; i += 1) observer.storeFailed("hit", new Error("timeout"));
+    observer.decided("envoy", { kind: "deny", status: 503 }, 0.1, "192.0.2.1");
+    observer.decided(
+      "envoy",
+      { kind: "allow", degraded: true, identity: undefined, limit: undefined },
+      0.1,
+      "192.0.2.1",
+    );
+    expect(await value("tollgate_store_errors_total", { operation: "hit" })).toBe(4);
+    expect(await value("tollgate_degraded_total", {})).toBe(1);
+    expect(await value("tollgate_decisions_total", { reason: "degraded" })).toBe(1);
   });
 
   it("logs a store that fails and answers in turn as one outage, recovered once it answered for a second", async () => {

@@ -8,10 +8,12 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { loadConfig } from "../../src/config/env.js";
-import { parsePolicy } from "../../src/policy/policy.js";
+import { DEFAULT_POLICY_YAML, parsePolicy } from "../../src/policy/policy.js";
+import { policyVersion } from "../../src/policy/policy-state.js";
 import { loadRlsConfig } from "../../src/rls/load.js";
 import { limitsFor } from "../../src/rls/match.js";
 import { schemaProblems, typeProblems } from "../support/kubernetes-schemas.js";
+import { rules } from "../support/observability.js";
 
 type Node = Record<string, unknown>;
 const node = (value: unknown): Node => (value ?? {}) as Node;
@@ -242,6 +244,13 @@ describe("the ConfigMaps", () => {
       expect(() => parsePolicy(String(text), name)).not.toThrow();
   });
 
+  it("hold the built-in policy, as its comment says, by meaning (the version a reload reports)", () => {
+    const text = String(node(find("ConfigMap", "tollgate-policy").data)["policy.yaml"]);
+    expect(policyVersion(parsePolicy(text, "policy.yaml"))).toBe(
+      policyVersion(parsePolicy(DEFAULT_POLICY_YAML, "built-in policy")),
+    );
+  });
+
   it("hold an RLS configuration tollgate loads, with a limit for every descriptor the EnvoyFilter builds", () => {
     const dir = mkdtempSync(join(tmpdir(), "tollgate-k8s-rls-"));
     for (const [name, text] of Object.entries(node(find("ConfigMap", "tollgate-rls").data)))
@@ -337,6 +346,17 @@ describe("the PodDisruptionBudget, the HorizontalPodAutoscaler, the NetworkPolic
     const credentials = node(node(endpoint.authorization).credentials);
     const metricsToken = node(node(env.find((e) => e.name === "METRICS_TOKEN")?.valueFrom).secretKeyRef);
     expect(credentials).toEqual({ name: metricsToken.name, key: metricsToken.key });
+  });
+
+  it("names the scrape job as the alerts select it, not after the Service (the operator's default)", () => {
+    const monitor = node(find("ServiceMonitor").spec);
+    const admin = serviceNamed("tollgate-admin");
+    // The job the operator gives the targets: the value of the Service's jobLabel label, else its name.
+    const labels = node(node(admin.metadata).labels);
+    const job = String(labels[String(monitor.jobLabel)] ?? node(admin.metadata).name);
+    const down = rules().find((r) => r.alert === "TollgateDown")?.expr ?? "";
+    expect(down).toMatch(/job="[^"]+"/);
+    expect(down).toContain(`job="${job}"`);
   });
 });
 

@@ -9,6 +9,12 @@ import type { DescriptorStatus, Duration, RlsAnswer } from "./rls-codec.js";
 export const OK = 1;
 export const OVER_LIMIT = 2;
 
+/**
+ * The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO): a hit is near when the count
+ * it makes is past the share, rounded down (base_limiter.go's nearLimitThreshold).
+ */
+export const NEAR_LIMIT_RATIO = 0.8;
+
 /** protobuf's Duration holds at most 10,000 years. */
 const MAX_DURATION_SECONDS = 315_576_000_000;
 

@@ -8,7 +8,7 @@ import type { Limiter, LimitLayer, LimitResult, WindowResult } from "../../ratel
 import { heldBy, Withdrawal } from "../../ratelimit/limiter.js";
 import type { Rule } from "../../ratelimit/types.js";
 import { GrpcError, GrpcStatus } from "./grpc-protocol.js";
-import { answerOf, duration, OK, OVER_LIMIT, untilReset } from "./rls-answer.js";
+import { answerOf, duration, NEAR_LIMIT_RATIO, OK, OVER_LIMIT, untilReset } from "./rls-answer.js";
 import type { DescriptorStatus, RlsAnswer } from "./rls-codec.js";
 import { MAX_UINT32, type RequestDescriptor, type RlsInput, type RlsUnitName } from "./rls-input.js";
 
@@ -61,16 +61,12 @@ export type RlsContext = {
   responseHeaders: boolean;
   onDescriptor?(domain: string, statsKey: string, outcome: RlsOutcome, hits: number): void;
   onStoreError?(error: unknown, requestId: string | undefined): void;
+  /** A store call answered (the store's up gauge: a failure alone would leave it down for good). */
+  onStoreOk?(): void;
   /** Each call's time, in seconds, failed ones too. */
   durations?: { observe(seconds: number): void };
   now?: () => number;
 };
-
-/**
- * The reference's "near limit" share of a limit (NEAR_LIMIT_RATIO): a hit is near when the count
- * it makes is past the share, rounded down (base_limiter.go's nearLimitThreshold).
- */
-const NEAR_LIMIT_RATIO = 0.8;
 
 /** A decision: synchronous when nothing is counted (no limit, a cached refusal), else a promise. */
 export type RlsDecide = (input: RlsInput) => RlsAnswer | Promise<RlsAnswer>;
@@ -95,6 +91,7 @@ export function createRlsCore(context: RlsContext): RlsDecide {
     generation: number,
   ): void => {
     if (result.kind !== "limited") throw new Error(`a limiter answer without layers: ${result.kind}`);
+    context.onStoreOk?.();
     // The store states when a window resets on its own clock, as it counted: read ours after it
     // answered, not before the call, or the call's own time would be added to every reset.
     const answeredMs = now();
