@@ -113,6 +113,12 @@ describe("prometheus/rules", () => {
         'up{job="tollgate"} == 0\n        for: 1m',
         'up{job="tollgate"} == 0\n        for: 0m',
       ],
+      ["TollgateAbsent", 'absent(up{job="tollgate"})', 'absent(up{job="tollgate-admin"})'],
+      [
+        "TollgateAbsent",
+        'absent(up{job="tollgate"})\n        for: 5m',
+        'absent(up{job="tollgate"})\n        for: 1m',
+      ],
       ["TollgateStoreDown", "tollgate_store_up == 0", "tollgate_store_up >= 0"],
       [
         "TollgateChecksDegraded",
