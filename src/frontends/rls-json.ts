@@ -62,6 +62,10 @@ function uint64(value: unknown): number | undefined {
     : undefined;
 }
 
+/** A string field: itself, "" when left out or null (proto3's default); undefined for any other JSON. */
+const text = (value: unknown): string | undefined =>
+  value === undefined || value === null ? "" : typeof value === "string" ? value : undefined;
+
 /** A unit by its enum name (`MINUTE`) or number (2); undefined for any other, UNKNOWN (0) included. */
 const unitOf = (unit: unknown): number | undefined =>
   typeof unit === "number" ? (UNIT_NAME.has(unit) ? unit : undefined) : UNIT_VALUE.get(String(unit));
@@ -83,18 +87,25 @@ export function jsonRequest(body: unknown): RlsInput | string {
     if (!Array.isArray(entries)) return `descriptors[${i}].entries must be a list`;
     const pairs: { key: string; value: string }[] = [];
     for (const [j, entry] of entries.entries()) {
-      const e = (entry ?? {}) as Json;
-      if (typeof e.key !== "string" || (e.value !== undefined && typeof e.value !== "string")) {
+      if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
+        return `descriptors[${i}].entries[${j}] must be an object`;
+      }
+      // proto3's JSON mapping: a field left out, or null, is its default (""), as the reference's
+      // protojson reads it; an entry without a key then matches nothing, and is answered OK.
+      const key = text((entry as Json).key);
+      const value = text((entry as Json).value);
+      if (key === undefined || value === undefined) {
         return `descriptors[${i}].entries[${j}] needs a string key and value`;
       }
-      pairs.push({ key: e.key, value: (e.value as string | undefined) ?? "" });
+      pairs.push({ key, value });
     }
     const limit = d.limit as Json | undefined;
     let override: DecodedDescriptor["limit"];
     if (limit !== undefined && limit !== null) {
       const unit = field(limit, "unit", "unit");
       const unitValue = unitOf(unit);
-      const perUnit = uint32(field(limit, "requestsPerUnit", "requests_per_unit"));
+      // Left out or null, requestsPerUnit is 0 (a limit that refuses every hit), as protojson reads it.
+      const perUnit = uint32(field(limit, "requestsPerUnit", "requests_per_unit") ?? 0);
       if (unitValue === undefined || perUnit === undefined) {
         return `descriptors[${i}].limit needs requestsPerUnit (${UINT32}) and a unit (SECOND … YEAR, WEEK)`;
       }
