@@ -160,10 +160,14 @@ export function wildcardMatches(parts: readonly string[], value: string): boolea
  * exact match, `key_<pattern>` for a wildcard, `key` for a default, except that value_to_metric on the
  * node puts the request's value in (a shared wildcard keeps its pattern).
  */
-/** A request's value as a stats key shows it: an API key by its id alone (no hash computed). */
+/** A lone UTF-16 surrogate: a request's byte that is not UTF-8 (rls-codec.ts). */
+const LONE_SURROGATE = /\p{Cs}/gu;
+
+/** A request's value as a stats key shows it: an API key by its id alone (no hash computed), a
+ * byte that is not UTF-8 as U+FFFD, as a label prints it (else two labels could print alike). */
 function shownValue(value: string): string {
   const id = apiKeyIdOf(value);
-  return id === undefined ? value : `tg_${id}`;
+  return id === undefined ? value.replace(LONE_SURROGATE, "\uFFFD") : `tg_${id}`;
 }
 
 function statsKeyOf(

@@ -10,6 +10,8 @@ import {
   readRateLimitRequest,
   writeRateLimitResponse,
 } from "../../src/frontends/envoy-grpc/rls-codec.js";
+import { subjectOf } from "../../src/rls/match.js";
+import type { RlsLimit } from "../../src/rls/model.js";
 
 const anyText = fc.string({ unit: "grapheme", maxLength: 24 });
 const u32 = fc.integer({ min: 0, max: 2 ** 32 - 1 });
@@ -75,6 +77,35 @@ describe("the RateLimitRequest reader", () => {
         }
       }),
       { numRuns: 2000 },
+    );
+  });
+});
+
+describe("a string that is not UTF-8", () => {
+  const field = (number: number, bytes: readonly number[]): number[] => [
+    (number << 3) | 2,
+    bytes.length,
+    ...bytes,
+  ];
+  const ascii = (text: string): number[] => [...Buffer.from(text)];
+  /** A request of domain "d" and one descriptor of one entry, key "k", whose value is these bytes. */
+  const readValue = (bytes: readonly number[]): string | undefined => {
+    const entry = [...field(1, ascii("k")), ...field(2, bytes)];
+    const request = Buffer.from([...field(1, ascii("d")), ...field(2, field(1, entry))]);
+    return readRateLimitRequest(request).descriptors?.[0]?.entries?.[0]?.value;
+  };
+
+  /** subjectOf reads only a limit's shared patterns (none here). */
+  const rule = { sharedPatterns: [] } as unknown as RlsLimit;
+
+  it("keeps two values apart that differ only in bytes that are not UTF-8, as their bytes do", () => {
+    const values = [[0xff], [0xfe], [0xc3], [0xe2, 0x82], [0xef, 0xbf, 0xbd], [0x61, 0x80, 0xc3, 0xa9]].map(
+      readValue,
+    );
+    expect(values).toEqual(["\udcff", "\udcfe", "\udcc3", "\udce2\udc82", "\ufffd", "a\udc80\u00e9"]);
+    expect(new Set(values).size).toBe(values.length);
+    expect(subjectOf("d", { entries: [{ key: "k", value: values[0] as string }] }, rule)).not.toBe(
+      subjectOf("d", { entries: [{ key: "k", value: values[1] as string }] }, rule),
     );
   });
 });

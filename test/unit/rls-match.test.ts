@@ -180,6 +180,11 @@ describe("stats keys: detailed_metric and value_to_metric (TestDetailedMetric, T
       { statsKey: "nested.key-1_value-1.key-2_value-2" },
     ],
     [
+      "detailed, a value holding bytes that are not UTF-8: U+FFFD in their place, as a label prints",
+      d(["key-1", "a\udcff\u00e9\u{1f600}"]),
+      { statsKey: "nested.key-1_a\ufffd\u00e9\u{1f600}" },
+    ],
+    [
       "not detailed, nested",
       d(["plain-1", "value-1"], ["plain-2", "value-2"]),
       { statsKey: "nested.plain-1.plain-2" },

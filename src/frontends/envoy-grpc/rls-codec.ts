@@ -2,6 +2,7 @@
 // Check call: a rate limit call is on every proxied request's path too. Field numbers are those of
 // proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
 // ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.
+import { isUtf8 } from "node:buffer";
 import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-protocol.js";
 import {
   BYTES,
@@ -85,6 +86,33 @@ export function readRateLimitRequest(bytes: Uint8Array): DecodedRequest {
   }
 }
 
+/**
+ * An entry's key or value as its bytes say it, even when they are not UTF-8 (Envoy copies a
+ * header's bytes into a descriptor as they came, and HTTP lets a header hold any byte from 0x80 up):
+ * each byte that is no part of a whole UTF-8 character becomes the lone surrogate U+DC00 + byte,
+ * which no UTF-8 text decodes to. Replaced by U+FFFD, two different values would count as one. The
+ * reference (grpc-go) fails such a call INTERNAL, which Envoy lets through uncounted by default.
+ */
+function exactText(buf: Buffer, start: number, end: number): string {
+  const decoded = text(buf, start, end);
+  if (!decoded.includes("\uFFFD") || isUtf8(buf.subarray(start, end))) return decoded;
+  let out = "";
+  let at = start;
+  while (at < end) {
+    // The shortest valid UTF-8 run from here is one whole character, if one begins here.
+    let length = 1;
+    while (length <= 4 && (at + length > end || !isUtf8(buf.subarray(at, at + length)))) length += 1;
+    if (length > 4) {
+      out += String.fromCharCode(0xdc00 + (buf[at] as number));
+      at += 1;
+    } else {
+      out += text(buf, at, at + length);
+      at += length;
+    }
+  }
+  return out;
+}
+
 /** RateLimitDescriptor: entries = 1 {key = 1, value = 2}, limit = 2, hits_addend = 3, is_negative_hits = 4. */
 function readDescriptor(buf: Buffer, start: number, end: number): DecodedDescriptor {
   const d: DecodedDescriptor = { entries: [], limit: null, hits_addend: null, is_negative_hits: false };
@@ -100,10 +128,10 @@ function readDescriptor(buf: Buffer, start: number, end: number): DecodedDescrip
         const ek = e.varint();
         if (ek === tag(1, BYTES)) {
           const es = e.span();
-          k = text(buf, es, e.at);
+          k = exactText(buf, es, e.at);
         } else if (ek === tag(2, BYTES)) {
           const es = e.span();
-          v = text(buf, es, e.at);
+          v = exactText(buf, es, e.at);
         } else {
           e.skip(ek & 7);
         }
