@@ -2,6 +2,7 @@
 // in protobuf's JSON mapping, answered with the RateLimitResponse in the same mapping, 200 when the
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { isWholeNumberText, parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { requestIdOf } from "../process/request-id.js";
@@ -214,9 +215,16 @@ export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Traci
       });
       req.on("end", () => {
         if (refused) return;
+        const raw = Buffer.concat(chunks);
+        // JSON is UTF-8 (the reference's protojson refuses anything else): read leniently, a byte
+        // that is not would become U+FFFD, and count apart from the same bytes sent over gRPC.
+        if (!isUtf8(raw)) {
+          send(res, 400, { error: "bad_request", message: "The body is not UTF-8" });
+          return;
+        }
         let body: unknown;
         try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+          body = JSON.parse(raw.toString("utf8"));
         } catch {
           send(res, 400, { error: "bad_request", message: "The body is not JSON" });
           return;
