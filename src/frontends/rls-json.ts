@@ -2,6 +2,7 @@
 // in protobuf's JSON mapping, answered with the RateLimitResponse in the same mapping, 200 when the
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { isWholeNumberText, parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { requestIdOf } from "../process/request-id.js";
@@ -62,6 +63,10 @@ function uint64(value: unknown): number | undefined {
     : undefined;
 }
 
+/** A string field: itself, "" when left out or null (proto3's default); undefined for any other JSON. */
+const text = (value: unknown): string | undefined =>
+  value === undefined || value === null ? "" : typeof value === "string" ? value : undefined;
+
 /** A unit by its enum name (`MINUTE`) or number (2); undefined for any other, UNKNOWN (0) included. */
 const unitOf = (unit: unknown): number | undefined =>
   typeof unit === "number" ? (UNIT_NAME.has(unit) ? unit : undefined) : UNIT_VALUE.get(String(unit));
@@ -83,18 +88,25 @@ export function jsonRequest(body: unknown): RlsInput | string {
     if (!Array.isArray(entries)) return `descriptors[${i}].entries must be a list`;
     const pairs: { key: string; value: string }[] = [];
     for (const [j, entry] of entries.entries()) {
-      const e = (entry ?? {}) as Json;
-      if (typeof e.key !== "string" || (e.value !== undefined && typeof e.value !== "string")) {
+      if (typeof entry !== "object" || entry === null || Array.isArray(entry)) {
+        return `descriptors[${i}].entries[${j}] must be an object`;
+      }
+      // proto3's JSON mapping: a field left out, or null, is its default (""), as the reference's
+      // protojson reads it; an entry without a key then matches nothing, and is answered OK.
+      const key = text((entry as Json).key);
+      const value = text((entry as Json).value);
+      if (key === undefined || value === undefined) {
         return `descriptors[${i}].entries[${j}] needs a string key and value`;
       }
-      pairs.push({ key: e.key, value: (e.value as string | undefined) ?? "" });
+      pairs.push({ key, value });
     }
     const limit = d.limit as Json | undefined;
     let override: DecodedDescriptor["limit"];
     if (limit !== undefined && limit !== null) {
       const unit = field(limit, "unit", "unit");
       const unitValue = unitOf(unit);
-      const perUnit = uint32(field(limit, "requestsPerUnit", "requests_per_unit"));
+      // Left out or null, requestsPerUnit is 0 (a limit that refuses every hit), as protojson reads it.
+      const perUnit = uint32(field(limit, "requestsPerUnit", "requests_per_unit") ?? 0);
       if (unitValue === undefined || perUnit === undefined) {
         return `descriptors[${i}].limit needs requestsPerUnit (${UINT32}) and a unit (SECOND … YEAR, WEEK)`;
       }
@@ -203,9 +215,16 @@ export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Traci
       });
       req.on("end", () => {
         if (refused) return;
+        const raw = Buffer.concat(chunks);
+        // JSON is UTF-8 (the reference's protojson refuses anything else): read leniently, a byte
+        // that is not would become U+FFFD, and count apart from the same bytes sent over gRPC.
+        if (!isUtf8(raw)) {
+          send(res, 400, { error: "bad_request", message: "The body is not UTF-8" });
+          return;
+        }
         let body: unknown;
         try {
-          body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+          body = JSON.parse(raw.toString("utf8"));
         } catch {
           send(res, 400, { error: "bad_request", message: "The body is not JSON" });
           return;

@@ -160,10 +160,13 @@ export function wildcardMatches(parts: readonly string[], value: string): boolea
  * exact match, `key_<pattern>` for a wildcard, `key` for a default, except that value_to_metric on the
  * node puts the request's value in (a shared wildcard keeps its pattern).
  */
-/** A request's value as a stats key shows it: an API key by its id alone (no hash computed). */
+const LONE_SURROGATE = /\p{Cs}/gu; // a request's byte that is not UTF-8 (rls-codec.ts)
+
+/** A request's value as a stats key shows it: an API key by its id alone (no hash computed), a
+ * byte that is not UTF-8 as U+FFFD, as a label prints it (else two labels could print alike). */
 function shownValue(value: string): string {
   const id = apiKeyIdOf(value);
-  return id === undefined ? value : `tg_${id}`;
+  return id === undefined ? value.replace(LONE_SURROGATE, "\uFFFD") : `tg_${id}`;
 }
 
 function statsKeyOf(
@@ -195,22 +198,24 @@ function pathPart(key: string, value: string | undefined): string {
 }
 
 const PLAIN = /^[A-Za-z0-9._-]*$/;
+const LONE_RUNS = /(\p{Cs}+)/u; // encodeURIComponent refuses a lone surrogate
+const KEPT_BY_URI = /[!'()*~]/g;
+const percent = (c: string): string => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
+const SURROGATES = Array.from({ length: 0x800 }, (_, i) => `%u${(0xd800 + i).toString(16)}`);
 
-/** A part of a subject: kept when plain, else percent-encoded (a lone surrogate as %u<hex>). */
+/** A part of a subject: kept when plain, else percent-encoded (a lone surrogate as %u<hex>), whole
+ * runs at once: a value may be a 60 KiB header, and the call has milliseconds. */
 function encodePart(text: string): string {
   if (PLAIN.test(text)) return text;
-  let out = "";
-  for (const char of text) {
-    const code = char.codePointAt(0) ?? 0;
-    if (PLAIN.test(char)) out += char;
-    else if (code >= 0xd800 && code <= 0xdfff) out += `%u${code.toString(16)}`;
-    else
-      out += encodeURIComponent(char).replace(
-        /[!'()*~]/g,
-        (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
-      );
+  // Odd parts are runs of lone surrogates (usually none); no %-escape holds a KEPT_BY_URI character.
+  const parts = text.split(LONE_RUNS);
+  if (parts.length === 1) return encodeURIComponent(text).replace(KEPT_BY_URI, percent);
+  const out: string[] = [];
+  for (const [i, part] of parts.entries()) {
+    if (i % 2 === 0) out.push(encodeURIComponent(part));
+    else for (let j = 0; j < part.length; j += 1) out.push(SURROGATES[part.charCodeAt(j) - 0xd800] as string);
   }
-  return out;
+  return out.join("").replace(KEPT_BY_URI, percent);
 }
 
 /**

@@ -82,7 +82,7 @@ async function metricsOf(adminUrl: string) {
 const rlsHits = (samples: ReturnType<typeof parsePrometheus>, domain: string, key: string, result: string) =>
   sampleValue(samples, "tollgate_rls_hits_total", { domain, key, result }) ?? 0;
 
-async function postJson(checkUrl: string, body: string) {
+async function postJson(checkUrl: string, body: string | Buffer) {
   const response = await fetch(`${checkUrl}/json`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -471,16 +471,22 @@ describe("ShouldRateLimit: the reference's semantics", () => {
       expect(over.body).toMatchObject({ overallCode: "OVER_LIMIT", statuses: [{ code: "OVER_LIMIT" }] });
     });
 
-    it("400 for a body that is not JSON, or a request without a domain or descriptors", async () => {
+    it("400 for a body that is not JSON or not UTF-8, or a request without a domain or descriptors", async () => {
+      const notUtf8 = Buffer.concat([
+        Buffer.from('{"domain":"e2e","descriptors":[{"entries":[{"key":"minutely","value":"'),
+        Buffer.from([0xff]),
+        Buffer.from('"}]}]}'),
+      ]);
       for (const body of [
+        notUtf8,
         "{not json",
         JSON.stringify({ descriptors: [{ entries: [{ key: "a", value: "b" }] }] }),
         JSON.stringify({ domain: "e2e", descriptors: [] }),
         JSON.stringify({ domain: "e2e" }),
       ]) {
         const answer = await postJson(tollgate.checkUrl, body);
-        expect(answer.status, body).toBe(400);
-        expect(answer.body.error, body).toBe("bad_request");
+        expect(answer.status, String(body)).toBe(400);
+        expect(answer.body.error, String(body)).toBe("bad_request");
       }
     });
   });

@@ -58,6 +58,38 @@ describe("jsonRequest", () => {
     }
   });
 
+  it('reads a field left out or null as its proto3 default, as protojson does: key and value "", requestsPerUnit 0', () => {
+    const entries = (list: unknown[]) => jsonRequest({ domain: "d", descriptors: [{ entries: list }] });
+    expect(entries([{ value: "v" }, { key: "k" }, { key: null, value: null }, {}])).toMatchObject({
+      descriptors: [
+        {
+          entries: [
+            { key: "", value: "v" },
+            { key: "k", value: "" },
+            { key: "", value: "" },
+            { key: "", value: "" },
+          ],
+        },
+      ],
+    });
+    for (const limit of [{ unit: "MINUTE" }, { unit: "MINUTE", requestsPerUnit: null }]) {
+      expect(request({ limit }), JSON.stringify(limit)).toMatchObject({
+        descriptors: [{ limit: { requestsPerUnit: 0, unit: "minute" } }],
+      });
+    }
+    // What protojson refuses stays refused: an entry that is no object, a key or value that is no string.
+    expect(entries([null])).toBe("descriptors[0].entries[0] must be an object");
+    expect(entries([[]])).toBe("descriptors[0].entries[0] must be an object");
+    for (const entry of [
+      { key: 5, value: "v" },
+      { key: "k", value: true },
+    ]) {
+      expect(entries([entry]), JSON.stringify(entry)).toBe(
+        "descriptors[0].entries[0] needs a string key and value",
+      );
+    }
+  });
+
   it("refuses a unit that is no unit: UNKNOWN, a number past WEEK, another spelling", () => {
     for (const unit of [0, 8, 2.5, "UNKNOWN", "minute", "Minute", "", null]) {
       expect(request({ limit: { requestsPerUnit: 1, unit } }), JSON.stringify(unit)).toMatch(

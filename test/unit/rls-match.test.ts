@@ -180,6 +180,11 @@ describe("stats keys: detailed_metric and value_to_metric (TestDetailedMetric, T
       { statsKey: "nested.key-1_value-1.key-2_value-2" },
     ],
     [
+      "detailed, a value holding bytes that are not UTF-8: U+FFFD in their place, as a label prints",
+      d(["key-1", "a\udcff\u00e9\u{1f600}"]),
+      { statsKey: "nested.key-1_a\ufffd\u00e9\u{1f600}" },
+    ],
+    [
       "not detailed, nested",
       d(["plain-1", "value-1"], ["plain-2", "value-2"]),
       { statsKey: "nested.plain-1.plain-2" },
@@ -457,6 +462,46 @@ describe("subjectOf", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it("encodes each part as it always has, character by character (store keys stay the same)", () => {
+    /** The encoding's definition, one character at a time. */
+    const byCharacter = (text: string): string => {
+      let out = "";
+      for (const char of text) {
+        const code = char.codePointAt(0) ?? 0;
+        if (/^[A-Za-z0-9._-]$/.test(char)) out += char;
+        else if (code >= 0xd800 && code <= 0xdfff) out += `%u${code.toString(16)}`;
+        else
+          out += encodeURIComponent(char).replace(
+            /[!'()*~]/g,
+            (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+          );
+      }
+      return out;
+    };
+    const unit = fc.oneof(
+      fc.constantFrom("a", "Z", "9", ".", "_", "-", " ", "!", "'", "(", ")", "*", "~", "%", "é", "😀"),
+      fc.constantFrom("\ud800", "\udbff", "\udc00", "\udcff", "\udfff"),
+      fc.string({ unit: "binary", maxLength: 2 }),
+    );
+    fc.assert(
+      fc.property(fc.string({ unit, maxLength: 12 }), fc.string({ unit, maxLength: 12 }), (key, value) => {
+        expect(subject(d([key, value]), value)).toBe(
+          `rls:${byCharacter(value)}|${byCharacter(key)}=${byCharacter(value)}`,
+        );
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("encodes a 4 MiB value in runs, not a character at a time", () => {
+    const started = performance.now();
+    expect(subject(d(["k", " ".repeat(4 * 1024 * 1024)]))).toHaveLength(
+      "rls:test-domain|k=".length + 3 * 4 * 1024 * 1024,
+    );
+    // Whole runs take tens of milliseconds; a character at a time took seconds.
+    expect(performance.now() - started).toBeLessThan(2000);
   });
 });
 

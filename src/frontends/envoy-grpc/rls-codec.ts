@@ -2,6 +2,7 @@
 // Check call: a rate limit call is on every proxied request's path too. Field numbers are those of
 // proto/envoy/service/ratelimit/v3/rls.proto and proto/envoy/extensions/common/ratelimit/v3/
 // ratelimit.proto (Envoy's); the tests hold this codec to protobufjs reading and writing them.
+import { isUtf8 } from "node:buffer";
 import { Framed, GrpcError, GrpcStatus, prefixed } from "./grpc-protocol.js";
 import {
   BYTES,
@@ -85,6 +86,58 @@ export function readRateLimitRequest(bytes: Uint8Array): DecodedRequest {
   }
 }
 
+/**
+ * An entry's key or value as its bytes say it, even when they are not UTF-8 (Envoy copies header
+ * bytes into a descriptor as they came, any byte from 0x80 up included): each byte that is no part
+ * of a whole UTF-8 character becomes the lone surrogate U+DC00 + byte, which no UTF-8 text decodes
+ * to; as U+FFFD, two different values would count as one. The reference (grpc-go) fails such a
+ * call INTERNAL, which Envoy lets through uncounted by default. Linear: a value may be 4 MiB.
+ */
+function exactText(buf: Buffer, start: number, end: number): string {
+  const decoded = text(buf, start, end);
+  if (!decoded.includes("\uFFFD") || isUtf8(buf.subarray(start, end))) return decoded;
+  const units = new Uint16Array(end - start);
+  let n = 0;
+  let at = start;
+  while (at < end) {
+    const length = charLength(buf, at, end);
+    if (length === 0) {
+      units[n++] = 0xdc00 + (buf[at] as number);
+      at += 1;
+      continue;
+    }
+    const first = buf[at] as number;
+    let point = length === 1 ? first : first & (0xff >> (length + 1));
+    for (let i = 1; i < length; i += 1) point = (point << 6) | ((buf[at + i] as number) & 0x3f);
+    if (point > 0xffff) {
+      units[n++] = 0xd800 + ((point - 0x10000) >> 10);
+      units[n++] = 0xdc00 + ((point - 0x10000) & 0x3ff);
+    } else {
+      units[n++] = point;
+    }
+    at += length;
+  }
+  return Buffer.from(units.buffer, 0, n * 2).toString("utf16le");
+}
+
+/** The bytes of the whole UTF-8 character at `at` (RFC 3629: no overlong form, no surrogate), or 0. */
+function charLength(buf: Buffer, at: number, end: number): number {
+  const first = buf[at] as number;
+  if (first < 0x80) return 1;
+  const size = first < 0xc2 ? 0 : first < 0xe0 ? 2 : first < 0xf0 ? 3 : first < 0xf5 ? 4 : 0;
+  if (size === 0 || at + size > end) return 0;
+  // E0, ED, F0 and F4 narrow the second byte: no overlong form, surrogate, or past U+10FFFF.
+  const second = buf[at + 1] as number;
+  const low = first === 0xe0 ? 0xa0 : first === 0xf0 ? 0x90 : 0x80;
+  const high = first === 0xed ? 0x9f : first === 0xf4 ? 0x8f : 0xbf;
+  if (second < low || second > high) return 0;
+  for (let i = 2; i < size; i += 1) {
+    const byte = buf[at + i] as number;
+    if (byte < 0x80 || byte > 0xbf) return 0;
+  }
+  return size;
+}
+
 /** RateLimitDescriptor: entries = 1 {key = 1, value = 2}, limit = 2, hits_addend = 3, is_negative_hits = 4. */
 function readDescriptor(buf: Buffer, start: number, end: number): DecodedDescriptor {
   const d: DecodedDescriptor = { entries: [], limit: null, hits_addend: null, is_negative_hits: false };
@@ -100,10 +153,10 @@ function readDescriptor(buf: Buffer, start: number, end: number): DecodedDescrip
         const ek = e.varint();
         if (ek === tag(1, BYTES)) {
           const es = e.span();
-          k = text(buf, es, e.at);
+          k = exactText(buf, es, e.at);
         } else if (ek === tag(2, BYTES)) {
           const es = e.span();
-          v = text(buf, es, e.at);
+          v = exactText(buf, es, e.at);
         } else {
           e.skip(ek & 7);
         }
