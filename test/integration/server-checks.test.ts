@@ -1,10 +1,10 @@
 // What start-up asks of a real Redis: an evicting maxmemory-policy is found, a user refused the scripts is told apart.
-import type { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRedisClient } from "../../src/store/redis/client.js";
 import { evictingNodes, scriptsPermitted } from "../../src/store/redis/server-checks.js";
 import { type RedisServer, startRedisServer } from "../support/processes.mjs";
-import { connectRedis, testPrefix } from "../support/redis.js";
+import { connectRedis, connectTopology, testPrefix } from "../support/redis.js";
 
 // A Redis of its own: these tests change its memory settings and users.
 let server: RedisServer;
@@ -67,6 +67,53 @@ describe("evictingNodes", () => {
     } finally {
       await memory("0", "noeviction");
       redis.disconnect();
+    }
+  });
+});
+
+describe("evictingNodes on the shared Sentinel and Cluster setups", () => {
+  // 1 GB, far above what the tests store: the policy shows, and nothing is evicted from other files.
+  async function whileEvicting<T>(nodes: Redis[], body: () => Promise<T>): Promise<T> {
+    try {
+      for (const node of nodes) {
+        await node.config("SET", "maxmemory", "1gb");
+        await node.config("SET", "maxmemory-policy", "allkeys-lru");
+      }
+      return await body();
+    } finally {
+      for (const node of nodes) {
+        await node.config("SET", "maxmemory", "0");
+        await node.config("SET", "maxmemory-policy", "noeviction");
+      }
+    }
+  }
+
+  it("names the master the Sentinels gave, by its address, not the client's default", async () => {
+    const sentinel = connectTopology("sentinel") as Redis;
+    await new Promise((resolve) => sentinel.once("ready", resolve));
+    const [host, port] = [sentinel.stream.remoteAddress, sentinel.stream.remotePort];
+    const master = connectRedis(`redis://${host}:${port}`);
+    try {
+      const found = await whileEvicting([master], () => evictingNodes(sentinel));
+      expect(found).toEqual([{ node: `${host}:${port}`, policy: "allkeys-lru", maxmemoryBytes: 1024 ** 3 }]);
+    } finally {
+      master.disconnect();
+      sentinel.disconnect();
+    }
+  });
+
+  it("names every master of a Cluster, and no replica", async () => {
+    const cluster = connectTopology("cluster") as Cluster;
+    await new Promise((resolve) => cluster.once("ready", resolve));
+    const masters = cluster.nodes("master");
+    try {
+      const found = await whileEvicting(masters, () => evictingNodes(cluster));
+      expect(found.map((n) => n.node).sort()).toEqual(
+        masters.map((m) => `${m.options.host}:${m.options.port}`).sort(),
+      );
+      expect(masters.length).toBeGreaterThan(1);
+    } finally {
+      cluster.disconnect();
     }
   });
 });

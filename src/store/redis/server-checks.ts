@@ -13,6 +13,14 @@ const field = (info: string, name: string): string | undefined =>
 
 const masters = (redis: RedisClient): Redis[] => (isCluster(redis) ? redis.nodes("master") : [redis]);
 
+/** Where the connection goes: for Sentinel, the master it was sent to, which its options do not name. */
+function addressOf(node: Redis): string {
+  const stream = node.stream as { remoteAddress?: string; remotePort?: number } | undefined;
+  return stream?.remoteAddress === undefined
+    ? `${node.options.host}:${node.options.port}`
+    : `${stream.remoteAddress}:${stream.remotePort}`;
+}
+
 /**
  * The data nodes whose maxmemory-policy evicts. Any such policy drops keys whose presence a refusal
  * rests on (windows, lockouts, a subject's block, a deleted user's mark), so Redis must not choose
@@ -26,7 +34,7 @@ export async function evictingNodes(redis: RedisClient): Promise<EvictingNode[]>
       const maxmemoryBytes = Number(field(info, "maxmemory") ?? 0);
       // maxmemory 0: no limit, so no policy ever runs.
       if (policy === undefined || policy === "noeviction" || !(maxmemoryBytes > 0)) return undefined;
-      return { node: `${node.options.host}:${node.options.port}`, policy, maxmemoryBytes };
+      return { node: addressOf(node), policy, maxmemoryBytes };
     }),
   );
   return answers.filter((answer) => answer !== undefined);
