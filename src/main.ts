@@ -19,6 +19,7 @@ import { adminTokenNotice, createProcessLogger, fdWriter, type Logger } from "./
 import { stopWithNpm } from "./process/parent-watch.js";
 import { createReadiness, type Readiness } from "./process/readiness.js";
 import { stopOnSignals } from "./process/shutdown.js";
+import { warnEvictingNodes, warnUnknownSettings } from "./process/start-warnings.js";
 import { applyReloads, askForReloads, logHandedOver, startSources } from "./process/worker-reloads.js";
 import { isWorker, reportListening, shouldSupervise, superviseWorkers } from "./process/workers.js";
 import {
@@ -29,7 +30,7 @@ import {
   startupStates,
 } from "./reloads.js";
 import { RlsConfigError } from "./rls/model.js";
-import { storeTimeouts } from "./store/failure.js";
+import { storeErrorText, storeTimeouts } from "./store/failure.js";
 import { createStore, type Store } from "./store/store.js";
 import type { Tracing } from "./tracing/tracing.js";
 
@@ -93,6 +94,8 @@ async function bootstrapUsers(
     const refused = store.refusedSetting();
     if (refused !== undefined) fail([refused]);
     try {
+      // Not ready while Redis refuses tollgate's scripts to its user: every check would degrade.
+      await store.scriptsPermitted();
       // First: USERS_FILE and the demo users look their names up in the canonical form.
       logNameAdoption(await store.adoptCanonicalNames(), logger);
       // A user removed here goes as DELETE /admin/users removes one: with its sessions, API keys,
@@ -113,23 +116,11 @@ async function bootstrapUsers(
       if (error instanceof UsersFileError) throw error;
       if (attempt === 1)
         logger.warn(
-          { event: "store_down", err: (error as Error).message },
+          { event: "store_down", err: storeErrorText(error) },
           "store unreachable at start-up; retrying",
         );
       await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * attempt)));
     }
-  }
-}
-
-/** A variable that looks like a setting but is none, a typo most often: it is ignored, so say so. */
-function warnUnknownSettings(config: Config, logger: Logger): void {
-  for (const { variable, closest, likelyTypo } of config.unknownSettings) {
-    logger.warn(
-      { event: "unknown_setting", variable, closest },
-      likelyTypo
-        ? `${variable} is not a tollgate setting and is ignored: did you mean ${closest}?`
-        : `${variable} is not a tollgate setting and is ignored (the closest setting is ${closest})`,
-    );
   }
 }
 
@@ -269,8 +260,9 @@ async function main(): Promise<void> {
       process.exit(1);
     },
   );
-  // In the background: readiness never waits on a walk through every key.
+  // In the background: readiness never waits on a walk through every key, nor on Redis's settings.
   void sweepOrphanKeys({ ...store, categories: policy.categories }, logger);
+  void warnEvictingNodes(store, logger);
   const keys = tollgate.providerKeys;
   if (keys !== undefined && !keys.loaded()) {
     // Not ready until provider tokens can be verified: retried with a doubling delay, logged each time.

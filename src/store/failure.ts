@@ -10,6 +10,12 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/** What went wrong, for a log: a StoreUnavailableError's cause (Redis's own words), not its wrapper. */
+export const storeErrorText = (error: unknown): string =>
+  String(
+    ((error instanceof StoreUnavailableError ? error.cause : error) as Error | undefined)?.message ?? error,
+  );
+
 export class StoreTimeoutError extends Error {
   constructor(ms: number) {
     super(`the store did not answer within ${ms} ms`);

@@ -26,6 +26,7 @@ import { createKeys } from "./redis/keys.js";
 import { createRedisLimiter } from "./redis/limiter.js";
 import { createRedisApiKeyStore, createRedisSubjectStore } from "./redis/profile-store.js";
 import { clearError, refusedSetting } from "./redis/refusals.js";
+import { type EvictingNode, evictingNodes, scriptsPermitted } from "./redis/server-checks.js";
 import { adoptCanonicalNames } from "./redis/usernames.js";
 import { type WatchdogTimings, watchConnections } from "./redis/watchdog.js";
 
@@ -58,6 +59,10 @@ export type Store = {
    * master), as a problem naming it: start-up stops on it rather than run on the wrong data.
    */
   refusedSetting(): string | undefined;
+  /** Rejects while Redis refuses tollgate's scripts to its user (NOPERM); resolves otherwise, an outage too. */
+  scriptsPermitted(): Promise<void>;
+  /** The data nodes that evict keys at their maxmemory (warned about at start-up); none on the memory store. */
+  evictingNodes(): Promise<EvictingNode[]>;
   /**
    * The JWT secret every instance on this store signs with when JWT_SECRET is unset (outside
    * production): `candidate` if none was kept yet, else the one kept first (set if absent, atomically).
@@ -173,6 +178,8 @@ export function createRedisStore(options: {
       redis.on("node error", listener);
     },
     refusedSetting: () => refusedSetting(redis),
+    scriptsPermitted: () => scriptsPermitted(redis, `${options.prefix}{start-up}:probe`),
+    evictingNodes: () => evictingNodes(redis),
     async sharedJwtSecret(candidate) {
       const replies = await withDeadline(
         redis.multi().set(keys.jwtSecret, candidate, "NX").get(keys.jwtSecret).exec(),
@@ -211,6 +218,8 @@ export function createMemoryStore(): Store {
     connected: async () => true,
     onConnectionError: () => {},
     refusedSetting: () => undefined,
+    scriptsPermitted: async () => {},
+    evictingNodes: async () => [],
     sharedJwtSecret: async (candidate) => candidate,
     async close() {
       memory.close();

@@ -1,6 +1,12 @@
 // The check path's store deadline: one timer for many calls, expiring in arrival order.
 import { describe, expect, it } from "vitest";
-import { createDeadline, StoreTimeoutError, withDeadline } from "../../src/store/failure.js";
+import {
+  createDeadline,
+  StoreTimeoutError,
+  StoreUnavailableError,
+  storeErrorText,
+  withDeadline,
+} from "../../src/store/failure.js";
 
 const resolveAfter = <T>(ms: number, value: T): Promise<T> =>
   new Promise((r) => setTimeout(() => r(value), ms));
@@ -52,5 +58,16 @@ describe("withDeadline", () => {
   it("rejects a call slower than its deadline", async () => {
     await expect(withDeadline(never, 20)).rejects.toBeInstanceOf(StoreTimeoutError);
     await expect(withDeadline(resolveAfter(1, "ok"), 50)).resolves.toBe("ok");
+  });
+});
+
+describe("storeErrorText", () => {
+  it("tells a store failure in Redis's own words, not the wrapper's (start-up's store_down line)", () => {
+    const oom = new Error("OOM command not allowed when used memory > 'maxmemory'.");
+    expect(storeErrorText(new StoreUnavailableError(oom))).toBe(oom.message);
+    expect(storeErrorText(new StoreUnavailableError(new StoreTimeoutError(1000)))).toBe(
+      "the store did not answer within 1000 ms",
+    );
+    expect(storeErrorText(new Error("NOPERM no FCALL"))).toBe("NOPERM no FCALL");
   });
 });

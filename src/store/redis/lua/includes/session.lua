@@ -47,20 +47,24 @@ local function session_view_again(v, user)
 end
 
 -- Validates a session and renews its idle lifetime. A session is valid while its hash exists, its
--- absolute expiry is ahead and its user is neither disabled nor deleted; revocation deletes the
--- hash. The renewal (two writes) is skipped while the last one is younger than a tenth of the idle
--- lifetime (at most 1 s), and on a dry run. `sid` is the session's id, or nil to read it from the
--- session's key (only a gone session needs it). `idle_ms` is a string of digits. `field`: the
--- record field "r:<category>" of the category whose own windows to find in v (nil: not needed).
--- Returns SESSION_VALID, the tier, the own windows of the category (or nil) and the session's
--- absolute expiry (ms); SESSION_GONE; or SESSION_USER_INACTIVE (user missing or disabled).
+-- absolute expiry is ahead, the user's session index lists it and its user is neither disabled nor
+-- deleted; revocation deletes the hash. The index is how logout-all, a password change, a disable
+-- and a deletion reach the sessions: one it no longer lists would outlive them all (an evicting
+-- maxmemory-policy drops the index, which checks never read, before the sessions they renew), so
+-- it is gone, and deleted as such. The renewal (two writes) is skipped while the last one is
+-- younger than a tenth of the idle lifetime (at most 1 s), and on a dry run. `sid` is the
+-- session's id, or nil to read it from the session's key. `idle_ms` is a string of digits.
+-- `field`: the record field "r:<category>" of the category whose own windows to find in v (nil:
+-- not needed). Returns SESSION_VALID, the tier, the own windows of the category (or nil) and the
+-- session's absolute expiry (ms); SESSION_GONE; or SESSION_USER_INACTIVE (user missing or disabled).
 local function session_touch(session_key, index_key, sid, idle_ms, now_ms, dry, field)
   local v = call('HGET', session_key, 'v')
   local exp = v and sub(v, 14, 26) + 0
-  if not exp or exp <= now_ms then
+  sid = sid or sid_of(session_key, index_key)
+  if not exp or exp <= now_ms or not call('ZSCORE', index_key, sid) then
     if not dry then
       call('DEL', session_key)
-      call('ZREM', index_key, sid or sid_of(session_key, index_key))
+      call('ZREM', index_key, sid)
     end
     return SESSION_GONE
   end
