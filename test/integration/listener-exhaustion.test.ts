@@ -1,0 +1,69 @@
+// What a client that holds connections open, or trickles what it sends, can make the HTTP listeners
+// hold: bounded in bytes and in time, whatever the number of connections.
+import { connect, type Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Listener } from "../../src/frontends/listener.js";
+import { MAX_HELD_BODY_BYTES, rlsJsonRoute } from "../../src/frontends/rls-json.js";
+import { httpListener } from "../../src/http/http-listener.js";
+
+const opened: Socket[] = [];
+const listeners: Listener[] = [];
+
+afterEach(async () => {
+  for (const socket of opened.splice(0)) socket.destroy();
+  await Promise.all(listeners.splice(0).map((l) => l.stop({ force: true })));
+});
+
+async function listen(handler: Parameters<typeof httpListener>[1]): Promise<number> {
+  const listener = httpListener(
+    { name: "check", host: "127.0.0.1", port: 0, settings: { host: "CHECK_HOST", port: "CHECK_PORT" } },
+    handler,
+  );
+  await listener.start();
+  listeners.push(listener);
+  return listener.port;
+}
+
+/** A connection that keeps what the server answers, as text. */
+function open(port: number): { socket: Socket; received: () => string } {
+  const socket = connect(port, "127.0.0.1");
+  const chunks: Buffer[] = [];
+  socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+  socket.on("error", () => {});
+  opened.push(socket);
+  return { socket, received: () => Buffer.concat(chunks).toString("latin1") };
+}
+
+describe("POST /json on the check listener", () => {
+  const route = rlsJsonRoute(() => () => ({ overall_code: 1, statuses: [] }), undefined);
+
+  it("holds at most 64 MiB of bodies at once across connections, and refuses 503 past it", async () => {
+    const port = await listen((req, res) => route.serve(req, res));
+    const each = 1_000_000;
+    // 70 connections, each sending all but the end of a 1 MiB body and then waiting: 70 MB held
+    // without a bound on all of them together.
+    const head = `POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n`;
+    const clients = Array.from({ length: 70 }, () => {
+      const client = open(port);
+      client.socket.write(head);
+      client.socket.write(Buffer.alloc(each, 0x20));
+      return client;
+    });
+    const refusals = () => clients.filter((c) => c.received().startsWith("HTTP/1.1 503 ")).length;
+    // Once the server has read what it was sent, whatever held more than the bound was refused.
+    const mustRefuse = 70 - Math.floor(MAX_HELD_BODY_BYTES / each);
+    await expect.poll(refusals, { timeout: 20_000, interval: 100 }).toBeGreaterThanOrEqual(mustRefuse);
+    const refused = clients.find((c) => c.received().startsWith("HTTP/1.1 503 "))?.received() ?? "";
+    expect(refused).toMatch(/\r\nretry-after: 1\r\n/i);
+    expect(refused).toContain('"error":"unavailable"');
+
+    // The bytes are given back as their connections go: a whole request is then served.
+    for (const client of clients) client.socket.destroy();
+    const body = JSON.stringify({ domain: "d", descriptors: [{ entries: [{ key: "k", value: "v" }] }] });
+    const served = open(port);
+    served.socket.write(
+      `POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    await expect.poll(served.received, { timeout: 10_000 }).toMatch(/^HTTP\/1\.1 200 /);
+  });
+});
