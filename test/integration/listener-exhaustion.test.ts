@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Listener } from "../../src/frontends/listener.js";
 import { MAX_HELD_BODY_BYTES, rlsJsonRoute } from "../../src/frontends/rls-json.js";
 import { httpListener } from "../../src/http/http-listener.js";
+import { HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "../../src/http/server.js";
 
 const opened: Socket[] = [];
 const listeners: Listener[] = [];
@@ -33,6 +34,47 @@ function open(port: number): { socket: Socket; received: () => string } {
   opened.push(socket);
   return { socket, received: () => Buffer.concat(chunks).toString("latin1") };
 }
+
+/** Writes `line` every second until the connection closes. */
+function trickle(socket: Socket, line: string): void {
+  const timer = setInterval(() => socket.writable && socket.write(line), 1_000);
+  socket.on("close", () => clearInterval(timer));
+}
+
+const closed = (socket: Socket) => () => socket.destroyed || socket.readyState === "closed";
+
+describe("slow clients on an HTTP listener", () => {
+  it("answers 408 and closes a request whose headers or body trickle in past their timeouts, and no idle keep-alive", async () => {
+    const port = await listen((req, res) => {
+      req.resume();
+      req.on("end", () => res.end("ok"));
+    });
+    const silent = open(port);
+    const headers = open(port);
+    headers.socket.write("GET /health HTTP/1.1\r\nHost: x\r\n");
+    trickle(headers.socket, "X-Slow: a\r\n");
+    const body = open(port);
+    body.socket.write("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    trickle(body.socket, "1\r\na\r\n");
+    const idle = open(port);
+    idle.socket.write("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+
+    // The bounds stated in docs/security.md, and node's checks of them a second apart.
+    expect([HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS]).toEqual([10_000, 30_000]);
+    const slack = 5_000;
+    await expect.poll(closed(headers.socket), { timeout: HEADERS_TIMEOUT_MS + slack }).toBe(true);
+    expect(headers.received()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(closed(silent.socket)()).toBe(true);
+    // Idle past the headers' timeout between two requests, the keep-alive connection still serves.
+    expect(closed(idle.socket)()).toBe(false);
+    idle.socket.write("GET /b HTTP/1.1\r\nHost: x\r\n\r\n");
+    await expect.poll(() => idle.received().split("HTTP/1.1 200 ").length - 1).toBe(2);
+    await expect
+      .poll(closed(body.socket), { timeout: REQUEST_TIMEOUT_MS - HEADERS_TIMEOUT_MS + slack })
+      .toBe(true);
+    expect(body.received()).toMatch(/^HTTP\/1\.1 408 /);
+  }, 60_000);
+});
 
 describe("POST /json on the check listener", () => {
   const route = rlsJsonRoute(() => () => ({ overall_code: 1, statuses: [] }), undefined);
