@@ -6,6 +6,7 @@ import type { Listener } from "../../src/frontends/listener.js";
 import { MAX_HELD_BODY_BYTES, rlsJsonRoute } from "../../src/frontends/rls-json.js";
 import { httpListener } from "../../src/http/http-listener.js";
 import { HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "../../src/http/server.js";
+import { startInProcess } from "../support/in-process.js";
 
 const opened: Socket[] = [];
 const listeners: Listener[] = [];
@@ -74,6 +75,67 @@ describe("slow clients on an HTTP listener", () => {
       .toBe(true);
     expect(body.received()).toMatch(/^HTTP\/1\.1 408 /);
   }, 60_000);
+});
+
+describe("MAX_CONNECTIONS", () => {
+  /** What a listener answers a first request on a new connection: an HTTP status line, or the server's SETTINGS. */
+  const ask = (name: string, socket: Socket) =>
+    socket.write(
+      name === "grpc"
+        ? Buffer.concat([
+            Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]),
+          ])
+        : "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+  const connected = (socket: Socket) => new Promise((resolve) => socket.once("connect", resolve));
+
+  it("closes each listener's connections past the bound as they arrive, unanswered, and serves again below it", async () => {
+    const t = await startInProcess({ env: { MAX_CONNECTIONS: "3" }, demoUsers: false });
+    try {
+      for (const name of ["public", "check", "grpc", "admin"]) {
+        const port = Number(
+          new URL(
+            name === "grpc"
+              ? t.grpcUrl
+              : name === "check"
+                ? t.checkUrl
+                : name === "public"
+                  ? t.publicUrl
+                  : t.adminUrl,
+          ).port,
+        );
+        const held = [open(port), open(port), open(port)];
+        await Promise.all(held.map((c) => connected(c.socket)));
+        const past = open(port);
+        await connected(past.socket);
+        ask(name, past.socket);
+        await expect.poll(closed(past.socket), { timeout: 5_000 }).toBe(true);
+        expect(past.received(), name).toBe("");
+        // One of the three goes: once the listener has seen it close, a new connection is served.
+        (held[0] as (typeof held)[0]).socket.destroy();
+        const again = async () => {
+          const client = open(port);
+          await connected(client.socket);
+          ask(name, client.socket);
+          await expect.poll(() => client.received() !== "" || closed(client.socket)()).toBe(true);
+          return client.received();
+        };
+        await expect.poll(again, { timeout: 5_000 }).not.toBe("");
+        for (const c of held) c.socket.destroy();
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const full = t.logWrites().filter((line) => line.includes('"event":"connections_full"'));
+      expect(full.map((line) => JSON.parse(line).listener).sort()).toEqual([
+        "admin",
+        "check",
+        "grpc",
+        "public",
+      ]);
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 describe("POST /json on the check listener", () => {
