@@ -138,6 +138,28 @@ describe("MAX_CONNECTIONS", () => {
   });
 });
 
+describe("a JSON body announced over 16 kB", () => {
+  it("is refused 413 at once on the public and admin APIs, not once it has all been read", async () => {
+    const t = await startInProcess({ demoUsers: false });
+    try {
+      for (const [url, path, auth] of [
+        [t.publicUrl, "/auth/login", ""],
+        [t.adminUrl, "/admin/users", `Authorization: Bearer ${t.adminToken}\r\n`],
+      ] as const) {
+        const client = open(Number(new URL(url).port));
+        client.socket.write(
+          `POST ${path} HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{"username":`,
+        );
+        // Only the first bytes of 100 MB were sent: the answer cannot wait for the rest.
+        await expect.poll(client.received, { timeout: 5_000 }).toContain('"error":"payload_too_large"');
+        expect(client.received(), path).toMatch(/^HTTP\/1\.1 413 /);
+      }
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("POST /json on the check listener", () => {
   const route = rlsJsonRoute(() => () => ({ overall_code: 1, statuses: [] }), undefined);
 
