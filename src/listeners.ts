@@ -12,11 +12,30 @@ import type { Listener } from "./frontends/listener.js";
 import { nginx } from "./frontends/nginx.js";
 import { rlsJsonRoute } from "./frontends/rls-json.js";
 import { httpListener } from "./http/http-listener.js";
+import { createThrottledLog } from "./process/throttled-log.js";
 
 export function createListeners(config: Config, tollgate: Tollgate): Listener[] {
+  const full = createThrottledLog({
+    logger: tollgate.checks.logger,
+    level: "warn",
+    event: "connections_full",
+    message: "a listener holds MAX_CONNECTIONS connections: new ones are closed as they arrive",
+    periodMs: 60_000,
+  });
+  /** Per listener: MAX_CONNECTIONS, and a line a minute while connections past it are closed. */
+  const bounded = (listener: string) => ({
+    maxConnections: config.maxConnections,
+    onFull: () => full(listener, { listener, maxConnections: config.maxConnections }),
+  });
   return [
     httpListener(
-      { name: "public", host: config.host, port: config.port, settings: { host: "HOST", port: "PORT" } },
+      {
+        name: "public",
+        host: config.host,
+        port: config.port,
+        settings: { host: "HOST", port: "PORT" },
+        ...bounded("public"),
+      },
       tollgate.publicApp,
     ),
     createCheckListener(
@@ -25,6 +44,7 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         host: config.checkHost,
         port: config.checkPort,
         settings: { host: "CHECK_HOST", port: "CHECK_PORT" },
+        ...bounded("check"),
       },
       tollgate.checks,
       [envoyHttp, nginx, rlsJsonRoute(() => tollgate.rls?.decide, tollgate.checks.tracing)],
@@ -35,6 +55,7 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         host: config.grpcHost,
         port: config.grpcPort,
         settings: { host: "GRPC_HOST", port: "GRPC_PORT" },
+        ...bounded("grpc"),
       },
       tollgate.checks,
       {
@@ -53,6 +74,7 @@ export function createListeners(config: Config, tollgate: Tollgate): Listener[] 
         host: config.adminHost,
         port: config.adminPort,
         settings: { host: "ADMIN_HOST", port: "ADMIN_PORT" },
+        ...bounded("admin"),
       },
       tollgate.adminApp,
     ),

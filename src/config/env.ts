@@ -114,6 +114,8 @@ export type Config = {
   drainDelayMs: number;
   /** Refusals a process answers without the store until their window frees; 0 turns it off. */
   denialCacheSize: number;
+  /** Connections each listener of a process holds at once; more are closed as they arrive. */
+  maxConnections: number;
   /** Envoy's rate limit service: off without RLS_CONFIG. */
   rls: RlsSettings | undefined;
   /** OpenTelemetry spans over OTLP: off (undefined) without an endpoint. */
@@ -271,6 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
     logFormat: reader.oneOf<LogFormat>("LOG_FORMAT", LOG_FORMATS, "auto"),
     drainDelayMs: reader.int("DRAIN_DELAY_MS", 5_000, 0, 600_000),
     denialCacheSize: reader.int("DENIAL_CACHE_SIZE", 100_000, 0, 10_000_000),
+    maxConnections: reader.int("MAX_CONNECTIONS", 10_000, 1, 1_000_000),
     rls: parseRls(reader),
     tracing: parseTracingSettings((name) => reader.raw(name), reader.problems),
     production,

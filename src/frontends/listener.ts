@@ -11,6 +11,13 @@ export type ListenerAddress = {
   host: string;
   port: number;
   settings: { host: SettingName; port: SettingName };
+  /**
+   * Connections held at once (MAX_CONNECTIONS); node closes any more as they arrive. Every
+   * connection is a file descriptor of the one process, and Redis's connections need them too.
+   */
+  maxConnections?: number;
+  /** Called for each connection closed for being past maxConnections. */
+  onFull?: () => void;
 };
 
 export type Listener = Readonly<ListenerAddress> & {
@@ -35,6 +42,9 @@ export function serverListener(
   close: () => Promise<void>,
   force: () => void,
 ): Listener {
+  if (address.maxConnections !== undefined) server.maxConnections = address.maxConnections;
+  const { onFull } = address;
+  if (onFull !== undefined) server.on("drop", () => onFull());
   return {
     name: address.name,
     host: address.host,

@@ -17,6 +17,12 @@ import { traceHeadersOf } from "./trace-headers.js";
 
 /** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
 const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * Body bytes held at once by all of one listener's unfinished requests, as the gRPC listener bounds
+ * its own: without it, each connection trickling a body just under MAX_BODY_BYTES held a MiB until
+ * the request timed out, and a few thousand connections held gigabytes.
+ */
+export const MAX_HELD_BODY_BYTES = 64 * 1024 * 1024;
 
 const CODE_NAMES = ["UNKNOWN", "OK", "OVER_LIMIT"];
 const UNIT_VALUE = new Map<string, number>(
@@ -180,6 +186,8 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 /** `POST /json` on the check listener, answered by `decide` (undefined: the RLS is off). */
 export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Tracing | undefined): HttpRoute {
+  /** Body bytes held now by this route's requests still arriving (MAX_HELD_BODY_BYTES at most). */
+  let held = 0;
   return {
     paths: [{ path: "/json", subpaths: false }],
     usage: "POST /json (envoyproxy/ratelimit's JSON endpoint)",
@@ -200,22 +208,42 @@ export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Traci
       const chunks: Buffer[] = [];
       let size = 0;
       let refused = false;
+      // Counted while held: given back once the body is read whole, refused, or its connection gone.
+      const release = () => {
+        held -= size;
+        size = 0;
+      };
+      const refuse = (status: number, body: unknown) => {
+        refused = true;
+        release();
+        chunks.length = 0;
+        // What follows is read and dropped: closing at once would reset a client still sending.
+        send(res, status, body);
+      };
+      req.on("close", release);
       req.on("data", (chunk: Buffer) => {
         if (refused) return;
-        size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
-          refused = true;
-          send(res, 413, {
+        if (size + chunk.length > MAX_BODY_BYTES) {
+          refuse(413, {
             error: "payload_too_large",
             message: `The body is larger than ${MAX_BODY_BYTES} bytes`,
           });
-          return;
+        } else if (held + chunk.length > MAX_HELD_BODY_BYTES) {
+          res.setHeader("retry-after", "1");
+          refuse(503, {
+            error: "unavailable",
+            message: "Too many request bodies are arriving at once; try again",
+          });
+        } else {
+          size += chunk.length;
+          held += chunk.length;
+          chunks.push(chunk);
         }
-        chunks.push(chunk);
       });
       req.on("end", () => {
         if (refused) return;
         const raw = Buffer.concat(chunks);
+        release();
         // JSON is UTF-8 (the reference's protojson refuses anything else): read leniently, a byte
         // that is not would become U+FFFD, and count apart from the same bytes sent over gRPC.
         if (!isUtf8(raw)) {

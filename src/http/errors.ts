@@ -125,6 +125,25 @@ const requireJson: RequestHandler = (req, _res, next) => {
   next();
 };
 
+/** The largest JSON body a route reads. */
+const MAX_JSON_BODY_BYTES = 16 * 1024;
+
+/**
+ * A body announced larger than a route reads is refused at once: the parser would first read (and
+ * drop) all of it, so that the answer to `Content-Length: 100000000` waited for 100 MB, or for the
+ * request timeout. What follows is still read and dropped (node does so once the answer is out,
+ * within REQUEST_TIMEOUT_MS): closing at once would reset the connection under a client still
+ * sending, and a proxy would answer 502 instead of this 413.
+ */
+const refuseAnnouncedOversize: RequestHandler = (req, _res, next) => {
+  const announced = Number(req.headers["content-length"] ?? 0);
+  next(
+    announced > MAX_JSON_BODY_BYTES
+      ? new HttpError("payload_too_large", "The request body is too large")
+      : undefined,
+  );
+};
+
 /** No body at all (or an empty one of another type) where a route reads one: said so, not "undefined". */
 const requireBody: RequestHandler = (req, _res, next) => {
   next(req.body === undefined ? new HttpError("bad_request", "A JSON body is required") : undefined);
@@ -161,7 +180,8 @@ function refuseDuplicateKeys(_req: unknown, _res: unknown, buf: Buffer, charset:
  */
 export const jsonBody: RequestHandler[] = [
   requireJson,
-  express.json({ limit: "16kb", strict: true, type: JSON_TYPES, verify: refuseDuplicateKeys }),
+  refuseAnnouncedOversize,
+  express.json({ limit: MAX_JSON_BODY_BYTES, strict: true, type: JSON_TYPES, verify: refuseDuplicateKeys }),
   requireBody,
   refuseReservedKeys,
 ];

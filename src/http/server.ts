@@ -75,11 +75,31 @@ function answerConnect(_req: IncomingMessage, socket: Duplex): void {
   );
 }
 
+/**
+ * How long a request's headers, and the whole request, may take to arrive (408 past it). A proxy
+ * sends both at once; a client that trickles them (slowloris) held a connection and up to 64 KiB of
+ * headers for 80 s, or a body for node's default of 5 minutes, and many such connections held
+ * gigabytes. Node counts these from each request's first byte, so an idle keep-alive connection is
+ * not cut by them (KEEP_ALIVE_MS governs it).
+ */
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** How often node looks for requests past those timeouts (its default, 30 s, adds that much to each). */
+const TIMEOUT_CHECK_MS = 1_000;
+/** Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket. */
+const KEEP_ALIVE_MS = 75_000;
+
 export function createHttpServer(listener: RequestListener): Server {
-  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, listener);
-  // Longer than the proxies' idle upstream keep-alive, so they close first and never hit a closed socket.
-  server.keepAliveTimeout = 75_000;
-  server.headersTimeout = 80_000;
+  const server = createServer(
+    {
+      maxHeaderSize: MAX_HEADER_BYTES,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      requestTimeout: REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+      keepAliveTimeout: KEEP_ALIVE_MS,
+    },
+    listener,
+  );
   server.on("clientError", answerClientError);
   server.on("checkExpectation", answerExpectation);
   server.on("connect", answerConnect);

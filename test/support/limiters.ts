@@ -14,7 +14,7 @@ import { createRedisLimiter } from "../../src/store/redis/limiter.js";
 export type TestMemoryLimiter = Limiter & Pick<MemoryLimiter, "sweep" | "size" | "close">;
 
 export function memoryLimiter(
-  options: { clock?: Clock; sweepIntervalMs?: number; identity?: MemoryIdentity } = {},
+  options: { clock?: Clock; sweepIntervalMs?: number; identity?: MemoryIdentity; maxEntries?: number } = {},
 ): TestMemoryLimiter {
   const port = createMemoryLimiter(options);
   return { ...createLimiter(port), sweep: port.sweep, size: port.size, close: port.close };

@@ -43,6 +43,7 @@ describe("settings", () => {
       logFormat: "auto",
       drainDelayMs: 5_000,
       denialCacheSize: 100_000,
+      maxConnections: 10_000,
       production: false,
       adminTokenGenerated: true,
     });

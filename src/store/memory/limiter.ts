@@ -36,7 +36,18 @@ export type MemoryLimiterOptions = {
   profiles?: MemoryProfiles;
   clock?: Clock;
   sweepIntervalMs?: number;
+  /** The most layer states held at once; MAX_KEPT when omitted. */
+  maxEntries?: number;
 };
+
+/**
+ * Layer states held at once (about 600 bytes each for one request's sliding log, so some 120 MB):
+ * every new address, username or key makes one, kept for its longest window (an hour for the
+ * built-in policy), and a flood of them must not grow the process without bound. Past it the state
+ * counted least recently is forgotten, as Redis's maxmemory would evict it: that subject starts
+ * afresh. A client can thus reset a count of its own only by sending this many others first.
+ */
+export const MAX_KEPT = 200_000;
 
 const keyOf = (subject: Subject, category: string): string => `${subject}\u0000${category}`;
 /**
@@ -72,6 +83,8 @@ function windowOf(o: WindowOutcome, counted: boolean, nowUs: number) {
 
 export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryLimiter {
   const clock = options.clock ?? Date.now;
+  const maxEntries = options.maxEntries ?? MAX_KEPT;
+  // In the order the states were last counted: the first is the one to forget when full.
   const kept = new Map<string, Entry>();
   /** One Rule object per user's own windows, so that answers built from it are prepared once. */
   const ownRules = new WeakMap<readonly Window[], Rule>();
@@ -150,7 +163,9 @@ export function createMemoryLimiter(options: MemoryLimiterOptions = {}): MemoryL
         const key = stateKey(l, i);
         const before = kept.get(key);
         const expires = [states.log, states.record].map((s) => (s ? expiryOf(s, nowMs, l.rule) : 0));
+        kept.delete(key);
         kept.set(key, { states, expiresAtMs: Math.max(before?.expiresAtMs ?? 0, ...expires) });
+        if (kept.size > maxEntries) kept.delete(kept.keys().next().value as string);
       });
     }
     return {
