@@ -2,6 +2,7 @@
 import type { Config } from "../config/env.js";
 import type { Logger } from "../process/logger.js";
 import { sidPrefix } from "../process/logger.js";
+import { createThrottledLog } from "../process/throttled-log.js";
 import type { TokenCheck, TokenService } from "./jwt.js";
 import type { Lockout } from "./lockout.js";
 import { verifyPassword } from "./passwords.js";
@@ -21,7 +22,9 @@ export type LoginInput = {
 export type LoginResult =
   | { kind: "ok"; token: string; expiresIn: number; sessionId: string; userId: string; tier: string }
   | { kind: "invalid_credentials" }
-  | { kind: "locked"; retryAfterMs: number };
+  | { kind: "locked"; retryAfterMs: number }
+  /** MAX_PENDING_LOGINS logins wait on their password check already: refused at once, counted nowhere. */
+  | { kind: "busy" };
 
 export type AuthResult =
   | { kind: "ok"; identity: Identity }
@@ -36,7 +39,8 @@ export type AuthEvent =
   | "logout_all"
   | "session_revoked"
   | "session_evicted"
-  | "lockout";
+  | "lockout"
+  | "login_busy";
 
 export type AuthServiceOptions = {
   config: Pick<Config, "sessionIdleTtlSeconds" | "sessionMaxAgeSeconds" | "maxSessionsPerUser">;
@@ -51,6 +55,16 @@ export type AuthServiceOptions = {
   /** Users who may never log in or pass a check here (the demo users, in production). */
   refusedUserIds?: ReadonlySet<string>;
 };
+
+/**
+ * Logins one process holds at once, waiting for or running their password check. Each costs a
+ * scrypt derivation (16 MiB, tens of ms) on libuv's threads, four by default and shared with DNS
+ * lookups and file reads: a flood sent to PORT past the proxy (whose check applies the policy's
+ * per-address login limit) would queue without bound, every login behind it waiting longer. Past
+ * it a login is answered 503 at once, before the lockout counts it. About two seconds of scrypt on
+ * four threads.
+ */
+export const MAX_PENDING_LOGINS = 128;
 
 export function createAuthService(options: AuthServiceOptions) {
   const { config, users, sessions, lockout, tokens } = options;
@@ -71,12 +85,28 @@ export function createAuthService(options: AuthServiceOptions) {
    */
   const inFlight = new Map<string, Promise<unknown>>();
 
+  let pending = 0;
+  // A flood must not flood the log too: one line a second, with the count of the others.
+  const busyLog = createThrottledLog({
+    logger: options.logger,
+    level: "warn",
+    event: "login_busy",
+    message: "login refused: MAX_PENDING_LOGINS logins are waiting on their password check",
+  });
+
   function login(input: LoginInput): Promise<LoginResult> {
+    if (pending >= MAX_PENDING_LOGINS) {
+      emit("login_busy");
+      busyLog("busy", { ip: input.ip, pending });
+      return Promise.resolve({ kind: "busy" });
+    }
+    pending += 1;
     const name = canonicalUsername(input.username);
     const run = (inFlight.get(name) ?? Promise.resolve()).then(() => attempt(input));
     const settled = run.catch(() => undefined);
     inFlight.set(name, settled);
     void settled.then(() => {
+      pending -= 1;
       if (inFlight.get(name) === settled) inFlight.delete(name);
     });
     return run;

@@ -142,6 +142,11 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
           "WWW-Authenticate": bearerChallenge(undefined),
         });
       }
+      if (result.kind === "busy") {
+        throw new HttpError("unavailable", "Too many logins are in progress; try again shortly", {
+          "Retry-After": "1",
+        });
+      }
       if (result.kind === "locked") {
         const seconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
         throw new HttpError(

@@ -54,6 +54,7 @@ const AUTH_EVENTS = [
   "login",
   "login_failed",
   "lockout",
+  "login_busy",
   "logout",
   "logout_all",
   "session_revoked",
