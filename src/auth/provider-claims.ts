@@ -44,19 +44,36 @@ function tierText(value: unknown): string | undefined {
   return undefined;
 }
 
-/** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
+/**
+ * The tier claim's value: the member of that whole name, else the one its dotted path names inside
+ * objects (Keycloak's realm_access.roles, resource_access.<client>.roles). The whole name first:
+ * Auth0's namespaced claims are top-level URLs, dots included (https://acme.example/plan).
+ */
+function claimValue(payload: Record<string, unknown>, name: string): unknown {
+  if (Object.hasOwn(payload, name)) return payload[name];
+  let value: unknown = payload;
+  for (const segment of name.split(".")) {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+    if (!Object.hasOwn(value, segment)) return undefined;
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return value;
+}
+
+/**
+ * The tier a token names, through the map; "" for none. Of a list (roles, groups), the value that
+ * comes first in JWT_TIER_MAP, never the provider's order, which no provider promises (Okta lists
+ * Everyone among a user's groups, Keycloak's roles come in no set order); without a map, its first
+ * value.
+ */
 export function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
   const claim = settings.tierClaim;
   if (claim === undefined) return "";
-  const value = payload[claim.name];
-  const values: unknown[] = Array.isArray(value) ? value : [value];
-  for (const v of values) {
-    const text = tierText(v);
-    if (text === undefined) continue;
-    if (claim.map === undefined) return text;
-    const mapped = claim.map.get(text);
-    if (mapped !== undefined) return mapped;
-  }
+  const value = claimValue(payload, claim.name);
+  const texts = (Array.isArray(value) ? value : [value]).map(tierText);
+  if (claim.map === undefined) return texts.find((text) => text !== undefined) ?? "";
+  const held = new Set(texts);
+  for (const [from, tier] of claim.map) if (held.has(from)) return tier;
   // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
   return "";
 }

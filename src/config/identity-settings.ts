@@ -22,7 +22,10 @@ export type ProviderSettings = {
   algorithms: ProviderAlgorithm[];
   /** The claim naming the subject (`sub`). */
   subjectClaim: string;
-  /** The claim naming the tier, and how its values map to tiers (unmapped: the value itself). */
+  /**
+   * The claim naming the tier, and how its values map to tiers (unmapped: the value itself); the
+   * map's order is the precedence among a list's values.
+   */
   tierClaim: { name: string; map: ReadonlyMap<string, string> | undefined } | undefined;
   /** The tier of a subject whose token names none (or one the policy does not know). */
   defaultTier: string;
@@ -89,9 +92,10 @@ function url(reader: Reader, name: "OIDC_ISSUER" | "JWKS_URL"): string | undefin
 }
 
 /**
- * JWT_TIER_CLAIM names the claim (top level, any name: Auth0's are URLs); JWT_TIER_MAP maps its
- * values to tiers, `<value>=<tier>,…` (e.g. `basic=free,premium=pro`). Apart, so that a claim name
- * never has to be told from the map.
+ * JWT_TIER_CLAIM names the claim (any name: Auth0's are URLs; a dotted path into objects, such as
+ * Keycloak's realm_access.roles, when the token has no member of the whole name); JWT_TIER_MAP maps
+ * its values to tiers, `<value>=<tier>,…` (e.g. `basic=free,premium=pro`), in order of precedence
+ * for a list. Apart, so that a claim name never has to be told from the map.
  */
 function parseTierClaim(reader: Reader): ProviderSettings["tierClaim"] {
   const name = reader.raw("JWT_TIER_CLAIM");

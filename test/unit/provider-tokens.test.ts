@@ -375,6 +375,56 @@ describe("provider token verification", () => {
     }
   });
 
+  it("picks a list's tier by JWT_TIER_MAP's order, not the provider's: Okta lists Everyone among a pro user's groups", () => {
+    const tierClaim = {
+      name: "groups",
+      map: new Map([
+        ["Enterprise-Customers", "enterprise"],
+        ["Pro-Customers", "pro"],
+        ["Everyone", "free"],
+      ]),
+    };
+    const tokens = createProviderTokens({ ...settings, tierClaim }, testKeys([key]).keys);
+    const tierOf = (groups: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ groups })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf(["Everyone", "Pro-Customers"])).toBe("pro");
+    expect(tierOf(["Pro-Customers", "Everyone"])).toBe("pro");
+    expect(tierOf(["Everyone", "Pro-Customers", "Enterprise-Customers"])).toBe("enterprise");
+    expect(tierOf(["Everyone", "Staff"])).toBe("free");
+    expect(tierOf(["Staff"])).toBe("");
+  });
+
+  it("reads a nested tier claim by its dotted path (Keycloak's roles), and a top-level name with dots whole (Auth0's)", () => {
+    const map = new Map([
+      ["premium", "pro"],
+      ["basic", "free"],
+    ]);
+    const tierWith = (name: string, extra: Record<string, unknown>) => {
+      const tokens = createProviderTokens({ ...settings, tierClaim: { name, map } }, testKeys([key]).keys);
+      const check = verifyWith(tokens, signToken(key, claims(extra)));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    const keycloak = {
+      realm_access: { roles: ["offline_access", "default-roles-acme", "premium"] },
+      resource_access: { tollgate: { roles: ["basic"] }, account: { roles: ["view-profile"] } },
+    };
+    expect(tierWith("realm_access.roles", keycloak)).toBe("pro");
+    expect(tierWith("resource_access.tollgate.roles", keycloak)).toBe("free");
+    expect(tierWith("https://acme.example/plan", { "https://acme.example/plan": "premium" })).toBe("pro");
+    // The whole name wins over a path that spells it.
+    expect(tierWith("a.b", { "a.b": "premium", a: { b: "basic" } })).toBe("pro");
+    // A path through a list, a missing member or an inherited one names no tier.
+    for (const extra of [
+      { realm_access: [{ roles: ["premium"] }] },
+      { realm_access: {} },
+      { realm_access: "premium" },
+    ])
+      expect(tierWith("realm_access.roles", extra), JSON.stringify(extra)).toBe("");
+    expect(tierWith("realm_access.constructor", { realm_access: {} })).toBe("");
+  });
+
   it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
     const tokens = createProviderTokens(settings, testKeys([key]).keys);
     expect(verifyWith(tokens, signToken(key, claims({ iat: now() + 3600 })))).toMatchObject({ ok: true });
