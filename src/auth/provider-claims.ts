@@ -113,6 +113,8 @@ export function typeProblem(
   if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
     return invalid("token is not an access token");
   }
+  // Cognito's ID token: its aud is the client id, which a Cognito JWT_AUDIENCE names for access tokens.
+  if (payload.token_use === "id") return invalid("token is not an access token");
   return undefined;
 }
 
@@ -128,8 +130,10 @@ export function claimsProblem(
   const now = Date.now() / 1000;
   const { exp, nbf, aud } = payload;
   if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
-  const audiences = Array.isArray(aud) ? aud : [aud];
-  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+  // Without an aud, the client the token was issued to: Cognito's access tokens carry client_id only.
+  const audiences: unknown[] = Array.isArray(aud) ? aud : [aud === undefined ? payload.client_id : aud];
+  if (!audiences.some((a) => typeof a === "string" && settings.audiences.includes(a)))
+    return invalid("token audience not accepted");
   if (typeof exp !== "number") return invalid("token has no expiry");
   if (nbf !== undefined && typeof nbf !== "number") return invalid("token not yet valid");
   const span = acceptedSpan(settings, payload);

@@ -16,9 +16,13 @@ export type ProviderSettings = {
    * JWT_PROVIDER_ALLOW_HTTP=true); otherwise only a loopback one, as OIDC_ISSUER itself.
    */
   source: { kind: "oidc"; issuerUrl: string; httpAnyHost: boolean } | { kind: "jwks"; url: string };
-  /** `iss` and `aud` every provider token must carry. */
+  /** The `iss` every provider token must carry. */
   issuer: string;
-  audience: string;
+  /**
+   * JWT_AUDIENCE, a comma-separated list: a token's `aud` (or, without one, its `client_id`) must
+   * name one. Entra ID's v1 tokens say the App ID URI or the client id, as the client asked.
+   */
+  audiences: readonly string[];
   algorithms: ProviderAlgorithm[];
   /** The claim naming the subject (`sub`). */
   subjectClaim: string;
@@ -255,6 +259,8 @@ export function parseIdentitySettings(
   if (!configured) return { provider: undefined, apiKeyHeader, forwardApiKey };
   const issuer = reader.raw("JWT_ISSUER");
   const audience = reader.raw("JWT_AUDIENCE");
+  const audiences = audience?.split(",").map((s) => s.trim());
+  if (audiences?.includes("")) reader.problems.push("JWT_AUDIENCE: expected <audience>,… with no empty item");
   if (issuer === undefined)
     reader.problems.push("JWT_ISSUER: required with OIDC_ISSUER or JWKS_URL (the provider tokens' iss)");
   if (audience === undefined)
@@ -270,14 +276,14 @@ export function parseIdentitySettings(
       : jwksUrl !== undefined
         ? { kind: "jwks" as const, url: jwksUrl }
         : undefined;
-  if (source === undefined || issuer === undefined || audience === undefined) {
+  if (source === undefined || issuer === undefined || audiences === undefined) {
     return { provider: undefined, apiKeyHeader, forwardApiKey };
   }
   return {
     provider: {
       source,
       issuer,
-      audience,
+      audiences,
       algorithms,
       subjectClaim,
       tierClaim,

@@ -26,7 +26,7 @@ const AUDIENCE = "api://unit";
 const settings: ProviderSettings = {
   source: { kind: "jwks", url: "https://idp.example/jwks" },
   issuer: ISSUER,
-  audience: AUDIENCE,
+  audiences: [AUDIENCE],
   algorithms: ["RS256", "ES256"],
   subjectClaim: "sub",
   tierClaim: undefined,
@@ -423,6 +423,54 @@ describe("provider token verification", () => {
     ])
       expect(tierWith("realm_access.roles", extra), JSON.stringify(extra)).toBe("");
     expect(tierWith("realm_access.constructor", { realm_access: {} })).toBe("");
+  });
+
+  it("takes an aud that names any of JWT_AUDIENCE's audiences, as Entra ID's v1 tokens name the App ID URI or the client id", () => {
+    const audiences = ["api://tollgate", "6e74172b-be56-4843-9ff4-e66a39bb12e3"];
+    const tokens = createProviderTokens({ ...settings, audiences }, testKeys([key]).keys);
+    for (const aud of [...audiences, [audiences[1], "https://graph.microsoft.com"]])
+      expect(verifyWith(tokens, signToken(key, claims({ aud }))), JSON.stringify(aud)).toMatchObject({
+        ok: true,
+      });
+    for (const aud of ["api://other", ["api://other"], "api://tollgate,6e74172b-be56-4843-9ff4-e66a39bb12e3"])
+      expect(verifyWith(tokens, signToken(key, claims({ aud }))), JSON.stringify(aud)).toMatchObject({
+        ok: false,
+        description: "token audience not accepted",
+      });
+  });
+
+  it("reads client_id as the audience of a token without aud (Cognito's access tokens), and refuses Cognito's ID tokens", () => {
+    const tokens = createProviderTokens(
+      { ...settings, audiences: ["5kq2c1cognitoclient"] },
+      testKeys([key]).keys,
+    );
+    const cognito = {
+      aud: undefined,
+      client_id: "5kq2c1cognitoclient",
+      token_use: "access",
+      scope: "api/read",
+    };
+    expect(verifyWith(tokens, signToken(key, claims(cognito), { typ: undefined }))).toMatchObject({
+      ok: true,
+    });
+    for (const extra of [
+      { client_id: "another-client" },
+      { client_id: ["5kq2c1cognitoclient"] },
+      // An aud decides when there is one, whatever client_id says.
+      { aud: "api://other" },
+      { aud: null },
+    ]) {
+      const check = verifyWith(tokens, signToken(key, claims({ ...cognito, ...extra })));
+      expect(check, JSON.stringify(extra)).toMatchObject({
+        ok: false,
+        description: "token audience not accepted",
+      });
+    }
+    const idToken = { aud: "5kq2c1cognitoclient", token_use: "id", email: "a@example.com" };
+    expect(verifyWith(tokens, signToken(key, claims(idToken)))).toMatchObject({
+      ok: false,
+      description: "token is not an access token",
+    });
   });
 
   it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
