@@ -44,19 +44,36 @@ function tierText(value: unknown): string | undefined {
   return undefined;
 }
 
-/** The tier a token names: the claim's value (or, of a list, the first mapped one) through the map; "" for none. */
+/**
+ * The tier claim's value: the member of that whole name, else the one its dotted path names inside
+ * objects (Keycloak's realm_access.roles, resource_access.<client>.roles). The whole name first:
+ * Auth0's namespaced claims are top-level URLs, dots included (https://acme.example/plan).
+ */
+function claimValue(payload: Record<string, unknown>, name: string): unknown {
+  if (Object.hasOwn(payload, name)) return payload[name];
+  let value: unknown = payload;
+  for (const segment of name.split(".")) {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return undefined;
+    if (!Object.hasOwn(value, segment)) return undefined;
+    value = (value as Record<string, unknown>)[segment];
+  }
+  return value;
+}
+
+/**
+ * The tier a token names, through the map; "" for none. Of a list (roles, groups), the value that
+ * comes first in JWT_TIER_MAP, never the provider's order, which no provider promises (Okta lists
+ * Everyone among a user's groups, Keycloak's roles come in no set order); without a map, its first
+ * value.
+ */
 export function tierOf(settings: ProviderSettings, payload: Record<string, unknown>): string {
   const claim = settings.tierClaim;
   if (claim === undefined) return "";
-  const value = payload[claim.name];
-  const values: unknown[] = Array.isArray(value) ? value : [value];
-  for (const v of values) {
-    const text = tierText(v);
-    if (text === undefined) continue;
-    if (claim.map === undefined) return text;
-    const mapped = claim.map.get(text);
-    if (mapped !== undefined) return mapped;
-  }
+  const value = claimValue(payload, claim.name);
+  const texts = (Array.isArray(value) ? value : [value]).map(tierText);
+  if (claim.map === undefined) return texts.find((text) => text !== undefined) ?? "";
+  const held = new Set(texts);
+  for (const [from, tier] of claim.map) if (held.has(from)) return tier;
   // An unknown value: the subject gets EXTERNAL_DEFAULT_TIER, as one without the claim does.
   return "";
 }
@@ -96,6 +113,8 @@ export function typeProblem(
   if (typeof claim === "string" && NOT_ACCESS_CLAIMS.has(claim.toLowerCase())) {
     return invalid("token is not an access token");
   }
+  // Cognito's ID token: its aud is the client id, which a Cognito JWT_AUDIENCE names for access tokens.
+  if (payload.token_use === "id") return invalid("token is not an access token");
   return undefined;
 }
 
@@ -111,8 +130,10 @@ export function claimsProblem(
   const now = Date.now() / 1000;
   const { exp, nbf, aud } = payload;
   if (payload.iss !== settings.issuer) return invalid("token issuer not accepted");
-  const audiences = Array.isArray(aud) ? aud : [aud];
-  if (!audiences.includes(settings.audience)) return invalid("token audience not accepted");
+  // Without an aud, the client the token was issued to: Cognito's access tokens carry client_id only.
+  const audiences: unknown[] = Array.isArray(aud) ? aud : [aud === undefined ? payload.client_id : aud];
+  if (!audiences.some((a) => typeof a === "string" && settings.audiences.includes(a)))
+    return invalid("token audience not accepted");
   if (typeof exp !== "number") return invalid("token has no expiry");
   if (nbf !== undefined && typeof nbf !== "number") return invalid("token not yet valid");
   const span = acceptedSpan(settings, payload);

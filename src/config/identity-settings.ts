@@ -16,13 +16,20 @@ export type ProviderSettings = {
    * JWT_PROVIDER_ALLOW_HTTP=true); otherwise only a loopback one, as OIDC_ISSUER itself.
    */
   source: { kind: "oidc"; issuerUrl: string; httpAnyHost: boolean } | { kind: "jwks"; url: string };
-  /** `iss` and `aud` every provider token must carry. */
+  /** The `iss` every provider token must carry. */
   issuer: string;
-  audience: string;
+  /**
+   * JWT_AUDIENCE, a comma-separated list: a token's `aud` (or, without one, its `client_id`) must
+   * name one. Entra ID's v1 tokens say the App ID URI or the client id, as the client asked.
+   */
+  audiences: readonly string[];
   algorithms: ProviderAlgorithm[];
   /** The claim naming the subject (`sub`). */
   subjectClaim: string;
-  /** The claim naming the tier, and how its values map to tiers (unmapped: the value itself). */
+  /**
+   * The claim naming the tier, and how its values map to tiers (unmapped: the value itself); the
+   * map's order is the precedence among a list's values.
+   */
   tierClaim: { name: string; map: ReadonlyMap<string, string> | undefined } | undefined;
   /** The tier of a subject whose token names none (or one the policy does not know). */
   defaultTier: string;
@@ -89,9 +96,10 @@ function url(reader: Reader, name: "OIDC_ISSUER" | "JWKS_URL"): string | undefin
 }
 
 /**
- * JWT_TIER_CLAIM names the claim (top level, any name: Auth0's are URLs); JWT_TIER_MAP maps its
- * values to tiers, `<value>=<tier>,…` (e.g. `basic=free,premium=pro`). Apart, so that a claim name
- * never has to be told from the map.
+ * JWT_TIER_CLAIM names the claim (any name: Auth0's are URLs; a dotted path into objects, such as
+ * Keycloak's realm_access.roles, when the token has no member of the whole name); JWT_TIER_MAP maps
+ * its values to tiers, `<value>=<tier>,…` (e.g. `basic=free,premium=pro`), in order of precedence
+ * for a list. Apart, so that a claim name never has to be told from the map.
  */
 function parseTierClaim(reader: Reader): ProviderSettings["tierClaim"] {
   const name = reader.raw("JWT_TIER_CLAIM");
@@ -251,6 +259,8 @@ export function parseIdentitySettings(
   if (!configured) return { provider: undefined, apiKeyHeader, forwardApiKey };
   const issuer = reader.raw("JWT_ISSUER");
   const audience = reader.raw("JWT_AUDIENCE");
+  const audiences = audience?.split(",").map((s) => s.trim());
+  if (audiences?.includes("")) reader.problems.push("JWT_AUDIENCE: expected <audience>,… with no empty item");
   if (issuer === undefined)
     reader.problems.push("JWT_ISSUER: required with OIDC_ISSUER or JWKS_URL (the provider tokens' iss)");
   if (audience === undefined)
@@ -266,14 +276,14 @@ export function parseIdentitySettings(
       : jwksUrl !== undefined
         ? { kind: "jwks" as const, url: jwksUrl }
         : undefined;
-  if (source === undefined || issuer === undefined || audience === undefined) {
+  if (source === undefined || issuer === undefined || audiences === undefined) {
     return { provider: undefined, apiKeyHeader, forwardApiKey };
   }
   return {
     provider: {
       source,
       issuer,
-      audience,
+      audiences,
       algorithms,
       subjectClaim,
       tierClaim,

@@ -154,7 +154,7 @@ describe("a token whose iss is neither the provider's nor tollgate's", () => {
     {
       source: { kind: "jwks", url: "https://idp.example/jwks" },
       issuer: ISSUER,
-      audience: "api://unit",
+      audiences: ["api://unit"],
       algorithms: ["ES256"],
       subjectClaim: "sub",
       tierClaim: undefined,

@@ -337,6 +337,22 @@ describe("settings", () => {
     expect(anyHost({ ...production, JWT_PROVIDER_ALLOW_HTTP: "true" })).toBe(true);
   });
 
+  it("take JWT_AUDIENCE as a comma-separated list of the provider tokens' audiences, and name an empty item", () => {
+    const provider = { JWKS_URL: "https://idp.example/jwks", JWT_ISSUER: "https://idp.example/" };
+    expect(loadConfig({ ...provider, JWT_AUDIENCE: "api://tollgate" }).identity.provider?.audiences).toEqual([
+      "api://tollgate",
+    ]);
+    expect(
+      loadConfig({ ...provider, JWT_AUDIENCE: "api://tollgate, 6e74172b-be56-4843-9ff4-e66a39bb12e3" })
+        .identity.provider?.audiences,
+    ).toEqual(["api://tollgate", "6e74172b-be56-4843-9ff4-e66a39bb12e3"]);
+    for (const value of ["api,", ",api", "a,,b", " , "]) {
+      expect(problems({ ...provider, JWT_AUDIENCE: value })).toEqual([
+        "JWT_AUDIENCE: expected <audience>,… with no empty item",
+      ]);
+    }
+  });
+
   it("take the clock tolerance for tollgate's tokens and the provider's alike: 5 s by default, 0 to 300", () => {
     const provider = {
       JWKS_URL: "https://idp.example/jwks",

@@ -2,6 +2,7 @@
 // kid and for tokens without one, so that a forged token costs one verification per distinct key;
 // an RSA exponent that would make each verification costly is refused, and a JWKS of more keys than
 // providers publish is read up to a bound.
+import { generateKeyPairSync } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { type ProviderKey, readJwks } from "../../src/auth/provider-jwks.js";
 import { makeKey, type TestKey } from "../support/jwks-server.js";
@@ -38,6 +39,39 @@ describe("a JWKS read as keys", () => {
       ["k1", "RS256", "b"],
       ["k1", "PS256", "a"],
     ]);
+  });
+
+  it("keeps signature keys as real providers publish them: x5c and x5t, no alg, an issuer member, 4096 bits, EC and OKP", () => {
+    const [entra, keycloak, big, ec, ed] = [
+      makeKey("e"),
+      makeKey("k"),
+      makeKey("b"),
+      makeKey("c", "ES256"),
+      makeKey("d", "EdDSA"),
+    ];
+    const big4096 = { ...big, publicKey: generateKeyPairSync("rsa", { modulusLength: 4096 }).publicKey };
+    // A certificate chain is read by no verifier here: the key's own numbers are what verifies.
+    const x5c = ["MIIDBTCCAe2gAwIBAgIQZSAeaqWig4BHC1ksmNNcgjANBgkqhkiG9w0BAQsFADAt"];
+    const { keys, refused } = readJwks({
+      keys: [
+        // Entra ID: no alg, x5t beside kid, the tenant's issuer in the key.
+        jwk(entra, {
+          kid: "entra",
+          x5t: "entra",
+          x5c,
+          issuer: "https://login.microsoftonline.com/{tenantid}/v2.0",
+        }),
+        // Keycloak: a signature key with its certificate, and an encryption key passed over.
+        jwk(keycloak, { kid: "kc-sig", alg: "RS256", x5c, x5t: "a", "x5t#S256": "b" }),
+        jwk(keycloak, { kid: "kc-enc", alg: "RSA-OAEP", use: "enc" }),
+        jwk(big4096, { kid: "big", alg: "RS256" }),
+        jwk(ec, { kid: "ec", alg: "ES256", crv: "P-256" }),
+        { ...jwk(ed, { kid: "ed" }), use: undefined },
+      ],
+    });
+    expect(refused).toEqual([]);
+    expect([...keys.keys()]).toEqual(["entra", "kc-sig", "big", "ec", "ed"]);
+    expect(keys.get("entra")?.[0]?.alg).toBeUndefined();
   });
 
   it("refuses an RSA key whose public exponent is over 2^32 - 1, and keeps one of 2^32 - 1 beside it", () => {

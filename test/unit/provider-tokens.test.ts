@@ -26,7 +26,7 @@ const AUDIENCE = "api://unit";
 const settings: ProviderSettings = {
   source: { kind: "jwks", url: "https://idp.example/jwks" },
   issuer: ISSUER,
-  audience: AUDIENCE,
+  audiences: [AUDIENCE],
   algorithms: ["RS256", "ES256"],
   subjectClaim: "sub",
   tierClaim: undefined,
@@ -373,6 +373,104 @@ describe("provider token verification", () => {
     for (const plan of [{ tier: "enterprise" }, { toString: "enterprise" }, [], [["pro"]], null]) {
       expect(tierOf(plan), JSON.stringify(plan)).toBe("");
     }
+  });
+
+  it("picks a list's tier by JWT_TIER_MAP's order, not the provider's: Okta lists Everyone among a pro user's groups", () => {
+    const tierClaim = {
+      name: "groups",
+      map: new Map([
+        ["Enterprise-Customers", "enterprise"],
+        ["Pro-Customers", "pro"],
+        ["Everyone", "free"],
+      ]),
+    };
+    const tokens = createProviderTokens({ ...settings, tierClaim }, testKeys([key]).keys);
+    const tierOf = (groups: unknown) => {
+      const check = verifyWith(tokens, signToken(key, claims({ groups })));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    expect(tierOf(["Everyone", "Pro-Customers"])).toBe("pro");
+    expect(tierOf(["Pro-Customers", "Everyone"])).toBe("pro");
+    expect(tierOf(["Everyone", "Pro-Customers", "Enterprise-Customers"])).toBe("enterprise");
+    expect(tierOf(["Everyone", "Staff"])).toBe("free");
+    expect(tierOf(["Staff"])).toBe("");
+  });
+
+  it("reads a nested tier claim by its dotted path (Keycloak's roles), and a top-level name with dots whole (Auth0's)", () => {
+    const map = new Map([
+      ["premium", "pro"],
+      ["basic", "free"],
+    ]);
+    const tierWith = (name: string, extra: Record<string, unknown>) => {
+      const tokens = createProviderTokens({ ...settings, tierClaim: { name, map } }, testKeys([key]).keys);
+      const check = verifyWith(tokens, signToken(key, claims(extra)));
+      return check.ok ? check.claims.tier : check.description;
+    };
+    const keycloak = {
+      realm_access: { roles: ["offline_access", "default-roles-acme", "premium"] },
+      resource_access: { tollgate: { roles: ["basic"] }, account: { roles: ["view-profile"] } },
+    };
+    expect(tierWith("realm_access.roles", keycloak)).toBe("pro");
+    expect(tierWith("resource_access.tollgate.roles", keycloak)).toBe("free");
+    expect(tierWith("https://acme.example/plan", { "https://acme.example/plan": "premium" })).toBe("pro");
+    // The whole name wins over a path that spells it.
+    expect(tierWith("a.b", { "a.b": "premium", a: { b: "basic" } })).toBe("pro");
+    // A path through a list, a missing member or an inherited one names no tier.
+    for (const extra of [
+      { realm_access: [{ roles: ["premium"] }] },
+      { realm_access: {} },
+      { realm_access: "premium" },
+    ])
+      expect(tierWith("realm_access.roles", extra), JSON.stringify(extra)).toBe("");
+    expect(tierWith("realm_access.constructor", { realm_access: {} })).toBe("");
+  });
+
+  it("takes an aud that names any of JWT_AUDIENCE's audiences, as Entra ID's v1 tokens name the App ID URI or the client id", () => {
+    const audiences = ["api://tollgate", "6e74172b-be56-4843-9ff4-e66a39bb12e3"];
+    const tokens = createProviderTokens({ ...settings, audiences }, testKeys([key]).keys);
+    for (const aud of [...audiences, [audiences[1], "https://graph.microsoft.com"]])
+      expect(verifyWith(tokens, signToken(key, claims({ aud }))), JSON.stringify(aud)).toMatchObject({
+        ok: true,
+      });
+    for (const aud of ["api://other", ["api://other"], "api://tollgate,6e74172b-be56-4843-9ff4-e66a39bb12e3"])
+      expect(verifyWith(tokens, signToken(key, claims({ aud }))), JSON.stringify(aud)).toMatchObject({
+        ok: false,
+        description: "token audience not accepted",
+      });
+  });
+
+  it("reads client_id as the audience of a token without aud (Cognito's access tokens), and refuses Cognito's ID tokens", () => {
+    const tokens = createProviderTokens(
+      { ...settings, audiences: ["5kq2c1cognitoclient"] },
+      testKeys([key]).keys,
+    );
+    const cognito = {
+      aud: undefined,
+      client_id: "5kq2c1cognitoclient",
+      token_use: "access",
+      scope: "api/read",
+    };
+    expect(verifyWith(tokens, signToken(key, claims(cognito), { typ: undefined }))).toMatchObject({
+      ok: true,
+    });
+    for (const extra of [
+      { client_id: "another-client" },
+      { client_id: ["5kq2c1cognitoclient"] },
+      // An aud decides when there is one, whatever client_id says.
+      { aud: "api://other" },
+      { aud: null },
+    ]) {
+      const check = verifyWith(tokens, signToken(key, claims({ ...cognito, ...extra })));
+      expect(check, JSON.stringify(extra)).toMatchObject({
+        ok: false,
+        description: "token audience not accepted",
+      });
+    }
+    const idToken = { aud: "5kq2c1cognitoclient", token_use: "id", email: "a@example.com" };
+    expect(verifyWith(tokens, signToken(key, claims(idToken)))).toMatchObject({
+      ok: false,
+      description: "token is not an access token",
+    });
   });
 
   it("reads no iat: one ahead of this clock (a provider's running fast) passes, as RFC 7519 leaves it", () => {
