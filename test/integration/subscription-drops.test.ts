@@ -9,7 +9,7 @@ import { parseRedisSettings } from "../../src/config/redis-settings.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
 import { redisUrl } from "../support/redis.js";
-import { redisCli } from "../support/redis-topologies.js";
+import { type RedisCluster, redisCli, startRedisCluster } from "../support/redis-topologies.js";
 
 const HEARTBEAT = { intervalMs: 100, silenceMs: 600 };
 /** A user's full search window, as the store would have described it, refused for a minute. */
@@ -137,3 +137,52 @@ describe.each(["single", "cluster"] as const)(
     });
   },
 );
+
+describe("an invalidations subscription on a Cluster master that dies", () => {
+  let cluster: RedisCluster | undefined;
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it("moves to another master, and is trusted again only there", async () => {
+    // A Cluster of its own: the shared one must keep its masters.
+    cluster = await startRedisCluster();
+    const env: Record<string, string> = { REDIS_CLUSTER_NODES: cluster.seeds };
+    const problems: string[] = [];
+    const settings = parseRedisSettings((name) => env[name], problems);
+    if (settings === undefined) throw new Error(problems.join("; "));
+    const receiverClient = createRedisClient({ settings });
+    const sender = createRedisClient({ settings, offlineQueue: true });
+    const channel = `test-moved-${Math.random().toString(36).slice(2)}`;
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey: `{${channel}}:peers`,
+      heartbeat: HEARTBEAT,
+    });
+    const health: boolean[] = [];
+    const heard: string[] = [];
+    receiver.subscribe({ message: (s) => heard.push(s), health: (h) => health.push(h) });
+    try {
+      expect(await eventually(() => health.at(-1) === true, 10_000)).toBe(true);
+      const ports = [];
+      for (const node of cluster.nodes) {
+        if ((await redisCli(node.port, "CLIENT", "LIST", "TYPE", "pubsub")).includes("id=")) ports.push(node);
+      }
+      expect(ports).toHaveLength(1);
+      const trusted = health.length;
+      await ports[0]?.kill();
+      // Off at once, then on again once subscribed elsewhere and hearing its heartbeat there.
+      expect(await eventually(() => health.length > trusted + 1 && health.at(-1) === true, 20_000)).toBe(
+        true,
+      );
+      expect(health.slice(trusted, trusted + 1)).toEqual([false]);
+      await sender.publish(channel, "u:after");
+      expect(await eventually(() => heard.includes("u:after"), 5_000)).toBe(true);
+    } finally {
+      await receiver.close();
+      receiverClient.disconnect();
+      sender.disconnect();
+    }
+  }, 60_000);
+});
