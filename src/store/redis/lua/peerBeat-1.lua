@@ -10,6 +10,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
+-- The set lasts as long as its longest listing, not this one's: instances with another
+-- REDIS_TIMEOUT_MS list themselves for longer, and must not drop off when a shorter one beats last.
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
