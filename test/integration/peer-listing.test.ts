@@ -15,11 +15,23 @@ describe("the instances' listing", () => {
     const peersKey = `{${channel}}:peers`;
     // An instance that may trust its cache for 5 s after its heartbeat (REDIS_TIMEOUT_MS=200), then
     // one with the default's 200 ms here, beating after it.
-    await scripts.call("peerBeat", [peersKey], ["long/5000", 5000, `${channel}:alive:long`, "1"]);
-    await scripts.call("peerBeat", [peersKey], ["short/200", 200, `${channel}:alive:short`, "1"]);
+    await scripts.call(
+      "peerBeat",
+      [peersKey, `${peersKey}:count`],
+      ["long/5000", 5000, `${channel}:alive:long`, "1"],
+    );
+    await scripts.call(
+      "peerBeat",
+      [peersKey, `${peersKey}:count`],
+      ["short/200", 200, `${channel}:alive:short`, "1"],
+    );
     await new Promise((resolve) => setTimeout(resolve, 400));
     // The long one still trusts its cache: an announcement must wait for it.
-    const listed = await scripts.call("announce", [peersKey], [channel, "u:1", `${channel}:sync`, "x 1 u:1"]);
+    const listed = await scripts.call(
+      "announce",
+      [peersKey, `${peersKey}:count`],
+      [channel, "u:1", `${channel}:sync`, "x 1"],
+    );
     expect(listed).toEqual(["long/5000"]);
     expect(await redis.pttl(peersKey)).toBeGreaterThan(4000);
   });

@@ -186,3 +186,52 @@ describe("an invalidations subscription on a Cluster master that dies", () => {
     }
   }, 60_000);
 });
+
+describe("an announcement that a subscription still up never hears", () => {
+  it("empties the cache at the next message, as a Cluster bus link dropped with the message in it needs", async () => {
+    const channel = `test-missed-${Math.random().toString(36).slice(2)}`;
+    const peersKey = `{${channel}}:peers`;
+    const sender = createRedisClient({ url: redisUrl(), offlineQueue: true });
+    const receiverClient = tollgateClient("single");
+    const receiver = createRedisInvalidations({
+      redis: receiverClient,
+      channel,
+      peersKey,
+      heartbeat: HEARTBEAT,
+    });
+    const senderBus = createRedisInvalidations({ redis: sender, channel, peersKey, heartbeat: HEARTBEAT });
+    const health: boolean[] = [];
+    const denials = createDenialCache();
+    receiver.subscribe({
+      message: (subject) => denials.invalidate(subject),
+      health: (on) => {
+        health.push(on);
+        denials.setEnabled(on);
+      },
+    });
+    senderBus.subscribe({ message: () => undefined, health: () => undefined });
+    const cached = () => denials.lookup("u:1", "search", undefined, Date.now()) !== undefined;
+    try {
+      expect(await eventually(() => health.at(-1) === true, 10_000)).toBe(true);
+      // Heard: an announcement of another subject leaves u:1's refusal alone.
+      denials.remember("u:1", "search", 60_000, undefined, REFUSAL, TIMES, denials.generation());
+      await senderBus.publish("u:2");
+      expect(cached()).toBe(true);
+      // Sent, and counted, but never delivered here: Redis has no record of that but the count.
+      await sender.incr(`${peersKey}:count`);
+      // The next heartbeat shows a count past the last heard: u:1's refusal may predate a change.
+      expect(await eventually(() => !cached(), 2_000)).toBe(true);
+      expect(health.at(-1)).toBe(true);
+      // Caching again from there on, and a lost one found out by the next announcement too.
+      denials.remember("u:1", "search", 60_000, undefined, REFUSAL, TIMES, denials.generation());
+      expect(cached()).toBe(true);
+      await sender.incr(`${peersKey}:count`);
+      await senderBus.publish("u:3");
+      expect(cached()).toBe(false);
+    } finally {
+      await Promise.all([receiver.close(), senderBus.close()]);
+      receiverClient.disconnect();
+      sender.disconnect();
+    }
+  });
+});

@@ -49,7 +49,7 @@ type Pending = { heard: Set<string>; waiting: Set<string> | undefined; acknowled
  * Each instance listens on `<channel>` (bare subjects, as every build sends them), `<channel>:sync`
  * (subjects to acknowledge) and a channel of its own, `<channel>:alive:<id>`, where its heartbeat and
  * the acknowledgements of its announcements arrive. Its heartbeat also lists it in `peersKey`
- * (peerBeat-1.lua) for longer than it can trust its cache without hearing one, so that an instance
+ * (peerBeat-2.lua) for longer than it can trust its cache without hearing one, so that an instance
  * whose cache is on is listed; `publish` waits for each one listed to acknowledge, or for as long as
  * it may still trust its cache (trustOf), whichever comes first.
  */
@@ -58,10 +58,13 @@ export function createRedisInvalidations(options: {
   channel: string;
   /** The sorted set listing the instances (keys.ts). */
   peersKey: string;
+  /** The count of announcements to acknowledge (keys.ts), in peersKey's slot: `<peersKey>:count` unless given. */
+  countKey?: string;
   /** The subscription's own heartbeat: how often it is sent, and how long it may go unheard. */
   heartbeat: WatchdogTimings;
 }): Invalidations {
   const { redis, channel, peersKey, heartbeat } = options;
+  const countKey = options.countKey ?? `${peersKey}:count`;
   const id = randomUUID();
   const ownChannel = `${channel}:alive:${id}`;
   const syncChannel = `${channel}:sync`;
@@ -86,7 +89,8 @@ export function createRedisInvalidations(options: {
 
   const acknowledged = (text: string): void => {
     const [, number, from] = text.split(" ");
-    const entry = pending.get(Number(number));
+    // "<number>:<count>" as this build sends it, echoed whole.
+    const entry = pending.get(Number.parseInt(number ?? "", 10));
     if (entry === undefined || from === undefined) return;
     if (entry.waiting === undefined) entry.heard.add(from);
     else if (entry.waiting.delete(from)) entry.acknowledged();
@@ -119,8 +123,8 @@ export function createRedisInvalidations(options: {
     try {
       const listed = (await scripts.call(
         "announce",
-        [peersKey],
-        [channel, subject, syncChannel, `${id} ${number} ${subject}`],
+        [peersKey, countKey],
+        [channel, subject, syncChannel, `${id} ${number}`],
       )) as string[];
       const waiting = new Set(listed.filter((peer) => peer !== member && !entry.heard.has(peer)));
       const sentAt = performance.now();
@@ -169,14 +173,26 @@ export function createRedisInvalidations(options: {
         healthy = on;
         listener.health(on);
       };
+      /** The count of sync messages as of the last one or heartbeat heard since subscribing. */
+      let counted: number | undefined;
+      /**
+       * A count other than the one expected: a sync message never arrived though the subscription
+       * stayed up (a Cluster bus link dropped with it in), so whatever is cached may predate a change.
+       */
+      const count = (total: number, expected: number | undefined): void => {
+        if (!Number.isSafeInteger(total)) return;
+        if (expected !== undefined && total !== expected) listener.message("*");
+        counted = total;
+      };
       const down = (): void => {
         subscribed = false;
+        counted = undefined;
         health(false);
       };
       const beat = (): void => {
         if (!subscribed) return;
         scripts
-          .call("peerBeat", [peersKey], [member, trustMs, ownChannel, String(performance.now())])
+          .call("peerBeat", [peersKey, countKey], [member, trustMs, ownChannel, String(performance.now())])
           .catch(noop);
       };
       const onMessage = (from: string, text: string): void => {
@@ -186,6 +202,11 @@ export function createRedisInvalidations(options: {
           const to = text.indexOf(" ", at + 1);
           if (at < 0 || to < 0) return;
           listener.message(text.slice(to + 1));
+          // Builds before the count send none: nothing to check then.
+          const colon = text.indexOf(":", at);
+          if (colon >= 0 && colon < to) {
+            count(Number(text.slice(colon + 1, to)), counted === undefined ? undefined : counted + 1);
+          }
           const origin = text.slice(0, at);
           // Acknowledged once dropped: every refusal of the subject cached here is gone.
           if (origin !== id) {
@@ -196,7 +217,10 @@ export function createRedisInvalidations(options: {
         } else if (from === ownChannel) {
           if (text.startsWith("ack ")) acknowledged(text);
           else {
-            beatSentAt = Math.max(beatSentAt, Number(text));
+            // "<sent at> <count>" (peerBeat-2.lua).
+            const [sentAt, total] = text.split(" ");
+            count(Number(total), counted);
+            beatSentAt = Math.max(beatSentAt, Number(sentAt));
             if (subscribed && performance.now() - beatSentAt <= heartbeat.silenceMs) health(true);
           }
         }
