@@ -67,7 +67,7 @@ export async function commandCounts(redis) {
 
 /**
  * Each tollgate's upkeep, once a second whatever the load and from every process on this Redis: its
- * connection watchdog's PING and its invalidations heartbeat (an FCALL of peerBeat-1.lua; an older
+ * connection watchdog's PING and its invalidations heartbeat (an FCALL of peerBeat-2.lua; an older
  * build's, a PUBLISH to its own `…:alive:` channel).
  */
 const isUpkeep = (name, args) =>

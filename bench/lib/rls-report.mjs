@@ -14,13 +14,13 @@ import {
 export const RLS_P99_MS = 5;
 /**
  * Commands every tollgate on the bench's Redis sends once a second whatever the load (redis-stats.mjs):
- * PING, and its invalidations heartbeat, an FCALL of peerBeat-1.lua that runs TIME, ZREMRANGEBYSCORE,
- * ZADD, PEXPIRE and PUBLISH. Checks run FCALL, TIME and PEXPIRE too, so a heartbeat is counted by its
- * ZREMRANGEBYSCORE, which nothing else runs: each stands for its heartbeat's FCALL, TIME, ZADD and
- * PEXPIRE as well (its PUBLISH is counted with the others').
+ * PING, and its invalidations heartbeat, an FCALL of peerBeat-2.lua that runs TIME, ZREMRANGEBYSCORE,
+ * ZADD, ZRANGE, PEXPIREAT, GET and PUBLISH. Checks run FCALL, TIME and PEXPIRE too, so a heartbeat is
+ * counted by its ZREMRANGEBYSCORE, which nothing else runs: each stands for its heartbeat's FCALL, TIME,
+ * ZADD, ZRANGE, PEXPIREAT and GET as well (its PUBLISH is counted with the others').
  */
 const upkeepOf = ({ byCommand }) =>
-  (byCommand.ping ?? 0) + (byCommand.publish ?? 0) + 5 * (byCommand.zremrangebyscore ?? 0);
+  (byCommand.ping ?? 0) + (byCommand.publish ?? 0) + 7 * (byCommand.zremrangebyscore ?? 0);
 
 const rlsRowsOf = (byId) => Object.values(byId).filter((row) => row.rls !== undefined);
 

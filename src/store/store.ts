@@ -136,6 +136,7 @@ export function createRedisStore(options: {
     redis,
     channel: `${options.prefix}invalidations`,
     peersKey: keys.invalidationPeers,
+    countKey: keys.invalidationCount,
     heartbeat,
   });
   const sessions = revokingLateSessions(createRedisSessionStore({ redis, keys }), timeoutMs);

@@ -47,7 +47,7 @@ export async function userWithSession(store: Store, username: string) {
 
 /**
  * The store's own upkeep, which MONITOR shows between the commands a test counts: the connection
- * watchdog's PING and the invalidations' heartbeat (peerBeat-1.lua, and what it runs: the listing
+ * watchdog's PING and the invalidations' heartbeat (peerBeat-2.lua, and what it runs: the listing
  * of the instances, a PUBLISH to the process's `…:alive:` channel).
  */
 export function isWatchdogTraffic(args: readonly string[]): boolean {
@@ -56,6 +56,6 @@ export function isWatchdogTraffic(args: readonly string[]): boolean {
     (command === "ping" && args.length === 1) ||
     (command === "publish" && /:alive:/.test(String(args[1]))) ||
     (command === "fcall" && String(args[1]).startsWith("tollgate_peerBeat_")) ||
-    (command !== "fcall" && String(args[1]).endsWith("{invalidations}:peers"))
+    (command !== "fcall" && String(args[1]).includes("{invalidations}:peers"))
   );
 }

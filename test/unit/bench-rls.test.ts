@@ -58,11 +58,11 @@ function row(id: string, { short, calls, byCommand, redisCpuUs, rls, expectOutco
 
 describe("the RLS targets", () => {
   // Every tollgate on the bench's Redis, once a second each, whatever the load: a PING, and a
-  // heartbeat (peerBeat-1.lua: FCALL, TIME, ZREMRANGEBYSCORE, ZADD, PEXPIRE, PUBLISH).
+  // heartbeat (peerBeat-2.lua: FCALL, TIME, ZREMRANGEBYSCORE, ZADD, ZRANGE, PEXPIREAT, GET, PUBLISH).
   const beats = 6;
   const withUpkeep = (commands: Record<string, number>): Record<string, number> => {
     const all: Record<string, number> = { ...commands, ping: 12 };
-    for (const name of ["fcall", "time", "zremrangebyscore", "zadd", "pexpire", "publish"])
+    for (const name of ["fcall", "time", "zremrangebyscore", "zadd", "zrange", "pexpireat", "get", "publish"])
       all[name] = (all[name] ?? 0) + beats;
     return all;
   };

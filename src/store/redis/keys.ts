@@ -44,6 +44,8 @@ export type Keys = {
   namesMarker: string;
   /** The instances an announcement waits for (sorted set: id → when its listing ends), see invalidations.ts. */
   invalidationPeers: string;
+  /** How many announcements were sent for the instances to acknowledge (announce-2.lua), in the same slot. */
+  invalidationCount: string;
 };
 
 const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
@@ -77,5 +79,6 @@ export function createKeys(prefix: string): Keys {
     jwtSecret: `${prefix}jwt:secret`,
     namesMarker: `${prefix}users:names`,
     invalidationPeers: `${prefix}{invalidations}:peers`,
+    invalidationCount: `${prefix}{invalidations}:peers:count`,
   };
 }

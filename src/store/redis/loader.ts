@@ -28,8 +28,8 @@ export const SCRIPTS = {
   nameConfirm: 1,
   nameTakeover: 1,
   profileUpdate: 1,
-  peerBeat: 1,
-  announce: 1,
+  peerBeat: 2,
+  announce: 2,
 } as const satisfies Record<string, number | "varies">;
 
 export type ScriptName = keyof typeof SCRIPTS;
