@@ -91,7 +91,10 @@ export type UserStore = {
   findByUsername(username: string): Promise<User | undefined>;
   /** Changes the given fields; false when there is no such user. */
   update(userId: string, patch: UserPatch): Promise<boolean>;
-  /** Deletes the user and frees the username; false when there was no such user. Sessions stay: revoke them. */
+  /**
+   * Deletes the user with every session it still has, and frees the username; false when there was
+   * no such user. Revoke the sessions first to count them: this takes any a racing login added since.
+   */
   remove(userId: string): Promise<boolean>;
   /** Whether this username's user was deleted (and the name not taken again since). */
   wasRemoved(username: string): Promise<boolean>;

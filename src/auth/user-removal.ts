@@ -19,7 +19,9 @@ export type Removed = { userId: string; sessions: number; apiKeys: number };
  * All of it goes before the user: a failure (a 503, a start-up that tries again) leaves the user for
  * the retry to find and finish, which a user already gone would refuse (404) or skip. A user's
  * windows would otherwise greet a new user given its id (USERS_FILE's fixed ids, the demo users'),
- * and its name's failures a new user given its name. `removed` hears of each user once it is gone.
+ * and its name's failures a new user given its name. A login that verified the password before
+ * the deletion may still create a session after revokeAll: the user's removal takes that one too,
+ * in the same step as the user. `removed` hears of each user once it is gone.
  */
 export function removeUsers(
   target: RemovalTarget,

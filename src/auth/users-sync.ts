@@ -152,8 +152,8 @@ export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<v
 /**
  * Deletes the demo users (with their sessions, API keys, windows and lockouts) wherever they came
  * from: production never has them. Demo users always have their fixed ids, so no user listing is
- * needed; the key listing is read only when one of them is there. (A deleted user's sessions are
- * refused already: a deletion marks them as a deleted user's.)
+ * needed; the key listing is read only when one of them is there. (Their sessions are refused
+ * already: the demo ids are refused at every check in production.)
  */
 export async function removeDemoUsers(store: FileTarget, logger: Logger): Promise<number> {
   const present: User[] = [];

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { revokeOrphanKeys } from "../../src/auth/user-keys.js";
+import { removeUsers } from "../../src/auth/user-removal.js";
 import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { loadPolicy } from "../../src/policy/policy.js";
@@ -121,6 +122,37 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect(again.status).toBe(201);
       expect(again.body.user_id).not.toBe(user.id);
       expect((await me(login.access_token)).status).toBe(401);
+    });
+
+    it("leaves no session of a login that lands while its user is deleted, not even for a user given its id again", async () => {
+      const id = uniqueName("fixed");
+      const username = uniqueName("doomed");
+      const password = "the first password";
+      const passwordHash = await hashPassword(password);
+      expect(
+        await t.store.users.create({ id, username, tier: "free", passwordHash, source: "file" }),
+      ).not.toBe("exists");
+      const target = fileTarget(t.store);
+      let token = "";
+      // A login lands after the deletion revoked the user's sessions and before the user goes.
+      const slowLockout = {
+        async clear(name: string) {
+          token = (await t.loginOk(username, password)).access_token;
+          await target.lockout.clear(name);
+        },
+      };
+      await removeUsers({ ...target, lockout: slowLockout }, [{ id, username }]);
+      expect(token).not.toBe("");
+      expect(await t.store.sessions.list(id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      // USERS_FILE ids are fixed: a user created under the same id starts without the old one's sessions.
+      expect(
+        await t.store.users.create({ id, username: uniqueName("heir"), tier: "free", passwordHash }),
+      ).not.toBe("exists");
+      await t.store.users.update(id, { tier: "pro" });
+      expect(await t.store.sessions.list(id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
     });
 
     it("looks a user up by username and lists every user page by page with a cursor", async () => {

@@ -90,6 +90,9 @@ export function createMemoryIdentityStore(
       const user = users.get(userId);
       if (user === undefined) return false;
       users.delete(userId);
+      // With its sessions: one a racing login created after the deletion revoked the others would
+      // otherwise serve a new user given the same id (USERS_FILE's fixed ids).
+      sessions.delete(userId);
       const name = canonicalUsername(user.username);
       if (idsByName.get(name) === userId) {
         idsByName.delete(name);
