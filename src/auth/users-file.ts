@@ -22,7 +22,7 @@ const entrySchema = z
     password: z.string().min(1).max(1024).optional(),
     password_hash: z
       .string()
-      .refine(isPasswordHash, "password_hash: not a hash from npm run hash-password")
+      .refine(isPasswordHash, "not a hash from npm run hash-password")
       .optional(),
   })
   .refine(
