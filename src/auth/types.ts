@@ -94,9 +94,11 @@ export type UserStore = {
   /**
    * Deletes the user with every session it still has, and frees the username; false when there was
    * no such user. Revoke the sessions first to count them: this takes any a racing login added since.
+   * `remember` (default true): wasRemoved answers true for the name from then on, so that USERS_FILE
+   * does not bring back a user an admin deleted; false for a user USERS_FILE itself dropped.
    */
-  remove(userId: string): Promise<boolean>;
-  /** Whether this username's user was deleted (and the name not taken again since). */
+  remove(userId: string, options?: { remember?: boolean }): Promise<boolean>;
+  /** Whether this username's user was deleted, remembered (and the name not taken again since). */
   wasRemoved(username: string): Promise<boolean>;
   /** Users after `cursor` (a user id) in id order, at most `limit` of them. */
   list(options: { cursor?: string; limit: number }): Promise<UserPage>;

@@ -117,12 +117,18 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
   for await (const user of allUsers(users)) {
     if (user.source === "file" && !listed.has(canonicalUsername(user.username))) gone.push(user);
   }
-  await removeUsers(target, gone, ({ userId, sessions: revoked, apiKeys }) => {
-    logger.info(
-      { event: "user_removed", userId, revoked, apiKeys, by: "USERS_FILE" },
-      "user no longer in USERS_FILE",
-    );
-  });
+  // Not remembered as an admin's deletion: the file may list the user again, and then it is created again.
+  await removeUsers(
+    target,
+    gone,
+    ({ userId, sessions: revoked, apiKeys }) => {
+      logger.info(
+        { event: "user_removed", userId, revoked, apiKeys, by: "USERS_FILE" },
+        "user no longer in USERS_FILE",
+      );
+    },
+    { remember: false },
+  );
   logger.info(
     { event: "users_loaded", count: entries.length, created, removed: gone.length },
     "users loaded from USERS_FILE",

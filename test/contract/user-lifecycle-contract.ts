@@ -370,6 +370,19 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect((await t.login(username, "a file password")).status).toBe(200);
     });
 
+    it("creates again a user USERS_FILE dropped once the file lists it again, an admin's deletion aside", async () => {
+      const username = uniqueName("dropped");
+      const entry = { username, tier: "free", password: "a file password" };
+      await restartWith([entry]);
+      expect((await t.login(username, "a file password")).status).toBe(200);
+      await restartWith([]);
+      expect(await t.store.users.findByUsername(username)).toBeUndefined();
+      expect(await t.store.users.wasRemoved(username)).toBe(false);
+      await restartWith([entry]);
+      expect((await t.login(username, "a file password")).status).toBe(200);
+      expect(await t.store.users.wasRemoved(username)).toBe(false);
+    });
+
     it("revokes the API keys of a user USERS_FILE no longer lists, and no one else's", async () => {
       const username = uniqueName("keyed");
       await restartWith([{ username, tier: "free", password: "a file password" }]);

@@ -86,7 +86,7 @@ export function createMemoryIdentityStore(
       }
       return true;
     },
-    async remove(userId) {
+    async remove(userId, options) {
       const user = users.get(userId);
       if (user === undefined) return false;
       users.delete(userId);
@@ -96,7 +96,7 @@ export function createMemoryIdentityStore(
       const name = canonicalUsername(user.username);
       if (idsByName.get(name) === userId) {
         idsByName.delete(name);
-        goneNames.add(name);
+        if (options?.remember !== false) goneNames.add(name);
       }
       return true;
     },
