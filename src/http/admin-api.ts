@@ -218,9 +218,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const logger = requestLogger(processLogger, req);
       const { disabled } = parse(z.strictObject({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
+      // Disabling also ends every session, so re-enabling never brings an old token back: after the
+      // flag (a login that verified the password before it then gets no session), and again before
+      // it is cleared, for sessions a disable that failed half-way (503) left behind. No session is
+      // created while the user is disabled, so the second pass ends nothing else.
+      const leftOver = !disabled && user.disabled ? await store.sessions.revokeAll(user.id) : 0;
       await store.users.update(user.id, { disabled });
-      // Disabling also ends every session, so re-enabling never brings an old token back.
-      const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
+      const revoked = disabled ? await store.sessions.revokeAll(user.id) : leftOver;
       // The user's API keys are refused while it is disabled, and accepted again with it.
       const keys = await blockUserKeys(store.apiKeys, user.id, disabled);
       // Re-enabling gives a fresh start: while disabled, every login (the user's own, with the right

@@ -269,6 +269,20 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       }
     });
 
+    it("ends on re-enabling the sessions a disable that failed half-way left, so no old token serves again", async () => {
+      const user = await t.newUser();
+      const { access_token: token } = await t.loginOk(user.username, user.password);
+      // PUT …/disabled set the flag, then the store failed before the sessions were revoked (503).
+      expect(await t.store.users.update(user.id, { disabled: true })).toBe(true);
+      expect((await me(token)).status).toBe(401);
+      const enabled = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: false });
+      expect(enabled.status).toBe(200);
+      expect(enabled.body).toMatchObject({ disabled: false, revoked: 1 });
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+      expect((await t.login(user.username, user.password)).status).toBe(200);
+    });
+
     it("keeps admin changes to demo users across a restart", async () => {
       const alice = await admin<UserBody>("GET", "/admin/users?username=alice");
       const id = alice.body.user_id;
