@@ -89,7 +89,10 @@ export type UserStore = {
   create(user: NewUser): Promise<User | "exists">;
   get(userId: string): Promise<User | undefined>;
   findByUsername(username: string): Promise<User | undefined>;
-  /** Changes the given fields; false when there is no such user. */
+  /**
+   * Changes the given fields; false when there is no such user. A new password deletes every session
+   * of the user in the same step: revoke them first to count them.
+   */
   update(userId: string, patch: UserPatch): Promise<boolean>;
   /**
    * Deletes the user with every session it still has, and frees the username; false when there was

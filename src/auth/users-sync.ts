@@ -96,9 +96,10 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
     const patch: UserPatch = { source: "file", seed: { tier: entry.tier, passwordHash: password.hash } };
     if (user.seed?.tier !== entry.tier && user.tier !== entry.tier) patch.tier = entry.tier;
     if (password.changed) patch.passwordHash = password.hash;
+    // Counted before the change, which deletes whatever sessions are left with it (UserStore.update).
+    const revoked = password.changed ? await sessions.revokeAll(user.id) : 0;
     await users.update(user.id, patch);
     if (password.changed) {
-      const revoked = await sessions.revokeAll(user.id);
       // Guesses at the old password say nothing about the new one: the user may log in at once.
       await lockout.clear(user.username);
       logger.info(

@@ -166,10 +166,12 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const { password } = parse(z.strictObject({ password: passwordSchema }), req.body);
       const user = await userOf(req);
       const passwordHash = await hashPassword(password);
+      // Counted first; the change itself then deletes, in its one step, any session a login that
+      // verified the old password created since, and a login after it finds another hash and gets
+      // none. A 503 at either step leaves no session from before a password that was set.
+      const revoked = await store.sessions.revokeAll(user.id);
       if (!(await store.users.update(user.id, { passwordHash })))
         throw new HttpError("not_found", "No such user");
-      // After the change: a login that verified the old password finds another hash and gets no session.
-      const revoked = await store.sessions.revokeAll(user.id);
       // Guesses at the old password say nothing about the new one: the user may log in at once.
       await lockout.clear(user.username);
       logger.info({ event: "password_changed", userId: user.id, revoked, by: "admin" }, "password changed");

@@ -269,6 +269,32 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       }
     });
 
+    it("ends every session in the step that sets a new password, whatever fails after it", async () => {
+      const user = await t.newUser();
+      const { access_token: token } = await t.loginOk(user.username, user.password);
+      const stored = (await t.store.users.get(user.id))?.passwordHash ?? "";
+      // A login that verified the old password, landing after a change counted the sessions.
+      const late = await t.store.sessions.create(
+        { userId: user.id, deviceName: "late", ip: "203.0.113.9", userAgent: "", passwordHash: stored },
+        LIFETIMES,
+      );
+      expect(late).not.toBe("refused");
+      // The step that sets the password, with nothing after it (a store that failed there: 503).
+      expect(
+        await t.store.users.update(user.id, { passwordHash: await hashPassword("a new password") }),
+      ).toBe(true);
+      expect(await t.store.sessions.list(user.id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+      // The admin API still counts the sessions it ends.
+      const { access_token: next } = await t.loginOk(user.username, "a new password");
+      const changed = await admin("PUT", `/admin/users/${user.id}/password`, {
+        password: "a third password",
+      });
+      expect(changed.body).toMatchObject({ user_id: user.id, revoked: 1 });
+      expect((await me(next)).status).toBe(401);
+    });
+
     it("ends on re-enabling the sessions a disable that failed half-way left, so no old token serves again", async () => {
       const user = await t.newUser();
       const { access_token: token } = await t.loginOk(user.username, user.password);

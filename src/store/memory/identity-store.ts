@@ -72,7 +72,11 @@ export function createMemoryIdentityStore(
       const user = users.get(userId);
       if (user === undefined) return false;
       if (patch.tier !== undefined) user.tier = patch.tier;
-      if (patch.passwordHash !== undefined) user.passwordHash = patch.passwordHash;
+      if (patch.passwordHash !== undefined) {
+        user.passwordHash = patch.passwordHash;
+        // No session from before a new password outlives it (as on Redis, in the same step).
+        sessions.delete(userId);
+      }
       if (patch.disabled !== undefined) user.disabled = patch.disabled;
       if (patch.source !== undefined) user.source = patch.source;
       if (patch.seed !== undefined) user.seed = { ...patch.seed };
