@@ -89,11 +89,19 @@ export type UserStore = {
   create(user: NewUser): Promise<User | "exists">;
   get(userId: string): Promise<User | undefined>;
   findByUsername(username: string): Promise<User | undefined>;
-  /** Changes the given fields; false when there is no such user. */
+  /**
+   * Changes the given fields; false when there is no such user. A new password deletes every session
+   * of the user in the same step: revoke them first to count them.
+   */
   update(userId: string, patch: UserPatch): Promise<boolean>;
-  /** Deletes the user and frees the username; false when there was no such user. Sessions stay: revoke them. */
-  remove(userId: string): Promise<boolean>;
-  /** Whether this username's user was deleted (and the name not taken again since). */
+  /**
+   * Deletes the user with every session it still has, and frees the username; false when there was
+   * no such user. Revoke the sessions first to count them: this takes any a racing login added since.
+   * `remember` (default true): wasRemoved answers true for the name from then on, so that USERS_FILE
+   * does not bring back a user an admin deleted; false for a user USERS_FILE itself dropped.
+   */
+  remove(userId: string, options?: { remember?: boolean }): Promise<boolean>;
+  /** Whether this username's user was deleted, remembered (and the name not taken again since). */
   wasRemoved(username: string): Promise<boolean>;
   /** Users after `cursor` (a user id) in id order, at most `limit` of them. */
   list(options: { cursor?: string; limit: number }): Promise<UserPage>;

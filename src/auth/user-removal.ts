@@ -19,18 +19,23 @@ export type Removed = { userId: string; sessions: number; apiKeys: number };
  * All of it goes before the user: a failure (a 503, a start-up that tries again) leaves the user for
  * the retry to find and finish, which a user already gone would refuse (404) or skip. A user's
  * windows would otherwise greet a new user given its id (USERS_FILE's fixed ids, the demo users'),
- * and its name's failures a new user given its name. `removed` hears of each user once it is gone.
+ * and its name's failures a new user given its name. A login that verified the password before
+ * the deletion may still create a session after revokeAll: the user's removal takes that one too,
+ * in the same step as the user. `removed` hears of each user once it is gone. `remember` (default
+ * true): USERS_FILE does not bring the users back; false when it is USERS_FILE that drops them, so
+ * that listing them again creates them again.
  */
 export function removeUsers(
   target: RemovalTarget,
   users: readonly { id: string; username: string }[],
   removed: (done: Removed) => void = () => {},
+  options: { remember?: boolean } = {},
 ): Promise<number> {
   return removeWithKeys(target, users, async (user, apiKeys) => {
     const sessions = await target.sessions.revokeAll(user.id);
     await target.limiter.reset(userSubject(user.id), target.categories);
     await target.lockout.clear(user.username);
-    await target.users.remove(user.id);
+    await target.users.remove(user.id, options);
     removed({ userId: user.id, sessions, apiKeys });
   });
 }

@@ -20,10 +20,7 @@ const entrySchema = z
     username: newUsernameSchema,
     tier: z.string(),
     password: z.string().min(1).max(1024).optional(),
-    password_hash: z
-      .string()
-      .refine(isPasswordHash, "password_hash: not a hash from npm run hash-password")
-      .optional(),
+    password_hash: z.string().refine(isPasswordHash, "not a hash from npm run hash-password").optional(),
   })
   .refine(
     (u) => (u.password === undefined) !== (u.password_hash === undefined),

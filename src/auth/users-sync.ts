@@ -96,9 +96,10 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
     const patch: UserPatch = { source: "file", seed: { tier: entry.tier, passwordHash: password.hash } };
     if (user.seed?.tier !== entry.tier && user.tier !== entry.tier) patch.tier = entry.tier;
     if (password.changed) patch.passwordHash = password.hash;
+    // Counted before the change, which deletes whatever sessions are left with it (UserStore.update).
+    const revoked = password.changed ? await sessions.revokeAll(user.id) : 0;
     await users.update(user.id, patch);
     if (password.changed) {
-      const revoked = await sessions.revokeAll(user.id);
       // Guesses at the old password say nothing about the new one: the user may log in at once.
       await lockout.clear(user.username);
       logger.info(
@@ -117,12 +118,18 @@ export async function syncUsersFile(target: FileTarget, entries: readonly UsersF
   for await (const user of allUsers(users)) {
     if (user.source === "file" && !listed.has(canonicalUsername(user.username))) gone.push(user);
   }
-  await removeUsers(target, gone, ({ userId, sessions: revoked, apiKeys }) => {
-    logger.info(
-      { event: "user_removed", userId, revoked, apiKeys, by: "USERS_FILE" },
-      "user no longer in USERS_FILE",
-    );
-  });
+  // Not remembered as an admin's deletion: the file may list the user again, and then it is created again.
+  await removeUsers(
+    target,
+    gone,
+    ({ userId, sessions: revoked, apiKeys }) => {
+      logger.info(
+        { event: "user_removed", userId, revoked, apiKeys, by: "USERS_FILE" },
+        "user no longer in USERS_FILE",
+      );
+    },
+    { remember: false },
+  );
   logger.info(
     { event: "users_loaded", count: entries.length, created, removed: gone.length },
     "users loaded from USERS_FILE",
@@ -152,8 +159,8 @@ export async function seedDemoUsers(users: UserStore, logger: Logger): Promise<v
 /**
  * Deletes the demo users (with their sessions, API keys, windows and lockouts) wherever they came
  * from: production never has them. Demo users always have their fixed ids, so no user listing is
- * needed; the key listing is read only when one of them is there. (A deleted user's sessions are
- * refused already: a deletion marks them as a deleted user's.)
+ * needed; the key listing is read only when one of them is there. (Their sessions are refused
+ * already: the demo ids are refused at every check in production.)
  */
 export async function removeDemoUsers(store: FileTarget, logger: Logger): Promise<number> {
   const present: User[] = [];

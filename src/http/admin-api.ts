@@ -166,10 +166,12 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const { password } = parse(z.strictObject({ password: passwordSchema }), req.body);
       const user = await userOf(req);
       const passwordHash = await hashPassword(password);
+      // Counted first; the change itself then deletes, in its one step, any session a login that
+      // verified the old password created since, and a login after it finds another hash and gets
+      // none. A 503 at either step leaves no session from before a password that was set.
+      const revoked = await store.sessions.revokeAll(user.id);
       if (!(await store.users.update(user.id, { passwordHash })))
         throw new HttpError("not_found", "No such user");
-      // After the change: a login that verified the old password finds another hash and gets no session.
-      const revoked = await store.sessions.revokeAll(user.id);
       // Guesses at the old password say nothing about the new one: the user may log in at once.
       await lockout.clear(user.username);
       logger.info({ event: "password_changed", userId: user.id, revoked, by: "admin" }, "password changed");
@@ -218,9 +220,13 @@ export function createAdminApi(options: AdminApiOptions): express.Express {
       const logger = requestLogger(processLogger, req);
       const { disabled } = parse(z.strictObject({ disabled: z.boolean() }), req.body);
       const user = await userOf(req);
+      // Disabling also ends every session, so re-enabling never brings an old token back: after the
+      // flag (a login that verified the password before it then gets no session), and again before
+      // it is cleared, for sessions a disable that failed half-way (503) left behind. No session is
+      // created while the user is disabled, so the second pass ends nothing else.
+      const leftOver = !disabled && user.disabled ? await store.sessions.revokeAll(user.id) : 0;
       await store.users.update(user.id, { disabled });
-      // Disabling also ends every session, so re-enabling never brings an old token back.
-      const revoked = disabled ? await store.sessions.revokeAll(user.id) : 0;
+      const revoked = disabled ? await store.sessions.revokeAll(user.id) : leftOver;
       // The user's API keys are refused while it is disabled, and accepted again with it.
       const keys = await blockUserKeys(store.apiKeys, user.id, disabled);
       // Re-enabling gives a fresh start: while disabled, every login (the user's own, with the right

@@ -68,7 +68,7 @@ export function announcingUsers(users: UserStore, bus: Invalidations): UserStore
   return {
     ...users,
     update: (userId, patch) => announced(bus, userSubject(userId), () => users.update(userId, patch)),
-    remove: (userId) => announced(bus, userSubject(userId), () => users.remove(userId)),
+    remove: (userId, options) => announced(bus, userSubject(userId), () => users.remove(userId, options)),
   };
 }
 

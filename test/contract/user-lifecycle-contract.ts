@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newApiKey } from "../../src/auth/api-keys.js";
 import { hashPassword } from "../../src/auth/passwords.js";
 import { revokeOrphanKeys } from "../../src/auth/user-keys.js";
+import { removeUsers } from "../../src/auth/user-removal.js";
 import { demoUsers, loadUsers, type UsersFileEntry } from "../../src/auth/users-file.js";
 import { removeDemoUsers, syncUsersFile } from "../../src/auth/users-sync.js";
 import { loadPolicy } from "../../src/policy/policy.js";
@@ -123,6 +124,37 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       expect((await me(login.access_token)).status).toBe(401);
     });
 
+    it("leaves no session of a login that lands while its user is deleted, not even for a user given its id again", async () => {
+      const id = uniqueName("fixed");
+      const username = uniqueName("doomed");
+      const password = "the first password";
+      const passwordHash = await hashPassword(password);
+      expect(
+        await t.store.users.create({ id, username, tier: "free", passwordHash, source: "file" }),
+      ).not.toBe("exists");
+      const target = fileTarget(t.store);
+      let token = "";
+      // A login lands after the deletion revoked the user's sessions and before the user goes.
+      const slowLockout = {
+        async clear(name: string) {
+          token = (await t.loginOk(username, password)).access_token;
+          await target.lockout.clear(name);
+        },
+      };
+      await removeUsers({ ...target, lockout: slowLockout }, [{ id, username }]);
+      expect(token).not.toBe("");
+      expect(await t.store.sessions.list(id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      // USERS_FILE ids are fixed: a user created under the same id starts without the old one's sessions.
+      expect(
+        await t.store.users.create({ id, username: uniqueName("heir"), tier: "free", passwordHash }),
+      ).not.toBe("exists");
+      await t.store.users.update(id, { tier: "pro" });
+      expect(await t.store.sessions.list(id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+    });
+
     it("looks a user up by username and lists every user page by page with a cursor", async () => {
       const created = [
         await t.newUser(),
@@ -237,6 +269,46 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       }
     });
 
+    it("ends every session in the step that sets a new password, whatever fails after it", async () => {
+      const user = await t.newUser();
+      const { access_token: token } = await t.loginOk(user.username, user.password);
+      const stored = (await t.store.users.get(user.id))?.passwordHash ?? "";
+      // A login that verified the old password, landing after a change counted the sessions.
+      const late = await t.store.sessions.create(
+        { userId: user.id, deviceName: "late", ip: "203.0.113.9", userAgent: "", passwordHash: stored },
+        LIFETIMES,
+      );
+      expect(late).not.toBe("refused");
+      // The step that sets the password, with nothing after it (a store that failed there: 503).
+      expect(
+        await t.store.users.update(user.id, { passwordHash: await hashPassword("a new password") }),
+      ).toBe(true);
+      expect(await t.store.sessions.list(user.id)).toEqual([]);
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+      // The admin API still counts the sessions it ends.
+      const { access_token: next } = await t.loginOk(user.username, "a new password");
+      const changed = await admin("PUT", `/admin/users/${user.id}/password`, {
+        password: "a third password",
+      });
+      expect(changed.body).toMatchObject({ user_id: user.id, revoked: 1 });
+      expect((await me(next)).status).toBe(401);
+    });
+
+    it("ends on re-enabling the sessions a disable that failed half-way left, so no old token serves again", async () => {
+      const user = await t.newUser();
+      const { access_token: token } = await t.loginOk(user.username, user.password);
+      // PUT …/disabled set the flag, then the store failed before the sessions were revoked (503).
+      expect(await t.store.users.update(user.id, { disabled: true })).toBe(true);
+      expect((await me(token)).status).toBe(401);
+      const enabled = await admin("PUT", `/admin/users/${user.id}/disabled`, { disabled: false });
+      expect(enabled.status).toBe(200);
+      expect(enabled.body).toMatchObject({ disabled: false, revoked: 1 });
+      expect((await me(token)).status).toBe(401);
+      expect(await t.check(token)).toMatchObject({ kind: "deny", status: 401 });
+      expect((await t.login(user.username, user.password)).status).toBe(200);
+    });
+
     it("keeps admin changes to demo users across a restart", async () => {
       const alice = await admin<UserBody>("GET", "/admin/users?username=alice");
       const id = alice.body.user_id;
@@ -336,6 +408,19 @@ export function describeUserLifecycleContract(name: string, makeStore: () => Sto
       ).toBe(201);
       await restartWith([entry]);
       expect((await t.login(username, "a file password")).status).toBe(200);
+    });
+
+    it("creates again a user USERS_FILE dropped once the file lists it again, an admin's deletion aside", async () => {
+      const username = uniqueName("dropped");
+      const entry = { username, tier: "free", password: "a file password" };
+      await restartWith([entry]);
+      expect((await t.login(username, "a file password")).status).toBe(200);
+      await restartWith([]);
+      expect(await t.store.users.findByUsername(username)).toBeUndefined();
+      expect(await t.store.users.wasRemoved(username)).toBe(false);
+      await restartWith([entry]);
+      expect((await t.login(username, "a file password")).status).toBe(200);
+      expect(await t.store.users.wasRemoved(username)).toBe(false);
     });
 
     it("revokes the API keys of a user USERS_FILE no longer lists, and no one else's", async () => {

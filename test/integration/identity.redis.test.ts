@@ -278,16 +278,14 @@ describe("sessions carrying their user's fields (one hash read per check)", () =
     for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - 5);
   });
 
-  it("refuses a deleted user's sessions from the deletion on, before they are revoked", async () => {
-    const { user, sessionId } = await newSession();
+  it("deletes a user's sessions and their index in the step that deletes the user, revoked before or not", async () => {
+    const { user, sessionId, key } = await newSession();
     expect(await check(user.id, sessionId)).toMatchObject({ kind: "ok" });
     expect(await store.users.remove(user.id)).toBe(true);
-    expect(await check(user.id, sessionId)).toEqual({ kind: "user_inactive" });
-    expect(await store.sessions.touch(user.id, sessionId, lifetimes.idleMs)).toEqual({
-      kind: "user_inactive",
-    });
-    expect(await store.sessions.revokeAll(user.id)).toBe(1);
+    expect(await redis.exists(key, `${prefix}{u:${user.id}}:sessions`)).toBe(0);
     expect(await check(user.id, sessionId)).toEqual({ kind: "no_session" });
+    expect(await store.sessions.touch(user.id, sessionId, lifetimes.idleMs)).toEqual({ kind: "no_session" });
+    expect(await store.sessions.revokeAll(user.id)).toBe(0);
   });
 
   it("deletes revoked and evicted sessions in the same step as their index entries", async () => {

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { verifyPassword } from "../../src/auth/passwords.js";
+import { hashPassword, verifyPassword } from "../../src/auth/passwords.js";
 import {
   DEMO_PASSWORD_HASH,
   DEMO_USERS,
@@ -65,5 +65,41 @@ describe("USERS_FILE", () => {
       "users[2].username: must not repeat a combining mark on one letter (U+0336 twice in a row)",
       "users[3].username: must not begin with a combining mark (U+0301): a mark needs a letter under it",
     ]);
+  });
+
+  /** A hash of "a password" as hashPassword writes it, with its scrypt parameters as given. */
+  const withParameters = async (n: string, r: string, p: string, keyBytes = 32) => {
+    const [, , , , salt, key] = (await hashPassword("a password")).split("$");
+    const keyText = Buffer.from(key ?? "", "base64url")
+      .subarray(0, keyBytes)
+      .toString("base64url");
+    return `scrypt$${n}$${r}$${p}$${salt}$${keyBytes > 32 ? keyText + keyText : keyText}`;
+  };
+
+  it("takes hash-password's hashes and refuses any other scrypt parameters or lengths, naming the entry", async () => {
+    const entry = (hash: string) => ({
+      username: `u${randomBytes(3).toString("hex")}`,
+      tier: "free",
+      password_hash: hash,
+    });
+    expect(await problemsOf([entry(await hashPassword("a password"))])).toEqual([]);
+    const others = [
+      await withParameters("3", "8", "1"), // scrypt refuses N that is not a power of two: an error per login
+      await withParameters("1048576", "8", "1"), // seconds and a gigabyte per guess
+      await withParameters("1024", "8", "1"), // less work than an unknown name's: tells the name exists
+      await withParameters("16384", "8", "2"),
+      await withParameters("16384", "8", "1", 16), // never verifies
+    ];
+    const problems = await problemsOf(others.map(entry));
+    expect(problems).toEqual(
+      others.map((_, i) => `[${i}].password_hash: not a hash from npm run hash-password`),
+    );
+  });
+
+  it("answers a stored hash of other parameters false, with the work of an unknown name and no error", async () => {
+    expect(await verifyPassword("a password", await hashPassword("a password"))).toBe(true);
+    for (const hash of [await withParameters("3", "8", "1"), await withParameters("1024", "8", "1")]) {
+      await expect(verifyPassword("a password", hash)).resolves.toBe(false);
+    }
   });
 });

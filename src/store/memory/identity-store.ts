@@ -72,7 +72,11 @@ export function createMemoryIdentityStore(
       const user = users.get(userId);
       if (user === undefined) return false;
       if (patch.tier !== undefined) user.tier = patch.tier;
-      if (patch.passwordHash !== undefined) user.passwordHash = patch.passwordHash;
+      if (patch.passwordHash !== undefined) {
+        user.passwordHash = patch.passwordHash;
+        // No session from before a new password outlives it (as on Redis, in the same step).
+        sessions.delete(userId);
+      }
       if (patch.disabled !== undefined) user.disabled = patch.disabled;
       if (patch.source !== undefined) user.source = patch.source;
       if (patch.seed !== undefined) user.seed = { ...patch.seed };
@@ -86,14 +90,17 @@ export function createMemoryIdentityStore(
       }
       return true;
     },
-    async remove(userId) {
+    async remove(userId, options) {
       const user = users.get(userId);
       if (user === undefined) return false;
       users.delete(userId);
+      // With its sessions: one a racing login created after the deletion revoked the others would
+      // otherwise serve a new user given the same id (USERS_FILE's fixed ids).
+      sessions.delete(userId);
       const name = canonicalUsername(user.username);
       if (idsByName.get(name) === userId) {
         idsByName.delete(name);
-        goneNames.add(name);
+        if (options?.remember !== false) goneNames.add(name);
       }
       return true;
     },

@@ -28,7 +28,7 @@ export type IdentityScripts = {
   sessionsRevokeAll(indexKey: string): Promise<number>;
   userUpdate(userKey: string, indexKey: string, ...fields: string[]): Promise<number>;
   userDelete(userKey: string, indexKey: string): Promise<number>;
-  usernameRelease(usernameKey: string, goneKey: string, userId: string): Promise<number>;
+  usernameRelease(usernameKey: string, goneKey: string, userId: string, remember: 0 | 1): Promise<number>;
   nameClaim(usernameKey: string, userId: string, leaseMs: number): Promise<[number, string?]>;
   nameConfirm(usernameKey: string, userId: string): Promise<number>;
   nameTakeover(usernameKey: string, fromId: string, toId: string, leaseMs: number): Promise<number>;
@@ -56,7 +56,7 @@ function createIdentityScripts(redis: RedisClient): IdentityScripts {
     sessionsRevokeAll: (index) => call("sessionsRevokeAll", [index], []),
     userUpdate: (user, index, ...fields) => call("userUpdate", [user, index], fields),
     userDelete: (user, index) => call("userDelete", [user, index], []),
-    usernameRelease: (name, gone, id) => call("usernameRelease", [name, gone], [id]),
+    usernameRelease: (name, gone, id, remember) => call("usernameRelease", [name, gone], [id, remember]),
     nameClaim: (name, id, lease) => call("nameClaim", [name], [id, lease]),
     nameConfirm: (name, id) => call("nameConfirm", [name], [id]),
     nameTakeover: (name, from, to, lease) => call("nameTakeover", [name], [from, to, lease]),

@@ -129,20 +129,22 @@ export function createRedisUserStore(options: { redis: RedisClient; keys: Keys }
       return changed === 1;
     },
 
-    async remove(userId) {
+    async remove(userId, options) {
       const user = await get(userId);
       if (user === undefined) return false;
+      const remember = options?.remember !== false;
       // The deletion is remembered first, so that USERS_FILE never brings the user back even if a
       // later step fails (and the user, once its hash is gone, can no longer be deleted again).
-      await redis.set(keys.usernameGone(user.username), userId);
-      // Then the user hash, and the user's sessions marked: from then on no check, touch or login
-      // accepts the user.
+      if (remember) await redis.set(keys.usernameGone(user.username), userId);
+      // Then the user hash with its sessions, in one step: from then on no check, touch or login
+      // accepts the user, and no session of a login that raced the deletion is left over.
       await identityScripts(redis).userDelete(keys.user(userId), keys.sessionIndex(userId));
       await redis.zrem(keys.userIndex, userId);
       await identityScripts(redis).usernameRelease(
         keys.username(user.username),
         keys.usernameGone(user.username),
         userId,
+        remember ? 1 : 0,
       );
       return true;
     },

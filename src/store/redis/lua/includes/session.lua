@@ -18,10 +18,11 @@ local function carried(field)
 end
 
 -- v, at fixed places so that it parses cheaply: the last renewal and the absolute expiry (ms, 13
--- digits each), one character for the tier's length (48 + length), the tier ("!" for a disabled or
--- deleted user), then "\n<category>=<own windows>" per category where the user has windows of
--- their own. Written at login and rewritten by every change of the user (userUpdate, userDelete) in
--- the same step, so that a new tier or a disable applies at once. `last` and `exp` are digits;
+-- digits each), one character for the tier's length (48 + length), the tier ("!" for a disabled
+-- user, or one without a hash), then "\n<category>=<own windows>" per category where the user has
+-- windows of their own. Written at login and rewritten by every change of the user (userUpdate) in
+-- the same step, so that a new tier or a disable applies at once; a deletion (userDelete) deletes
+-- the sessions with the user. `last` and `exp` are digits;
 -- `user` is the user hash as HGETALL gives it (empty: deleted).
 local function session_view(last, exp, user)
   local tier, disabled, own = nil, nil, {}
