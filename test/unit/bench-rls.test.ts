@@ -58,12 +58,13 @@ function row(id: string, { short, calls, byCommand, redisCpuUs, rls, expectOutco
 
 describe("the RLS targets", () => {
   // Every tollgate on the bench's Redis, once a second each, whatever the load: a PING, and a
-  // heartbeat (peerBeat-2.lua: FCALL, TIME, ZREMRANGEBYSCORE, ZADD, ZRANGE, PEXPIREAT, GET, PUBLISH).
+  // heartbeat (peerBeat-2.lua: FCALL, TIME, ZREMRANGEBYSCORE, ZADD, ZRANGE, PEXPIREAT twice, GET, PUBLISH).
   const beats = 6;
   const withUpkeep = (commands: Record<string, number>): Record<string, number> => {
     const all: Record<string, number> = { ...commands, ping: 12 };
     for (const name of ["fcall", "time", "zremrangebyscore", "zadd", "zrange", "pexpireat", "get", "publish"])
       all[name] = (all[name] ?? 0) + beats;
+    all.pexpireat = (all.pexpireat ?? 0) + beats;
     return all;
   };
   const byId = {
@@ -104,7 +105,7 @@ describe("the RLS targets", () => {
     }),
   };
 
-  it("commands per call leave out every process's upkeep (PING, the heartbeat's six commands)", () => {
+  it("commands per call leave out every process's upkeep (PING, the heartbeat's commands)", () => {
     expect(commandsPerCall(byId["rls-denied-fixed"])).toBe(0);
     expect(commandsPerCall(byId["rls-floor"])).toBe(2);
     expect(commandsPerCall(byId["rls-allowed-fixed"])).toBe(4);

@@ -15,6 +15,9 @@ local listed = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 if #listed > 0 then
   local count = redis.call('INCR', KEYS[2])
+  -- As long as the list (peerBeat-2.lua renews both): a count that ends with the last instance
+  -- starts again at 1, and an instance still listening only empties its cache once more.
+  redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]), 1))
   redis.call('PUBLISH', ARGV[3], ARGV[4] .. ':' .. count .. ' ' .. ARGV[2])
 end
 return listed

@@ -17,5 +17,6 @@ redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 -- REDIS_TIMEOUT_MS list themselves for longer, and must not drop off when a shorter one beats last.
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[1], last[2])
+redis.call('PEXPIREAT', KEYS[2], last[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4] .. ' ' .. (redis.call('GET', KEYS[2]) or '0'))
 return 1
