@@ -1,7 +1,8 @@
 // A listener as a value: where it binds, and how it starts, drains and stops. The composition root
 // lists them (src/listeners.ts); start-up, readiness, signals, start-up problems and the WORKERS
 // supervisor iterate over that list and name none of them.
-import type { Server } from "node:net";
+import cluster from "node:cluster";
+import type { Server, Socket } from "node:net";
 import type { SettingName } from "../config/setting-names.js";
 
 /** Where a listener binds, and the settings that choose it (start-up problems name them). */
@@ -33,6 +34,27 @@ export type Listener = Readonly<ListenerAddress> & {
 };
 
 /**
+ * A WORKERS worker's bound, counted here rather than by server.maxConnections: node:cluster's
+ * primary accepts, and a worker at its maxConnections hands the connection back, which the primary
+ * hands to the next worker, and back again, for as long as every worker is full: a core spent on
+ * it, the connection never closed, nothing logged. Closed here once handed over, as it arrives.
+ */
+function boundInWorker(server: Server, max: number, onFull: (() => void) | undefined): void {
+  let held = 0;
+  server.on("connection", (socket: Socket) => {
+    if (held >= max) {
+      socket.destroy();
+      onFull?.();
+      return;
+    }
+    held += 1;
+    socket.once("close", () => {
+      held -= 1;
+    });
+  });
+}
+
+/**
  * A listener over one server: `close` stops accepting and begins closing connections (resolving
  * once the last has closed), `force` closes those still open at once (tests, never a stop).
  */
@@ -42,8 +64,9 @@ export function serverListener(
   close: () => Promise<void>,
   force: () => void,
 ): Listener {
-  if (address.maxConnections !== undefined) server.maxConnections = address.maxConnections;
-  const { onFull } = address;
+  const { maxConnections, onFull } = address;
+  if (maxConnections !== undefined && cluster.isWorker) boundInWorker(server, maxConnections, onFull);
+  else if (maxConnections !== undefined) server.maxConnections = maxConnections;
   if (onFull !== undefined) server.on("drop", () => onFull());
   return {
     name: address.name,
