@@ -315,7 +315,7 @@ describe("what all of the above left behind", () => {
     expect(keys.length).toBeGreaterThan(20);
     const prefix = tollgate.prefix.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     const shape = new RegExp(
-      `^${prefix}(users:exist|\\{users\\}:ids|\\{invalidations\\}:peers|\\{u:[A-Za-z0-9_-]{1,64}\\}:(user|sessions|s:[A-Za-z0-9_-]{1,64}|l:[a-z0-9_-]{1,32})|\\{ip:(unknown|[0-9a-f.:/]+)\\}:(r|l:[a-z0-9_-]{1,32})|\\{n:[0-9a-f]+\\}:(uid|r|l:login_failed))$`,
+      `^${prefix}(users:exist|\\{users\\}:ids|\\{invalidations\\}:peers(:count)?|\\{u:[A-Za-z0-9_-]{1,64}\\}:(user|sessions|s:[A-Za-z0-9_-]{1,64}|l:[a-z0-9_-]{1,32})|\\{ip:(unknown|[0-9a-f.:/]+)\\}:(r|l:[a-z0-9_-]{1,32})|\\{n:[0-9a-f]+\\}:(uid|r|l:login_failed))$`,
     );
     for (const key of keys) {
       expect(key, key).toMatch(shape);
