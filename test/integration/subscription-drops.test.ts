@@ -3,11 +3,12 @@
 // subscribed again are lost, so whatever the instance cached before must go. On one Redis and on a
 // Redis Cluster, where the subscription is not the Cluster client's own (ioredis replaces that one
 // without a word, announcements lost meanwhile).
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDenialCache, type Refusal } from "../../src/check/denial-cache.js";
 import { parseRedisSettings } from "../../src/config/redis-settings.js";
 import { createRedisClient, type RedisClient } from "../../src/store/redis/client.js";
 import { createRedisInvalidations } from "../../src/store/redis/invalidations.js";
+import { startRedisServer } from "../support/processes.mjs";
 import { redisUrl } from "../support/redis.js";
 import { type RedisCluster, redisCli, startRedisCluster } from "../support/redis-topologies.js";
 
@@ -38,29 +39,23 @@ async function eventually(probe: () => boolean | Promise<boolean>, ms: number): 
   }
 }
 
+/** Where a case runs: a Redis or a Cluster of its own (see the describe's beforeAll). */
+type Servers = { url: string; ports: number[] } | { seeds: string; ports: number[] };
+
 /** A client made as tollgate makes its own (no offline queue). */
-function tollgateClient(kind: "single" | "cluster"): RedisClient {
-  if (kind === "single") return createRedisClient({ url: redisUrl() });
-  const env: Record<string, string> = { REDIS_CLUSTER_NODES: inject("clusterNodes") };
+function tollgateClient(servers: Servers): RedisClient {
+  if ("url" in servers) return createRedisClient({ url: servers.url });
+  const env: Record<string, string> = { REDIS_CLUSTER_NODES: servers.seeds };
   const problems: string[] = [];
   const settings = parseRedisSettings((name) => env[name], problems);
   if (settings === undefined) throw new Error(problems.join("; "));
   return createRedisClient({ settings });
 }
 
-/** The ports of the Redis servers that the subscriptions may be on. */
-const ports = (kind: "single" | "cluster"): number[] =>
-  (kind === "single"
-    ? [redisUrl()]
-    : inject("clusterNodes")
-        .split(",")
-        .map((s) => `redis://${s}`)
-  ).map((address) => Number(new URL(address).port));
-
 /** Every pub/sub client of every server, as "<port> <id>". */
-async function pubsubClients(kind: "single" | "cluster"): Promise<Set<string>> {
+async function pubsubClients(servers: Servers): Promise<Set<string>> {
   const found = new Set<string>();
-  for (const port of ports(kind)) {
+  for (const port of servers.ports) {
     for (const line of (await redisCli(port, "CLIENT", "LIST", "TYPE", "pubsub")).split("\n")) {
       const id = /^id=(\d+)/.exec(line)?.[1];
       if (id !== undefined) found.add(`${port} ${id}`);
@@ -73,16 +68,32 @@ describe.each(["single", "cluster"] as const)(
   "an invalidations subscription closed by Redis (%s)",
   (kind) => {
     const clients: RedisClient[] = [];
-    afterAll(() => {
+    let servers: Servers;
+    let single: Awaited<ReturnType<typeof startRedisServer>> | undefined;
+    let cluster: RedisCluster | undefined;
+    // Servers of its own: on the shared ones, other files' tollgates subscribe at the same time, and
+    // a connection of theirs would be taken for this one's (seen in CI: two new pub/sub clients).
+    beforeAll(async () => {
+      if (kind === "single") {
+        single = await startRedisServer();
+        servers = { url: single.url, ports: [single.port] };
+      } else {
+        cluster = await startRedisCluster();
+        servers = { seeds: cluster.seeds, ports: cluster.nodes.map((node) => node.port) };
+      }
+    }, 60_000);
+    afterAll(async () => {
       for (const client of clients) client.disconnect();
+      await single?.stop();
+      await cluster?.stop();
     });
 
     it("is distrusted from the drop, so an announcement lost before it subscribes again leaves nothing cached", async () => {
       const channel = `test-drop-${Math.random().toString(36).slice(2)}`;
       const peersKey = `{${channel}}:peers`;
-      const receiverClient = tollgateClient(kind);
+      const receiverClient = tollgateClient(servers);
       clients.push(receiverClient);
-      const before = await pubsubClients(kind);
+      const before = await pubsubClients(servers);
       const receiver = createRedisInvalidations({
         redis: receiverClient,
         channel,
@@ -105,7 +116,7 @@ describe.each(["single", "cluster"] as const)(
       });
       try {
         expect(await eventually(() => health.at(-1) === true, 10_000)).toBe(true);
-        const own = [...(await pubsubClients(kind))].filter((c) => !before.has(c));
+        const own = [...(await pubsubClients(servers))].filter((c) => !before.has(c));
         expect(own).toHaveLength(1);
         const [port, id] = (own[0] as string).split(" ");
         denials.remember("u:lost", "search", 60_000, undefined, REFUSAL, TIMES, denials.generation());
@@ -192,7 +203,7 @@ describe("an announcement that a subscription still up never hears", () => {
     const channel = `test-missed-${Math.random().toString(36).slice(2)}`;
     const peersKey = `{${channel}}:peers`;
     const sender = createRedisClient({ url: redisUrl(), offlineQueue: true });
-    const receiverClient = tollgateClient("single");
+    const receiverClient = tollgateClient({ url: redisUrl(), ports: [] });
     const receiver = createRedisInvalidations({
       redis: receiverClient,
       channel,
