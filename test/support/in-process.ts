@@ -203,7 +203,9 @@ export const fileTarget = (store: Store) => ({
   lockout: createLockout({ window: { limit: 10, windowMs: 900_000 }, limiter: store.limiter }),
 });
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** A wait that is already over (a deadline computed as passed) resolves on the next timer turn. */
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
 /** The claims of a JWT, read without verifying it. */
 export function claimsOf(token: string): Record<string, unknown> {

@@ -139,7 +139,8 @@ export function createRedisInvalidations(options: {
             return;
           }
           const until = Math.max(...[...waiting].map((peer) => sentAt + (trustOf(peer) || trustMs)));
-          late = setTimeout(resolve, until - performance.now());
+          // Past already (a peer's trust over while others acknowledged): now, without Node's warning.
+          late = setTimeout(resolve, Math.max(0, until - performance.now()));
         };
         entry.waiting = waiting;
         entry.acknowledged = arm;
