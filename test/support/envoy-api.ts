@@ -42,17 +42,62 @@ const INTEGERS = /^(u?int|sint|s?fixed)(32|64)$/;
 const camel = (name: string) => name.replace(/_([a-z0-9])/g, (_all, c: string) => c.toUpperCase());
 const isObject = (v: Json): v is Record<string, Json> =>
   typeof v === "object" && v !== null && !Array.isArray(v);
-/** A PGV rule that makes a field required (message.required, duration.required). */
-const requiredRule = (field: protobuf.Field) =>
-  Object.entries(field.options ?? {}).some(
-    ([key, value]) => /^\(validate\.rules\)\.\w+\.required$/.test(key) && value === true,
+type Rules = Record<string, Record<string, unknown> | undefined>;
+/** A field's PGV rules, `(validate.rules)`, as protobufjs parsed them: `{ uint32: { lte: 10 } }`. */
+const rulesOf = (field: protobuf.Field): Rules =>
+  Object.assign(
+    {},
+    ...(field.parsedOptions ?? []).map((o: Record<string, unknown>) => o["(validate.rules)"]),
   );
+/** Seconds of a duration as YAML writes it ("0.25s") or as a rule bound ({ seconds, nanos }). */
+const secondsOf = (d: unknown): number =>
+  typeof d === "string"
+    ? Number(d.slice(0, -1))
+    : Number((d as { seconds?: number }).seconds ?? 0) + Number((d as { nanos?: number }).nanos ?? 0) / 1e9;
+/** A scalar field's default, which PGV holds to the field's rules when the field is left out. */
+const defaultOf = (field: protobuf.Field): Json =>
+  field.resolvedType !== null
+    ? undefined
+    : field.type === "bool"
+      ? false
+      : /^(string|bytes)$/.test(field.type)
+        ? ""
+        : 0;
+
+/** What breaks a PGV rule of one value: bounds, a string's set of values and length. */
+function valueRuleProblems(rules: Rules, v: Json, at: string): string[] {
+  const problems: string[] = [];
+  for (const [kind, rule] of Object.entries(rules)) {
+    if (rule === undefined || kind === "repeated" || kind === "message" || kind === "map") continue;
+    if (rule.ignore_empty === true && (v === "" || v === 0)) continue;
+    const n = kind === "duration" ? secondsOf(v) : Number(v);
+    const bound = (b: unknown) => (kind === "duration" ? secondsOf(b) : Number(b));
+    const shown = (b: unknown) => `${bound(b)}${kind === "duration" ? "s" : ""}`;
+    const broken = Number.isNaN(n)
+      ? [] // a value of the wrong type, told already
+      : [
+          rule.gt !== undefined && !(n > bound(rule.gt)) && `> ${shown(rule.gt)}`,
+          rule.gte !== undefined && !(n >= bound(rule.gte)) && `>= ${shown(rule.gte)}`,
+          rule.lt !== undefined && !(n < bound(rule.lt)) && `< ${shown(rule.lt)}`,
+          rule.lte !== undefined && !(n <= bound(rule.lte)) && `<= ${shown(rule.lte)}`,
+        ];
+    for (const what of broken) if (what) problems.push(`${at}: must be ${what}`);
+    if (kind !== "string" || typeof v !== "string") continue;
+    if (Array.isArray(rule.in) && !rule.in.includes(v))
+      problems.push(`${at}: ${JSON.stringify(v)} is not one of ${rule.in.join(", ")}`);
+    if (Number(rule.min_len ?? 0) > v.length) problems.push(`${at}: shorter than ${String(rule.min_len)}`);
+    if (rule.max_len !== undefined && Number(rule.max_len) < v.length)
+      problems.push(`${at}: longer than ${String(rule.max_len)}`);
+  }
+  return problems;
+}
 
 /**
  * What Envoy would refuse in `value` read as the message `typeName`, as its config loader reads YAML
  * (proto3 JSON, field names in snake_case or lowerCamelCase, unknown fields refused): each problem as
- * "path: what". Besides names and types: a oneof set twice, a required field or oneof (PGV's
- * `required`, a string's `min_len`) left out, a field Envoy deprecated. `partial` is for a patch
+ * "path: what". Besides names and types: a oneof set twice, a required field or oneof left out, a
+ * value outside its PGV rules (bounds, a string's allowed values and length, a list's minimum), a
+ * field Envoy deprecated. `partial` is for a patch
  * merged into a message (an Istio EnvoyFilter's MERGE): a field left out is no problem there.
  */
 export function envoyConfigProblems(typeName: string, value: Json, options: { partial?: boolean } = {}) {
@@ -132,13 +177,27 @@ export function envoyConfigProblems(typeName: string, value: Json, options: { pa
         else for (const [k, entry] of Object.entries(item)) fieldValue(field, entry, `${at2}[${k}]`);
       } else if (field.repeated) {
         if (!Array.isArray(item)) problems.push(`${at2}: a list expected`);
-        else for (const [i, entry] of item.entries()) fieldValue(field, entry, `${at2}[${i}]`);
-      } else fieldValue(field, item, at2);
+        else {
+          const repeated = rulesOf(field).repeated ?? {};
+          if (Number(repeated.min_items ?? 0) > item.length)
+            problems.push(`${at2}: fewer than ${String(repeated.min_items)} items`);
+          for (const [i, entry] of item.entries()) {
+            fieldValue(field, entry, `${at2}[${i}]`);
+            problems.push(...valueRuleProblems((repeated.items ?? {}) as Rules, entry, `${at2}[${i}]`));
+          }
+        }
+      } else {
+        fieldValue(field, item, at2);
+        problems.push(...valueRuleProblems(rulesOf(field), item, at2));
+      }
     }
     if (options.partial) return;
     for (const f of type.fieldsArray) {
-      const minLen = f.options?.["(validate.rules).string.min_len"];
-      if (f.partOf === null && !present.has(f) && (requiredRule(f) || (minLen ?? 0) > 0))
+      if (f.partOf !== null || present.has(f) || f.repeated) continue;
+      const rules = rulesOf(f);
+      const required = Object.values(rules).some((rule) => rule?.required === true);
+      const scalar = defaultOf(f);
+      if (required || (scalar !== undefined && valueRuleProblems(rules, scalar, "").length > 0))
         problems.push(`${at}: ${f.name} is required in ${type.fullName.slice(1)}`);
     }
     for (const o of type.oneofsArray)

@@ -38,7 +38,7 @@ describe("envoy/'s configurations, against Envoy's v3 API", () => {
     },
   );
 
-  it("refuses what Envoy refuses: a misspelt field, a wrong type, a unit in a duration, an unknown enum value or @type, a oneof set twice, a required field left out", () => {
+  it("refuses what Envoy refuses: a misspelt field, a wrong type, a unit in a duration, an unknown enum value or @type, a oneof set twice, a value out of bounds, a required field left out", () => {
     const file = read("envoy/envoy.yaml");
     const broken = (from: string, to: string) => {
       expect(file.split(from), from).toHaveLength(2);
@@ -70,6 +70,16 @@ describe("envoy/'s configurations, against Envoy's v3 API", () => {
       expect.stringMatching(
         /\.allowed_headers\.patterns\[3\]\.prefix: oneof match_pattern is already set by exact$/,
       ),
+    ]);
+    // Envoy's validation rules (PGV) on values.
+    expect(broken("port_value: 8000 }", "port_value: 80000 }")).toEqual([
+      ".static_resources.clusters[2].load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value: must be <= 65535",
+    ]);
+    expect(broken("connect_timeout: 0.25s", "connect_timeout: 0s")).toEqual([
+      ".static_resources.clusters[0].connect_timeout: must be > 0s",
+    ]);
+    expect(broken("response_flag_filter: { flags: [NR] }", "response_flag_filter: { flags: [NX] }")).toEqual([
+      expect.stringMatching(/\.response_flag_filter\.flags\[0\]: "NX" is not one of LH, UH, /),
     ]);
     expect(broken("- name: upstream\n      type: STRICT_DNS", "- type: STRICT_DNS")).toEqual([
       ".static_resources.clusters[2]: name is required in envoy.config.cluster.v3.Cluster",
