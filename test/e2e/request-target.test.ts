@@ -212,6 +212,21 @@ describe("request targets through nginx", () => {
     }
   }, 120_000);
 
+  // Symfony and Laravel serve POST /api/search?_method=GET by the GET search route: charged as a POST
+  // (the default route, general), it would have escaped the search limit.
+  it.each([
+    "/api/search?q=lamp&_method=GET",
+    "/api/search?%5Fmethod=GET&q=lamp",
+    "/api/search?.method=GET&q=lamp",
+  ])("refuses POST %s with 400 JSON, through nginx and the Envoy harness", async (target) => {
+    for (const base of [nginx.url, envoy.url]) {
+      const reply = await sendRaw(base, "POST", target);
+      expect(reply.status, reply.body).toBe(400);
+      expect(JSON.parse(reply.body)).toMatchObject({ error: "bad_request" });
+      expect(header(reply, "x-ratelimit-resource")).toBeUndefined();
+    }
+  });
+
   it("answers an over-long target with 414 JSON, not a 503", async () => {
     for (const length of [9_000, 70_000]) {
       const reply = await sendRaw(nginx.url, "GET", `/api/search?q=${"a".repeat(length)}`);

@@ -166,12 +166,15 @@ describe("envoy/envoy.yaml", () => {
     ]);
   });
 
-  it("strips client identity and client-address headers before ext_authz runs, and routes last", () => {
+  it("strips client identity, client-address and method-override headers before ext_authz runs, and routes last", () => {
     const mutationIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.header_mutation");
     expect(mutationIndex).toBeGreaterThanOrEqual(0);
     expect(mutationIndex).toBeLessThan(extAuthzIndex);
     const removed = nodes(node(node(httpFilters[mutationIndex]?.typed_config).mutations).request_mutations);
     expect(removed.map((m) => m.remove).sort()).toEqual([
+      "x-http-method",
+      "x-http-method-override",
+      "x-method-override",
       "x-session-id",
       "x-tollgate-client-ip",
       "x-user-id",
