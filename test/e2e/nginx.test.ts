@@ -296,6 +296,21 @@ describe("nginx itself, against recording check, public API and upstream servers
       expect(forwarded?.headers[name], name).toBeUndefined();
   });
 
+  it("never forwards a header that names another path: the upstream routes by the one checked", async () => {
+    const before = app.received.length;
+    // Laminas/Zend and old Symfony route by X-Original-URL or X-Rewrite-URL when present.
+    const res = await rawRequest(
+      proxy.url,
+      "GET /api/products HTTP/1.1\r\nHost: localhost\r\nX-Original-URL: /api/search\r\n" +
+        "x-original-url: /api/search\r\nX-Rewrite-URL: /api/search\r\nConnection: close\r\n\r\n",
+    );
+    expect(res.status).toBe(200);
+    const [forwarded] = app.received.slice(before);
+    expect(forwarded?.url).toBe("/api/products");
+    for (const name of ["x-original-url", "x-rewrite-url"])
+      expect(forwarded?.headers[name], name).toBeUndefined();
+  });
+
   // The check reads a handful of headers: a client's others (cookies, anything) are none of its business.
   it("sends the check only what it reads, never a client's other headers", async () => {
     const before = check.received.length;

@@ -166,7 +166,7 @@ describe("envoy/envoy.yaml", () => {
     ]);
   });
 
-  it("strips client identity, client-address and method-override headers before ext_authz runs, and routes last", () => {
+  it("strips client identity, client-address, method-override and rerouting headers before ext_authz runs, and routes last", () => {
     const mutationIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.header_mutation");
     expect(mutationIndex).toBeGreaterThanOrEqual(0);
     expect(mutationIndex).toBeLessThan(extAuthzIndex);
@@ -175,6 +175,8 @@ describe("envoy/envoy.yaml", () => {
       "x-http-method",
       "x-http-method-override",
       "x-method-override",
+      "x-original-url",
+      "x-rewrite-url",
       "x-session-id",
       "x-tollgate-client-ip",
       "x-user-id",
