@@ -583,6 +583,20 @@ describe("envoy/envoy-ratelimit.yaml and envoy/ratelimit-config/", () => {
       }
   });
 
+  it("matches paths in header_value_match in any case, as the upstream and tollgate's check route them", () => {
+    // Envoy compares :path as sent (normalize_path does not fold case): POST /api/Orders reached the
+    // orders handler of a case-insensitive upstream without the order_write descriptor.
+    const pathMatchers = rateLimited.flatMap((r) =>
+      nodes(node(r.route).rate_limits).flatMap((limit) =>
+        nodes(limit.actions).flatMap((a) =>
+          nodes(node(a.header_value_match).headers).filter((h) => h.name === ":path"),
+        ),
+      ),
+    );
+    expect(pathMatchers.length).toBeGreaterThan(0);
+    for (const matcher of pathMatchers) expect(node(matcher.string_match).ignore_case).toBe(true);
+  });
+
   it("names the example config's domain, which has a limit for every descriptor the routes build", () => {
     expect(filter.domain).toBe("tollgate-edge");
     expect(config.domain).toBe(filter.domain);
