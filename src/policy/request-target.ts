@@ -21,6 +21,41 @@ const KEPT_ESCAPE = /^[!$&'()*+,=:@]$/;
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * A query that could name a method-override parameter: one with an escape, or with "method" in
+ * any case. Most queries are neither and cost this one test.
+ */
+const OVERRIDE_HINT = /%|method/i;
+
+/** A query parameter's name as PHP, Rack and Spring read it: escapes and `+` decoded. */
+function paramName(part: string): string {
+  const end = part.indexOf("=");
+  const raw = (end === -1 ? part : part.slice(0, end)).replaceAll("+", " ");
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Whether the query has a `_method` parameter, which Symfony and Laravel (and Spring's, Rails' and
+ * ASP.NET's forms, from a body tollgate never reads) take for the request's method: a
+ * `POST /api/search?_method=GET` would be charged as a POST and served by the GET route. Spelled as
+ * PHP reads names: any case here, leading spaces dropped, `.`, space and an unclosed `[` as `_`,
+ * `_method[]` as `_method`; `;` separates parameters for older Rack.
+ */
+function overridesMethod(query: string): boolean {
+  if (!OVERRIDE_HINT.test(query)) return false;
+  for (const part of query.split(/[&;]/)) {
+    let name = paramName(part).trimStart().toLowerCase();
+    const open = name.indexOf("[");
+    if (open !== -1 && name.indexOf("]", open) !== -1) name = name.slice(0, open);
+    if (name.replace(/[. []/g, "_") === "_method") return true;
+  }
+  return false;
+}
+
 /** True when a character could be read as ASCII by an upstream that folds case or normalizes Unicode. */
 function foldsToAscii(char: string): boolean {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is for ASCII, controls included
@@ -91,7 +126,8 @@ function decodePath(path: string): { decoded: string } | { problem: string } {
  * that an upstream could read as another path is refused instead of guessed at: a fragment (`#`),
  * a backslash, control bytes, spaces or raw non-ASCII anywhere; in the path, `;`, dot segments
  * (raw or escaped), escaped separators and other delimiters, `%25`, malformed or non-UTF-8 escapes,
- * and characters that fold into ASCII; targets that are not origin-form (`http://…`, `//host/…`).
+ * and characters that fold into ASCII; targets that are not origin-form (`http://…`, `//host/…`);
+ * a `_method` query parameter (overridesMethod).
  */
 export function canonicalTarget(raw: string): CanonicalTarget {
   const query = raw.indexOf("?");
@@ -105,6 +141,8 @@ export function canonicalTarget(raw: string): CanonicalTarget {
   }
   if (!rawPath.startsWith("/") || rawPath.startsWith("//"))
     return refuse("a target that is not a plain path");
+  if (query !== -1 && overridesMethod(raw.slice(query + 1)))
+    return refuse("a _method parameter, which some frameworks take for the request's method");
   if (CANONICAL.test(rawPath)) return { ok: true, path: rawPath };
   const result = decodePath(rawPath);
   if ("problem" in result) return refuse(result.problem);

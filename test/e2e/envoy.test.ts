@@ -811,6 +811,27 @@ describe("the Envoy harness itself, against recording check and upstream servers
     }
   });
 
+  it("never forwards a method override: the upstream serves the method the check was charged for", async () => {
+    const overrides = { "x-http-method-override": "GET", "x-http-method": "GET", "x-method-override": "GET" };
+    await send(`${envoy.url}/api/search`, {
+      method: "POST",
+      headers: overrides,
+      localAddress: newClientAddress(),
+    });
+    expect(check.received.map((r) => r.method)).toEqual(["POST"]);
+    const [forwarded] = upstream.received;
+    expect(forwarded?.method).toBe("POST");
+    for (const name of Object.keys(overrides)) expect(forwarded?.headers[name], name).toBeUndefined();
+  });
+
+  it("never forwards a header that names another path: the upstream routes by the one checked", async () => {
+    const rerouting = { "x-original-url": "/api/search", "x-rewrite-url": "/api/search" };
+    await send(`${envoy.url}/api/products`, { headers: rerouting, localAddress: newClientAddress() });
+    const [forwarded] = upstream.received;
+    expect(forwarded?.url).toBe("/api/products");
+    for (const name of Object.keys(rerouting)) expect(forwarded?.headers[name], name).toBeUndefined();
+  });
+
   it("normalises the path before routing and checking it", async () => {
     await send(`${envoy.url}//api/./x/..//products?limit=1`, { localAddress: newClientAddress() });
     expect((check.received[0] as Recorded).url).toBe("/ext_authz/api/products?limit=1");

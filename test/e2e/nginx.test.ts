@@ -280,6 +280,37 @@ describe("nginx itself, against recording check, public API and upstream servers
     }
   });
 
+  it("never forwards a method override: the upstream serves the method the check was charged for", async () => {
+    const before = app.received.length;
+    // Rack, Symfony, Laravel and express's method-override would serve this POST by the GET route.
+    const res = await rawRequest(
+      proxy.url,
+      "POST /api/search HTTP/1.1\r\nHost: localhost\r\nX-HTTP-Method-Override: GET\r\n" +
+        "x-http-method-override: GET\r\nX-HTTP-Method: GET\r\nX-Method-Override: GET\r\n" +
+        "Content-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    expect(res.status).toBe(200);
+    const [forwarded] = app.received.slice(before);
+    expect(forwarded?.method).toBe("POST");
+    for (const name of ["x-http-method-override", "x-http-method", "x-method-override"])
+      expect(forwarded?.headers[name], name).toBeUndefined();
+  });
+
+  it("never forwards a header that names another path: the upstream routes by the one checked", async () => {
+    const before = app.received.length;
+    // Laminas/Zend and old Symfony route by X-Original-URL or X-Rewrite-URL when present.
+    const res = await rawRequest(
+      proxy.url,
+      "GET /api/products HTTP/1.1\r\nHost: localhost\r\nX-Original-URL: /api/search\r\n" +
+        "x-original-url: /api/search\r\nX-Rewrite-URL: /api/search\r\nConnection: close\r\n\r\n",
+    );
+    expect(res.status).toBe(200);
+    const [forwarded] = app.received.slice(before);
+    expect(forwarded?.url).toBe("/api/products");
+    for (const name of ["x-original-url", "x-rewrite-url"])
+      expect(forwarded?.headers[name], name).toBeUndefined();
+  });
+
   // The check reads a handful of headers: a client's others (cookies, anything) are none of its business.
   it("sends the check only what it reads, never a client's other headers", async () => {
     const before = check.received.length;

@@ -212,6 +212,33 @@ describe("request targets through nginx", () => {
     }
   }, 120_000);
 
+  // Symfony and Laravel serve POST /api/search?_method=GET by the GET search route: charged as a POST
+  // (the default route, general), it would have escaped the search limit.
+  it.each([
+    "/api/search?q=lamp&_method=GET",
+    "/api/search?%5Fmethod=GET&q=lamp",
+    "/api/search?.method=GET&q=lamp",
+  ])("refuses POST %s with 400 JSON, through nginx and the Envoy harness", async (target) => {
+    for (const base of [nginx.url, envoy.url]) {
+      const reply = await sendRaw(base, "POST", target);
+      expect(reply.status, reply.body).toBe(400);
+      expect(JSON.parse(reply.body)).toMatchObject({ error: "bad_request" });
+      expect(header(reply, "x-ratelimit-resource")).toBeUndefined();
+    }
+  });
+
+  // Rails, Spring MVC and Django REST framework serve /api/search.json by the search route: charged
+  // by the default route (general), it would have escaped the search limit.
+  it("charges a path with a format suffix as its route, through nginx and the Envoy harness", async () => {
+    for (const base of [nginx.url, envoy.url]) {
+      for (const target of ["/api/search.json?q=lamp", "/api/Search.XML?q=lamp"]) {
+        const reply = await sendRaw(base, "GET", target);
+        expect(header(reply, "x-ratelimit-resource"), `${base} ${target}: ${reply.body}`).toBe("search");
+      }
+      expect(header(await sendRaw(base, "POST", "/api/orders.json"), "x-ratelimit-resource")).toBe("orders");
+    }
+  });
+
   it("answers an over-long target with 414 JSON, not a 503", async () => {
     for (const length of [9_000, 70_000]) {
       const reply = await sendRaw(nginx.url, "GET", `/api/search?q=${"a".repeat(length)}`);

@@ -166,12 +166,17 @@ describe("envoy/envoy.yaml", () => {
     ]);
   });
 
-  it("strips client identity and client-address headers before ext_authz runs, and routes last", () => {
+  it("strips client identity, client-address, method-override and rerouting headers before ext_authz runs, and routes last", () => {
     const mutationIndex = httpFilters.findIndex((f) => f.name === "envoy.filters.http.header_mutation");
     expect(mutationIndex).toBeGreaterThanOrEqual(0);
     expect(mutationIndex).toBeLessThan(extAuthzIndex);
     const removed = nodes(node(node(httpFilters[mutationIndex]?.typed_config).mutations).request_mutations);
     expect(removed.map((m) => m.remove).sort()).toEqual([
+      "x-http-method",
+      "x-http-method-override",
+      "x-method-override",
+      "x-original-url",
+      "x-rewrite-url",
       "x-session-id",
       "x-tollgate-client-ip",
       "x-user-id",
@@ -576,6 +581,20 @@ describe("envoy/envoy-ratelimit.yaml and envoy/ratelimit-config/", () => {
             expect(unknownKeys(matcher, "HeaderMatcher")).toEqual([]);
         }
       }
+  });
+
+  it("matches paths in header_value_match in any case, as the upstream and tollgate's check route them", () => {
+    // Envoy compares :path as sent (normalize_path does not fold case): POST /api/Orders reached the
+    // orders handler of a case-insensitive upstream without the order_write descriptor.
+    const pathMatchers = rateLimited.flatMap((r) =>
+      nodes(node(r.route).rate_limits).flatMap((limit) =>
+        nodes(limit.actions).flatMap((a) =>
+          nodes(node(a.header_value_match).headers).filter((h) => h.name === ":path"),
+        ),
+      ),
+    );
+    expect(pathMatchers.length).toBeGreaterThan(0);
+    for (const matcher of pathMatchers) expect(node(matcher.string_match).ignore_case).toBe(true);
   });
 
   it("names the example config's domain, which has a limit for every descriptor the routes build", () => {

@@ -71,6 +71,39 @@ describe("the built-in policy", () => {
   });
 });
 
+describe("a path with a format suffix", () => {
+  const policy = loadPolicy(undefined);
+  const match = (method: string, path: string) => matchRoute(policy, method, normalizePath(path));
+
+  it("is charged as the route an upstream serves it by (Rails, Spring MVC, Django REST framework)", () => {
+    expect(match("GET", "/api/search.json?q=x")).toMatchObject({ category: "search", token: "required" });
+    expect(match("GET", "/api/Search.XML")).toMatchObject({ category: "search" });
+    expect(match("HEAD", "/api/search.json")).toMatchObject({ category: "search" });
+    expect(match("GET", "/api/search.json.xml")).toMatchObject({ category: "search" });
+    expect(match("POST", "/api/orders.json")).toMatchObject({ category: "orders" });
+    expect(match("GET", "/auth/sessions.json")).toMatchObject({ category: "account" });
+    // The method still decides: a GET of the orders route's suffixed path is no order.
+    expect(match("GET", "/api/orders.json")).toMatchObject({ category: "general" });
+  });
+
+  it("never opens a route the default guards: an unlimited or tokenless stem leaves it to the default", () => {
+    expect(match("GET", "/health.json")).toMatchObject({
+      category: "general",
+      token: "required",
+      limited: true,
+    });
+    expect(match("POST", "/auth/login.json")).toMatchObject({ category: "general", token: "required" });
+  });
+
+  it("takes a prefix route's own path too, and reads a dot only in the last segment, after a name", () => {
+    const policy = loadPolicy(fixture("valid.json"));
+    expect(matchRoute(policy, "GET", "/reports.csv")).toMatchObject({ category: "reports" });
+    expect(matchRoute(policy, "GET", "/public.json")).toMatchObject({ category: "general", limited: true });
+    expect(matchRoute(policy, "GET", "/api/.json")).toMatchObject({ category: "general" });
+    expect(matchRoute(policy, "GET", "/reports.d/x")).toMatchObject({ category: "general" });
+  });
+});
+
 describe("a policy file", () => {
   it("reads JSON with prefix routes, unlimited routes and custom tiers", () => {
     const policy = loadPolicy(fixture("valid.json"));

@@ -65,6 +65,36 @@ describe("the canonical request target", () => {
     expect(canonicalTarget(raw).ok).toBe(false);
   });
 
+  it("refuses a _method query parameter in every spelling PHP, Rack and Spring read as one", () => {
+    // Symfony and Laravel serve POST /api/search?_method=GET by the GET route: charged as the POST.
+    for (const raw of [
+      "/api/search?_method=GET",
+      "/api/search?q=1&_method=GET",
+      "/api/search?q=1;_method=GET",
+      "/api/search?_METHOD=GET",
+      "/api/search?%5Fmethod=GET",
+      "/api/search?_%6dethod=GET",
+      "/api/search?.method=GET",
+      "/api/search?[method=GET",
+      "/api/search?_method[]=GET",
+      "/api/search?_method[x]=GET",
+      "/api/search?++_method=GET",
+      "/api/search?_method",
+    ]) {
+      const target = canonicalTarget(raw);
+      expect(target, raw).toMatchObject({ ok: false, problem: expect.stringContaining("_method") });
+    }
+    for (const raw of [
+      "/api/search?method=GET",
+      "/api/search?q=_method",
+      "/api/search?x_method=1",
+      "/api/search?q=%41",
+      // PHP drops a name's leading spaces: " method" is "method".
+      "/api/search?+method=GET",
+    ])
+      expect(pathOf(raw), raw).toBe("/api/search");
+  });
+
   it("gives refusal messages that can travel in a header (printable ASCII only)", () => {
     fc.assert(
       fc.property(fc.string({ unit: "binary", maxLength: 40 }), (tail) => {
