@@ -68,9 +68,9 @@ function startupSettings(handed: ReloadSources | undefined) {
     if (unmet.length > 0) fail(unmet);
     return { config, policy, rls, sources };
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {
-      fail(error.problems);
-    }
+    // An RLS problem names its file (relative to RLS_CONFIG's folder) and line: the variable goes first.
+    if (error instanceof RlsConfigError) fail(error.problems.map((problem) => `RLS_CONFIG: ${problem}`));
+    if (error instanceof ConfigError || error instanceof PolicyError) fail(error.problems);
     throw error;
   }
 }

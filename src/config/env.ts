@@ -7,7 +7,7 @@ import {
   parseClockTolerance,
   parseIdentitySettings,
 } from "./identity-settings.js";
-import { readJwtKeys } from "./jwt-keys.js";
+import { checkTlsFiles, readJwtKeys } from "./key-files.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
@@ -71,7 +71,8 @@ function parseGrpcTls(reader: Reader): Config["grpcTls"] {
   if (!certSet) return undefined;
   const cert = reader.file("GRPC_TLS_CERT_FILE");
   const key = reader.file("GRPC_TLS_KEY_FILE");
-  return cert === undefined || key === undefined ? undefined : { cert, key };
+  if (cert === undefined || key === undefined || !checkTlsFiles(reader, cert, key)) return undefined;
+  return { cert, key };
 }
 
 export type Config = {

@@ -1,12 +1,13 @@
 // Settings from the environment: defaults, validation, and production's stricter rules.
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config/env.js";
 import { metricsExposureWarning } from "../../src/config/hosts.js";
 import { SETTINGS } from "../../src/config/setting-names.js";
+import { selfSignedCert } from "../support/self-signed.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -212,20 +213,36 @@ describe("settings", () => {
   });
 
   it("take the gRPC listener's TLS certificate and key together, and name what is missing or unreadable", () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-"));
-    writeFileSync(join(dir, "cert.pem"), "CERT");
-    writeFileSync(join(dir, "key.pem"), "KEY");
-    const cert = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
+    const { cert, key } = selfSignedCert("tollgate-grpc-tls-");
     expect(loadConfig({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key }).grpcTls).toEqual({
-      cert: "CERT",
-      key: "KEY",
+      cert: readFileSync(cert, "utf8"),
+      key: readFileSync(key, "utf8"),
     });
     expect(problems({ GRPC_TLS_CERT_FILE: cert })).toEqual([
       "GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE: set both for TLS, or neither for plaintext",
     ]);
-    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: join(dir, "missing.pem") })).toEqual([
-      `GRPC_TLS_KEY_FILE: cannot read "${join(dir, "missing.pem")}" (ENOENT)`,
+    const missing = join(mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-")), "missing.pem");
+    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: missing })).toEqual([
+      `GRPC_TLS_KEY_FILE: cannot read "${missing}" (ENOENT)`,
+    ]);
+  });
+
+  it("stop at start-up on a gRPC certificate or key that TLS would refuse, naming the file", () => {
+    const { cert, key } = selfSignedCert("tollgate-grpc-tls-");
+    const other = selfSignedCert("tollgate-grpc-tls-");
+    const garbage = join(mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-")), "garbage.pem");
+    writeFileSync(garbage, "not PEM");
+    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: other.key })).toEqual([
+      "GRPC_TLS_KEY_FILE: not the private key of GRPC_TLS_CERT_FILE's certificate",
+    ]);
+    expect(problems({ GRPC_TLS_CERT_FILE: garbage, GRPC_TLS_KEY_FILE: garbage })).toEqual([
+      "GRPC_TLS_CERT_FILE: not a PEM certificate",
+      "GRPC_TLS_KEY_FILE: not a PEM private key",
+    ]);
+    // The key in the certificate's place, and the certificate in the key's.
+    expect(problems({ GRPC_TLS_CERT_FILE: key, GRPC_TLS_KEY_FILE: cert })).toEqual([
+      "GRPC_TLS_CERT_FILE: not a PEM certificate",
+      "GRPC_TLS_KEY_FILE: not a PEM private key",
     ]);
   });
 

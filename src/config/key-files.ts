@@ -1,5 +1,6 @@
-// JWT_PRIVATE_KEY_FILE and JWT_PUBLIC_KEY_FILE, checked at start-up against the algorithm that signs.
-import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+// Key files checked at start-up, so that a wrong one stops it naming its variable: the JWT key pair
+// against the algorithm that signs, the gRPC listener's certificate against its key.
+import { createPrivateKey, createPublicKey, type KeyObject, X509Certificate } from "node:crypto";
 import type { Reader } from "./env-reader.js";
 
 /** What jsonwebtoken signs each algorithm with: any other key fails every login with a 500. */
@@ -12,7 +13,7 @@ function parse(reader: Reader, name: string, text: string, make: (pem: string) =
   try {
     return make(text);
   } catch {
-    reader.problems.push(`${name}: not a PEM ${name.includes("PRIVATE") ? "private" : "public"} key`);
+    reader.problems.push(`${name}: not a PEM ${make === createPublicKey ? "public" : "private"} key`);
     return undefined;
   }
 }
@@ -71,4 +72,23 @@ export function readJwtKeys(
     );
   }
   return { privateKey, publicKey };
+}
+
+/**
+ * GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE: a certificate, and the private key of its public key.
+ * Otherwise the listener's TLS set-up failed with OpenSSL's words alone ("no start line", "key values
+ * mismatch"), naming no variable.
+ */
+export function checkTlsFiles(reader: Reader, cert: string, key: string): boolean {
+  let certificate: X509Certificate | undefined;
+  try {
+    certificate = new X509Certificate(cert);
+  } catch {
+    reader.problems.push("GRPC_TLS_CERT_FILE: not a PEM certificate");
+  }
+  const privateKey = parse(reader, "GRPC_TLS_KEY_FILE", key, createPrivateKey);
+  if (certificate === undefined || privateKey === undefined) return false;
+  if (certificate.checkPrivateKey(privateKey)) return true;
+  reader.problems.push("GRPC_TLS_KEY_FILE: not the private key of GRPC_TLS_CERT_FILE's certificate");
+  return false;
 }
