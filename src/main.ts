@@ -54,7 +54,7 @@ function loadEnvFile(): void {
   try {
     process.loadEnvFile(file);
   } catch (error) {
-    fail([`${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? "error"})`]);
+    fail([`ENV_FILE: cannot read "${file}" (${(error as NodeJS.ErrnoException).code ?? "error"})`]);
   }
 }
 
