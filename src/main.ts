@@ -54,7 +54,7 @@ function loadEnvFile(): void {
   try {
     process.loadEnvFile(file);
   } catch (error) {
-    fail([`${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? "error"})`]);
+    fail([`ENV_FILE: cannot read "${file}" (${(error as NodeJS.ErrnoException).code ?? "error"})`]);
   }
 }
 
@@ -68,9 +68,9 @@ function startupSettings(handed: ReloadSources | undefined) {
     if (unmet.length > 0) fail(unmet);
     return { config, policy, rls, sources };
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof PolicyError || error instanceof RlsConfigError) {
-      fail(error.problems);
-    }
+    // An RLS problem names its file (relative to RLS_CONFIG's folder) and line: the variable goes first.
+    if (error instanceof RlsConfigError) fail(error.problems.map((problem) => `RLS_CONFIG: ${problem}`));
+    if (error instanceof ConfigError || error instanceof PolicyError) fail(error.problems);
     throw error;
   }
 }

@@ -7,6 +7,7 @@ import {
   parseClockTolerance,
   parseIdentitySettings,
 } from "./identity-settings.js";
+import { checkTlsFiles, readJwtKeys } from "./key-files.js";
 import { ProblemsError } from "./problems.js";
 import { parseRedisSettings, type RedisSettings } from "./redis-settings.js";
 import type { Window } from "./rules.js";
@@ -70,7 +71,8 @@ function parseGrpcTls(reader: Reader): Config["grpcTls"] {
   if (!certSet) return undefined;
   const cert = reader.file("GRPC_TLS_CERT_FILE");
   const key = reader.file("GRPC_TLS_KEY_FILE");
-  return cert === undefined || key === undefined ? undefined : { cert, key };
+  if (cert === undefined || key === undefined || !checkTlsFiles(reader, cert, key)) return undefined;
+  return { cert, key };
 }
 
 export type Config = {
@@ -160,7 +162,6 @@ function parseJwt(
   const { production, provider, clockToleranceSeconds } = options;
   const algorithms = parseAlgorithms(reader);
   const usesHmac = algorithms.some((a) => a.startsWith("HS"));
-  const usesKeys = algorithms.some((a) => !a.startsWith("HS"));
   let secret: string | undefined;
   let secretGenerated = false;
   if (usesHmac) {
@@ -168,18 +169,7 @@ function parseJwt(
     secret = s.value;
     secretGenerated = s.generated;
   }
-  let privateKey: string | undefined;
-  let publicKey: string | undefined;
-  if (usesKeys) {
-    privateKey = reader.file("JWT_PRIVATE_KEY_FILE");
-    publicKey = reader.file("JWT_PUBLIC_KEY_FILE");
-    if (reader.raw("JWT_PRIVATE_KEY_FILE") === undefined) {
-      reader.problems.push("JWT_PRIVATE_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256");
-    }
-    if (reader.raw("JWT_PUBLIC_KEY_FILE") === undefined) {
-      reader.problems.push("JWT_PUBLIC_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256");
-    }
-  }
+  const { privateKey, publicKey } = readJwtKeys(reader, algorithms);
   return {
     algorithms,
     secret,

@@ -351,6 +351,21 @@ describe("first start", () => {
     }
   });
 
+  it("stops naming ENV_FILE when it names something it cannot read as a file of settings", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-env-"));
+    const child = spawn(process.execPath, [MAIN], {
+      env: { PATH: process.env.PATH ?? "", ENV_FILE: dir },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code, stderr).toBe(1);
+    expect(stderr).toMatch(new RegExp(`^tollgate: ENV_FILE: cannot read "${dir}" \\(\\w+\\)\\n$`));
+  });
+
   it("prints a generated admin token once, framed on stderr, and never in the JSON log lines", async () => {
     const p = await spawnTollgate({ ADMIN_TOKEN: "" });
     try {

@@ -934,7 +934,7 @@ describe("reloading RLS_CONFIG under load", () => {
 });
 
 describe("start-up with an invalid RLS_CONFIG", () => {
-  it("stops with exit 1 and one line per problem, file:line: field", async () => {
+  it("stops with exit 1 and one line per problem, RLS_CONFIG: file:line: field", async () => {
     const child = spawn(process.execPath, ["dist/src/main.js"], {
       cwd: ROOT,
       env: {
@@ -956,13 +956,13 @@ describe("start-up with an invalid RLS_CONFIG", () => {
     const lines = stderr.trim().split("\n");
     expect(lines).toEqual([
       expect.stringMatching(
-        /^tollgate: many_problems\.yaml:5: descriptors\[0\]\.rate_limit\.unit: unknown unit "fortnight"/,
+        /^tollgate: RLS_CONFIG: many_problems\.yaml:5: descriptors\[0\]\.rate_limit\.unit: unknown unit "fortnight"/,
       ),
-      "tollgate: many_problems.yaml:6: descriptors[0].rate_limit.requests_per_unit: -5 is out of range (0 to 4294967295)",
-      "tollgate: many_problems.yaml:7: descriptors[1].key: required",
-      'tollgate: many_problems.yaml:12: descriptors[2].rate_limit.algorithm: unknown algorithm "token-bucket" (fixed-window, sliding-log, sliding-counter, gcra)',
+      "tollgate: RLS_CONFIG: many_problems.yaml:6: descriptors[0].rate_limit.requests_per_unit: -5 is out of range (0 to 4294967295)",
+      "tollgate: RLS_CONFIG: many_problems.yaml:7: descriptors[1].key: required",
+      'tollgate: RLS_CONFIG: many_problems.yaml:12: descriptors[2].rate_limit.algorithm: unknown algorithm "token-bucket" (fixed-window, sliding-log, sliding-counter, gcra)',
       expect.stringMatching(
-        /^tollgate: many_problems\.yaml:15: descriptors\[2\]\.descriptors\[0\]\.colour: unknown field/,
+        /^tollgate: RLS_CONFIG: many_problems\.yaml:15: descriptors\[2\]\.descriptors\[0\]\.colour: unknown field/,
       ),
     ]);
     expect(stdout).not.toContain('"event":"ready"');

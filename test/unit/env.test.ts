@@ -1,12 +1,13 @@
 // Settings from the environment: defaults, validation, and production's stricter rules.
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config/env.js";
 import { metricsExposureWarning } from "../../src/config/hosts.js";
 import { SETTINGS } from "../../src/config/setting-names.js";
+import { selfSignedCert } from "../support/self-signed.js";
 
 function problems(env: Record<string, string>): string[] {
   try {
@@ -19,6 +20,23 @@ function problems(env: Record<string, string>): string[] {
 }
 
 const SECRET = "s".repeat(32);
+
+/** A key pair written as PEM files, as JWT_PRIVATE_KEY_FILE and JWT_PUBLIC_KEY_FILE name them. */
+function keyFiles(type: "rsa" | "ec", options: { modulusLength?: number; namedCurve?: string }) {
+  const pair =
+    type === "rsa"
+      ? generateKeyPairSync("rsa", { modulusLength: options.modulusLength ?? 2048 })
+      : generateKeyPairSync("ec", { namedCurve: options.namedCurve ?? "prime256v1" });
+  const privatePem = pair.privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-keys-"));
+  writeFileSync(join(dir, "private.pem"), privatePem);
+  writeFileSync(join(dir, "public.pem"), pair.publicKey.export({ type: "spki", format: "pem" }).toString());
+  return {
+    privatePem,
+    privateFile: join(dir, "private.pem"),
+    publicFile: join(dir, "public.pem"),
+  };
+}
 
 describe("settings", () => {
   it("have the specified defaults", () => {
@@ -195,20 +213,36 @@ describe("settings", () => {
   });
 
   it("take the gRPC listener's TLS certificate and key together, and name what is missing or unreadable", () => {
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-"));
-    writeFileSync(join(dir, "cert.pem"), "CERT");
-    writeFileSync(join(dir, "key.pem"), "KEY");
-    const cert = join(dir, "cert.pem");
-    const key = join(dir, "key.pem");
+    const { cert, key } = selfSignedCert("tollgate-grpc-tls-");
     expect(loadConfig({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: key }).grpcTls).toEqual({
-      cert: "CERT",
-      key: "KEY",
+      cert: readFileSync(cert, "utf8"),
+      key: readFileSync(key, "utf8"),
     });
     expect(problems({ GRPC_TLS_CERT_FILE: cert })).toEqual([
       "GRPC_TLS_CERT_FILE and GRPC_TLS_KEY_FILE: set both for TLS, or neither for plaintext",
     ]);
-    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: join(dir, "missing.pem") })).toEqual([
-      `GRPC_TLS_KEY_FILE: cannot read "${join(dir, "missing.pem")}" (ENOENT)`,
+    const missing = join(mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-")), "missing.pem");
+    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: missing })).toEqual([
+      `GRPC_TLS_KEY_FILE: cannot read "${missing}" (ENOENT)`,
+    ]);
+  });
+
+  it("stop at start-up on a gRPC certificate or key that TLS would refuse, naming the file", () => {
+    const { cert, key } = selfSignedCert("tollgate-grpc-tls-");
+    const other = selfSignedCert("tollgate-grpc-tls-");
+    const garbage = join(mkdtempSync(join(tmpdir(), "tollgate-grpc-tls-")), "garbage.pem");
+    writeFileSync(garbage, "not PEM");
+    expect(problems({ GRPC_TLS_CERT_FILE: cert, GRPC_TLS_KEY_FILE: other.key })).toEqual([
+      "GRPC_TLS_KEY_FILE: not the private key of GRPC_TLS_CERT_FILE's certificate",
+    ]);
+    expect(problems({ GRPC_TLS_CERT_FILE: garbage, GRPC_TLS_KEY_FILE: garbage })).toEqual([
+      "GRPC_TLS_CERT_FILE: not a PEM certificate",
+      "GRPC_TLS_KEY_FILE: not a PEM private key",
+    ]);
+    // The key in the certificate's place, and the certificate in the key's.
+    expect(problems({ GRPC_TLS_CERT_FILE: key, GRPC_TLS_KEY_FILE: cert })).toEqual([
+      "GRPC_TLS_CERT_FILE: not a PEM certificate",
+      "GRPC_TLS_KEY_FILE: not a PEM private key",
     ]);
   });
 
@@ -276,17 +310,57 @@ describe("settings", () => {
       "JWT_PRIVATE_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256",
       "JWT_PUBLIC_KEY_FILE: required when JWT_ALGORITHMS includes RS256 or ES256",
     ]);
-    const dir = mkdtempSync(join(tmpdir(), "tollgate-"));
-    writeFileSync(join(dir, "key.pem"), "PRIVATE");
+    const rsa = keyFiles("rsa", { modulusLength: 2048 });
     const config = loadConfig({
       JWT_ALGORITHMS: "rs256",
-      JWT_PRIVATE_KEY_FILE: join(dir, "key.pem"),
-      JWT_PUBLIC_KEY_FILE: join(dir, "key.pem"),
+      JWT_PRIVATE_KEY_FILE: rsa.privateFile,
+      JWT_PUBLIC_KEY_FILE: rsa.publicFile,
     });
-    expect(config.jwt).toMatchObject({ algorithms: ["RS256"], privateKey: "PRIVATE", secret: undefined });
+    expect(config.jwt).toMatchObject({
+      algorithms: ["RS256"],
+      privateKey: rsa.privatePem,
+      secret: undefined,
+    });
     expect(
       problems({ JWT_ALGORITHMS: "RS256", JWT_PRIVATE_KEY_FILE: "/nope", JWT_PUBLIC_KEY_FILE: "/nope" }),
     ).toContain('JWT_PRIVATE_KEY_FILE: cannot read "/nope" (ENOENT)');
+  });
+
+  it("stop at start-up on key files that would fail every login or every token, naming the file", () => {
+    const rsa = keyFiles("rsa", { modulusLength: 2048 });
+    const other = keyFiles("rsa", { modulusLength: 2048 });
+    const small = keyFiles("rsa", { modulusLength: 1024 });
+    const p256 = keyFiles("ec", { namedCurve: "prime256v1" });
+    const p384 = keyFiles("ec", { namedCurve: "secp384r1" });
+    const env = (algorithms: string, pair: { privateFile: string }, publicFile: string) => ({
+      JWT_ALGORITHMS: algorithms,
+      JWT_PRIVATE_KEY_FILE: pair.privateFile,
+      JWT_PUBLIC_KEY_FILE: publicFile,
+    });
+    expect(problems(env("RS256", rsa, other.publicFile))).toEqual([
+      "JWT_PUBLIC_KEY_FILE: not the public half of JWT_PRIVATE_KEY_FILE (no token signed with it would verify)",
+    ]);
+    expect(problems(env("ES256", rsa, rsa.publicFile))).toEqual([
+      "JWT_PRIVATE_KEY_FILE: ES256 signs with an EC key on curve P-256, this is a 2048-bit RSA key",
+    ]);
+    expect(problems(env("RS256", p256, p256.publicFile))).toEqual([
+      "JWT_PRIVATE_KEY_FILE: RS256 signs with an RSA key of at least 2048 bits, this is an EC key on curve prime256v1",
+    ]);
+    expect(problems(env("RS256", small, small.publicFile))).toEqual([
+      "JWT_PRIVATE_KEY_FILE: RS256 signs with an RSA key of at least 2048 bits, this is a 1024-bit RSA key",
+    ]);
+    expect(problems(env("ES256", p384, p384.publicFile))).toEqual([
+      "JWT_PRIVATE_KEY_FILE: ES256 signs with an EC key on curve P-256, this is an EC key on curve secp384r1",
+    ]);
+    const garbage = join(mkdtempSync(join(tmpdir(), "tollgate-")), "garbage.pem");
+    writeFileSync(garbage, "not a key");
+    expect(problems(env("RS256", { privateFile: garbage }, garbage))).toEqual([
+      "JWT_PRIVATE_KEY_FILE: not a PEM private key",
+      "JWT_PUBLIC_KEY_FILE: not a PEM public key",
+    ]);
+    // The pairs that sign: ES256 on P-256, and RS256 with ES256 also allowed.
+    expect(problems(env("ES256", p256, p256.publicFile))).toEqual([]);
+    expect(problems(env("RS256,ES256", rsa, rsa.publicFile))).toEqual([]);
   });
 
   it("reject an algorithm outside the supported list", () => {
