@@ -48,7 +48,8 @@ const json =
 
 type Run = { status: number | null; stdout: string; stderr: string };
 
-function cli(args: string[], input = ""): Promise<Run> {
+/** `input`: what standard input holds, then its end; "endless": a pipe that never ends (`yes |`). */
+function cli(args: string[], input: string | "endless" = ""): Promise<Run> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd: ROOT,
@@ -59,7 +60,15 @@ function cli(args: string[], input = ""): Promise<Run> {
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    child.stdin.end(input);
+    if (input === "endless") {
+      const line = Buffer.from("y\n".repeat(8192));
+      const more = () => {
+        while (child.stdin.writable && child.stdin.write(line));
+      };
+      child.stdin.on("drain", more);
+      child.stdin.on("error", () => {});
+      more();
+    } else child.stdin.end(input);
     // A command that asks forever is killed: its status is then null, never 3.
     const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
     child.on("close", (status) => {
@@ -174,5 +183,15 @@ describe("tollgate against answers tollgate's admin API never gives", SLOW, () =
         "",
       ].join("\n"),
     );
+  });
+});
+
+describe("tollgate --password-stdin", SLOW, () => {
+  it("stops with exit 2 at a pipe that never ends, before any call, rather than read it forever", async () => {
+    answer = json({ user_id: "u-1", username: "dora", tier: "free" }, 201);
+    const run = await cli(["users", "create", "dora", "--tier", "free", "--password-stdin"], "endless");
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe("tollgate: standard input holds more than a password: give the password alone\n");
+    expect(seen).toEqual([]);
   });
 });
