@@ -6,9 +6,40 @@ export const DEFAULT_ADMIN_URL = "http://127.0.0.1:9090";
 const TIMEOUT_MS = 15_000;
 
 export type AdminClient = {
-  /** The JSON answer of a 2xx (undefined for 204); a CliError otherwise. */
+  /** The JSON object a 2xx answers (undefined for 204); a CliError otherwise. */
   call<T>(method: string, path: string, body?: unknown): Promise<T>;
 };
+
+/** What a page of a listing must hold: its entries, and the cursor of the next page or null. */
+type Page = { items: unknown; next: unknown };
+
+/**
+ * Every entry of a listing, page after page: `read(cursor)` asks for one page (undefined: the first).
+ * A page without its list, with a cursor that is neither a string nor null, or with one answered
+ * before (a tollgate from before the listing paged answers no cursor at all) is a bad answer, exit 3:
+ * asked again, it would be asked forever, every entry kept each time.
+ */
+export async function everyPage<T>(
+  read: (cursor: string | undefined) => Promise<Page>,
+  first: string | undefined,
+  all: boolean,
+): Promise<{ items: T[]; next: string | null }> {
+  const items: T[] = [];
+  const seen = new Set<string>(first === undefined ? [] : [first]);
+  let cursor = first;
+  for (;;) {
+    const page = await read(cursor);
+    const { next } = page;
+    if (!Array.isArray(page.items) || (next !== null && typeof next !== "string"))
+      throw new CliError(EXIT.unreachable, "the admin API answered a page without its list or next cursor");
+    for (const item of page.items) items.push(item as T);
+    if (next === null || !all) return { items, next };
+    if (seen.has(next))
+      throw new CliError(EXIT.unreachable, "the admin API answered a page's cursor twice: stopped there");
+    seen.add(next);
+    cursor = next;
+  }
+}
 
 export type Connection = { url?: string | undefined; adminToken?: string | undefined };
 
@@ -52,7 +83,9 @@ const TOKEN_TEXT = /^[\x21-\x7e]+$/;
 
 function refusal(status: number, body: { error?: unknown; message?: unknown; problems?: unknown }): CliError {
   const message = typeof body.message === "string" ? body.message : `answered ${status}`;
-  const problems = Array.isArray(body.problems) ? body.problems.map(String) : [];
+  const problems = Array.isArray(body.problems)
+    ? body.problems.map((p) => (typeof p === "string" ? p : JSON.stringify(p)))
+    : [];
   if (status === 401)
     return new CliError(
       EXIT.unreachable,
@@ -78,6 +111,7 @@ export function adminClient(connection: Connection): AdminClient {
     async call<T>(method: string, path: string, body?: unknown): Promise<T> {
       const url = new URL(`${base.pathname.replace(/\/$/, "")}${path}`, base);
       let res: Response;
+      let text: string;
       try {
         res = await fetch(url, {
           method,
@@ -86,12 +120,28 @@ export function adminClient(connection: Connection): AdminClient {
             ...(body === undefined ? {} : { "content-type": "application/json" }),
           },
           body: body === undefined ? undefined : JSON.stringify(body),
+          // The admin API never redirects. Followed, a redirect would send the body (a new password)
+          // to wherever it points, and the token too where that is the same origin.
+          redirect: "manual",
           signal: AbortSignal.timeout(TIMEOUT_MS),
         });
       } catch (error) {
         throw new CliError(EXIT.unreachable, `cannot reach the admin API at ${shown(base)}: ${cause(error)}`);
       }
-      const text = await res.text().catch(() => "");
+      if (res.status >= 300 && res.status < 400)
+        throw new CliError(
+          EXIT.unreachable,
+          `${shown(base)} answered ${res.status}, a redirect, which tollgate's admin API never does: give the admin listener's own URL`,
+        );
+      try {
+        text = await res.text();
+      } catch (error) {
+        // A body cut short (the timeout, a reset) is no answer, not an empty one.
+        throw new CliError(
+          EXIT.unreachable,
+          `${shown(base)} answered ${res.status} but not the rest: ${cause(error)}`,
+        );
+      }
       let json: unknown;
       try {
         json = text === "" ? undefined : JSON.parse(text);
@@ -102,6 +152,13 @@ export function adminClient(connection: Connection): AdminClient {
         );
       }
       if (!res.ok) throw refusal(res.status, (json ?? {}) as Record<string, unknown>);
+      // Every 2xx of the admin API but a 204 is a JSON object, which the commands read fields of.
+      if (res.status === 204) return undefined as T;
+      if (typeof json !== "object" || json === null || Array.isArray(json))
+        throw new CliError(
+          EXIT.unreachable,
+          `${shown(base)} answered ${res.status} without a JSON object: is it tollgate's admin port?`,
+        );
       return json as T;
     },
   };

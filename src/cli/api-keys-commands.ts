@@ -2,6 +2,7 @@
 // The key itself exists once, in create's answer: only its hash is kept, so no other command can show it.
 import type { Command } from "commander";
 import { limitsArgument, ownLimitsText } from "./access-commands.js";
+import { everyPage } from "./admin-client.js";
 import { action, type Context, report } from "./context.js";
 import { CliError, EXIT } from "./exit.js";
 import { fields, json, print, printable, table } from "./output.js";
@@ -88,15 +89,18 @@ export function apiKeysCommands(program: Command): void {
     .action(
       action(async (ctx) => {
         // Every page: the listing answers at most 1000 keys at a time.
-        const all: KeyJson[] = [];
-        let next: string | null = null;
-        do {
-          const page: { api_keys: KeyJson[]; next: string | null } = await ctx
-            .client()
-            .call("GET", `/admin/api-keys${next === null ? "" : `?after=${encodeURIComponent(next)}`}`);
-          all.push(...page.api_keys);
-          next = page.next;
-        } while (next !== null);
+        const client = ctx.client();
+        const { items: all } = await everyPage<KeyJson>(
+          async (after) => {
+            const page = await client.call<{ api_keys: unknown; next: unknown }>(
+              "GET",
+              `/admin/api-keys${after === undefined ? "" : `?after=${encodeURIComponent(after)}`}`,
+            );
+            return { items: page.api_keys, next: page.next };
+          },
+          undefined,
+          true,
+        );
         const answer = { api_keys: all, total: all.length };
         const headers = ["id", "name", "tier", "user", "blocked", "created", "last used"];
         const rows = answer.api_keys.map((k) => [

@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { CommanderError } from "commander";
 import { CliError, EXIT } from "./exit.js";
+import { printable } from "./output.js";
 import { buildProgram } from "./program.js";
 
 /** dist/src/cli/main.js and src/cli/main.ts both sit three folders under package.json. */
@@ -36,7 +37,9 @@ async function main(): Promise<void> {
       return;
     }
     if (error instanceof CliError) {
-      process.stderr.write(`tollgate: ${error.message}\n${error.details.map((d) => `  ${d}\n`).join("")}`);
+      // The message and details may repeat the admin API's words, which reach the terminal escaped.
+      const details = error.details.map((d) => `  ${printable(d)}\n`).join("");
+      process.stderr.write(`tollgate: ${printable(error.message)}\n${details}`);
       process.exitCode = error.exitCode;
       return;
     }

@@ -32,9 +32,19 @@ function askHidden(prompt: string): Promise<string> {
   });
 }
 
+/** Far beyond the admin API's longest password (1024 characters), short of what a wrong pipe sends. */
+const MAX_STDIN_BYTES = 64 * 1024;
+
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let bytes = 0;
+  for await (const chunk of process.stdin) {
+    // A pipe that never ends (`yes |`, a log tailed by mistake) would be read, and kept, forever.
+    bytes += (chunk as Buffer).length;
+    if (bytes > MAX_STDIN_BYTES)
+      throw new CliError(EXIT.usage, "standard input holds more than a password: give the password alone");
+    chunks.push(chunk as Buffer);
+  }
   // One trailing newline is the end of the line (echo, a here-string), not part of the password.
   return Buffer.concat(chunks)
     .toString("utf8")

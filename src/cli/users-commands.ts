@@ -2,6 +2,7 @@
 import { createInterface } from "node:readline/promises";
 import { type Command, InvalidArgumentError } from "commander";
 import { parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
+import { everyPage } from "./admin-client.js";
 import { action, type Context, findUser, report, USER_ARGUMENT, type UserJson } from "./context.js";
 import { CliError, EXIT } from "./exit.js";
 import { fields, json, print, table } from "./output.js";
@@ -12,7 +13,7 @@ const PASSWORD_STDIN = [
   "read the password from standard input (else asked on the terminal)",
 ] as const;
 
-type Page = { users: UserJson[]; next_cursor: string | null };
+type Page = { users: unknown; next_cursor: unknown };
 
 const userRows = (users: readonly UserJson[]) =>
   table(
@@ -30,17 +31,18 @@ function pageSize(value: string): number {
 async function list(ctx: Context): Promise<void> {
   const client = ctx.client();
   const { limit, cursor, all } = ctx.options as { limit: number; cursor?: string; all?: boolean };
-  const users: UserJson[] = [];
-  let next: string | null | undefined = cursor;
-  do {
-    const query = new URLSearchParams({
-      limit: String(all ? 500 : limit),
-      ...(next ? { cursor: next } : {}),
-    });
-    const page: Page = await client.call<Page>("GET", `/admin/users?${query}`);
-    users.push(...page.users);
-    next = page.next_cursor;
-  } while (all === true && next !== null);
+  const { items: users, next } = await everyPage<UserJson>(
+    async (after) => {
+      const query = new URLSearchParams({
+        limit: String(all ? 500 : limit),
+        ...(after ? { cursor: after } : {}),
+      });
+      const page = await client.call<Page>("GET", `/admin/users?${query}`);
+      return { items: page.users, next: page.next_cursor };
+    },
+    cursor,
+    all === true,
+  );
   if (ctx.json) return print(json({ users, next_cursor: next ?? null }));
   print(userRows(users));
   if (next) process.stderr.write(`more users: tollgate users list --cursor ${next}\n`);

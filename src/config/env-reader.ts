@@ -86,6 +86,19 @@ export class Reader {
     return { value, generated: false };
   }
 
+  /**
+   * A token that clients send as `Authorization: Bearer <token>` (ADMIN_TOKEN, METRICS_TOKEN): visible
+   * ASCII only, anywhere. A space ends the token in the header, and other characters arrive as other
+   * bytes (node reads header bytes as latin1), so that every call would get 401, the tollgate command
+   * refusing such a token too: the admin API would be out of reach until a restart.
+   */
+  bearerToken(name: SettingName, value: string): void {
+    if (!/^[\x21-\x7e]+$/.test(value))
+      this.problems.push(
+        `${name}: use visible ASCII characters only (no space, no character beyond ASCII): a bearer token in an Authorization header carries no other`,
+      );
+  }
+
   /** Production refuses short, published and predictable secrets; elsewhere only what `always` asks. */
   strongEnough(
     name: string,

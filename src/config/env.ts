@@ -227,6 +227,7 @@ export function loadConfig(env: Env = process.env): Config {
   const host = reader.host("HOST", production ? "0.0.0.0" : "127.0.0.1");
   const checkHost = reader.host("CHECK_HOST", host);
   const admin = reader.secret("ADMIN_TOKEN", production, false);
+  if (!admin.generated) reader.bearerToken("ADMIN_TOKEN", admin.value);
   const metricsToken = reader.raw("METRICS_TOKEN");
   // Read once: it applies to tollgate's own tokens and the provider's alike.
   const clockToleranceSeconds = parseClockTolerance(reader);
@@ -277,6 +278,7 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
   if (metricsToken !== undefined) {
+    reader.bearerToken("METRICS_TOKEN", metricsToken);
     reader.strongEnough("METRICS_TOKEN", metricsToken, production, { minBytes: 16, always: false });
   }
   // Every port setting read above, a new listener's included: no two may name the same port.

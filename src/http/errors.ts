@@ -65,7 +65,11 @@ export function sendError(res: Response, error: HttpError): void {
 
 type BodyParserError = Error & { type?: string; status?: number };
 
-/** Maps anything thrown in a handler to a JSON error: 4xx for bad input, 503 for the store. */
+/**
+ * Maps anything thrown in a handler to a JSON error: 4xx for bad input, 503 for the store. A line
+ * it logs names the route (handlers.ts's handle), never the path, which holds a session id or a
+ * provider subject.
+ */
 export function errorHandler(processLogger: Logger): ErrorRequestHandler {
   return (error: unknown, req, res, _next) => {
     if (res.headersSent) return;
@@ -73,7 +77,7 @@ export function errorHandler(processLogger: Logger): ErrorRequestHandler {
     if (error instanceof HttpError) return sendError(res, error);
     if (error instanceof StoreUnavailableError) {
       logger.warn(
-        { event: "store_error", path: req.path, err: (error.cause as Error)?.message },
+        { event: "store_error", route: res.locals.route, err: (error.cause as Error)?.message },
         "store unavailable",
       );
       return sendError(
@@ -95,7 +99,7 @@ export function errorHandler(processLogger: Logger): ErrorRequestHandler {
           return sendError(res, new HttpError("bad_request", "The request could not be read"));
         }
     }
-    logger.error({ err: error, path: req.path }, "unhandled error");
+    logger.error({ err: error, route: res.locals.route }, "unhandled error");
     return sendError(res, new HttpError("internal_error", "Internal error"));
   };
 }

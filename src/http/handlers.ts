@@ -5,6 +5,7 @@ import { z } from "zod";
 import { parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { fieldPath } from "../config/problems.js";
 import { bearerChallenge, HttpError, shown } from "./errors.js";
+import { routeOf } from "./request-log.js";
 
 /**
  * For an answer that carries a secret (a login's token, a new API key): no cache on the way may keep
@@ -13,11 +14,17 @@ import { bearerChallenge, HttpError, shown } from "./errors.js";
 export const noStore = (res: Response): Response =>
   res.set({ "Cache-Control": "no-store", Pragma: "no-cache" });
 
-/** An async handler whose failures reach the error handler. */
+/**
+ * An async handler whose failures reach the error handler, with the route they happened on
+ * (`res.locals.route`), which a log line names instead of the path.
+ */
 export const handle =
   (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
   (req, res, next: NextFunction) =>
-    fn(req, res).catch(next);
+    fn(req, res).catch((error: unknown) => {
+      res.locals.route = routeOf(req);
+      next(error);
+    });
 
 /**
  * The body (or query) as `schema` reads it, or 400 naming the field of the first problem. A client's

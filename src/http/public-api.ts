@@ -91,25 +91,21 @@ export function createPublicApi(options: PublicApiOptions): express.Express {
   app.disable("x-powered-by");
   app.set("etag", false);
 
-  const authed =
-    (fn: AuthedHandler): RequestHandler =>
-    (req, res, next) => {
-      const run = async (): Promise<void> => {
-        const result = await auth.authenticate(bearerToken(req.headers.authorization));
-        if (result.kind !== "ok") {
-          const description = result.reason === "missing" ? undefined : result.description;
-          throw new HttpError(
-            "unauthorized",
-            result.reason === "missing" ? "Authentication required" : result.description,
-            {
-              "WWW-Authenticate": bearerChallenge(description),
-            },
-          );
-        }
-        await fn(req, res, result.identity);
-      };
-      run().catch(next);
-    };
+  const authed = (fn: AuthedHandler): RequestHandler =>
+    handle(async (req, res) => {
+      const result = await auth.authenticate(bearerToken(req.headers.authorization));
+      if (result.kind !== "ok") {
+        const description = result.reason === "missing" ? undefined : result.description;
+        throw new HttpError(
+          "unauthorized",
+          result.reason === "missing" ? "Authentication required" : result.description,
+          {
+            "WWW-Authenticate": bearerChallenge(description),
+          },
+        );
+      }
+      await fn(req, res, result.identity);
+    });
 
   const router = express.Router();
   const readiness = options.readiness ?? ALWAYS_READY;

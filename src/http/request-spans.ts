@@ -12,15 +12,7 @@ import { requestIdOf } from "../process/request-id.js";
 import { REQUEST_ID } from "../tracing/check-span.js";
 import type { SpanAttributes, SpanHandle, Tracing } from "../tracing/tracing.js";
 import type { HttpHandler } from "./http-listener.js";
-
-/** What express leaves on a request it routed: the router's mount path and the matched route. */
-type Routed = IncomingMessage & { baseUrl?: string; route?: { path?: unknown } };
-
-/** The route template, never the path itself (which holds ids); undefined for a request no route took. */
-function routeOf(req: Routed): string | undefined {
-  const path = req.route?.path;
-  return typeof path === "string" ? `${req.baseUrl ?? ""}${path}` : undefined;
-}
+import { routeOf } from "./request-log.js";
 
 /** The response's end: finished, or the connection closed before. */
 const answered = (res: ServerResponse): Promise<void> =>
@@ -28,7 +20,7 @@ const answered = (res: ServerResponse): Promise<void> =>
     res.once("close", resolve);
   });
 
-function describe(span: SpanHandle | undefined, req: Routed, res: ServerResponse): void {
+function describe(span: SpanHandle | undefined, req: IncomingMessage, res: ServerResponse): void {
   if (span === undefined) return;
   const route = routeOf(req);
   const method = req.method ?? "GET";

@@ -262,6 +262,25 @@ describe("settings", () => {
     ]);
   });
 
+  it("refuse an admin or metrics token no Authorization header can carry, anywhere, never echoing it", () => {
+    const strong = randomBytes(32).toString("base64url");
+    const passphrase = "correct horse battery staple, tollgate 2026";
+    const unsendable = [passphrase, `é${strong}`, `${strong}\tx`, `${strong}\u0000`];
+    for (const token of unsendable) {
+      const modes: Record<string, string>[] = [{}, { NODE_ENV: "production", JWT_SECRET: strong }];
+      for (const production of modes) {
+        const found = problems({ ...production, ADMIN_TOKEN: token, METRICS_TOKEN: token });
+        expect(found, JSON.stringify(token)).toEqual([
+          expect.stringMatching(/^ADMIN_TOKEN: use visible ASCII characters only/),
+          expect.stringMatching(/^METRICS_TOKEN: use visible ASCII characters only/),
+        ]);
+        expect(found.join("\n")).not.toContain(token);
+      }
+    }
+    // Surrounding whitespace is trimmed, as for every setting: the token is what is left.
+    expect(problems({ ADMIN_TOKEN: ` ${strong}\n`, METRICS_TOKEN: `${strong}~!` })).toEqual([]);
+  });
+
   it("require the secrets in production", () => {
     const found = problems({ NODE_ENV: "production" });
     expect(found).toContain("JWT_SECRET: required when NODE_ENV=production");
