@@ -466,8 +466,10 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
   it("answers 503 with the JSON body, Retry-After and no limit headers once tollgate is down, as nginx does", async () => {
     const doomed = await startTollgate({ ...env, REDIS_KEY_PREFIX: testPrefix() });
     extra.push(doomed);
+    // Gone, not slow (as in gRPC mode below): a refused connection fails the check at once.
     const alone = await startEnvoyHarness({
       clusters: { tollgate_check: doomed.checkUrl, tollgate_public: doomed.url, upstream: upstream.url },
+      checkTimeoutMs: BURST_CHECK_TIMEOUT_MS,
     });
     extra.push(alone);
     const address = newClientAddress();
@@ -598,9 +600,13 @@ describe("through the Envoy harness with real tollgate, upstream and Redis", () 
     it("answers 503 (status_on_error) with the local-reply JSON and Retry-After once tollgate is down", async () => {
       const doomed = await startTollgate({ ...env, REDIS_KEY_PREFIX: testPrefix() });
       extra.push(doomed);
+      // The case is tollgate gone, not slow: a freshly started process's first gRPC checks on a loaded
+      // machine can outlast the yaml's 0.25 s and be answered 503 before tollgate ever stops (seen).
+      // A refused connection fails the call at once, whatever its timeout.
       const alone = await startEnvoyHarness({
         config: "envoy-grpc.yaml",
         clusters: { tollgate_grpc: doomed.grpcUrl, tollgate_public: doomed.url, upstream: upstream.url },
+        checkTimeoutMs: BURST_CHECK_TIMEOUT_MS,
       });
       extra.push(alone);
       const address = newClientAddress();
