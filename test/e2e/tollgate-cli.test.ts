@@ -68,6 +68,9 @@ beforeAll(async () => {
   tollgate = await startTollgate({
     REDIS_URL: inject("redisUrl"),
     REDIS_KEY_PREFIX: `cli-${process.pid}-${Date.now()}:`,
+    // Exact counts and lockouts, not latency: at the default 100 ms a starved machine answers a
+    // check degraded (no count left to print, a 200 for a 429).
+    REDIS_TIMEOUT_MS: "1000",
     POLICY_FILE: policyFile,
     RLS_CONFIG: RLS_FOLDER,
     LOGIN_LOCKOUT: "3/15m",

@@ -87,14 +87,31 @@ async function userWindow() {
 async function timed(count: number, afterMs: number, check: () => Promise<unknown>, key: string) {
   const start = Date.now();
   let late = 0;
-  const ttls: number[] = [];
+  const ttls: { ttl: number; sinceCheckMs: number }[] = [];
   for (let i = 0; i < count; i += 1) {
     if (Date.now() - start > afterMs) late += 1;
-    await check();
-    ttls.push(await redis.pttl(key));
+    ttls.push(await ttlAfter(check, key));
   }
   return { late, ttls, elapsedMs: Date.now() - start };
 }
+
+/**
+ * `key`'s TTL right after `check`, and how long after the check began it was read: a push that finds
+ * the expiry exactly a window away leaves it, so a read that a busy machine delays is short by that
+ * delay, never by more.
+ */
+async function ttlAfter(check: () => Promise<unknown>, key: string) {
+  const began = Date.now();
+  await check();
+  const ttl = await redis.pttl(key);
+  return { ttl, sinceCheckMs: Date.now() - began };
+}
+/** The list outlives its newest entry by a window (`ttlAfter`'s TTLs; 1 ms for the clocks' rounding). */
+const expectWindowLeft = (ttls: { ttl: number; sinceCheckMs: number }[], windowMs: number) => {
+  for (const { ttl, sinceCheckMs } of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - sinceCheckMs - 1);
+};
+const expectWindowAfter = async (check: () => Promise<unknown>, key: string, windowMs: number) =>
+  expectWindowLeft([await ttlAfter(check, key)], windowMs);
 /** The expiries set: the first at the list's creation, then at most one per second of checks. */
 const expectSets = (pexpire: string[], set: string, elapsedMs: number) => {
   expect(pexpire[0]).toBe(set);
@@ -113,7 +130,7 @@ describe("a sliding-log list's expiry", () => {
     const { pttl, pexpire } = await settled(list, 1);
     expectSets(pexpire, "101 s", elapsedMs);
     expect(pttl).toBeLessThanOrEqual(late);
-    for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual(windowMs - 5);
+    expectWindowLeft(ttls, windowMs);
   });
 
   it("keeps reading a busy list's TTL about once per slack, not on every push, for as long as it is used", async () => {
@@ -126,10 +143,8 @@ describe("a sliding-log list's expiry", () => {
     const start = Date.now();
     let checks = 0;
     while (Date.now() - start < 2_300) {
-      await ask();
+      await expectWindowAfter(ask, list, windowMs);
       checks += 1;
-      // Read a few ms after the push at best, more on a busy machine: never a window short, though.
-      expect(await redis.pttl(list)).toBeGreaterThanOrEqual(windowMs - 100);
     }
     const elapsedMs = Date.now() - start;
     const { pttl, pexpire } = await settled(list, 1);
@@ -137,10 +152,10 @@ describe("a sliding-log list's expiry", () => {
     expect(pexpire.length).toBeGreaterThanOrEqual(2);
     // About once per slack: the reads cluster where a slack runs out, a few more at thousands of
     // checks a second (on a Redis of its own, 9,829 checks in 2.3 s read 13 times and moved the
-    // expiry 3 times). On every push it would be thousands.
+    // expiry 3 times: at most 21 here). On every push it would be every check. Not a share of the
+    // checks: a starved machine makes a few hundred, and 3 reads were then more than a hundredth.
     const perMs = Math.ceil(checks / elapsedMs);
     expect(pttl).toBeLessThanOrEqual(Math.ceil(elapsedMs / 1_000) * (2 + perMs));
-    expect(pttl).toBeLessThan(checks / 100);
   });
 
   it("keeps what it learned of a busy list while thousands of other lists come and go (a bounded memo)", async () => {
@@ -156,9 +171,8 @@ describe("a sliding-log list's expiry", () => {
     let pushes = 1;
     for (let batch = 0; batch < 40; batch += 1) {
       await Promise.all(Array.from({ length: 100 }, (_, i) => limits.hit(`ip:10.77.${batch}.${i}`, layers)));
-      await limits.hit(busy, layers);
+      await expectWindowAfter(() => limits.hit(busy, layers), key, windowMs);
       pushes += 1;
-      expect(await redis.pttl(key)).toBeGreaterThanOrEqual(windowMs - 100);
     }
     const elapsedMs = Date.now() - start;
     expect(await redis.llen(key)).toBe(pushes);
@@ -233,7 +247,7 @@ describe("a sliding-log list's expiry", () => {
       }));
       const key = (lists[0] as (typeof lists)[number]).key;
       const { late, ttls, elapsedMs } = await timed(30, 400, () => limits.hit(subject, [...layers]), key);
-      for (const ttl of ttls) expect(ttl).toBeGreaterThanOrEqual((windows[0]?.[0] ?? 0) - 5);
+      expectWindowLeft(ttls, windows[0]?.[0] ?? 0);
       for (const { key, set } of lists) {
         const now = await settled(key, 1);
         expectSets(now.pexpire, set, elapsedMs);

@@ -28,18 +28,25 @@ afterAll(async () => {
 
 describe("the loader", () => {
   it("loads a script's library where a call finds it missing, and uses it from then on", async () => {
-    const own = connectRedis();
-    const limiter = redisLimiter({ redis: own, keys: createKeys(testPrefix()) });
-    const layers = [{ category: "general", rule: logRule(2, 60_000) }];
-    await own.function("FLUSH");
-    expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(true);
-    // A server that lost its functions (a restart without persistence) gets them again.
-    await own.function("FLUSH");
-    expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(true);
-    expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(false);
-    const listed = (await own.function("LIST")) as unknown[][];
-    expect(listed.flat().filter((v) => String(v).startsWith("tollgate_limit_")).length).toBeGreaterThan(0);
-    own.disconnect();
+    // A server of its own: FUNCTION FLUSH on the shared one makes another file's check run its call
+    // twice (found missing, then loaded), or fail when the second flush falls between the two.
+    const server = await startRedisServer();
+    const own = connectRedis(server.url);
+    try {
+      const limiter = redisLimiter({ redis: own, keys: createKeys(testPrefix()) });
+      const layers = [{ category: "general", rule: logRule(2, 60_000) }];
+      await own.function("FLUSH");
+      expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(true);
+      // A server that lost its functions (a restart without persistence) gets them again.
+      await own.function("FLUSH");
+      expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(true);
+      expect((await limiter.hit("ip:192.0.2.80", layers)).allowed).toBe(false);
+      const listed = (await own.function("LIST")) as unknown[][];
+      expect(listed.flat().filter((v) => String(v).startsWith("tollgate_limit_")).length).toBeGreaterThan(0);
+    } finally {
+      own.disconnect();
+      await server.stop();
+    }
   });
 
   it("gives each script only the includes its first line names, each of them existing", () => {
