@@ -117,7 +117,17 @@ describe("the Envoy harness in gRPC mode (envoy-grpc.yaml), against a scripted A
       statusOnError: 503,
     });
     expect(filters[0]).toMatchObject({
-      removeFromRequest: ["x-user-id", "x-user-tier", "x-session-id", "x-tollgate-client-ip"],
+      removeFromRequest: [
+        "x-user-id",
+        "x-user-tier",
+        "x-session-id",
+        "x-tollgate-client-ip",
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+        "x-original-url",
+        "x-rewrite-url",
+      ],
     });
     expect(envoy.config.clusters.get("tollgate_grpc")).toMatchObject({
       endpoints: [{ address: "tollgate", port: 8081 }],

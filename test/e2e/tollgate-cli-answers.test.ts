@@ -8,9 +8,9 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ROOT } from "../support/processes.mjs";
+import { ADMIN_TOKEN as TOKEN } from "../support/secrets.mjs";
 
 const BIN = join(ROOT, "dist/src/cli/main.js");
-const TOKEN = "cli-answers-admin-token-0123456789-abcdef";
 const SLOW = { timeout: 60_000 };
 
 type Seen = { method: string; url: string; authorized: boolean; body: string };
