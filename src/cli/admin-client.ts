@@ -1,4 +1,5 @@
 // The admin API as the CLI calls it: where it is, the bearer token, and every failure as a CliError with its exit code.
+import { BEARER_TOKEN_TEXT } from "../config/env-reader.js";
 import { CliError, EXIT } from "./exit.js";
 
 export const DEFAULT_ADMIN_URL = "http://127.0.0.1:9090";
@@ -78,9 +79,6 @@ function cause(error: unknown): string {
   return typeof code === "string" && /^[A-Z_]{2,40}$/.test(code) ? code : "the request failed";
 }
 
-/** A token fetch can send: visible ASCII, as an HTTP header value must be (checked without echoing it). */
-const TOKEN_TEXT = /^[\x21-\x7e]+$/;
-
 function refusal(status: number, body: { error?: unknown; message?: unknown; problems?: unknown }): CliError {
   const message = typeof body.message === "string" ? body.message : `answered ${status}`;
   const problems = Array.isArray(body.problems)
@@ -102,7 +100,8 @@ export function adminClient(connection: Connection): AdminClient {
   const token = connection.adminToken ?? process.env.ADMIN_TOKEN;
   if (token === undefined || token === "")
     throw new CliError(EXIT.usage, "no admin token: set ADMIN_TOKEN or pass --admin-token");
-  if (!TOKEN_TEXT.test(token))
+  // Checked without echoing it: fetch could not send anything else as a header value.
+  if (!BEARER_TOKEN_TEXT.test(token))
     throw new CliError(
       EXIT.usage,
       "the admin token holds a space, a line break or a character outside ASCII (a bad paste?)",

@@ -8,6 +8,9 @@ import type { SettingName } from "./setting-names.js";
 export type Env = Record<string, string | undefined>;
 
 /** Reads one variable at a time, collecting problems instead of throwing on the first. */
+/** What a bearer token in an Authorization header can be: visible ASCII (the tollgate command checks the same). */
+export const BEARER_TOKEN_TEXT = /^[\x21-\x7e]+$/;
+
 export class Reader {
   readonly problems: string[] = [];
   /** Every port setting read, in order: each is a listener's, and no two listeners share a port. */
@@ -93,7 +96,7 @@ export class Reader {
    * refusing such a token too: the admin API would be out of reach until a restart.
    */
   bearerToken(name: SettingName, value: string): void {
-    if (!/^[\x21-\x7e]+$/.test(value))
+    if (!BEARER_TOKEN_TEXT.test(value))
       this.problems.push(
         `${name}: use visible ASCII characters only (no space, no character beyond ASCII): a bearer token in an Authorization header carries no other`,
       );
