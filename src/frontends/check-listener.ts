@@ -1,11 +1,9 @@
 // The check listener on CHECK_PORT: the HTTP check front ends it is given (Envoy's /ext_authz/*,
-// nginx's /nginx/auth), each at its paths. Every proxied request waits on this, so it is plain
-// node:http with a small table of path prefixes and no router in between.
-import type { IncomingMessage, ServerResponse } from "node:http";
+// nginx's /nginx/auth), each at its paths. Every proxied request waits on this, so it is an HTTP/1.1
+// server of tollgate's own (http1/) with a small table of path prefixes and no router in between.
 import { performance } from "node:perf_hooks";
 import type { CheckRequest } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
-import { httpListener } from "../http/http-listener.js";
 import { requestIdOf } from "../process/request-id.js";
 import { tracedCheck } from "../tracing/check-span.js";
 import type { CheckContext } from "./front-end.js";
@@ -17,9 +15,18 @@ import {
   methodAnswer,
   type PathMatcher,
 } from "./http-check.js";
+import type { Exchange } from "./http1/connection.js";
+import { http1Listener } from "./http1/server.js";
 import type { Listener, ListenerAddress } from "./listener.js";
 import type { CheckResponse } from "./render.js";
 import { traceHeadersOf } from "./trace-headers.js";
+
+/**
+ * Body bytes held at once by all of the listener's unfinished requests whose bodies are read
+ * (POST /json), as the gRPC listener bounds its own: without it, each connection trickling a body
+ * just under its bound held a MiB until the request timed out, and a few thousand held gigabytes.
+ */
+export const MAX_HELD_BODY_BYTES = 64 * 1024 * 1024;
 
 type Route = PathMatcher & { frontEnd: HttpCheckFrontEnd | HttpRoute };
 
@@ -37,29 +44,6 @@ function findRoute(routes: readonly Route[], url: string): Route | undefined {
 }
 
 /**
- * Writes an answer rendered for this request alone, so its length is added to its own headers in
- * place rather than to a copy of them.
- */
-function send(res: ServerResponse, response: CheckResponse): void {
-  // A known length (not chunked): nginx reuses an auth_request connection only when it can tell the
-  // body is complete, and without it opens a new TCP connection for every check.
-  // (No length at all on a 204, which has no body: RFC 9110 section 8.6.)
-  if (response.status !== 204) response.headers["content-length"] = String(Buffer.byteLength(response.body));
-  res.writeHead(response.status, response.headers);
-  if (response.body === "") {
-    res.end();
-    return;
-  }
-  // end(body) would queue the head with the body and then an empty chunk, sent together by the
-  // slower writev path; writing the body and flushing it first sends head and body in one plain
-  // write (a 429 is the answer a limiter sends most often after its allows). A pipelined answer
-  // that waits for the one before it has no socket yet and is sent by node:http in order, as before.
-  res.write(response.body);
-  res.socket?.uncork();
-  res.end();
-}
-
-/**
  * Answers sent together once the event loop's turn has read every ready socket (setImmediate),
  * instead of each inside its own socket's read. A check answered without waiting on the store (a
  * cached refusal, a 401) would otherwise be written while its client's next request is still
@@ -68,24 +52,24 @@ function send(res: ServerResponse, response: CheckResponse): void {
  * wait is at most the rest of one turn, as for the store's corked writes.
  */
 function createAnswerQueue(logger: CheckContext["logger"]) {
-  let pending: [ServerResponse, CheckResponse][] = [];
+  let pending: [Exchange, CheckResponse][] = [];
   const flush = () => {
     const answers = pending;
     pending = [];
-    for (const [res, response] of answers) {
-      // A second answer for one request (a failure after its answer was queued) is dropped: the first stands.
-      if (res.headersSent) continue;
+    // A second answer for one request (a failure after its answer was queued) is dropped by
+    // respond: the first stands.
+    for (const [exchange, response] of answers) {
       try {
-        send(res, response);
+        exchange.respond(response);
       } catch (error) {
-        // One answer that cannot be written (its client gone) never holds back the others.
+        // One answer that cannot be written never holds back the others.
         logger.warn({ err: error }, "a check's answer could not be written");
       }
     }
   };
-  return (res: ServerResponse, response: CheckResponse): void => {
+  return (exchange: Exchange, response: CheckResponse): void => {
     if (pending.length === 0) setImmediate(flush);
-    pending.push([res, response]);
+    pending.push([exchange, response]);
   };
 }
 
@@ -96,30 +80,25 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
   const elsewhere = `Checks go to ${frontEnds.map((frontEnd) => frontEnd.usage).join(" or ")}`;
 
   const decided = (
-    res: ServerResponse,
+    exchange: Exchange,
     frontEnd: HttpCheckFrontEnd,
     facts: CheckRequest,
     started: number,
     decision: Decision,
   ) => {
     const removed = decision.kind === "allow" ? apiKeyHeaders?.(facts) : undefined;
-    answer(res, frontEnd.render(decision, Date.now(), removed));
+    answer(exchange, frontEnd.render(decision, Date.now(), removed));
     const seconds = (performance.now() - started) / 1000;
     onDecision?.(frontEnd.protocol, decision, seconds, facts.ip, facts.requestId);
   };
 
   /** Answers at once when the checker decides without the store (a cached refusal): no promise, no async frame. */
-  const check = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    frontEnd: HttpCheckFrontEnd,
-    url: string,
-  ): Promise<void> | undefined => {
+  const check = (req: Exchange, frontEnd: HttpCheckFrontEnd, url: string): Promise<void> | undefined => {
     // performance.now(), not hrtime.bigint(): a double, where each bigint is an allocation.
     const started = performance.now();
     const facts = frontEnd.facts(req, url, clientIp, apiKeyHeader);
     if ("status" in facts) {
-      answer(res, facts);
+      answer(req, facts);
       return undefined;
     }
     const decision =
@@ -135,27 +114,30 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
             },
             () => checker(facts),
           );
-    if (decision instanceof Promise) return decision.then((d) => decided(res, frontEnd, facts, started, d));
-    decided(res, frontEnd, facts, started, decision);
+    if (decision instanceof Promise) return decision.then((d) => decided(req, frontEnd, facts, started, d));
+    decided(req, frontEnd, facts, started, decision);
     return undefined;
   };
 
-  return (req: IncomingMessage, res: ServerResponse): void => {
-    const url = req.url ?? "/";
+  const serve = (req: Exchange): void => {
+    const url = req.url;
     const route = findRoute(routes, url);
     if (route !== undefined && "serve" in route.frontEnd) {
-      route.frontEnd.serve(req, res);
+      route.frontEnd.serve(req);
       return;
     }
-    // Any body (Envoy's with_request_body) is not needed: drain it so keep-alive continues.
-    req.resume();
+    // Any body (Envoy's with_request_body) is not needed: the server drops it as it arrives.
     if (route === undefined) {
       if (!matchesPath(url, HEALTH)) {
-        send(res, jsonAnswer(404, "not_found", elsewhere));
+        req.respond(jsonAnswer(404, "not_found", elsewhere));
       } else if (req.method === "GET" || req.method === "HEAD") {
-        send(res, { status: 200, headers: { "content-type": "application/json" }, body: '{"status":"ok"}' });
+        req.respond({
+          status: 200,
+          headers: { "content-type": "application/json" },
+          body: '{"status":"ok"}',
+        });
       } else {
-        send(res, methodAnswer(req.method ?? "", "/health", ["GET"]));
+        req.respond(methodAnswer(req.method, "/health", ["GET"]));
       }
       return;
     }
@@ -164,13 +146,24 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
         { err: error, requestId: requestIdOf(req.headers["x-request-id"]) },
         "check failed unexpectedly",
       );
-      if (!res.headersSent) answer(res, jsonAnswer(503, "unavailable", "The check could not be completed"));
+      if (!req.answered) answer(req, jsonAnswer(503, "unavailable", "The check could not be completed"));
     };
     try {
-      check(req, res, route.frontEnd as HttpCheckFrontEnd, url)?.catch(failed);
+      check(req, route.frontEnd as HttpCheckFrontEnd, url)?.catch(failed);
     } catch (error) {
       failed(error);
     }
+  };
+  return {
+    serve,
+    /** Only a route that answers itself (POST /json) reads bodies; a check's is dropped. */
+    wantsBody: (url: string) => {
+      const route = findRoute(routes, url);
+      return route !== undefined && "serve" in route.frontEnd;
+    },
+    maxBodyBytes: Math.max(0, ...frontEnds.map((f) => ("serve" in f ? f.maxBodyBytes : 0))),
+    maxHeldBytes: MAX_HELD_BODY_BYTES,
+    onWriteError: (error: unknown) => logger.error({ err: error }, "a check's answer could not be written"),
   };
 }
 
@@ -179,5 +172,5 @@ export function createCheckListener(
   context: CheckContext,
   frontEnds: readonly (HttpCheckFrontEnd | HttpRoute)[],
 ): Listener {
-  return httpListener(address, createCheckHandler(context, frontEnds));
+  return http1Listener(address, createCheckHandler(context, frontEnds));
 }

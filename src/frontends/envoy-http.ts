@@ -23,7 +23,7 @@ export const envoyHttp: HttpCheckFrontEnd = {
     const path = url.slice(PREFIX.length) || "/";
     if (path.length > MAX_URI) return uriTooLong();
     return {
-      method: req.method ?? "GET",
+      method: req.method,
       path: path.startsWith("/") ? path : `/${path}`,
       authorization: header(req, "authorization"),
       apiKey: header(req, apiKeyHeader),
@@ -32,7 +32,7 @@ export const envoyHttp: HttpCheckFrontEnd = {
         {
           stated: header(req, CLIENT_IP_HEADER),
           forwardedFor: header(req, "x-forwarded-for"),
-          peer: req.socket.remoteAddress,
+          peer: req.remoteAddress,
         },
         clientIp,
       ),

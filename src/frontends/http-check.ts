@@ -1,12 +1,13 @@
 // An HTTP check front end as the check listener serves it: the request targets it answers, the
 // check's facts from one request, and its protocol's answer to a Decision.
-import type { IncomingMessage, ServerResponse } from "node:http";
 import type { CheckRequest } from "../check/checker.js";
 import type { Decision } from "../check/types.js";
 import { wrongMethod } from "../http/methods.js";
 import type { RemovedHeaders } from "./api-key-headers.js";
 import type { ClientIpOptions } from "./client-ip.js";
 import type { Protocol } from "./front-end.js";
+import type { Exchange } from "./http1/connection.js";
+import type { Headers } from "./http1/head.js";
 import type { CheckResponse } from "./render.js";
 
 /** The longest original request target a check takes: a longer one is answered 414. */
@@ -18,6 +19,14 @@ export const MAX_URI = 8192;
  */
 export type PathMatcher = { path: string; subpaths: boolean };
 
+/** What a front end reads of a request to the check listener. */
+export type HttpCheckRequest = {
+  method: string;
+  headers: Headers;
+  /** The proxy's address, as the connection has it. */
+  remoteAddress: string | undefined;
+};
+
 export type HttpCheckFrontEnd = {
   protocol: Protocol;
   /** Its rows in the check listener's table of request targets. */
@@ -26,7 +35,7 @@ export type HttpCheckFrontEnd = {
   usage: string;
   /** The check's facts, or the answer to a request no check can be made of (400, 414). */
   facts(
-    req: IncomingMessage,
+    req: HttpCheckRequest,
     url: string,
     clientIp: ClientIpOptions,
     apiKeyHeader: string,
@@ -45,7 +54,9 @@ export type HttpCheckFrontEnd = {
 export type HttpRoute = {
   paths: readonly PathMatcher[];
   usage: string;
-  serve(req: IncomingMessage, res: ServerResponse): void;
+  /** Its requests' bodies are read whole before `serve` (exchange.body); a larger one is refused 413. */
+  maxBodyBytes: number;
+  serve(exchange: Exchange): void;
 };
 
 const SLASH = "/".charCodeAt(0);
@@ -60,7 +71,7 @@ export function matchesPath(url: string, matcher: PathMatcher): boolean {
 }
 
 /** A request header's value; a repeated header's values joined as one list. */
-export function header(req: IncomingMessage, name: string): string | undefined {
+export function header(req: HttpCheckRequest, name: string): string | undefined {
   const value = req.headers[name];
   return Array.isArray(value) ? value.join(",") : value;
 }

@@ -55,10 +55,7 @@ export const nginx: HttpCheckFrontEnd = {
       authorization: header(req, "authorization"),
       apiKey: header(req, apiKeyHeader),
       requestId: requestIdOf(req.headers["x-request-id"]),
-      ip: clientAddress(
-        { forwardedFor: header(req, "x-forwarded-for"), peer: req.socket.remoteAddress },
-        clientIp,
-      ),
+      ip: clientAddress({ forwardedFor: header(req, "x-forwarded-for"), peer: req.remoteAddress }, clientIp),
     };
   },
   render: renderForNginx,

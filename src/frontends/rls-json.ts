@@ -3,7 +3,6 @@
 // overall code is OK and 429 when it is OVER_LIMIT. For debugging and simple clients: the same
 // decision as ShouldRateLimit over gRPC.
 import { isUtf8 } from "node:buffer";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { isWholeNumberText, parseWholeNumber, wholeNumberRange } from "../config/numbers.js";
 import { requestIdOf } from "../process/request-id.js";
 import { tracedRls } from "../tracing/check-span.js";
@@ -13,16 +12,14 @@ import type { RlsDecide } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import { MAX_UINT32, RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
 import { type HttpRoute, methodAnswer } from "./http-check.js";
+import type { Exchange } from "./http1/connection.js";
 import { traceHeadersOf } from "./trace-headers.js";
 
-/** A request body larger than this is refused (the gRPC listener takes 4 MiB; JSON is for debugging). */
-const MAX_BODY_BYTES = 1024 * 1024;
 /**
- * Body bytes held at once by all of one listener's unfinished requests, as the gRPC listener bounds
- * its own: without it, each connection trickling a body just under MAX_BODY_BYTES held a MiB until
- * the request timed out, and a few thousand connections held gigabytes.
+ * A request body larger than this is refused 413 by the check listener, which reads it (the gRPC
+ * listener takes 4 MiB; JSON is for debugging).
  */
-export const MAX_HELD_BODY_BYTES = 64 * 1024 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 const CODE_NAMES = ["UNKNOWN", "OK", "OVER_LIMIT"];
 const UNIT_VALUE = new Map<string, number>(
@@ -178,116 +175,70 @@ export function jsonAnswer(answer: RlsAnswer): Json {
   };
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
+function send(exchange: Exchange, status: number, body: unknown): void {
+  exchange.respond({ status, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 }
 
 /** `POST /json` on the check listener, answered by `decide` (undefined: the RLS is off). */
 export function rlsJsonRoute(decide: () => RlsDecide | undefined, tracing: Tracing | undefined): HttpRoute {
-  /** Body bytes held now by this route's requests still arriving (MAX_HELD_BODY_BYTES at most). */
-  let held = 0;
   return {
     paths: [{ path: "/json", subpaths: false }],
     usage: "POST /json (envoyproxy/ratelimit's JSON endpoint)",
-    serve(req: IncomingMessage, res: ServerResponse) {
+    maxBodyBytes: MAX_BODY_BYTES,
+    serve(req: Exchange) {
       const core = decide();
       if (core === undefined) {
-        req.resume();
-        send(res, 404, { error: "not_found", message: "The rate limit service is off: RLS_CONFIG is unset" });
+        send(req, 404, { error: "not_found", message: "The rate limit service is off: RLS_CONFIG is unset" });
         return;
       }
       if (req.method !== "POST") {
-        req.resume();
-        const answer = methodAnswer(req.method ?? "", "/json", ["POST"]);
-        const length = answer.status === 204 ? {} : { "content-length": Buffer.byteLength(answer.body) };
-        res.writeHead(answer.status, { ...answer.headers, ...length }).end(answer.body);
+        req.respond(methodAnswer(req.method, "/json", ["POST"]));
         return;
       }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let refused = false;
-      // Counted while held: given back once the body is read whole, refused, or its connection gone.
-      const release = () => {
-        held -= size;
-        size = 0;
-      };
-      const refuse = (status: number, body: unknown) => {
-        refused = true;
-        release();
-        chunks.length = 0;
-        // What follows is read and dropped: closing at once would reset a client still sending.
-        send(res, status, body);
-      };
-      req.on("close", release);
-      req.on("data", (chunk: Buffer) => {
-        if (refused) return;
-        if (size + chunk.length > MAX_BODY_BYTES) {
-          refuse(413, {
-            error: "payload_too_large",
-            message: `The body is larger than ${MAX_BODY_BYTES} bytes`,
-          });
-        } else if (held + chunk.length > MAX_HELD_BODY_BYTES) {
-          res.setHeader("retry-after", "1");
-          refuse(503, {
-            error: "unavailable",
-            message: "Too many request bodies are arriving at once; try again",
-          });
-        } else {
-          size += chunk.length;
-          held += chunk.length;
-          chunks.push(chunk);
-        }
-      });
-      req.on("end", () => {
-        if (refused) return;
-        const raw = Buffer.concat(chunks);
-        release();
-        // JSON is UTF-8 (the reference's protojson refuses anything else): read leniently, a byte
-        // that is not would become U+FFFD, and count apart from the same bytes sent over gRPC.
-        if (!isUtf8(raw)) {
-          send(res, 400, { error: "bad_request", message: "The body is not UTF-8" });
-          return;
-        }
-        let body: unknown;
-        try {
-          body = JSON.parse(raw.toString("utf8"));
-        } catch {
-          send(res, 400, { error: "bad_request", message: "The body is not JSON" });
-          return;
-        }
-        const input = jsonRequest(body);
-        if (typeof input === "string") {
-          send(res, 400, { error: "bad_request", message: input });
-          return;
-        }
-        input.requestId = requestIdOf(req.headers["x-request-id"]);
-        // A promise either way: the decision may be made at once (or refused at once, by throwing).
-        const answered: Promise<RlsAnswer> =
-          tracing === undefined
-            ? new Promise((resolve) => resolve(core(input)))
-            : tracedRls(
-                tracing,
-                {
-                  transport: "json",
-                  caller: traceHeadersOf(req.headers),
-                  requestId: input.requestId,
-                  domain: input.domain,
-                },
-                () => core(input),
-              );
-        answered.then(
-          (answer) => send(res, answer.overall_code === 2 ? 429 : 200, jsonAnswer(answer)),
-          (error: unknown) => {
-            if (error instanceof GrpcError && error.code === GrpcStatus.INVALID_ARGUMENT) {
-              send(res, 400, { error: "bad_request", message: error.message });
-            } else {
-              send(res, 503, { error: "unavailable", message: "The rate-limit store is unavailable" });
-            }
-          },
-        );
-      });
+      const raw = req.body ?? Buffer.alloc(0);
+      // JSON is UTF-8 (the reference's protojson refuses anything else): read leniently, a byte
+      // that is not would become U+FFFD, and count apart from the same bytes sent over gRPC.
+      if (!isUtf8(raw)) {
+        send(req, 400, { error: "bad_request", message: "The body is not UTF-8" });
+        return;
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(raw.toString("utf8"));
+      } catch {
+        send(req, 400, { error: "bad_request", message: "The body is not JSON" });
+        return;
+      }
+      const input = jsonRequest(body);
+      if (typeof input === "string") {
+        send(req, 400, { error: "bad_request", message: input });
+        return;
+      }
+      input.requestId = requestIdOf(req.headers["x-request-id"]);
+      // A promise either way: the decision may be made at once (or refused at once, by throwing).
+      const answered: Promise<RlsAnswer> =
+        tracing === undefined
+          ? new Promise((resolve) => resolve(core(input)))
+          : tracedRls(
+              tracing,
+              {
+                transport: "json",
+                caller: traceHeadersOf(req.headers),
+                requestId: input.requestId,
+                domain: input.domain,
+              },
+              () => core(input),
+            );
+      answered.then(
+        (answer) => send(req, answer.overall_code === 2 ? 429 : 200, jsonAnswer(answer)),
+        (error: unknown) => {
+          if (error instanceof GrpcError && error.code === GrpcStatus.INVALID_ARGUMENT) {
+            send(req, 400, { error: "bad_request", message: error.message });
+          } else {
+            send(req, 503, { error: "unavailable", message: "The rate-limit store is unavailable" });
+          }
+        },
+      );
     },
   };
 }

@@ -2,8 +2,10 @@
 // hold: bounded in bytes and in time, whatever the number of connections.
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { MAX_HELD_BODY_BYTES } from "../../src/frontends/check-listener.js";
+import { http1Listener } from "../../src/frontends/http1/server.js";
 import type { Listener } from "../../src/frontends/listener.js";
-import { MAX_HELD_BODY_BYTES, rlsJsonRoute } from "../../src/frontends/rls-json.js";
+import { rlsJsonRoute } from "../../src/frontends/rls-json.js";
 import { httpListener } from "../../src/http/http-listener.js";
 import { HEADERS_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from "../../src/http/server.js";
 import { startInProcess } from "../support/in-process.js";
@@ -164,7 +166,21 @@ describe("POST /json on the check listener", () => {
   const route = rlsJsonRoute(() => () => ({ overall_code: 1, statuses: [] }), undefined);
 
   it("holds at most 64 MiB of bodies at once across connections, and refuses 503 past it", async () => {
-    const port = await listen((req, res) => route.serve(req, res));
+    const listener = http1Listener(
+      { name: "check", host: "127.0.0.1", port: 0, settings: { host: "CHECK_HOST", port: "CHECK_PORT" } },
+      {
+        wantsBody: () => true,
+        serve: (exchange) => route.serve(exchange),
+        maxBodyBytes: route.maxBodyBytes,
+        maxHeldBytes: MAX_HELD_BODY_BYTES,
+        onWriteError: (error) => {
+          throw error;
+        },
+      },
+    );
+    await listener.start();
+    listeners.push(listener);
+    const port = listener.port;
     const each = 1_000_000;
     // 70 connections, each sending all but the end of a 1 MiB body and then waiting: 70 MB held
     // without a bound on all of them together.

@@ -1,0 +1,317 @@
+// One connection of the check listener's HTTP/1.1 server: its requests one at a time, in order.
+// A request's head is read whole, then its body (kept for a route that reads it, else dropped as it
+// arrives); the next request is read only once this one is answered, so that answers can never
+// leave in another order than their requests came (a pipelining client gets them in order).
+import type { Socket } from "node:net";
+import { type Answer, answerBytes, type Ending, errorBytes } from "./answer.js";
+import { BodyError, type BodyReader, chunkedBody, lengthBody } from "./body.js";
+import { type Head, type Headers, parseHead } from "./head.js";
+
+/** What a route is handed: the request, and the one answer it gives (later ones are dropped). */
+export class Exchange {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Headers;
+  readonly remoteAddress: string | undefined;
+  /** The body, for a route that reads it. */
+  body: Buffer | undefined;
+  answered = false;
+
+  constructor(
+    head: Head,
+    readonly connection: Connection,
+  ) {
+    this.method = head.method;
+    this.url = head.url;
+    this.headers = head.headers;
+    this.remoteAddress = connection.socket.remoteAddress;
+  }
+
+  respond(answer: Answer): void {
+    this.connection.respond(this, answer);
+  }
+}
+
+/** What the server gives its connections: the route's hooks, the limits, the shared state. */
+export type ConnectionContext = {
+  /** Whether a request to `url` wants its body read (else it is dropped as it arrives). */
+  wantsBody(url: string): boolean;
+  serve(exchange: Exchange): void;
+  /** A body a route reads: refused 413 past maxBodyBytes, 503 past heldBytes across connections. */
+  maxBodyBytes: number;
+  maxHeldBytes: number;
+  maxHeaderBytes: number;
+  /** Body bytes held now by every connection's unfinished requests. */
+  held: { bytes: number };
+  /** The server's clock in seconds (its sweep's ticks), and whether it is draining. */
+  now(): number;
+  draining(): boolean;
+  /** A written answer could not be written: logged, and the connection closed. */
+  onWriteError(error: unknown): void;
+};
+
+export const Phase = {
+  /** Reading a request's head (from its first byte, or from the connection's start). */
+  Head: 0,
+  /** Reading its body. */
+  Body: 1,
+  /** The request is read; its answer is awaited. */
+  Wait: 2,
+  /** Between requests. */
+  Idle: 3,
+  /** An answer that closes the connection was written; what still comes is dropped. */
+  Closing: 4,
+} as const;
+type Phase = (typeof Phase)[keyof typeof Phase];
+
+const HEAD_END = Buffer.from("\r\n\r\n");
+const CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
+
+export class Connection {
+  phase: Phase = Phase.Head;
+  /** When the phase began (server seconds); for Body, when the request began. */
+  since: number;
+  private current: Exchange | undefined;
+  private ending: Ending = "keep";
+  private withBody = true;
+  private body: BodyReader | undefined;
+  /** The body kept for a route that reads it; undefined while dropped. */
+  private kept: Buffer[] | undefined;
+  private keptBytes = 0;
+  private pending: Buffer | undefined;
+  private at = 0;
+  private pumping = false;
+  /** The client has sent its FIN: the connection closes after the answer under way. */
+  private ended = false;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly context: ConnectionContext,
+  ) {
+    this.since = context.now();
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", () => socket.destroy());
+    socket.on("close", () => this.release());
+    socket.on("end", () => {
+      this.ended = true;
+      if (this.idle) this.close();
+    });
+  }
+
+  /** Whether nothing is under way: no request begun, no answer awaited. */
+  get idle(): boolean {
+    return this.phase === Phase.Idle || (this.phase === Phase.Head && this.pending === undefined);
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.phase === Phase.Closing) return;
+    if (this.phase === Phase.Idle) this.begin();
+    if (this.pending === undefined) {
+      this.pending = chunk;
+      this.at = 0;
+    } else {
+      this.pending = Buffer.concat([this.pending.subarray(this.at), chunk]);
+      this.at = 0;
+    }
+    this.pump();
+  }
+
+  private begin(): void {
+    this.phase = Phase.Head;
+    this.since = this.context.now();
+  }
+
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.pending !== undefined) {
+        const progressed = this.step(this.pending);
+        if (this.pending !== undefined && this.at >= this.pending.length) this.pending = undefined;
+        if (!progressed) break;
+      }
+    } catch (error) {
+      if (!(error instanceof BodyError)) throw error;
+      this.fail(400, "bad_request", `The request's body is not valid chunked encoding: ${error.message}`);
+    } finally {
+      this.pumping = false;
+    }
+    if (this.phase === Phase.Wait && (this.pending?.length ?? 0) > this.context.maxHeaderBytes) {
+      // A client pipelining faster than its answers: read no more until this one is answered.
+      this.socket.pause();
+    }
+  }
+
+  /** One step of reading `data` from `this.at`; false when more bytes (or the answer) must come first. */
+  private step(data: Buffer): boolean {
+    switch (this.phase) {
+      case Phase.Head:
+        return this.readHead(data);
+      case Phase.Body: {
+        this.at = (this.body as BodyReader).feed(
+          data,
+          this.at,
+          this.kept === undefined ? undefined : this.keep,
+        );
+        if (!(this.body as BodyReader).done) return false;
+        this.bodyRead();
+        return true;
+      }
+      case Phase.Idle:
+        this.begin();
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  private readHead(data: Buffer): boolean {
+    // Empty lines before a request line are ignored (RFC 9112 section 2.2).
+    while (data[this.at] === 0x0d && data[this.at + 1] === 0x0a) this.at += 2;
+    if (this.at >= data.length) return false;
+    const end = data.indexOf(HEAD_END, this.at);
+    const size = (end === -1 ? data.length : end) - this.at;
+    if (size > this.context.maxHeaderBytes) {
+      this.fail(431, "bad_request", "The request headers are too large", data);
+      return false;
+    }
+    if (end === -1) return false;
+    const head = parseHead(data.toString("latin1", this.at, end));
+    if ("status" in head) {
+      this.fail(head.status, "bad_request", head.message, data);
+      return false;
+    }
+    this.at = end + 4;
+    const exchange = new Exchange(head, this);
+    this.current = exchange;
+    this.ending = head.keepAlive ? (head.http10 ? "keep-1.0" : "keep") : "close";
+    this.withBody = head.method !== "HEAD";
+    if (head.body === 0) {
+      this.phase = Phase.Wait;
+      this.context.serve(exchange);
+      return true;
+    }
+    this.body = head.body === "chunked" ? chunkedBody() : lengthBody(head.body);
+    if (head.expectsContinue) this.socket.write(CONTINUE);
+    this.phase = Phase.Body;
+    if (!this.context.wantsBody(head.url)) {
+      // The route does not read it: answered now, the body dropped as it comes.
+      this.context.serve(exchange);
+    } else if (typeof head.body === "number" && head.body > this.context.maxBodyBytes) {
+      this.tooLarge();
+    } else {
+      this.kept = [];
+    }
+    return true;
+  }
+
+  /** Keeps a chunk of a body a route reads, within its bounds. */
+  private readonly keep = (chunk: Buffer): void => {
+    const { held, maxBodyBytes, maxHeldBytes } = this.context;
+    // Refused earlier in this same read: the rest is dropped.
+    if (this.kept === undefined) return;
+    if (this.keptBytes + chunk.length > maxBodyBytes) {
+      this.tooLarge();
+    } else if (held.bytes + chunk.length > maxHeldBytes) {
+      this.release();
+      (this.current as Exchange).respond({
+        status: 503,
+        headers: { "content-type": "application/json", "retry-after": "1" },
+        body: JSON.stringify({
+          error: "unavailable",
+          message: "Too many request bodies are arriving at once; try again",
+        }),
+      });
+    } else {
+      this.keptBytes += chunk.length;
+      held.bytes += chunk.length;
+      (this.kept as Buffer[]).push(chunk);
+    }
+  };
+
+  private tooLarge(): void {
+    this.release();
+    const message = `The body is larger than ${this.context.maxBodyBytes} bytes`;
+    (this.current as Exchange).respond({
+      status: 413,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ error: "payload_too_large", message }),
+    });
+  }
+
+  /** Gives back the body bytes held (the body was read, refused, or its connection closed). */
+  private release(): void {
+    this.context.held.bytes -= this.keptBytes;
+    this.keptBytes = 0;
+    this.kept = undefined;
+  }
+
+  private bodyRead(): void {
+    const exchange = this.current as Exchange;
+    this.body = undefined;
+    if (exchange.answered) {
+      this.finish();
+      return;
+    }
+    this.phase = Phase.Wait;
+    if (this.kept !== undefined) {
+      exchange.body = Buffer.concat(this.kept);
+      this.release();
+      this.context.serve(exchange);
+    }
+  }
+
+  respond(exchange: Exchange, answer: Answer): void {
+    if (exchange.answered || exchange !== this.current || this.socket.destroyed) return;
+    exchange.answered = true;
+    const ending = this.context.draining() || this.ended ? "close" : this.ending;
+    this.ending = ending;
+    try {
+      this.socket.write(answerBytes(answer, ending, this.withBody));
+    } catch (error) {
+      this.context.onWriteError(error);
+      this.socket.destroy();
+      return;
+    }
+    // Answered before its body was read whole (a check, or a refusal): the rest is dropped first.
+    if (this.phase === Phase.Wait) this.finish();
+  }
+
+  /** The request is read and answered: on to the next, or closed. */
+  private finish(): void {
+    this.current = undefined;
+    if (this.ending === "close") {
+      this.close();
+      return;
+    }
+    this.phase = Phase.Idle;
+    this.since = this.context.now();
+    if (this.socket.isPaused()) this.socket.resume();
+    if (this.pending !== undefined) this.pump();
+  }
+
+  /** Ends the connection once what was written is sent; anything still arriving is dropped. */
+  close(): void {
+    this.phase = Phase.Closing;
+    this.since = this.context.now();
+    this.pending = undefined;
+    this.socket.end();
+  }
+
+  /**
+   * A request that cannot be served: its JSON error, and the connection closed. `data`, when the
+   * head could not be read, tells whether it was a HEAD (whose answer has no body).
+   */
+  fail(status: number, error: string, message: string, data?: Buffer): void {
+    if (this.current?.answered === true || this.socket.destroyed) {
+      this.socket.destroy();
+      return;
+    }
+    const head =
+      data === undefined ? !this.withBody : data.toString("latin1", this.at, this.at + 5) === "HEAD ";
+    if (this.current !== undefined) this.current.answered = true;
+    this.release();
+    this.socket.write(errorBytes(status, error, message, !head));
+    this.close();
+  }
+}
