@@ -56,6 +56,7 @@ export function answerBytes(answer: Answer, ending: Ending, withBody: boolean): 
   if (status !== 204) head += `content-length: ${length}\r\n`;
   head += dateHeader() + ENDINGS[ending];
   if (!withBody || status === 204 || length === 0) return head;
+  // A string is written as latin1 (one byte per character): the body must then be ASCII.
   if (length === body.length) return head + body;
   return Buffer.concat([Buffer.from(head, "latin1"), Buffer.from(body, "utf8")]);
 }

@@ -267,7 +267,8 @@ export class Connection {
     const ending = this.context.draining() || this.ended ? "close" : this.ending;
     this.ending = ending;
     try {
-      this.socket.write(answerBytes(answer, ending, this.withBody));
+      // latin1: header values are bytes (obs-text), as node:http writes them; a UTF-8 body comes as a buffer.
+      this.socket.write(answerBytes(answer, ending, this.withBody), "latin1");
     } catch (error) {
       this.context.onWriteError(error);
       this.socket.destroy();
@@ -311,7 +312,7 @@ export class Connection {
       data === undefined ? !this.withBody : data.toString("latin1", this.at, this.at + 5) === "HEAD ";
     if (this.current !== undefined) this.current.answered = true;
     this.release();
-    this.socket.write(errorBytes(status, error, message, !head));
+    this.socket.write(errorBytes(status, error, message, !head), "latin1");
     this.close();
   }
 }
