@@ -238,7 +238,10 @@ describe("request bytes held across many connections", () => {
       // 224 MiB sent: at most 64 MiB held, the rest refused.
       expect(refused.length).toBeGreaterThanOrEqual(40);
       expect(new Set(refused)).toEqual(new Set(["the server holds too many request bytes at once"]));
-      expect(rssMiB() - before).toBeLessThan(150);
+      // The count above bounds what is held; this, that refused bytes are not kept all the same.
+      // Held without a bound, the 224 MiB sent would all be in memory; bounded, 64 MiB is, beside
+      // refused frames not yet collected (growth seen up to 154 MiB on a busy machine).
+      expect(rssMiB() - before).toBeLessThan(200);
       // A call whose request is whole in one read is still served meanwhile.
       expect(await healthMs()).toBeLessThan(1_000);
     } finally {
