@@ -38,6 +38,7 @@ export async function startAround(core, { dir, options }) {
     upstreamPort: upstream.port,
   });
   const httpCeiling = await startCeiling("http");
+  const ownCeiling = await startCeiling("own", {}, "own http ceiling");
   // One window of HUGE_RULE per ceiling, each in a key of its own.
   const windowEnv = (tag) => ({
     REDIS_URL: core.redis.url,
@@ -97,6 +98,7 @@ export async function startAround(core, { dir, options }) {
     nginxDirect,
     nginxTollgate,
     httpCeiling,
+    ownCeiling,
     storeCeiling,
     coalescedCeiling,
     fixedFloor,

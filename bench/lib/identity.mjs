@@ -179,13 +179,13 @@ export function identityTargets(byId, paired = {}) {
   }
   if (allowed !== undefined && cached !== undefined) {
     const [acAllowed, acCached] = [byId.allowed, byId["denied-cached"]];
-    // The bound on this ratio: a cached denial still pays node:http's own work per request, so it
-    // cannot run faster than the bare server does beside the same allowed row.
-    const bare = byId["http-ceiling-h2load"];
+    // The bound on this ratio: a cached denial still pays the check listener's own HTTP work per
+    // request, so it cannot run faster than that server answering 200 does beside the same allowed row.
+    const bare = byId["own-ceiling-h2load"];
     const bound =
       bare === undefined
         ? ""
-        : `; the bare node:http server in the same run ${fixed(rate(bare, allowed), 2)}× (${thousands(bare.load.rps)} at ${cpu(bare)})`;
+        : `; the check listener's bare server in the same run ${fixed(rate(bare, allowed), 2)}× (${thousands(bare.load.rps)} at ${cpu(bare)})`;
     const pair = paired["denied-cached-h2load/allowed-h2load"];
     const rows =
       `${fixed(rate(cached, allowed), 2)}× (${thousands(cached.load.rps)} at ${cpu(cached)} vs ${thousands(allowed.load.rps)} at ${cpu(allowed)}); ` +

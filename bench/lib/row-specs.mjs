@@ -62,7 +62,7 @@ function grpcRows(core, around) {
   });
   const httpCheck = (session, expected) => ({
     ...tollgateRow,
-    ceiling: "http-ceiling-h2load",
+    ceiling: "own-ceiling-h2load",
     url: core.checkUrl,
     headers: bearer(session),
     expected,
@@ -76,6 +76,15 @@ function grpcRows(core, around) {
       url: `${around.httpCeiling.url}/`,
       expected: 200,
       servers: ["http ceiling"],
+      h2load: { binary, h1: true },
+    },
+    {
+      id: "own-ceiling-h2load",
+      short: "own HTTP ceiling, h2load",
+      label: `HTTP ceiling of the checks: the check listener's own HTTP/1.1 server answering 200, loaded by h2load (${h1}) → 200`,
+      url: `${around.ownCeiling.url}/`,
+      expected: 200,
+      servers: ["own http ceiling"],
       h2load: { binary, h1: true },
     },
     {

@@ -39,13 +39,19 @@ export function benchTollgate({
   );
 }
 
-/** bench/ceiling-server.mjs: bare node:http ("http"), + one EVALSHA ("store"), + INCR/PEXPIRE ("fixed"). */
+/**
+ * bench/ceiling-server.mjs: bare node:http ("http"), + one EVALSHA ("store"), + INCR/PEXPIRE ("fixed");
+ * bench/own-ceiling-server.mjs ("own"): the check listener's own HTTP/1.1 server answering 200.
+ */
 export async function startCeiling(mode, env = {}, name = `${mode} ceiling`) {
   const port = await freePort();
   const proc = startProcess({
     name,
     command: process.execPath,
-    args: [join(ROOT, "bench", "ceiling-server.mjs"), mode],
+    args:
+      mode === "own"
+        ? [join(ROOT, "bench", "own-ceiling-server.mjs")]
+        : [join(ROOT, "bench", "ceiling-server.mjs"), mode],
     env: { HOST: "127.0.0.1", PORT: String(port), ...env },
   });
   await waitFor(() => httpOk(`http://127.0.0.1:${port}/`), 10_000, `${mode} ceiling on ${port}`, proc);
