@@ -92,6 +92,9 @@ export class Connection {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => socket.destroy());
     socket.on("close", () => this.release());
+    socket.on("drain", () => {
+      if (this.phase === Phase.Idle) this.next();
+    });
     socket.on("end", () => {
       this.ended = true;
       if (this.idle) this.close();
@@ -158,6 +161,8 @@ export class Connection {
         return true;
       }
       case Phase.Idle:
+        // Answers the client has not read yet fill the socket's buffer: the next request waits for them.
+        if (this.socket.writableNeedDrain) return false;
         this.begin();
         return true;
       default:
@@ -286,6 +291,19 @@ export class Connection {
     }
     this.phase = Phase.Idle;
     this.since = this.context.now();
+    this.next();
+  }
+
+  /**
+   * Reads on, unless the client has not read the answers already written (as node:http, which stops
+   * reading past its socket's high-water mark): a client that pipelines without reading would
+   * otherwise have every answer held in memory, tens of times what it sent. Again on 'drain'.
+   */
+  private next(): void {
+    if (this.socket.writableNeedDrain) {
+      this.socket.pause();
+      return;
+    }
     if (this.socket.isPaused()) this.socket.resume();
     if (this.pending !== undefined) this.pump();
   }
