@@ -2,6 +2,8 @@
 // connection: what they can make it hold in memory or spend in CPU, and that the answers they are
 // owed still come, in order.
 import { connect, type Socket } from "node:net";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Exchange } from "../../src/frontends/http1/connection.js";
 import { http1Listener } from "../../src/frontends/http1/server.js";
@@ -32,6 +34,15 @@ async function listen(serve: (exchange: Exchange) => void): Promise<number> {
   await listener.start();
   listeners.push(listener);
   return listener.port;
+}
+
+function open(port: number): { socket: Socket; received: () => Buffer } {
+  const socket = connect(port, "127.0.0.1");
+  const chunks: Buffer[] = [];
+  socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+  socket.on("error", () => {});
+  opened.push(socket);
+  return { socket, received: () => Buffer.concat(chunks) };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -73,4 +84,36 @@ describe("a client that pipelines requests and never reads the answers", () => {
     await expect.poll(() => served, { timeout: 20_000 }).toBe(count);
     await expect.poll(() => answers + statuses(tail).length, { timeout: 10_000 }).toBe(count);
   }, 40_000);
+});
+
+describe("a body of many tiny chunks", () => {
+  it("holds about its own size in memory, not a Buffer per chunk", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heap = () => {
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const served: Exchange[] = [];
+    const port = await listen((exchange) => {
+      served.push(exchange);
+      exchange.respond({ status: 200, headers: {}, body: "" });
+    });
+    // Two bodies of 500,000 one-byte chunks each (3 MB sent, 0.5 MB of data) are held at once.
+    const clients = [open(port), open(port)];
+    const chunks = 500_000;
+    const start = heap();
+    for (const { socket } of clients) {
+      socket.write("POST /json HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+      socket.write("1\r\na\r\n".repeat(chunks));
+    }
+    await expect.poll(() => clients.every((c) => c.socket.bytesWritten > chunks * 6)).toBe(true);
+    await sleep(500);
+    const held = heap() - start;
+    // A Buffer per chunk held over 100 MB for each; the data itself is 1 MB in all.
+    expect(held).toBeLessThan(16 * 1024 * 1024);
+    for (const { socket } of clients) socket.write("0\r\n\r\n");
+    await expect.poll(() => served.length).toBe(2);
+    for (const exchange of served) expect(exchange.body?.toString()).toBe("a".repeat(chunks));
+  }, 30_000);
 });

@@ -4,7 +4,7 @@
 // leave in another order than their requests came (a pipelining client gets them in order).
 import type { Socket } from "node:net";
 import { type Answer, answerBytes, type Ending, errorBytes } from "./answer.js";
-import { BodyError, type BodyReader, chunkedBody, lengthBody } from "./body.js";
+import { BodyError, type BodyReader, chunkedBody, KeptBody, lengthBody } from "./body.js";
 import { type Head, type Headers, parseHead } from "./head.js";
 
 /** What a route is handed: the request, and the one answer it gives (later ones are dropped). */
@@ -76,8 +76,7 @@ export class Connection {
   private withBody = true;
   private body: BodyReader | undefined;
   /** The body kept for a route that reads it; undefined while dropped. */
-  private kept: Buffer[] | undefined;
-  private keptBytes = 0;
+  private kept: KeptBody | undefined;
   private pending: Buffer | undefined;
   private at = 0;
   private pumping = false;
@@ -205,19 +204,20 @@ export class Connection {
     } else if (typeof head.body === "number" && head.body > this.context.maxBodyBytes) {
       this.tooLarge();
     } else {
-      this.kept = [];
+      const { held, maxBodyBytes, maxHeldBytes } = this.context;
+      this.kept = new KeptBody(typeof head.body === "number" ? head.body : maxBodyBytes, held, maxHeldBytes);
     }
     return true;
   }
 
   /** Keeps a chunk of a body a route reads, within its bounds. */
   private readonly keep = (chunk: Buffer): void => {
-    const { held, maxBodyBytes, maxHeldBytes } = this.context;
+    const kept = this.kept;
     // Refused earlier in this same read: the rest is dropped.
-    if (this.kept === undefined) return;
-    if (this.keptBytes + chunk.length > maxBodyBytes) {
+    if (kept === undefined) return;
+    if (kept.size + chunk.length > this.context.maxBodyBytes) {
       this.tooLarge();
-    } else if (held.bytes + chunk.length > maxHeldBytes) {
+    } else if (!kept.add(chunk)) {
       this.release();
       (this.current as Exchange).respond({
         status: 503,
@@ -227,10 +227,6 @@ export class Connection {
           message: "Too many request bodies are arriving at once; try again",
         }),
       });
-    } else {
-      this.keptBytes += chunk.length;
-      held.bytes += chunk.length;
-      (this.kept as Buffer[]).push(chunk);
     }
   };
 
@@ -246,8 +242,7 @@ export class Connection {
 
   /** Gives back the body bytes held (the body was read, refused, or its connection closed). */
   private release(): void {
-    this.context.held.bytes -= this.keptBytes;
-    this.keptBytes = 0;
+    this.kept?.release();
     this.kept = undefined;
   }
 
@@ -260,7 +255,7 @@ export class Connection {
     }
     this.phase = Phase.Wait;
     if (this.kept !== undefined) {
-      exchange.body = Buffer.concat(this.kept);
+      exchange.body = this.kept.data;
       this.release();
       this.context.serve(exchange);
     }
