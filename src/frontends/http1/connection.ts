@@ -79,6 +79,10 @@ export class Connection {
   private kept: KeptBody | undefined;
   private pending: Buffer | undefined;
   private at = 0;
+  /** The buffer grown here that `pending` begins, with room past it to append to (append). */
+  private room: Buffer | undefined;
+  /** Bytes of `pending` from `at` already searched for the end of a head. */
+  private searched = 0;
   private pumping = false;
   /** The client has sent its FIN: the connection closes after the answer under way. */
   private ended = false;
@@ -112,10 +116,28 @@ export class Connection {
       this.pending = chunk;
       this.at = 0;
     } else {
-      this.pending = Buffer.concat([this.pending.subarray(this.at), chunk]);
-      this.at = 0;
+      this.pending = this.append(this.pending, chunk);
     }
     this.pump();
+  }
+
+  /**
+   * The unread rest of `pending`, then `chunk`: in a buffer grown by doubling, so that a head sent
+   * in many small reads is copied a few times in all, not once a read (64 KiB a byte at a time
+   * cost 0.4 s of CPU).
+   */
+  private append(pending: Buffer, chunk: Buffer): Buffer {
+    const rest = pending.length - this.at;
+    const length = rest + chunk.length;
+    let room = this.room;
+    if (this.at !== 0 || room === undefined || pending.buffer !== room.buffer || length > room.length) {
+      room = Buffer.allocUnsafeSlow(2 * length);
+      pending.copy(room, 0, this.at);
+      this.room = room;
+      this.at = 0;
+    }
+    chunk.copy(room, rest);
+    return room.subarray(0, length);
   }
 
   private begin(): void {
@@ -129,7 +151,7 @@ export class Connection {
     try {
       while (this.pending !== undefined) {
         const progressed = this.step(this.pending);
-        if (this.pending !== undefined && this.at >= this.pending.length) this.pending = undefined;
+        if (this.pending !== undefined && this.at >= this.pending.length) this.drop();
         if (!progressed) break;
       }
     } catch (error) {
@@ -173,7 +195,9 @@ export class Connection {
     // Empty lines before a request line are ignored (RFC 9112 section 2.2).
     while (data[this.at] === 0x0d && data[this.at + 1] === 0x0a) this.at += 2;
     if (this.at >= data.length) return false;
-    const end = data.indexOf(HEAD_END, this.at);
+    // From where the last search stopped (less 3 bytes: the end may straddle two reads).
+    const end = data.indexOf(HEAD_END, this.at + Math.max(0, this.searched - 3));
+    this.searched = end === -1 ? data.length - this.at : 0;
     const size = (end === -1 ? data.length : end) - this.at;
     if (size > this.context.maxHeaderBytes) {
       this.fail(431, "bad_request", "The request headers are too large", data);
@@ -307,8 +331,14 @@ export class Connection {
   close(): void {
     this.phase = Phase.Closing;
     this.since = this.context.now();
-    this.pending = undefined;
+    this.drop();
     this.socket.end();
+  }
+
+  /** Forgets what was read and not used. */
+  private drop(): void {
+    this.pending = undefined;
+    this.room = undefined;
   }
 
   /**
