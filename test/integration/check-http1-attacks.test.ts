@@ -168,3 +168,32 @@ describe("a head sent a byte at a time", () => {
     expect(ratio).toBeLessThan(16);
   });
 });
+
+describe("a client that half-closes after pipelining", () => {
+  it("gets every answer it asked for, in order, the last closing the connection", async () => {
+    const port = await listen((exchange) => {
+      const answer = () => exchange.respond({ status: 200, headers: {}, body: exchange.url });
+      if (exchange.url.startsWith("/slow")) setTimeout(answer, 50);
+      else answer();
+    });
+    const client = open(port);
+    client.socket.end(
+      "GET /slow1 HTTP/1.1\r\nHost: x\r\n\r\nGET /slow2 HTTP/1.1\r\nHost: x\r\n\r\nGET /fast3 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    await expect.poll(() => client.socket.readyState === "closed").toBe(true);
+    const text = client.received().toString("latin1");
+    expect(text.match(/\r\n\r\n\/[a-z]+\d/g)).toEqual(["\r\n\r\n/slow1", "\r\n\r\n/slow2", "\r\n\r\n/fast3"]);
+    expect(text.match(/connection: close/g)).toHaveLength(1);
+    expect(text.endsWith("connection: close\r\n\r\n/fast3")).toBe(true);
+  });
+
+  it("is closed at once when the head it began can no longer arrive", async () => {
+    const port = await listen((exchange) => exchange.respond({ status: 200, headers: {}, body: "" }));
+    const client = open(port);
+    client.socket.end("GET /x HTTP/1.1\r\nHost: x\r\n");
+    const started = Date.now();
+    await expect.poll(() => client.socket.readyState === "closed", { timeout: 5_000 }).toBe(true);
+    // Not after the head's 10 s timeout, with a 408 to a client that can send nothing more.
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});

@@ -84,7 +84,7 @@ export class Connection {
   /** Bytes of `pending` from `at` already searched for the end of a head. */
   private searched = 0;
   private pumping = false;
-  /** The client has sent its FIN: the connection closes after the answer under way. */
+  /** The client has sent its FIN: the connection closes after the last request it sent. */
   private ended = false;
 
   constructor(
@@ -100,8 +100,15 @@ export class Connection {
     });
     socket.on("end", () => {
       this.ended = true;
-      if (this.idle) this.close();
+      // No request under way, or one whose head can no longer arrive whole.
+      if (this.phase === Phase.Head || (this.phase === Phase.Idle && this.pending === undefined))
+        this.close();
     });
+  }
+
+  /** Whether bytes were read that no request has used yet (pipelined requests). */
+  private get unread(): boolean {
+    return this.pending !== undefined && this.at < this.pending.length;
   }
 
   /** Whether nothing is under way: no request begun, no answer awaited. */
@@ -203,7 +210,10 @@ export class Connection {
       this.fail(431, "bad_request", "The request headers are too large", data);
       return false;
     }
-    if (end === -1) return false;
+    if (end === -1) {
+      if (this.ended) this.close();
+      return false;
+    }
     const head = parseHead(data.toString("latin1", this.at, end));
     if ("status" in head) {
       this.fail(head.status, "bad_request", head.message, data);
@@ -288,7 +298,8 @@ export class Connection {
   respond(exchange: Exchange, answer: Answer): void {
     if (exchange.answered || exchange !== this.current || this.socket.destroyed) return;
     exchange.answered = true;
-    const ending = this.context.draining() || this.ended ? "close" : this.ending;
+    // After the client's FIN, the requests it sent before it are still answered, the last with close.
+    const ending = this.context.draining() || (this.ended && !this.unread) ? "close" : this.ending;
     this.ending = ending;
     try {
       this.socket.write(answerBytes(answer, ending, this.withBody));
