@@ -197,3 +197,22 @@ describe("a client that half-closes after pipelining", () => {
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 });
+
+describe("an answer's header of latin1 text", () => {
+  it("is sent in latin1, as node:http sends it, whatever the body", async () => {
+    const port = await listen((exchange) =>
+      exchange.respond({
+        status: 200,
+        headers: { "x-user-id": "jos\u00e9" },
+        body: exchange.url === "/ascii" ? "ok" : "d\u00e9j\u00e0",
+      }),
+    );
+    for (const path of ["/ascii", "/utf8"]) {
+      const client = open(port);
+      client.socket.end(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      await expect.poll(() => client.socket.readyState === "closed").toBe(true);
+      const received = client.received();
+      expect(received.includes(Buffer.from("\r\nx-user-id: jos\xe9\r\n", "latin1")), path).toBe(true);
+    }
+  });
+});

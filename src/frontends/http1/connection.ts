@@ -302,7 +302,8 @@ export class Connection {
     const ending = this.context.draining() || (this.ended && !this.unread) ? "close" : this.ending;
     this.ending = ending;
     try {
-      this.socket.write(answerBytes(answer, ending, this.withBody));
+      // latin1: a header's text as node:http sends it (a string answer's body is ASCII).
+      this.socket.write(answerBytes(answer, ending, this.withBody), "latin1");
     } catch (error) {
       this.context.onWriteError(error);
       this.socket.destroy();
