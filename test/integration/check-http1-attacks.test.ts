@@ -6,7 +6,8 @@ import { connect, type Socket } from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
-import { Connection, type ConnectionContext, type Exchange } from "../../src/frontends/http1/connection.js";
+import { Connection } from "../../src/frontends/http1/connection.js";
+import type { ConnectionContext, Exchange } from "../../src/frontends/http1/exchange.js";
 import { http1Listener } from "../../src/frontends/http1/server.js";
 import type { Listener } from "../../src/frontends/listener.js";
 

@@ -3,66 +3,10 @@
 // arrives); the next request is read only once this one is answered, so that answers can never
 // leave in another order than their requests came (a pipelining client gets them in order).
 import type { Socket } from "node:net";
-import { type Answer, answerBytes, type Ending, errorBytes } from "./answer.js";
+import { type Answer, answerBytes, type Ending, errorBytes, tooLarge, unavailable } from "./answer.js";
 import { BodyError, type BodyReader, chunkedBody, KeptBody, lengthBody } from "./body.js";
-import { type Head, type Headers, parseHead } from "./head.js";
-
-/** What a route is handed: the request, and the one answer it gives (later ones are dropped). */
-export class Exchange {
-  readonly method: string;
-  readonly url: string;
-  readonly headers: Headers;
-  readonly remoteAddress: string | undefined;
-  /** The body, for a route that reads it. */
-  body: Buffer | undefined;
-  answered = false;
-
-  constructor(
-    head: Head,
-    readonly connection: Connection,
-  ) {
-    this.method = head.method;
-    this.url = head.url;
-    this.headers = head.headers;
-    this.remoteAddress = connection.socket.remoteAddress;
-  }
-
-  respond(answer: Answer): void {
-    this.connection.respond(this, answer);
-  }
-}
-
-/** What the server gives its connections: the route's hooks, the limits, the shared state. */
-export type ConnectionContext = {
-  /** Whether a request to `url` wants its body read (else it is dropped as it arrives). */
-  wantsBody(url: string): boolean;
-  serve(exchange: Exchange): void;
-  /** A body a route reads: refused 413 past maxBodyBytes, 503 past heldBytes across connections. */
-  maxBodyBytes: number;
-  maxHeldBytes: number;
-  maxHeaderBytes: number;
-  /** Body bytes held now by every connection's unfinished requests. */
-  held: { bytes: number };
-  /** The server's clock in seconds (its sweep's ticks), and whether it is draining. */
-  now(): number;
-  draining(): boolean;
-  /** A written answer could not be written: logged, and the connection closed. */
-  onWriteError(error: unknown): void;
-};
-
-export const Phase = {
-  /** Reading a request's head (from its first byte, or from the connection's start). */
-  Head: 0,
-  /** Reading its body. */
-  Body: 1,
-  /** The request is read; its answer is awaited. */
-  Wait: 2,
-  /** Between requests. */
-  Idle: 3,
-  /** An answer that closes the connection was written; what still comes is dropped. */
-  Closing: 4,
-} as const;
-type Phase = (typeof Phase)[keyof typeof Phase];
+import { type ConnectionContext, Exchange, Phase } from "./exchange.js";
+import { parseHead } from "./head.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
 const CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -128,11 +72,8 @@ export class Connection {
     this.pump();
   }
 
-  /**
-   * The unread rest of `pending`, then `chunk`: in a buffer grown by doubling, so that a head sent
-   * in many small reads is copied a few times in all, not once a read (64 KiB a byte at a time
-   * cost 0.4 s of CPU).
-   */
+  /** The unread rest of `pending`, then `chunk`, in a buffer grown by doubling: a head sent in many
+   * small reads is copied a few times in all, not once a read (64 KiB a byte a read cost 0.4 s). */
   private append(pending: Buffer, chunk: Buffer): Buffer {
     const rest = pending.length - this.at;
     const length = rest + chunk.length;
@@ -220,7 +161,7 @@ export class Connection {
       return false;
     }
     this.at = end + 4;
-    const exchange = new Exchange(head, this);
+    const exchange = new Exchange(head, this.socket.remoteAddress, this);
     this.current = exchange;
     this.ending = head.keepAlive ? (head.http10 ? "keep-1.0" : "keep") : "close";
     this.withBody = head.method !== "HEAD";
@@ -253,25 +194,13 @@ export class Connection {
       this.tooLarge();
     } else if (!kept.add(chunk)) {
       this.release();
-      (this.current as Exchange).respond({
-        status: 503,
-        headers: { "content-type": "application/json", "retry-after": "1" },
-        body: JSON.stringify({
-          error: "unavailable",
-          message: "Too many request bodies are arriving at once; try again",
-        }),
-      });
+      (this.current as Exchange).respond(unavailable);
     }
   };
 
   private tooLarge(): void {
     this.release();
-    const message = `The body is larger than ${this.context.maxBodyBytes} bytes`;
-    (this.current as Exchange).respond({
-      status: 413,
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ error: "payload_too_large", message }),
-    });
+    (this.current as Exchange).respond(tooLarge(this.context.maxBodyBytes));
   }
 
   /** Gives back the body bytes held (the body was read, refused, or its connection closed). */
@@ -326,9 +255,8 @@ export class Connection {
   }
 
   /**
-   * Reads on, unless the client has not read the answers already written (as node:http, which stops
-   * reading past its socket's high-water mark): a client that pipelines without reading would
-   * otherwise have every answer held in memory, tens of times what it sent. Again on 'drain'.
+   * Reads on, unless the client has not read the answers written (node:http too stops past the
+   * socket's high-water mark): else one that pipelines and never reads had them all held. On 'drain'.
    */
   private next(): void {
     if (this.socket.writableNeedDrain) {
