@@ -197,6 +197,18 @@ describe("a client that half-closes after pipelining", () => {
     // Not after the head's 10 s timeout, with a 408 to a client that can send nothing more.
     expect(Date.now() - started).toBeLessThan(3_000);
   });
+
+  it("is closed once answered when all that followed its last request was blank lines", async () => {
+    const port = await listen((exchange) =>
+      setTimeout(() => exchange.respond({ status: 200, headers: {}, body: "" }), 50),
+    );
+    const client = open(port);
+    client.socket.end("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n\r\n");
+    const started = Date.now();
+    await expect.poll(() => client.socket.readyState === "closed", { timeout: 5_000 }).toBe(true);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(statuses(client.received().toString("latin1"))).toEqual(["HTTP/1.1 200"]);
+  });
 });
 
 describe("an answer's header of latin1 text", () => {

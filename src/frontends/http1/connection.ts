@@ -108,7 +108,9 @@ export class Connection {
     } finally {
       this.pumping = false;
     }
-    if (this.phase === Phase.Wait && (this.pending?.length ?? 0) > this.context.maxHeaderBytes) {
+    // After the client's FIN, a head still unfinished (or blank lines alone) can never be read whole.
+    if (this.ended && this.phase === Phase.Head) this.close();
+    else if (this.phase === Phase.Wait && (this.pending?.length ?? 0) > this.context.maxHeaderBytes) {
       // A client pipelining faster than its answers: read no more until this one is answered.
       this.socket.pause();
     }
@@ -151,10 +153,7 @@ export class Connection {
       this.fail(431, "bad_request", "The request headers are too large", data);
       return false;
     }
-    if (end === -1) {
-      if (this.ended) this.close();
-      return false;
-    }
+    if (end === -1) return false;
     const head = parseHead(data.toString("latin1", this.at, end));
     if ("status" in head) {
       this.fail(head.status, "bad_request", head.message, data);
