@@ -121,14 +121,14 @@ describe("a body of many tiny chunks", () => {
 });
 
 describe("a head sent a byte at a time", () => {
-  /** A Connection on a socket of no network, fed `head` `step` bytes a read; the ms it took. */
-  function feed(head: Buffer, step: number): number {
+  /** A Connection on a socket of no network, and what was written to it. */
+  function connection(): { socket: EventEmitter; written: unknown[] } {
+    const written: unknown[] = [];
     const socket = Object.assign(new EventEmitter(), {
       remoteAddress: "192.0.2.1",
       destroyed: false,
-      written: [] as unknown[],
       write(data: unknown) {
-        this.written.push(data);
+        written.push(data);
         return true;
       },
       end() {},
@@ -150,10 +150,16 @@ describe("a head sent a byte at a time", () => {
       onWriteError: () => {},
     };
     new Connection(socket as unknown as Socket, context);
+    return { socket, written };
+  }
+
+  /** Feeds a new connection `head`, `step` bytes a read; the ms it took. */
+  function feed(head: Buffer, step: number): number {
+    const { socket, written } = connection();
     const started = performance.now();
     for (let at = 0; at < head.length; at += step) socket.emit("data", head.subarray(at, at + step));
     const took = performance.now() - started;
-    expect(String(socket.written[0])).toMatch(/^HTTP\/1\.1 204 /);
+    expect(String(written[0])).toMatch(/^HTTP\/1\.1 204 /);
     return took;
   }
 
@@ -167,6 +173,22 @@ describe("a head sent a byte at a time", () => {
     const ratio = least(64 * 1024 - 100) / least(8 * 1024);
     // Copied whole at every read, it was 28 times (0.3 s for the 64 KiB).
     expect(ratio).toBeLessThan(16);
+  });
+
+  it("is held in no more memory than the head's bound, whatever the connections", () => {
+    // 100 connections, each with a head of 60 KiB begun (its first byte, then the rest but its end).
+    const head = headOf(60 * 1024);
+    const before = process.memoryUsage().arrayBuffers;
+    const held = Array.from({ length: 100 }, () => {
+      const { socket } = connection();
+      socket.emit("data", head.subarray(0, 1));
+      socket.emit("data", head.subarray(1, head.length - 4));
+      return socket;
+    });
+    const grown = process.memoryUsage().arrayBuffers - before;
+    // 64 KiB each at most (6.4 MB): doubled past the bound, it was 12 MB.
+    expect(grown).toBeLessThan(100 * 80 * 1024);
+    expect(held).toHaveLength(100);
   });
 });
 
