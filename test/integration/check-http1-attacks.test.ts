@@ -220,6 +220,23 @@ describe("a client that half-closes after pipelining", () => {
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 
+  it("is answered 400 and closed at once when the body it began can no longer arrive", async () => {
+    // A check is answered later (as the store answers), its body dropped meanwhile.
+    const port = await listen((exchange) =>
+      setTimeout(() => exchange.respond({ status: 200, headers: {}, body: "" }), 50),
+    );
+    for (const path of ["/json", "/check"]) {
+      const client = open(port);
+      client.socket.end(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"a":`);
+      const started = Date.now();
+      await expect.poll(() => client.socket.readyState === "closed", { timeout: 5_000 }).toBe(true);
+      // Not after the request's 30 s timeout; a check whose body is dropped still gets its answer.
+      expect(Date.now() - started, path).toBeLessThan(3_000);
+      const answers = statuses(client.received().toString("latin1"));
+      expect(answers, path).toEqual([path === "/json" ? "HTTP/1.1 400" : "HTTP/1.1 200"]);
+    }
+  });
+
   it("is closed once answered when all that followed its last request was blank lines", async () => {
     const port = await listen((exchange) =>
       setTimeout(() => exchange.respond({ status: 200, headers: {}, body: "" }), 50),

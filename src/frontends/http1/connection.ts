@@ -39,14 +39,15 @@ export class Connection {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => socket.destroy());
     socket.on("close", () => this.release());
-    socket.on("drain", () => {
-      if (this.phase === Phase.Idle) this.next();
-    });
+    socket.on("drain", () => this.phase === Phase.Idle && this.next());
     socket.on("end", () => {
       this.ended = true;
-      // No request under way, or one whose head can no longer arrive whole.
+      // A head or a body that can no longer arrive whole; a body dropped waits for its answer (respond).
       if (this.phase === Phase.Head || (this.phase === Phase.Idle && this.pending === undefined))
         this.close();
+      else if (this.phase === Phase.Body && this.kept !== undefined)
+        this.fail(400, "bad_request", "The body ended early");
+      else if (this.phase === Phase.Body && this.current?.answered === true) this.close();
     });
   }
 
@@ -237,8 +238,8 @@ export class Connection {
       this.socket.destroy();
       return;
     }
-    // Answered before its body was read whole (a check, or a refusal): the rest is dropped first.
-    if (this.phase === Phase.Wait) this.finish();
+    // Answered before its body was read whole (a check, a refusal): the rest is dropped first, if it can come.
+    if (this.phase === Phase.Wait || this.ended) this.finish();
   }
 
   /** The request is read and answered: on to the next, or closed. */
