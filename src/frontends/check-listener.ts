@@ -15,7 +15,7 @@ import {
   methodAnswer,
   type PathMatcher,
 } from "./http-check.js";
-import type { Exchange } from "./http1/connection.js";
+import type { Exchange } from "./http1/exchange.js";
 import { http1Listener } from "./http1/server.js";
 import type { Listener, ListenerAddress } from "./listener.js";
 import type { CheckResponse } from "./render.js";

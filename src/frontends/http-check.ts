@@ -6,7 +6,7 @@ import { wrongMethod } from "../http/methods.js";
 import type { RemovedHeaders } from "./api-key-headers.js";
 import type { ClientIpOptions } from "./client-ip.js";
 import type { Protocol } from "./front-end.js";
-import type { Exchange } from "./http1/connection.js";
+import type { Exchange } from "./http1/exchange.js";
 import type { Headers } from "./http1/head.js";
 import type { CheckResponse } from "./render.js";
 

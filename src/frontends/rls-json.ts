@@ -12,7 +12,7 @@ import type { RlsDecide } from "./envoy-grpc/rls.js";
 import type { DecodedDescriptor, RlsAnswer } from "./envoy-grpc/rls-codec.js";
 import { MAX_UINT32, RLS_UNITS, type RlsInput, rlsInput } from "./envoy-grpc/rls-input.js";
 import { type HttpRoute, methodAnswer } from "./http-check.js";
-import type { Exchange } from "./http1/connection.js";
+import type { Exchange } from "./http1/exchange.js";
 import { traceHeadersOf } from "./trace-headers.js";
 
 /**

@@ -70,3 +70,23 @@ export function errorBytes(status: number, error: string, message: string, withB
   };
   return answerBytes(answer, "close", withBody) as string;
 }
+
+/** A body read whole past its bound (413); the rest of it is dropped. */
+export function tooLarge(maxBodyBytes: number): Answer {
+  const message = `The body is larger than ${maxBodyBytes} bytes`;
+  return {
+    status: 413,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ error: "payload_too_large", message }),
+  };
+}
+
+/** Bodies held across connections past their bound (503): this one is refused, and dropped. */
+export const unavailable: Answer = {
+  status: 503,
+  headers: { "content-type": "application/json", "retry-after": "1" },
+  body: JSON.stringify({
+    error: "unavailable",
+    message: "Too many request bodies are arriving at once; try again",
+  }),
+};

@@ -104,3 +104,49 @@ export function chunkedBody(): BodyReader {
     },
   };
 }
+
+const NOTHING = Buffer.alloc(0);
+
+/**
+ * A body a route reads, copied into one buffer grown by doubling up to `cap` and counted whole in
+ * `held` (the bytes held by every connection): neither the chunks of a body cut small (a chunked
+ * body of 1-byte chunks, a Buffer each) nor the reads they came in are held past what is counted.
+ */
+export class KeptBody {
+  private buffer = NOTHING;
+  /** Bytes of `buffer` read so far. */
+  size = 0;
+
+  constructor(
+    private readonly cap: number,
+    private readonly held: { bytes: number },
+    private readonly maxHeld: number,
+  ) {}
+
+  /** Keeps `chunk`; false, keeping nothing more, when that would take `held` past `maxHeld`. */
+  add(chunk: Buffer): boolean {
+    const length = this.size + chunk.length;
+    let buffer = this.buffer;
+    if (length > buffer.length) {
+      const grown = Math.min(Math.max(length, buffer.length * 2), this.cap);
+      if (this.held.bytes + grown - buffer.length > this.maxHeld) return false;
+      buffer = Buffer.allocUnsafe(grown);
+      this.buffer.copy(buffer, 0, 0, this.size);
+      this.held.bytes += grown - this.buffer.length;
+      this.buffer = buffer;
+    }
+    chunk.copy(buffer, this.size);
+    this.size = length;
+    return true;
+  }
+
+  get data(): Buffer {
+    return this.buffer.subarray(0, this.size);
+  }
+
+  /** Gives back the bytes counted in `held`. */
+  release(): void {
+    this.held.bytes -= this.buffer.length;
+    this.buffer = NOTHING;
+  }
+}

@@ -3,66 +3,10 @@
 // arrives); the next request is read only once this one is answered, so that answers can never
 // leave in another order than their requests came (a pipelining client gets them in order).
 import type { Socket } from "node:net";
-import { type Answer, answerBytes, type Ending, errorBytes } from "./answer.js";
-import { BodyError, type BodyReader, chunkedBody, lengthBody } from "./body.js";
-import { type Head, type Headers, parseHead } from "./head.js";
-
-/** What a route is handed: the request, and the one answer it gives (later ones are dropped). */
-export class Exchange {
-  readonly method: string;
-  readonly url: string;
-  readonly headers: Headers;
-  readonly remoteAddress: string | undefined;
-  /** The body, for a route that reads it. */
-  body: Buffer | undefined;
-  answered = false;
-
-  constructor(
-    head: Head,
-    readonly connection: Connection,
-  ) {
-    this.method = head.method;
-    this.url = head.url;
-    this.headers = head.headers;
-    this.remoteAddress = connection.socket.remoteAddress;
-  }
-
-  respond(answer: Answer): void {
-    this.connection.respond(this, answer);
-  }
-}
-
-/** What the server gives its connections: the route's hooks, the limits, the shared state. */
-export type ConnectionContext = {
-  /** Whether a request to `url` wants its body read (else it is dropped as it arrives). */
-  wantsBody(url: string): boolean;
-  serve(exchange: Exchange): void;
-  /** A body a route reads: refused 413 past maxBodyBytes, 503 past heldBytes across connections. */
-  maxBodyBytes: number;
-  maxHeldBytes: number;
-  maxHeaderBytes: number;
-  /** Body bytes held now by every connection's unfinished requests. */
-  held: { bytes: number };
-  /** The server's clock in seconds (its sweep's ticks), and whether it is draining. */
-  now(): number;
-  draining(): boolean;
-  /** A written answer could not be written: logged, and the connection closed. */
-  onWriteError(error: unknown): void;
-};
-
-export const Phase = {
-  /** Reading a request's head (from its first byte, or from the connection's start). */
-  Head: 0,
-  /** Reading its body. */
-  Body: 1,
-  /** The request is read; its answer is awaited. */
-  Wait: 2,
-  /** Between requests. */
-  Idle: 3,
-  /** An answer that closes the connection was written; what still comes is dropped. */
-  Closing: 4,
-} as const;
-type Phase = (typeof Phase)[keyof typeof Phase];
+import { type Answer, answerBytes, type Ending, errorBytes, tooLarge, unavailable } from "./answer.js";
+import { BodyError, type BodyReader, chunkedBody, KeptBody, lengthBody } from "./body.js";
+import { type ConnectionContext, Exchange, Phase } from "./exchange.js";
+import { parseHead } from "./head.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
 const CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -76,12 +20,15 @@ export class Connection {
   private withBody = true;
   private body: BodyReader | undefined;
   /** The body kept for a route that reads it; undefined while dropped. */
-  private kept: Buffer[] | undefined;
-  private keptBytes = 0;
+  private kept: KeptBody | undefined;
   private pending: Buffer | undefined;
   private at = 0;
+  /** The buffer grown here that `pending` begins, with room past it to append to (append). */
+  private room: Buffer | undefined;
+  /** Bytes of `pending` from `at` already searched for the end of a head. */
+  private searched = 0;
   private pumping = false;
-  /** The client has sent its FIN: the connection closes after the answer under way. */
+  /** The client has sent its FIN: the connection closes after the last request it sent. */
   private ended = false;
 
   constructor(
@@ -92,10 +39,21 @@ export class Connection {
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => socket.destroy());
     socket.on("close", () => this.release());
+    socket.on("drain", () => this.phase === Phase.Idle && this.next());
     socket.on("end", () => {
       this.ended = true;
-      if (this.idle) this.close();
+      // A head or a body that can no longer arrive whole; a body dropped waits for its answer (respond).
+      if (this.phase === Phase.Head || (this.phase === Phase.Idle && this.pending === undefined))
+        this.close();
+      else if (this.phase === Phase.Body && this.kept !== undefined)
+        this.fail(400, "bad_request", "The body ended early");
+      else if (this.phase === Phase.Body && this.current?.answered === true) this.close();
     });
+  }
+
+  /** Whether bytes were read that no request has used yet (pipelined requests). */
+  private get unread(): boolean {
+    return this.pending !== undefined && this.at < this.pending.length;
   }
 
   /** Whether nothing is under way: no request begun, no answer awaited. */
@@ -110,10 +68,25 @@ export class Connection {
       this.pending = chunk;
       this.at = 0;
     } else {
-      this.pending = Buffer.concat([this.pending.subarray(this.at), chunk]);
-      this.at = 0;
+      this.pending = this.append(this.pending, chunk);
     }
     this.pump();
+  }
+
+  /** The unread rest of `pending`, then `chunk`: grown by doubling, not copied whole every read. */
+  private append(pending: Buffer, chunk: Buffer): Buffer {
+    const rest = pending.length - this.at;
+    const length = rest + chunk.length;
+    let room = this.room;
+    if (this.at !== 0 || room === undefined || pending.buffer !== room.buffer || length > room.length) {
+      // Doubled up to the head's bound, past which a head is refused (431) and a pipeline paused.
+      room = Buffer.allocUnsafeSlow(Math.max(length, Math.min(2 * length, this.context.maxHeaderBytes)));
+      pending.copy(room, 0, this.at);
+      this.room = room;
+      this.at = 0;
+    }
+    chunk.copy(room, rest);
+    return room.subarray(0, length);
   }
 
   private begin(): void {
@@ -127,7 +100,7 @@ export class Connection {
     try {
       while (this.pending !== undefined) {
         const progressed = this.step(this.pending);
-        if (this.pending !== undefined && this.at >= this.pending.length) this.pending = undefined;
+        if (this.pending !== undefined && this.at >= this.pending.length) this.drop();
         if (!progressed) break;
       }
     } catch (error) {
@@ -136,7 +109,9 @@ export class Connection {
     } finally {
       this.pumping = false;
     }
-    if (this.phase === Phase.Wait && (this.pending?.length ?? 0) > this.context.maxHeaderBytes) {
+    // After the client's FIN, a head still unfinished (or blank lines alone) can never be read whole.
+    if (this.ended && this.phase === Phase.Head) this.close();
+    else if (this.phase === Phase.Wait && (this.pending?.length ?? 0) > this.context.maxHeaderBytes) {
       // A client pipelining faster than its answers: read no more until this one is answered.
       this.socket.pause();
     }
@@ -158,6 +133,8 @@ export class Connection {
         return true;
       }
       case Phase.Idle:
+        // Answers the client has not read yet fill the socket's buffer: the next request waits for them.
+        if (this.socket.writableNeedDrain) return false;
         this.begin();
         return true;
       default:
@@ -169,7 +146,9 @@ export class Connection {
     // Empty lines before a request line are ignored (RFC 9112 section 2.2).
     while (data[this.at] === 0x0d && data[this.at + 1] === 0x0a) this.at += 2;
     if (this.at >= data.length) return false;
-    const end = data.indexOf(HEAD_END, this.at);
+    // From where the last search stopped (less 3 bytes: the end may straddle two reads).
+    const end = data.indexOf(HEAD_END, this.at + Math.max(0, this.searched - 3));
+    this.searched = end === -1 ? data.length - this.at : 0;
     const size = (end === -1 ? data.length : end) - this.at;
     if (size > this.context.maxHeaderBytes) {
       this.fail(431, "bad_request", "The request headers are too large", data);
@@ -182,7 +161,7 @@ export class Connection {
       return false;
     }
     this.at = end + 4;
-    const exchange = new Exchange(head, this);
+    const exchange = new Exchange(head, this.socket.remoteAddress, this);
     this.current = exchange;
     this.ending = head.keepAlive ? (head.http10 ? "keep-1.0" : "keep") : "close";
     this.withBody = head.method !== "HEAD";
@@ -200,49 +179,33 @@ export class Connection {
     } else if (typeof head.body === "number" && head.body > this.context.maxBodyBytes) {
       this.tooLarge();
     } else {
-      this.kept = [];
+      const { held, maxBodyBytes, maxHeldBytes } = this.context;
+      this.kept = new KeptBody(typeof head.body === "number" ? head.body : maxBodyBytes, held, maxHeldBytes);
     }
     return true;
   }
 
   /** Keeps a chunk of a body a route reads, within its bounds. */
   private readonly keep = (chunk: Buffer): void => {
-    const { held, maxBodyBytes, maxHeldBytes } = this.context;
+    const kept = this.kept;
     // Refused earlier in this same read: the rest is dropped.
-    if (this.kept === undefined) return;
-    if (this.keptBytes + chunk.length > maxBodyBytes) {
+    if (kept === undefined) return;
+    if (kept.size + chunk.length > this.context.maxBodyBytes) {
       this.tooLarge();
-    } else if (held.bytes + chunk.length > maxHeldBytes) {
+    } else if (!kept.add(chunk)) {
       this.release();
-      (this.current as Exchange).respond({
-        status: 503,
-        headers: { "content-type": "application/json", "retry-after": "1" },
-        body: JSON.stringify({
-          error: "unavailable",
-          message: "Too many request bodies are arriving at once; try again",
-        }),
-      });
-    } else {
-      this.keptBytes += chunk.length;
-      held.bytes += chunk.length;
-      (this.kept as Buffer[]).push(chunk);
+      (this.current as Exchange).respond(unavailable);
     }
   };
 
   private tooLarge(): void {
     this.release();
-    const message = `The body is larger than ${this.context.maxBodyBytes} bytes`;
-    (this.current as Exchange).respond({
-      status: 413,
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ error: "payload_too_large", message }),
-    });
+    (this.current as Exchange).respond(tooLarge(this.context.maxBodyBytes));
   }
 
   /** Gives back the body bytes held (the body was read, refused, or its connection closed). */
   private release(): void {
-    this.context.held.bytes -= this.keptBytes;
-    this.keptBytes = 0;
+    this.kept?.release();
     this.kept = undefined;
   }
 
@@ -255,7 +218,7 @@ export class Connection {
     }
     this.phase = Phase.Wait;
     if (this.kept !== undefined) {
-      exchange.body = Buffer.concat(this.kept);
+      exchange.body = this.kept.data;
       this.release();
       this.context.serve(exchange);
     }
@@ -264,18 +227,19 @@ export class Connection {
   respond(exchange: Exchange, answer: Answer): void {
     if (exchange.answered || exchange !== this.current || this.socket.destroyed) return;
     exchange.answered = true;
-    const ending = this.context.draining() || this.ended ? "close" : this.ending;
+    // After the client's FIN, the requests it sent before it are still answered, the last with close.
+    const ending = this.context.draining() || (this.ended && !this.unread) ? "close" : this.ending;
     this.ending = ending;
     try {
-      // latin1: header values are bytes (obs-text), as node:http writes them; a UTF-8 body comes as a buffer.
+      // latin1: a header's text as node:http sends it (a string answer's body is ASCII).
       this.socket.write(answerBytes(answer, ending, this.withBody), "latin1");
     } catch (error) {
       this.context.onWriteError(error);
       this.socket.destroy();
       return;
     }
-    // Answered before its body was read whole (a check, or a refusal): the rest is dropped first.
-    if (this.phase === Phase.Wait) this.finish();
+    // Answered before its body was read whole (a check, a refusal): the rest is dropped first, if it can come.
+    if (this.phase === Phase.Wait || this.ended) this.finish();
   }
 
   /** The request is read and answered: on to the next, or closed. */
@@ -287,6 +251,18 @@ export class Connection {
     }
     this.phase = Phase.Idle;
     this.since = this.context.now();
+    this.next();
+  }
+
+  /**
+   * Reads on, unless the client has not read the answers written (node:http too stops past the
+   * socket's high-water mark): else one that pipelines and never reads had them all held. On 'drain'.
+   */
+  private next(): void {
+    if (this.socket.writableNeedDrain) {
+      this.socket.pause();
+      return;
+    }
     if (this.socket.isPaused()) this.socket.resume();
     if (this.pending !== undefined) this.pump();
   }
@@ -295,8 +271,14 @@ export class Connection {
   close(): void {
     this.phase = Phase.Closing;
     this.since = this.context.now();
-    this.pending = undefined;
+    this.drop();
     this.socket.end();
+  }
+
+  /** Forgets what was read and not used. */
+  private drop(): void {
+    this.pending = undefined;
+    this.room = undefined;
   }
 
   /**

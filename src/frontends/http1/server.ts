@@ -7,7 +7,8 @@ import { createServer, type Socket } from "node:net";
 import { HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from "../../http/server.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
 import { KEEP_ALIVE_SECONDS } from "./answer.js";
-import { Connection, type ConnectionContext, type Exchange, Phase } from "./connection.js";
+import { Connection } from "./connection.js";
+import { type ConnectionContext, type Exchange, Phase } from "./exchange.js";
 
 /** How long a connection that sent its closing answer may take to close its side: then it is cut. */
 const LINGER_SECONDS = 2;
