@@ -20,7 +20,7 @@ const listener = http1Listener(
     serve: (exchange) => exchange.respond(EMPTY),
     maxBodyBytes: 0,
     maxHeldBytes: 0,
-    onWriteError: (error) => process.stderr.write(`own ceiling: ${String(error)}\n`),
+    onError: (error) => process.stderr.write(`own ceiling: ${String(error)}\n`),
   },
 );
 await listener.start();

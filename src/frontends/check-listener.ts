@@ -163,7 +163,8 @@ function createCheckHandler(context: CheckContext, frontEnds: readonly (HttpChec
     },
     maxBodyBytes: Math.max(0, ...frontEnds.map((f) => ("serve" in f ? f.maxBodyBytes : 0))),
     maxHeldBytes: MAX_HELD_BODY_BYTES,
-    onWriteError: (error: unknown) => logger.error({ err: error }, "a check's answer could not be written"),
+    onError: (error: unknown) =>
+      logger.error({ err: error }, "the check listener could not answer a request"),
   };
 }
 

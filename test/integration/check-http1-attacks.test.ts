@@ -28,7 +28,7 @@ async function listen(serve: (exchange: Exchange) => void): Promise<number> {
       serve,
       maxBodyBytes: 1024 * 1024,
       maxHeldBytes: 64 * 1024 * 1024,
-      onWriteError: (error) => {
+      onError: (error) => {
         throw error;
       },
     },
@@ -147,7 +147,7 @@ describe("a head sent a byte at a time", () => {
       held: { bytes: 0 },
       now: () => 0,
       draining: () => false,
-      onWriteError: () => {},
+      onError: () => {},
     };
     new Connection(socket as unknown as Socket, context);
     return { socket, written };

@@ -3,7 +3,7 @@
 // HEAD, a client's half-close, and draining.
 import { connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Exchange } from "../../src/frontends/http1/connection.js";
+import type { Exchange } from "../../src/frontends/http1/exchange.js";
 import { http1Listener } from "../../src/frontends/http1/server.js";
 import type { Listener } from "../../src/frontends/listener.js";
 
@@ -28,6 +28,7 @@ async function start(): Promise<Listener> {
     });
     const answer = () =>
       exchange.respond({ status: 200, headers: { "content-type": "application/json" }, body });
+    if (exchange.url === "/throw") throw new Error("a route's bug");
     const slow = /^\/slow\/(\d+)/.exec(exchange.url);
     if (slow === null) answer();
     else setTimeout(answer, Number(slow[1]));
@@ -39,8 +40,8 @@ async function start(): Promise<Listener> {
       serve,
       maxBodyBytes: 1024,
       maxHeldBytes: 64 * 1024,
-      onWriteError: (error) => {
-        throw error;
+      onError: (error) => {
+        errors.push(error);
       },
     },
   );
@@ -48,6 +49,9 @@ async function start(): Promise<Listener> {
   listeners.push(listener);
   return listener;
 }
+
+/** What the listener's onError was given. */
+const errors: unknown[] = [];
 
 type Client = { socket: Socket; text: () => string; closed: () => boolean };
 
@@ -172,6 +176,19 @@ describe("the check listener's HTTP/1.1 server", () => {
     expect(text.slice(text.indexOf("HTTP/1.1 400 "))).toMatch(
       /connection: close\r\n\r\n\{"error":"bad_request"/,
     );
+  });
+
+  it("answers 503 to a request whose route throws, logs it, and serves the next", async () => {
+    errors.length = 0;
+    const client = await open(await start());
+    client.socket.write(get("/throw") + get("/a"));
+    await expect.poll(() => bodies(client.text()).length).toBe(2);
+    expect(client.text()).toMatch(/^HTTP\/1\.1 503 /);
+    expect(bodies(client.text())).toEqual([
+      { error: "unavailable", message: "The request could not be completed" },
+      { method: "GET", url: "/a" },
+    ]);
+    expect(errors.map(String)).toEqual(["Error: a route's bug"]);
   });
 
   it("drains: idle connections close at once, a request in flight is answered with connection: close", async () => {

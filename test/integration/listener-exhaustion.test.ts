@@ -55,7 +55,7 @@ async function listenHttp1(): Promise<number> {
       serve: (exchange) => exchange.respond({ status: 200, headers: {}, body: "ok" }),
       maxBodyBytes: 1024 * 1024,
       maxHeldBytes: MAX_HELD_BODY_BYTES,
-      onWriteError: (error) => {
+      onError: (error) => {
         throw error;
       },
     },
@@ -201,7 +201,7 @@ describe("POST /json on the check listener", () => {
         serve: (exchange) => route.serve(exchange),
         maxBodyBytes: route.maxBodyBytes,
         maxHeldBytes: MAX_HELD_BODY_BYTES,
-        onWriteError: (error) => {
+        onError: (error) => {
           throw error;
         },
       },

@@ -81,6 +81,7 @@ describe("a request head", () => {
       "a lower-case method": "get / HTTP/1.1\r\nHost: x",
       "two spaces": "GET  / HTTP/1.1\r\nHost: x",
       "a space in the target": "GET /a b HTTP/1.1\r\nHost: x",
+      "a byte past ASCII in the target": "GET /caf\u00e9 HTTP/1.1\r\nHost: x",
       CONNECT: "CONNECT x:443 HTTP/1.1\r\nHost: x",
     };
     for (const [what, text] of Object.entries(cases)) expect([what, refused(text)]).toEqual([what, 400]);

@@ -234,7 +234,7 @@ export class Connection {
       // latin1: a header's text as node:http sends it (a string answer's body is ASCII).
       this.socket.write(answerBytes(answer, ending, this.withBody), "latin1");
     } catch (error) {
-      this.context.onWriteError(error);
+      this.context.onError(error);
       this.socket.destroy();
       return;
     }

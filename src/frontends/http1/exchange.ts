@@ -44,8 +44,8 @@ export type ConnectionContext = {
   /** The server's clock in seconds (its sweep's ticks), and whether it is draining. */
   now(): number;
   draining(): boolean;
-  /** A written answer could not be written: logged, and the connection closed. */
-  onWriteError(error: unknown): void;
+  /** An answer could not be written (logged; the connection is closed). */
+  onError(error: unknown): void;
 };
 
 export const Phase = {

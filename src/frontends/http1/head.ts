@@ -40,8 +40,8 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
  * parsers and not for others).
  */
 const FORBIDDEN = /[^\t\x20-\x7e\x80-\xff]/;
-/** A request target: visible ASCII and obs-text, no space. */
-const TARGET = /^[\x21-\x7e\x80-\xff]+$/;
+/** A request target: visible ASCII, no space (node:http refuses other bytes too; clients percent-encode them). */
+const TARGET = /^[\x21-\x7e]+$/;
 const DIGITS = /^[0-9]{1,15}$/;
 
 /** Headers of which node:http keeps the first and drops the repeats (its matchKnownFields). */

@@ -6,9 +6,16 @@
 import { createServer, type Socket } from "node:net";
 import { HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from "../../http/server.js";
 import { type Listener, type ListenerAddress, serverListener } from "../listener.js";
-import { KEEP_ALIVE_SECONDS } from "./answer.js";
+import { type Answer, KEEP_ALIVE_SECONDS } from "./answer.js";
 import { Connection } from "./connection.js";
 import { type ConnectionContext, type Exchange, Phase } from "./exchange.js";
+
+/** The answer to a request whose route threw, unless it had answered already. */
+const failed: Answer = {
+  status: 503,
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ error: "unavailable", message: "The request could not be completed" }),
+};
 
 /** How long a connection that sent its closing answer may take to close its side: then it is cut. */
 const LINGER_SECONDS = 2;
@@ -20,8 +27,11 @@ export type Http1Routes = {
   /** A body read whole: refused 413 past this, and 503 past maxHeldBytes across all connections. */
   maxBodyBytes: number;
   maxHeldBytes: number;
-  /** An answer that could not be written (a bug: a header that cannot be sent). */
-  onWriteError(error: unknown): void;
+  /**
+   * A bug, logged: an answer that could not be written (a header that cannot be sent), or a route
+   * that threw (its request is answered 503, and the process goes on).
+   */
+  onError(error: unknown): void;
 };
 
 /** The timeouts, from when the phase they bound began, in the sweep's whole seconds. */
@@ -47,14 +57,21 @@ export function http1Listener(address: ListenerAddress, routes: Http1Routes): Li
   let draining = false;
   const context: ConnectionContext = {
     wantsBody: routes.wantsBody,
-    serve: routes.serve,
+    serve: (exchange) => {
+      try {
+        routes.serve(exchange);
+      } catch (error) {
+        routes.onError(error);
+        exchange.respond(failed);
+      }
+    },
     maxBodyBytes: routes.maxBodyBytes,
     maxHeldBytes: routes.maxHeldBytes,
     maxHeaderBytes: MAX_HEADER_BYTES,
     held: { bytes: 0 },
     now: () => seconds,
     draining: () => draining,
-    onWriteError: routes.onWriteError,
+    onError: routes.onError,
   };
   // allowHalfOpen: a client's FIN does not end the answer it still waits for (connection.ts closes).
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket: Socket) => {
