@@ -191,18 +191,32 @@ describe("the check listener's HTTP/1.1 server", () => {
     expect(errors.map(String)).toEqual(["Error: a route's bug"]);
   });
 
-  it("drains: idle connections close at once, a request in flight is answered with connection: close", async () => {
+  it("drains: a kept connection between requests closes at once, a request in flight is answered with connection: close", async () => {
     const listener = await start();
     const idle = await open(listener);
+    idle.socket.write(get("/a"));
+    await expect.poll(() => bodies(idle.text()).length).toBe(1);
     const busy = await open(listener);
     busy.socket.write(get("/slow/200"));
     await new Promise((resolve) => setTimeout(resolve, 50));
     const stopped = listener.stop();
     await expect.poll(idle.closed).toBe(true);
-    expect(idle.text()).toBe("");
+    expect(bodies(idle.text())).toEqual([{ method: "GET", url: "/a" }]);
     await stopped;
     expect(busy.closed()).toBe(true);
     expect(bodies(busy.text())).toEqual([{ method: "GET", url: "/slow/200" }]);
     expect(busy.text()).toMatch(/\r\nconnection: close\r\n/);
+  });
+
+  it("drains: a new connection's first request, sent after the drain began, is answered, not hung up", async () => {
+    const listener = await start();
+    const fresh = await open(listener);
+    const stopped = listener.stop();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(fresh.closed()).toBe(false);
+    fresh.socket.write(get("/a"));
+    await stopped;
+    expect(bodies(fresh.text())).toEqual([{ method: "GET", url: "/a" }]);
+    expect(fresh.text()).toMatch(/\r\nconnection: close\r\n/);
   });
 });

@@ -56,9 +56,9 @@ export class Connection {
     return this.pending !== undefined && this.at < this.pending.length;
   }
 
-  /** Whether nothing is under way: no request begun, no answer awaited. */
+  /** Between two requests: a drain closes it. A new connection is not (node:http's rule): its first request is answered. */
   get idle(): boolean {
-    return this.phase === Phase.Idle || (this.phase === Phase.Head && this.pending === undefined);
+    return this.phase === Phase.Idle && !this.unread;
   }
 
   private onData(chunk: Buffer): void {

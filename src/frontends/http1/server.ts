@@ -74,11 +74,8 @@ export function http1Listener(address: ListenerAddress, routes: Http1Routes): Li
     onError: routes.onError,
   };
   // allowHalfOpen: a client's FIN does not end the answer it still waits for (connection.ts closes).
+  // A connection accepted as a drain begins is served like the others: its answer closes it.
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket: Socket) => {
-    if (draining) {
-      socket.destroy();
-      return;
-    }
     const connection = new Connection(socket, context);
     connections.add(connection);
     socket.once("close", () => connections.delete(connection));
