@@ -80,14 +80,18 @@ for (let round = 0; round < rounds; round += 1) {
   }
 }
 
-const range = (list) => `${Math.min(...list).toFixed(1)}–${Math.max(...list).toFixed(1)}`;
+const range = (list, digits = 1) =>
+  `${Math.min(...list).toFixed(digits)}–${Math.max(...list).toFixed(digits)}`;
 process.stdout.write(
   `\nA: ${builds.A}\nB: ${builds.B}\n\n| row | CPU µs per request | req/s | statuses (last slice) |\n|---|---|---|---|\n`,
 );
 for (const [key, list] of Object.entries(figures)) {
   const last = list[list.length - 1];
   process.stdout.write(
-    `| ${key} | ${range(list.map((f) => f.us))} | ${range(list.map((f) => f.rps))} | ${last.statuses} |\n`,
+    `| ${key} | ${range(list.map((f) => f.us))} | ${range(
+      list.map((f) => f.rps),
+      0,
+    )} | ${last.statuses} |\n`,
   );
 }
 for (const name of ["A", "B"]) {
