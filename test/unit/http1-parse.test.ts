@@ -1,5 +1,7 @@
 // The check listener's own HTTP/1.1 parser: what it reads as node:http reads it, and what it refuses
 // that two parsers could read two ways.
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { answerBytes } from "../../src/frontends/http1/answer.js";
 import { BodyError, chunkedBody, lengthBody } from "../../src/frontends/http1/body.js";
@@ -93,6 +95,17 @@ describe("a request head", () => {
     const parsed = head(`POST / HTTP/1.1\r\nHost: x\r\n${many}\r\nContent-Length: 7`);
     expect(parsed.body).toBe(7);
     expect(parsed.headers["content-length"]).toBeUndefined();
+  });
+
+  it("does not keep long header names made up by a client (its cache of names holds short ones)", () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    // 1000 heads near the 64 KiB bound, each with a name of its own: kept, they held 57 MiB.
+    for (let i = 0; i < 1000; i += 1) head(`GET / HTTP/1.1\r\nHost: x\r\nx${i}-${"n".repeat(60_000)}: v`);
+    gc();
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(16 * 1024 * 1024);
   });
 });
 

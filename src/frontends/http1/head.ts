@@ -71,10 +71,12 @@ const MAX_HEADERS = 2000;
 
 /**
  * Header names as sent → lower case, each checked once: a proxy sends the same few names on every
- * request. Bounded; names made up to churn it only cost what checking them every time would.
+ * request. Bounded; names made up to churn it only cost what checking them every time would. Only
+ * short names are kept: a name may be nearly the whole 64 KiB head, and 1024 such kept 57 MiB for good.
  */
 const names = new Map<string, string>();
 const MAX_NAMES = 1024;
+const MAX_NAME_LENGTH = 64;
 
 /** A header's name in lower case, or undefined when it is no token. */
 export function headerName(name: string): string | undefined {
@@ -82,6 +84,7 @@ export function headerName(name: string): string | undefined {
   if (lower === undefined) {
     if (!TOKEN.test(name)) return undefined;
     lower = name.toLowerCase();
+    if (name.length > MAX_NAME_LENGTH) return lower;
     if (names.size >= MAX_NAMES) names.clear();
     names.set(name, lower);
   }
