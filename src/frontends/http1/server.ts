@@ -100,8 +100,13 @@ export function http1Listener(address: ListenerAddress, routes: Http1Routes): Li
         resolve();
       }),
     );
-    // Idle connections close now; the others after the answer under way, which says so.
-    for (const connection of connections) if (connection.idle) connection.socket.destroy();
+    // Idle connections close now (once the answers a slow reader has not taken yet are out); the
+    // others after the answer under way, which says so.
+    for (const connection of connections) {
+      if (!connection.idle) continue;
+      if (connection.socket.writableLength > 0) connection.close();
+      else connection.socket.destroy();
+    }
     return closed;
   };
   const force = () => {
