@@ -1,7 +1,7 @@
 // An HTTP/1.1 answer as bytes: the status line, the headers given, the length, Date and the
 // connection's fate, and the body, in one string written at once (one write syscall).
 import { STATUS_CODES } from "node:http";
-import { headerName } from "./head.js";
+import { FORBIDDEN, headerName } from "./head.js";
 
 /** What a route answers: the status, its headers (lower-case names) and the body. */
 export type Answer = { status: number; headers: Record<string, string>; body: string };
@@ -9,8 +9,6 @@ export type Answer = { status: number; headers: Record<string, string>; body: st
 /** How the answer ends its connection's request: kept open (1.1, or 1.0 that asked for it) or closed. */
 export type Ending = "keep" | "keep-1.0" | "close";
 
-/** A header value as node:http accepts one: no control but HTAB (no CR, LF or NUL: no header injection). */
-const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 /** Seconds an idle connection is kept between requests, as the Keep-Alive header tells the client. */
 export const KEEP_ALIVE_SECONDS = 75;
@@ -45,7 +43,7 @@ export function answerBytes(answer: Answer, ending: Ending, withBody: boolean): 
   let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n`;
   for (const name in headers) {
     const value = headers[name] as string;
-    if (headerName(name) === undefined || INVALID_VALUE.test(value)) {
+    if (headerName(name) === undefined || FORBIDDEN.test(value)) {
       throw new Error(`the answer's header ${JSON.stringify(name)} cannot be sent`);
     }
     head += `${name}: ${value}\r\n`;

@@ -37,9 +37,9 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
  * Octets no header value may hold: controls but HTAB, and DEL. Lines are split at CRLF, so this is
  * also where a bare CR or LF is refused (RFC 9112 section 2.2: a bare LF would end a line for some
- * parsers and not for others).
+ * parsers and not for others). answer.ts holds the answers' values to it too (no header injection).
  */
-const FORBIDDEN = /[^\t\x20-\x7e\x80-\xff]/;
+export const FORBIDDEN = /[^\t\x20-\x7e\x80-\xff]/;
 /** A request target: visible ASCII, no space (node:http refuses other bytes too; clients percent-encode them). */
 const TARGET = /^[\x21-\x7e]+$/;
 const DIGITS = /^[0-9]{1,15}$/;
