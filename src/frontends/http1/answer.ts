@@ -9,7 +9,6 @@ export type Answer = { status: number; headers: Record<string, string>; body: st
 /** How the answer ends its connection's request: kept open (1.1, or 1.0 that asked for it) or closed. */
 export type Ending = "keep" | "keep-1.0" | "close";
 
-
 /** Seconds an idle connection is kept between requests, as the Keep-Alive header tells the client. */
 export const KEEP_ALIVE_SECONDS = 75;
 
